@@ -1,0 +1,183 @@
+//! The one error type of the framework and the recipes built on it.
+//!
+//! ZooKeeper's result codes that callers act on get variants of their own
+//! ([`Error::NoNode`], [`Error::SessionExpired`], …); everything the
+//! framework itself refuses or detects (bad paths, a release by a non-owner,
+//! a closed framework, a lost lock) has a variant too. Two classification
+//! methods answer the questions every retry loop and recipe asks:
+//! [`Error::is_retryable`] ("may I simply try again on this session?") and
+//! [`Error::is_session_terminal`] ("is this session gone for good?").
+
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use crate::path::PathError;
+use crate::retry::InvalidRetryPolicy;
+
+/// A specialised `Result` for framework and recipe operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the framework or a recipe.
+#[non_exhaustive]
+#[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The connection broke while a request was in flight: the request may or
+    /// may not have been applied. Retryable on the same session.
+    #[error("connection to ZooKeeper lost; the outcome of the request is unknown")]
+    ConnectionLoss,
+    /// The session expired (or was declared lost); every ephemeral node it
+    /// owned is gone.
+    #[error("ZooKeeper session expired")]
+    SessionExpired,
+    /// The session moved to another server while a request was in flight.
+    #[error("ZooKeeper session moved to another server")]
+    SessionMoved,
+    /// The server is overloaded and throttled the request.
+    #[error("request throttled by the ZooKeeper server")]
+    Throttled,
+    /// The node (or its parent) does not exist.
+    #[error("node does not exist")]
+    NoNode,
+    /// The node already exists.
+    #[error("node already exists")]
+    NodeExists,
+    /// The node still has children.
+    #[error("node has children")]
+    NotEmpty,
+    /// The node's version did not match the expected one.
+    #[error("node version does not match")]
+    BadVersion,
+    /// The session lacks the permission the ACL requires.
+    #[error("not authorised by the node's ACL")]
+    NoAuth,
+    /// Authentication was refused; the session is unusable.
+    #[error("authentication failed")]
+    AuthFailed,
+    /// Ephemeral nodes cannot have children.
+    #[error("ephemeral nodes cannot have children")]
+    NoChildrenForEphemerals,
+    /// The ACL is empty or malformed.
+    #[error("invalid ACL")]
+    InvalidAcl,
+    /// Any other error reported by `zookeeper-client`.
+    #[error("ZooKeeper error: {0}")]
+    Zk(zk::Error),
+    /// A path broke ZooKeeper's rules; nothing was sent.
+    #[error(transparent)]
+    InvalidPath(#[from] PathError),
+    /// An argument was refused before anything was sent.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The framework could not build a session within the connection timeout,
+    /// or an operation's deadline passed.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// `release()` was called by a task or thread that does not hold the lock.
+    #[error("the current task does not own this lock")]
+    NotOwner,
+    /// The lock's node vanished (session expiry, or deleted by someone else)
+    /// while it was held or being acquired.
+    #[error("the lock was lost: {0}")]
+    LockLost(String),
+    /// The framework was closed (or never started).
+    #[error("the framework is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Whether the operation may be tried again on the same session: the
+    /// connection broke with the outcome unknown, the server throttled the
+    /// request, or the session moved.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::ConnectionLoss | Error::Throttled | Error::SessionMoved)
+    }
+
+    /// Whether the session that produced this error is gone for good (its
+    /// ephemeral nodes included).
+    pub fn is_session_terminal(&self) -> bool {
+        matches!(self, Error::SessionExpired | Error::AuthFailed)
+    }
+
+    /// Maps a `zookeeper-client` error, knowing the state of the session that
+    /// returned it.
+    ///
+    /// Requests in flight when a connection breaks usually fail with
+    /// `zk::Error::Custom(..)` (an I/O error or "no response") rather than
+    /// `ConnectionLoss`; while the session is alive both mean "connection
+    /// broke, outcome unknown".
+    pub fn from_zk(err: zk::Error, session_state: zk::SessionState) -> Error {
+        let terminal = session_state.is_terminated();
+        match err {
+            zk::Error::ConnectionLoss | zk::Error::Custom(_) if !terminal => Error::ConnectionLoss,
+            zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::SessionExpired => {
+                match session_state {
+                    zk::SessionState::Closed => Error::Closed,
+                    zk::SessionState::AuthFailed => Error::AuthFailed,
+                    _ => Error::SessionExpired,
+                }
+            }
+            zk::Error::ClientClosed => Error::Closed,
+            zk::Error::SessionMoved => Error::SessionMoved,
+            zk::Error::Throttled => Error::Throttled,
+            zk::Error::NoNode => Error::NoNode,
+            zk::Error::NodeExists => Error::NodeExists,
+            zk::Error::NotEmpty => Error::NotEmpty,
+            zk::Error::BadVersion => Error::BadVersion,
+            zk::Error::NoAuth => Error::NoAuth,
+            zk::Error::AuthFailed => Error::AuthFailed,
+            zk::Error::NoChildrenForEphemerals => Error::NoChildrenForEphemerals,
+            zk::Error::InvalidAcl => Error::InvalidAcl,
+            other => Error::Zk(other),
+        }
+    }
+}
+
+impl From<InvalidRetryPolicy> for Error {
+    fn from(err: InvalidRetryPolicy) -> Self {
+        Error::InvalidArgument(err.to_string())
+    }
+}
+
+impl From<zk::Error> for Error {
+    /// Maps without knowing the session state; prefer [`Error::from_zk`].
+    fn from(err: zk::Error) -> Self {
+        Error::from_zk(err, zk::SessionState::SyncConnected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn error_is_send_sync() {
+        assert_send_sync::<Error>();
+    }
+
+    #[test]
+    fn broken_connections_are_retryable_while_the_session_lives() {
+        // `zk::Error::Custom` cannot be built outside zookeeper-client; its
+        // mapping shares the arm with `ConnectionLoss`.
+        let lost = zk::Error::ConnectionLoss;
+        let err = Error::from_zk(lost.clone(), zk::SessionState::Disconnected);
+        assert_eq!(err, Error::ConnectionLoss);
+        assert!(err.is_retryable());
+        let err = Error::from_zk(lost, zk::SessionState::Expired);
+        assert_eq!(err, Error::SessionExpired);
+        assert!(err.is_session_terminal());
+        assert!(!err.is_retryable());
+    }
+
+    #[test]
+    fn semantic_errors_are_not_retryable() {
+        for e in [zk::Error::NoNode, zk::Error::NodeExists, zk::Error::BadVersion, zk::Error::NoAuth] {
+            let err = Error::from(e);
+            assert!(!err.is_retryable(), "{err}");
+            assert!(!err.is_session_terminal(), "{err}");
+        }
+        assert_eq!(Error::from_zk(zk::Error::ClientClosed, zk::SessionState::Closed), Error::Closed);
+    }
+}

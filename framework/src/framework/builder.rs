@@ -1,0 +1,164 @@
+//! [`FrameworkBuilder`]: every setting of a [`Framework`], checked once in
+//! [`FrameworkBuilder::build`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+use super::Framework;
+use crate::error::{Error, Result};
+use crate::path;
+use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
+use crate::state::ErrorPolicy;
+
+/// The settings a [`Framework`] runs with (validated).
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) connect_string: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) namespace: Option<String>,
+    pub(crate) retry_policy: Arc<dyn RetryPolicy>,
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
+    pub(crate) default_acl: Vec<zk::Acl>,
+    pub(crate) error_policy: ErrorPolicy,
+}
+
+/// Builds a [`Framework`]; start from [`Framework::builder`].
+///
+/// Every setter consumes and returns the builder and states its default.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build()`"]
+pub struct FrameworkBuilder {
+    connect_string: Option<String>,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+    namespace: Option<String>,
+    retry_policy: Option<Arc<dyn RetryPolicy>>,
+    auth: Vec<(String, Vec<u8>)>,
+    default_acl: Option<Vec<zk::Acl>>,
+    error_policy: ErrorPolicy,
+}
+
+impl FrameworkBuilder {
+    pub(super) fn new() -> Self {
+        FrameworkBuilder {
+            connect_string: None,
+            session_timeout: Duration::from_secs(30),
+            connection_timeout: Duration::from_secs(15),
+            namespace: None,
+            retry_policy: None,
+            auth: Vec::new(),
+            default_acl: None,
+            error_policy: ErrorPolicy::Standard,
+        }
+    }
+
+    /// The ensemble, as `host:port[,host:port…]`. Required.
+    pub fn connect_string(mut self, connect_string: impl Into<String>) -> Self {
+        self.connect_string = Some(connect_string.into());
+        self
+    }
+
+    /// The session timeout asked of the server (it may negotiate it within
+    /// its own bounds). Also how long `Suspended` may last before the
+    /// framework declares the session `Lost`. Defaults to 30 s.
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long an operation waits for a usable session (at start and after
+    /// a loss) before failing with [`Error::Timeout`]. Defaults to 15 s.
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// A path under which every path of this framework lives (ZooKeeper's
+    /// chroot). Created on start if missing. Defaults to none.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// How operations that fail with a retryable error are retried. Defaults
+    /// to [`ExponentialBackoffRetry`] from 100 ms, at most 5 s apart, 10 times.
+    pub fn retry_policy(mut self, policy: impl RetryPolicy) -> Self {
+        self.retry_policy = Some(Arc::new(policy));
+        self
+    }
+
+    /// Authenticates every session with ZooKeeper's `digest` scheme
+    /// (`user:password`). Defaults to no authentication.
+    pub fn digest_auth(mut self, user: &str, password: &str) -> Self {
+        self.auth.push(("digest".to_owned(), format!("{user}:{password}").into_bytes()));
+        self
+    }
+
+    /// The ACL of every node the framework and its recipes create. Defaults
+    /// to `world:anyone` with all permissions.
+    pub fn default_acl(mut self, acl: Vec<zk::Acl>) -> Self {
+        self.default_acl = Some(acl);
+        self
+    }
+
+    /// Which connection states make a held lock count as lost. Defaults to
+    /// [`ErrorPolicy::Standard`] (`Suspended` and `Lost`).
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.error_policy = policy;
+        self
+    }
+
+    /// Checks the settings and builds a framework that is not started yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a missing or empty connect string, a
+    /// zero timeout, a connection timeout longer than the session timeout or
+    /// an empty ACL; [`Error::InvalidPath`] for a bad namespace.
+    pub fn build(self) -> Result<Framework> {
+        let connect_string = match self.connect_string {
+            Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
+            _ => return Err(Error::InvalidArgument("a connect string is required".into())),
+        };
+        if connect_string.contains('/') {
+            return Err(Error::InvalidArgument(
+                "put the chroot in `namespace(..)`, not in the connect string".into(),
+            ));
+        }
+        if self.session_timeout.is_zero() || self.connection_timeout.is_zero() {
+            return Err(Error::InvalidArgument("timeouts must be positive".into()));
+        }
+        let namespace = match self.namespace {
+            None => None,
+            Some(ns) => {
+                let ns = if ns.starts_with('/') { ns } else { format!("/{ns}") };
+                path::validate_recipe_path(&ns)?;
+                Some(ns)
+            }
+        };
+        let default_acl = self.default_acl.unwrap_or_else(|| zk::Acls::anyone_all().to_vec());
+        if default_acl.is_empty() {
+            return Err(Error::InvalidArgument("the default ACL must not be empty".into()));
+        }
+        let retry_policy = match self.retry_policy {
+            Some(p) => p,
+            None => Arc::new(ExponentialBackoffRetry::with_max_sleep(
+                Duration::from_millis(100),
+                10,
+                Duration::from_secs(5),
+            )?),
+        };
+        Ok(Framework::from_config(Config {
+            connect_string,
+            session_timeout: self.session_timeout,
+            connection_timeout: self.connection_timeout,
+            namespace,
+            retry_policy,
+            auth: self.auth,
+            default_acl,
+            error_policy: self.error_policy,
+        }))
+    }
+}

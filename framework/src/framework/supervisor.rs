@@ -1,0 +1,139 @@
+//! The session supervisor: builds sessions, watches them, declares them lost
+//! and replaces them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+use zookeeper_client as zk;
+
+use super::{Inner, Session};
+use crate::error::{Error, Result};
+use crate::state::StateEvent;
+
+/// Delay between failed attempts to build a session, doubling up to the cap.
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(2);
+
+pub(super) async fn run(inner: Arc<Inner>) {
+    let mut closed = inner.closed_tx.subscribe();
+    let mut generation = 0u64;
+    let mut delay = RECONNECT_DELAY;
+    loop {
+        if *closed.borrow() {
+            return;
+        }
+        let result = tokio::select! {
+            result = connect(&inner) => result,
+            _ = closed.wait_for(|c| *c) => return,
+        };
+        let client = match result {
+            Ok(client) => client,
+            Err(err) => {
+                tracing::warn!(%err, ?delay, "could not build a ZooKeeper session; retrying");
+                let mut closed = inner.closed_tx.subscribe();
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = closed.wait_for(|c| *c) => return,
+                }
+                delay = (delay * 2).min(RECONNECT_DELAY_MAX);
+                continue;
+            }
+        };
+        delay = RECONNECT_DELAY;
+        generation += 1;
+        let session = Session { client, generation };
+        let span = tracing::info_span!("session", id = %format_args!("{:#x}", session.id()), generation);
+        span.in_scope(|| tracing::info!(timeout = ?session.client.session_timeout(), "session established"));
+        let first_state = session.client.state();
+        inner.session_tx.send_replace(Some(session.clone()));
+        if generation == 1 {
+            inner.change_state(StateEvent::Session(first_state));
+        } else {
+            inner.change_state(StateEvent::NewSession);
+        }
+        let keep_going = watch_session(&inner, &session).instrument(span).await;
+        // The session is over (lost, or the framework closed): nobody may
+        // start new work on it.
+        inner.session_tx.send_if_modified(|current| {
+            if current.as_ref().map(|s| s.generation) == Some(session.generation) {
+                *current = None;
+                true
+            } else {
+                false
+            }
+        });
+        if !keep_going {
+            return;
+        }
+    }
+}
+
+/// Follows one session until it is lost (`true`) or the framework closes
+/// (`false`).
+async fn watch_session(inner: &Inner, session: &Session) -> bool {
+    let mut closed = inner.closed_tx.subscribe();
+    let mut states = session.client.state_watcher();
+    let session_timeout = session.client.session_timeout();
+    let mut suspended_since: Option<Instant> = None;
+    loop {
+        let lost_at = suspended_since.map(|since| since + session_timeout);
+        tokio::select! {
+            state = states.changed() => {
+                inner.change_state(StateEvent::Session(state));
+                match state {
+                    zk::SessionState::Disconnected => {
+                        suspended_since.get_or_insert_with(Instant::now);
+                    }
+                    s if s.is_terminated() => {
+                        tracing::warn!(state = ?s, "session lost");
+                        return true;
+                    }
+                    _ => suspended_since = None,
+                }
+            }
+            _ = sleep_until_opt(lost_at) => {
+                tracing::warn!(?session_timeout, "suspended for the whole session timeout; declaring the session lost");
+                inner.change_state(StateEvent::SuspendedTooLong);
+                return true;
+            }
+            _ = closed.wait_for(|c| *c) => return false,
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Builds one session (and the namespace node) within the connection timeout.
+async fn connect(inner: &Inner) -> Result<zk::Client> {
+    let config = &inner.config;
+    let mut connector = zk::Client::connector().with_session_timeout(config.session_timeout);
+    for (scheme, auth) in &config.auth {
+        connector = connector.with_auth(scheme, auth);
+    }
+    let timeout = config.connection_timeout;
+    let connect = async {
+        let root = connector.connect(&config.connect_string).await?;
+        let Some(namespace) = &config.namespace else {
+            return Ok(root);
+        };
+        let acl = zk::Acls::new(&config.default_acl);
+        match root.mkdir(namespace, &zk::CreateMode::Persistent.with_acls(acl)).await {
+            Ok(()) | Err(zk::Error::NodeExists) => {}
+            Err(err) => return Err(err),
+        }
+        root.chroot(namespace.as_str())
+            .map_err(|_| zk::Error::BadArguments(&"invalid namespace"))
+    };
+    match tokio::time::timeout(timeout, connect).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(err)) => Err(Error::from_zk(err, zk::SessionState::Disconnected)),
+        Err(_) => Err(Error::Timeout(timeout)),
+    }
+}

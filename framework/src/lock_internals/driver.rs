@@ -1,0 +1,189 @@
+//! The pluggable part of a lock: [`LockInternalsDriver`].
+//!
+//! Every Curator lock is the same acquire loop plus a small policy: how the
+//! participant node is created, how children sort, and whether a participant
+//! holds the lock or which node it must watch. The loop lives in
+//! [`LockInternals`](super::LockInternals); the policy is a driver. Drivers
+//! are plain synchronous functions over names, so they are easy to write and
+//! to unit test, and the loop keeps the hard parts (pipelining, protected
+//! create, retries, cancellation) in one place.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::path::strip_protection;
+
+/// How a participant node is created. The name is always
+/// `_c_<uuid>-<lock name>` followed by the sequence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParticipantNode {
+    /// An ephemeral, sequential node: it dies with the session (the standard).
+    EphemeralSequential,
+    /// A persistent, sequential node: it outlives the session and must be
+    /// deleted by a release.
+    PersistentSequential,
+    /// An ephemeral node whose sequence is chosen by the client instead of
+    /// the server (for a read lock taken by the write holder, which must sort
+    /// level with its write node).
+    EphemeralWithSequence(String),
+}
+
+impl ParticipantNode {
+    /// Whether the node dies with its session.
+    pub fn is_ephemeral(&self) -> bool {
+        !matches!(self, ParticipantNode::PersistentSequential)
+    }
+}
+
+/// How a child name sorts among the participants.
+///
+/// Participants sort by the sequence after the *last* occurrence of the lock
+/// name (numerically); names without a parsable sequence sort after them by
+/// their full text (foreign children under a lock path still take part,
+/// as in Curator).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SortKey {
+    /// A participant with a sequence (the server's 10-digit counter).
+    Sequence(i64),
+    /// Anything else, by name.
+    Foreign(String),
+}
+
+/// What a driver decided for one participant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PredicateResults {
+    /// Whether the participant holds the lock.
+    pub holds_lock: bool,
+    /// When not holding: the name (not the path) of the sibling whose
+    /// deletion may change the answer.
+    pub path_to_watch: Option<String>,
+}
+
+impl PredicateResults {
+    /// The participant holds the lock.
+    pub fn holds() -> Self {
+        PredicateResults { holds_lock: true, path_to_watch: None }
+    }
+
+    /// The participant must wait for `name` to go away.
+    pub fn watch(name: impl Into<String>) -> Self {
+        PredicateResults { holds_lock: false, path_to_watch: Some(name.into()) }
+    }
+}
+
+/// The policy of a lock recipe (Curator's `LockInternalsDriver`).
+///
+/// Implement it to build a lock of your own on [`LockInternals`]: a lock
+/// admitting K holders, ordering by a priority carried in the name, a lock
+/// whose nodes outlive the session, and so on.
+///
+/// [`LockInternals`]: super::LockInternals
+pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
+    /// How the participant node of the next acquire is created. Defaults to
+    /// [`ParticipantNode::EphemeralSequential`].
+    fn participant_node(&self) -> ParticipantNode {
+        ParticipantNode::EphemeralSequential
+    }
+
+    /// The sort key of child `name` of a lock whose nodes are named
+    /// `lock_name`. Defaults to [`standard_sort_key`].
+    fn sort_key(&self, name: &str, lock_name: &str) -> SortKey {
+        standard_sort_key(name, lock_name)
+    }
+
+    /// Given the children sorted by [`LockInternalsDriver::sort_key`] and our
+    /// own node's name, decides whether we hold the lock or which sibling to
+    /// watch. Defaults to [`standard_gets_the_lock`].
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when `our_name` is not among the children (our
+    /// node vanished: the session expired, or someone deleted it).
+    fn gets_the_lock(&self, sorted_children: &[String], our_name: &str, max_leases: u32) -> Result<PredicateResults> {
+        standard_gets_the_lock(sorted_children, our_name, max_leases)
+    }
+}
+
+/// Sorts by the sequence after the last occurrence of `lock_name` (the
+/// protection prefix is skipped first), numerically.
+pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
+    let unprotected = strip_protection(name);
+    let suffix = match unprotected.rfind(lock_name) {
+        Some(at) if !lock_name.is_empty() => &unprotected[at + lock_name.len()..],
+        _ => unprotected,
+    };
+    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
+    let parsed = (digits.len() >= 10 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| suffix.parse::<i64>().ok())
+        .flatten();
+    match parsed {
+        Some(seq) => SortKey::Sequence(seq),
+        None => SortKey::Foreign(name.to_owned()),
+    }
+}
+
+/// The mutex and semaphore rule: the first `max_leases` participants hold
+/// the lock; any other watches the participant `max_leases` places ahead
+/// (its immediate predecessor for a mutex), so one release wakes one waiter.
+///
+/// # Errors
+/// [`Error::LockLost`] when `our_name` is not in `sorted_children`;
+/// [`Error::InvalidArgument`] when `max_leases` is zero.
+pub fn standard_gets_the_lock(sorted_children: &[String], our_name: &str, max_leases: u32) -> Result<PredicateResults> {
+    if max_leases == 0 {
+        return Err(Error::InvalidArgument("max_leases must be at least 1".into()));
+    }
+    let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
+        return Err(Error::LockLost(format!("our node {our_name} is no longer among the participants")));
+    };
+    let max = max_leases as usize;
+    if index < max {
+        Ok(PredicateResults::holds())
+    } else {
+        Ok(PredicateResults::watch(sorted_children[index - max].clone()))
+    }
+}
+
+/// The driver of Curator's mutex: ephemeral-sequential nodes, sorted by
+/// sequence, the first `max_leases` hold the lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StandardLockInternalsDriver;
+
+impl LockInternalsDriver for StandardLockInternalsDriver {}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn node(seq: u32) -> String {
+        format!("_c_{UUID}-lock-{seq:010}")
+    }
+
+    #[test]
+    fn sorts_by_sequence_numerically_and_foreign_names_last() {
+        let driver = StandardLockInternalsDriver;
+        let mut names = vec![node(10), "garbage".to_owned(), node(9), "lock-0000000001".to_owned()];
+        names.sort_by_key(|n| driver.sort_key(n, "lock-"));
+        assert_eq!(names, vec!["lock-0000000001".to_owned(), node(9), node(10), "garbage".to_owned()]);
+    }
+
+    #[test]
+    fn predecessor_is_watched() {
+        let children = vec![node(1), node(2), node(3)];
+        assert_eq!(standard_gets_the_lock(&children, &node(1), 1).unwrap(), PredicateResults::holds());
+        assert_eq!(standard_gets_the_lock(&children, &node(3), 1).unwrap(), PredicateResults::watch(node(2)));
+        // Two leases: the third watches the first.
+        assert_eq!(standard_gets_the_lock(&children, &node(2), 2).unwrap(), PredicateResults::holds());
+        assert_eq!(standard_gets_the_lock(&children, &node(3), 2).unwrap(), PredicateResults::watch(node(1)));
+    }
+
+    #[test]
+    fn missing_node_is_lock_lost_and_zero_leases_refused() {
+        let children = vec![node(1)];
+        assert!(matches!(standard_gets_the_lock(&children, &node(2), 1), Err(Error::LockLost(_))));
+        assert!(matches!(standard_gets_the_lock(&children, &node(1), 0), Err(Error::InvalidArgument(_))));
+    }
+}

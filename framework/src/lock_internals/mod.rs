@@ -1,0 +1,533 @@
+//! [`LockInternals`]: the acquire loop every lock recipe shares (Curator's
+//! `LockInternals`), generic over a [`LockInternalsDriver`].
+//!
+//! # How an acquire works
+//!
+//! 1. A *protected* node `<path>/_c_<uuid>-<lock name><sequence>` is
+//!    created, and the children of `<path>` are listed **in the same breath**:
+//!    both requests are sent back to back before waiting for either answer.
+//!    ZooKeeper answers a session's requests in order, so the listing already
+//!    contains the new node; an uncontended lock costs one round trip
+//!    (Curator spends three).
+//! 2. The driver decides, from the sorted children, whether we hold the lock
+//!    or which single node to watch (the predecessor for a mutex: one release
+//!    wakes one waiter, no herd).
+//! 3. If the watched node is already gone, the children are listed again at
+//!    once; otherwise we wait for its deletion, then list again.
+//!
+//! # Failures
+//!
+//! * A connection loss during the create leaves the outcome unknown. The
+//!   `_c_<uuid>-` prefix lets the retry list the parent and adopt the node
+//!   if the create happened, instead of creating a second one.
+//! * Every acquire holds a [`ContenderGuard`] from before the create is sent:
+//!   an error, a timeout or a dropped future hands our node (or its prefix)
+//!   to the background cleaner.
+//! * A session lost while waiting (or our node deleted by someone else)
+//!   restarts the acquire on the framework's next session, at the back of
+//!   the queue, as long as the retry policy allows. Work is never carried
+//!   silently from one session to the next: a node always belongs to the
+//!   session that created it.
+
+mod driver;
+mod guard;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+use zookeeper_client as zk;
+
+pub use self::driver::{
+    standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode, PredicateResults, SortKey,
+    StandardLockInternalsDriver,
+};
+pub use self::guard::ContenderGuard;
+use crate::error::{Error, Result};
+use crate::framework::{Framework, Session};
+use crate::path;
+
+/// The largest node data a lock accepts (ZooKeeper's default packet limit is
+/// 1 MiB including the request's other fields).
+pub const MAX_NODE_DATA: usize = 1024 * 1024 - 4096;
+
+/// A participant node that holds the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcquiredNode {
+    path: String,
+    czxid: i64,
+    session_id: i64,
+    generation: u64,
+    ephemeral: bool,
+}
+
+impl AcquiredNode {
+    /// The node's full path (relative to the framework's namespace).
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The node's name (last path component).
+    pub fn name(&self) -> &str {
+        path::split(&self.path).1
+    }
+
+    /// The fencing token: the zxid of the transaction that created the node.
+    /// ZooKeeper's zxids grow strictly, and a holder's node is created after
+    /// the previous holder's, so successive holders of one lock path get
+    /// strictly increasing tokens. Hand it to the storage you protect, and
+    /// let it refuse writes carrying a smaller token than it has seen.
+    pub fn fencing_token(&self) -> i64 {
+        self.czxid
+    }
+
+    /// The id of the session that created the node.
+    pub fn session_id(&self) -> i64 {
+        self.session_id
+    }
+
+    /// The framework session generation the node was created in.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the node dies with its session.
+    pub fn is_ephemeral(&self) -> bool {
+        self.ephemeral
+    }
+}
+
+/// The shared acquire/release machinery of the lock recipes.
+#[derive(Clone)]
+pub struct LockInternals {
+    framework: Framework,
+    base_path: Arc<str>,
+    lock_name: Arc<str>,
+    max_leases: u32,
+    driver: Arc<dyn LockInternalsDriver>,
+}
+
+impl fmt::Debug for LockInternals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockInternals")
+            .field("base_path", &self.base_path)
+            .field("lock_name", &self.lock_name)
+            .field("max_leases", &self.max_leases)
+            .field("driver", &self.driver)
+            .finish()
+    }
+}
+
+impl LockInternals {
+    /// Machinery for participants named `lock_name` under `base_path`, of
+    /// which `max_leases` may hold the lock at once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a bad `base_path` (including `/` and the
+    /// server's reserved `/zookeeper` tree) or a bad `lock_name`;
+    /// [`Error::InvalidArgument`] for zero `max_leases`.
+    pub fn new(
+        framework: Framework,
+        base_path: &str,
+        lock_name: &str,
+        max_leases: u32,
+        driver: Arc<dyn LockInternalsDriver>,
+    ) -> Result<Self> {
+        path::validate_recipe_path(base_path)?;
+        path::validate_node_name(lock_name)?;
+        if max_leases == 0 {
+            return Err(Error::InvalidArgument("max_leases must be at least 1".into()));
+        }
+        Ok(LockInternals {
+            framework,
+            base_path: base_path.into(),
+            lock_name: lock_name.into(),
+            max_leases,
+            driver,
+        })
+    }
+
+    /// The framework this lock runs on.
+    pub fn framework(&self) -> &Framework {
+        &self.framework
+    }
+
+    /// The lock's path.
+    pub fn base_path(&self) -> &str {
+        &self.base_path
+    }
+
+    /// The name participants carry after their protection prefix.
+    pub fn lock_name(&self) -> &str {
+        &self.lock_name
+    }
+
+    /// How many participants may hold the lock at once.
+    pub fn max_leases(&self) -> u32 {
+        self.max_leases
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<dyn LockInternalsDriver> {
+        &self.driver
+    }
+
+    /// Creates a participant node carrying `data` and waits until it holds
+    /// the lock, for at most `timeout` (forever with `None`). Returns
+    /// `Ok(None)` on timeout (the node is then deleted in the background).
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; [`Error::InvalidArgument`]
+    /// for data over [`MAX_NODE_DATA`]; ZooKeeper errors that retrying could
+    /// not overcome (for example [`Error::NoAuth`], or [`Error::ConnectionLoss`]
+    /// once the retry policy gives up); [`Error::Timeout`] if no session could
+    /// be had within the connection timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future at any point deletes our node in the
+    /// background (or, if the create's outcome is still unknown, finds it by
+    /// its unique prefix and deletes it). Nothing else changes.
+    pub async fn acquire(&self, data: &[u8], timeout: Option<Duration>) -> Result<Option<AcquiredNode>> {
+        if data.len() > MAX_NODE_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
+                data.len()
+            )));
+        }
+        self.framework.inner().check_open()?;
+        let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name);
+        let acquire = self.acquire_restarting(data).instrument(span.clone());
+        let result = match timeout {
+            None => acquire.await.map(Some),
+            Some(timeout) => match tokio::time::timeout(timeout, acquire).await {
+                Ok(result) => result.map(Some),
+                Err(_) => Ok(None),
+            },
+        };
+        span.in_scope(|| match &result {
+            Ok(Some(node)) => tracing::info!(node = %node.path, token = node.czxid, "lock acquired"),
+            Ok(None) => tracing::info!(?timeout, "lock acquire timed out"),
+            Err(err) => tracing::info!(%err, "lock acquire failed"),
+        });
+        result
+    }
+
+    async fn acquire_restarting(&self, data: &[u8]) -> Result<AcquiredNode> {
+        let started = std::time::Instant::now();
+        let mut restarts = 0u32;
+        loop {
+            let err = match self.attempt(data).await {
+                Ok(node) => return Ok(node),
+                Err(err) => err,
+            };
+            if !(err.is_session_terminal() || matches!(err, Error::LockLost(_))) {
+                return Err(err);
+            }
+            let Some(delay) = self.framework.retry_policy().allow_retry(restarts, started.elapsed()) else {
+                return Err(err);
+            };
+            restarts += 1;
+            tracing::warn!(%err, restarts, "our participant node is gone; starting over at the back of the queue");
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.framework.closed() => return Err(Error::Closed),
+            }
+        }
+    }
+
+    /// One acquire on one session.
+    async fn attempt(&self, data: &[u8]) -> Result<AcquiredNode> {
+        let session = self.framework.session().await?;
+        let node_kind = self.driver.participant_node();
+        let name_prefix = format!("{}{}-{}", path::PROTECTED_PREFIX, uuid::Uuid::new_v4(), self.lock_name);
+        let (create_name, mode) = match &node_kind {
+            ParticipantNode::EphemeralSequential => (name_prefix.clone(), zk::CreateMode::EphemeralSequential),
+            ParticipantNode::PersistentSequential => (name_prefix.clone(), zk::CreateMode::PersistentSequential),
+            ParticipantNode::EphemeralWithSequence(seq) => (format!("{name_prefix}{seq}"), zk::CreateMode::Ephemeral),
+        };
+        // Armed before anything is sent: from here on, any exit cleans up.
+        let mut guard = ContenderGuard::protected(&self.framework, &self.base_path, &name_prefix);
+        let created = self.create_participant(&session, &create_name, &name_prefix, mode, data).await?;
+        let our_path = path::join(&self.base_path, &created.name);
+        guard.set_node(&our_path);
+        tracing::debug!(node = %our_path, "participant node created");
+
+        let mut children = created.children;
+        loop {
+            self.framework.inner().check_open()?;
+            let sorted = self.sort_children(children);
+            let decision = self.driver.gets_the_lock(&sorted, &created.name, self.max_leases)?;
+            if decision.holds_lock {
+                guard.disarm();
+                return Ok(AcquiredNode {
+                    path: our_path,
+                    czxid: created.czxid,
+                    session_id: session.id(),
+                    generation: session.generation(),
+                    ephemeral: node_kind.is_ephemeral(),
+                });
+            }
+            let Some(watch_name) = decision.path_to_watch else {
+                return Err(Error::InvalidArgument(
+                    "the lock driver neither granted the lock nor named a node to watch".into(),
+                ));
+            };
+            let watch_path = path::join(&self.base_path, &watch_name);
+            tracing::debug!(watch = %watch_path, "waiting for the node ahead");
+            let watched = self
+                .framework
+                .call_on_session(&session, |client| {
+                    let watch_path = watch_path.clone();
+                    async move { client.get_and_watch_data(&watch_path).await }
+                })
+                .await;
+            match watched {
+                Err(Error::NoNode) => {} // already gone: look again at once
+                Err(err) => return Err(err),
+                Ok((_, _, watcher)) => {
+                    tokio::select! {
+                        event = watcher.changed() => {
+                            if event.event_type == zk::EventType::Session {
+                                if event.session_state.is_terminated() {
+                                    return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state));
+                                }
+                            } else {
+                                self.framework.inner().metrics.add_lock_wakeup();
+                            }
+                        }
+                        _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired),
+                        _ = self.framework.closed() => return Err(Error::Closed),
+                    }
+                }
+            }
+            children = self.list_children_on(&session).await?;
+        }
+    }
+
+    /// Sends the protected create and the children listing back to back.
+    async fn create_participant(
+        &self,
+        session: &Session,
+        create_name: &str,
+        name_prefix: &str,
+        mode: zk::CreateMode,
+        data: &[u8],
+    ) -> Result<Created> {
+        let create_path = path::join(&self.base_path, create_name);
+        let acl = self.framework.default_acl();
+        let options = mode.with_acls(zk::Acls::new(acl));
+        let sequential = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential);
+        let started = std::time::Instant::now();
+        let mut retries = 0u32;
+        let mut maybe_created = false;
+        loop {
+            self.framework.inner().check_open()?;
+            if maybe_created {
+                // The last create may have been applied with its reply lost:
+                // adopt our node rather than create a second one.
+                let children = match self.list_children_on(session).await {
+                    Ok(children) => children,
+                    Err(Error::LockLost(_)) => Vec::new(), // parent missing: nothing was created
+                    Err(err) => return Err(err),
+                };
+                if let Some(name) = children.iter().find(|c| c.starts_with(name_prefix)).cloned() {
+                    let czxid = self.adopt(session, &name, mode).await?;
+                    tracing::info!(node = %name, "adopted the node of a create whose reply was lost");
+                    return Ok(Created { name, czxid, children });
+                }
+            }
+            let client = session.client();
+            // Both requests are queued here, in this order, before either is awaited.
+            let create = client.create(&create_path, data, &options);
+            let list = client.list_children(&self.base_path);
+            let (created, listed) = futures::join!(create, list);
+            let err = match created {
+                Ok((stat, sequence)) => {
+                    let name = if sequential { format!("{create_name}{sequence}") } else { create_name.to_owned() };
+                    let children = match listed {
+                        Ok(children) if children.contains(&name) => children,
+                        _ => self.list_children_on(session).await?,
+                    };
+                    return Ok(Created { name, czxid: stat.czxid, children });
+                }
+                Err(zk::Error::NoNode) => {
+                    self.create_parents(session).await?;
+                    Error::NoNode
+                }
+                Err(err) => {
+                    let err = session.map_err(err);
+                    if !err.is_retryable() {
+                        return Err(err);
+                    }
+                    maybe_created = true;
+                    err
+                }
+            };
+            let Some(delay) = self.framework.retry_policy().allow_retry(retries, started.elapsed()) else {
+                return Err(err);
+            };
+            retries += 1;
+            if !matches!(err, Error::NoNode) {
+                tracing::debug!(%err, ?delay, "create failed; retrying");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+
+    /// Reads the stat of a node found by its prefix, checking that it belongs
+    /// to this session when it is ephemeral.
+    async fn adopt(&self, session: &Session, name: &str, mode: zk::CreateMode) -> Result<i64> {
+        let node_path = path::join(&self.base_path, name);
+        let stat = self
+            .framework
+            .call_on_session(session, |client| {
+                let node_path = node_path.clone();
+                async move { client.check_stat(&node_path).await }
+            })
+            .await?;
+        match stat {
+            Some(stat)
+                if !matches!(mode, zk::CreateMode::Ephemeral | zk::CreateMode::EphemeralSequential)
+                    || stat.ephemeral_owner == session.id() =>
+            {
+                Ok(stat.czxid)
+            }
+            Some(_) => Err(Error::LockLost(format!("{node_path} belongs to another session"))),
+            None => Err(Error::LockLost(format!("{node_path} vanished before it could be adopted"))),
+        }
+    }
+
+    /// Creates the lock path's missing ancestors as container nodes (the
+    /// server removes them once their last child goes).
+    async fn create_parents(&self, session: &Session) -> Result<()> {
+        let acl = self.framework.default_acl().to_vec();
+        let base = self.base_path.to_string();
+        self.framework
+            .call_on_session(session, |client| {
+                let acl = acl.clone();
+                let base = base.clone();
+                async move {
+                    let options = zk::CreateMode::Container.with_acls(zk::Acls::new(&acl));
+                    match client.mkdir(&base, &options).await {
+                        Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
+                        Err(err) => Err(err),
+                    }
+                }
+            })
+            .await
+    }
+
+    /// Lists the lock's children on `session`; a missing lock path means our
+    /// node cannot exist ([`Error::LockLost`]).
+    async fn list_children_on(&self, session: &Session) -> Result<Vec<String>> {
+        let base = self.base_path.to_string();
+        let result = self
+            .framework
+            .call_on_session(session, |client| {
+                let base = base.clone();
+                async move { client.list_children(&base).await }
+            })
+            .await;
+        match result {
+            Err(Error::NoNode) => Err(Error::LockLost(format!("{} does not exist", self.base_path))),
+            other => other,
+        }
+    }
+
+    /// Sorts child names with the driver's sort key.
+    pub fn sort_children(&self, mut children: Vec<String>) -> Vec<String> {
+        children.sort_by_cached_key(|name| self.driver.sort_key(name, &self.lock_name));
+        children
+    }
+
+    /// The full paths of all participants, sorted (the first `max_leases`
+    /// hold the lock). Empty if the lock path does not exist.
+    ///
+    /// # Errors
+    /// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        let base = self.base_path.to_string();
+        let children = self
+            .framework
+            .call_with_retry(|client| {
+                let base = base.clone();
+                async move { client.list_children(&base).await }
+            })
+            .await;
+        let children = match children {
+            Ok(children) => children,
+            Err(Error::NoNode) => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        Ok(self.sort_children(children).into_iter().map(|name| path::join(&self.base_path, &name)).collect())
+    }
+
+    /// Deletes a held node. If the connection is down (or the delete does not
+    /// finish within the connection timeout), the delete continues in the
+    /// background and this returns `Ok`: the lock is released as far as this
+    /// process is concerned, and the node goes as soon as ZooKeeper can be
+    /// reached (or with its session). A node already gone counts as deleted.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed (ephemeral nodes went with
+    /// its session); errors no retry can fix, such as [`Error::NoAuth`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: once polled, dropping the future hands the delete to the
+    /// background cleaner.
+    pub async fn release(&self, node: &AcquiredNode) -> Result<()> {
+        let span = tracing::info_span!("lock.release", node = %node.path);
+        async {
+            self.framework.inner().check_open()?;
+            let guard = ContenderGuard::node(&self.framework, &node.path);
+            let node_path = node.path.clone();
+            let delete = self.framework.call_with_retry(|client| {
+                let node_path = node_path.clone();
+                async move {
+                    match client.delete(&node_path, None).await {
+                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                        Err(err) => Err(err),
+                    }
+                }
+            });
+            let limit = self.framework.connection_timeout();
+            match tokio::time::timeout(limit, delete).await {
+                Ok(Ok(())) => {
+                    guard.disarm();
+                    tracing::info!("lock released");
+                    Ok(())
+                }
+                Ok(Err(Error::Closed)) => {
+                    guard.disarm();
+                    Err(Error::Closed)
+                }
+                Ok(Err(err)) if err.is_retryable() || err.is_session_terminal() || matches!(err, Error::Timeout(_)) => {
+                    tracing::warn!(%err, "release could not reach ZooKeeper; deleting in the background");
+                    drop(guard);
+                    Ok(())
+                }
+                Ok(Err(err)) => {
+                    guard.disarm();
+                    Err(err)
+                }
+                Err(_) => {
+                    tracing::warn!(?limit, "release timed out; deleting in the background");
+                    drop(guard);
+                    Ok(())
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+struct Created {
+    name: String,
+    czxid: i64,
+    children: Vec<String>,
+}

@@ -1,0 +1,21 @@
+//! Curator's distributed lock recipes for Rust, on the
+//! [`zk_curator_framework`] machinery.
+//!
+//! * [`InterProcessMutex`]: a reentrant mutex (per task), with a guard API
+//!   and fencing tokens.
+//!
+//! Every lock implements [`InterProcessLock`], so locks can be handled
+//! uniformly (for example combined into a multi-lock). Node layouts are
+//! Curator's, so Rust and JVM services can contend on the same paths.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![deny(rustdoc::broken_intra_doc_links)]
+
+mod lock;
+mod mutex;
+mod owner;
+
+pub use self::lock::InterProcessLock;
+pub use self::mutex::{InterProcessMutex, MutexGuard};
+pub use self::owner::Owner;
+pub use zk_curator_framework::{Error, Result};

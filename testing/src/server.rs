@@ -1,0 +1,678 @@
+//! A real, standalone Apache ZooKeeper server on loopback, owned by a test.
+//!
+//! [`TestingServer`] runs `org.apache.zookeeper.server.quorum.QuorumPeerMain` in a JVM with a
+//! private temporary directory and a free `127.0.0.1` port.
+//!
+//! # Process lifetime
+//!
+//! The JVM is not a direct child of the test process. It is launched by a small `sh` wrapper
+//! whose standard input is a pipe; only the test process holds the writing end. The wrapper
+//! starts `java` in the background and waits for end-of-file on that pipe. End-of-file arrives
+//! when the [`TestingServer`] is stopped or dropped, and also when the test process exits for
+//! any reason (the kernel closes the pipe), so a server kept in a `static` that is never dropped
+//! does not outlive the test binary. On end-of-file the wrapper kills exactly the JVM it started,
+//! by its process id, and reaps it.
+
+use std::fmt;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tracing::{debug, info, warn};
+
+use crate::error::Error;
+
+/// Environment variable that, when set, replaces the whole Java classpath used for the server.
+pub const CLASSPATH_ENV: &str = "ZOOKEEPER_CLASSPATH";
+
+/// Where Debian's `zookeeper` package installs its jars.
+const JAR_DIR: &str = "/usr/share/java";
+
+/// Java entry point of a ZooKeeper server (standalone when the config lists no peers).
+const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// How often readiness and exit are polled while the server starts.
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+
+/// How long `stop` waits for the wrapper before falling back to killing by pid.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many fresh ports the first start tries when the chosen one was taken meanwhile.
+const START_PORT_ATTEMPTS: usize = 5;
+
+/// How long a restart keeps retrying while its fixed port is still taken.
+const RESTART_BIND_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Number of log lines put into startup errors.
+const ERROR_LOG_LINES: usize = 40;
+
+/// The `sh` program that owns the JVM.
+///
+/// Positional parameters are the java command line; `ZK_TESTING_OUT` names the file receiving
+/// the JVM's stdout and stderr. The wrapper prints the JVM's pid as its only line of output.
+/// A background subshell keeps a duplicate of the wrapper's stdin (fd 3) and kills the JVM
+/// once that pipe reports end-of-file; the wrapper itself waits for the JVM, so the wrapper
+/// exits exactly when the JVM is gone and its exit status is the JVM's.
+const WRAPPER_SCRIPT: &str = r#"
+trap '' INT QUIT
+"$@" </dev/null >>"$ZK_TESTING_OUT" 2>&1 &
+pid=$!
+echo "$pid"
+exec 3<&0
+(
+  while read -r _ <&3; do :; done
+  kill -9 "$pid" 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+watcher=$!
+exec 3<&- 0</dev/null
+wait "$pid"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status"
+"#;
+
+/// Returns whether a ZooKeeper server can be launched here: `java` is found and the ZooKeeper
+/// jars exist (or [`CLASSPATH_ENV`] is set).
+///
+/// Test suites can use it to skip, with a printed notice, when ZooKeeper is not installed.
+pub fn zookeeper_available() -> bool {
+    Installation::locate().is_ok()
+}
+
+/// The Java executable and classpath used to run the server.
+#[derive(Clone, Debug)]
+struct Installation {
+    java: PathBuf,
+    classpath: String,
+}
+
+impl Installation {
+    fn locate() -> Result<Self, Error> {
+        let java = find_java().ok_or_else(|| Error::ZooKeeperNotFound {
+            missing: "`java` (neither $JAVA_HOME/bin/java nor java on PATH)".to_owned(),
+        })?;
+        let classpath = match std::env::var(CLASSPATH_ENV) {
+            Ok(classpath) if !classpath.trim().is_empty() => classpath,
+            _ => default_classpath()?,
+        };
+        Ok(Installation { java, classpath })
+    }
+}
+
+fn find_java() -> Option<PathBuf> {
+    if let Some(home) = std::env::var_os("JAVA_HOME") {
+        let java = Path::new(&home).join("bin").join("java");
+        if java.is_file() {
+            return Some(java);
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join("java")).find(|java| java.is_file())
+}
+
+/// `zookeeper.jar` names its dependencies (jute, netty, slf4j-api, ...) in its manifest
+/// `Class-Path`, so only the jar itself and an slf4j binding are needed.
+fn default_classpath() -> Result<String, Error> {
+    let dir = Path::new(JAR_DIR);
+    let mut entries = Vec::new();
+    for jar in ["zookeeper.jar", "zookeeper-jute.jar"] {
+        let path = dir.join(jar);
+        if !path.is_file() {
+            return Err(Error::ZooKeeperNotFound { missing: path.display().to_string() });
+        }
+        if jar == "zookeeper.jar" {
+            entries.push(path);
+        }
+    }
+    // slf4j-simple writes the server log to stderr, which the wrapper appends to a file.
+    if let Some(binding) =
+        ["slf4j-simple.jar", "slf4j-nop.jar"].iter().map(|jar| dir.join(jar)).find(|path| path.is_file())
+    {
+        entries.push(binding);
+    }
+    let joined = std::env::join_paths(entries).map_err(|err| Error::InvalidConfig(err.to_string()))?;
+    Ok(joined.to_string_lossy().into_owned())
+}
+
+/// Settings chosen through [`TestingServerBuilder`].
+#[derive(Clone, Debug)]
+struct Settings {
+    tick_time: Duration,
+    min_session_timeout: Duration,
+    max_session_timeout: Duration,
+    container_check_interval: Duration,
+    startup_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tick_time: Duration::from_millis(100),
+            min_session_timeout: Duration::from_millis(400),
+            max_session_timeout: Duration::from_secs(60),
+            container_check_interval: Duration::from_millis(100),
+            startup_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Settings {
+    fn validate(&self) -> Result<(), Error> {
+        if self.tick_time.as_millis() == 0 {
+            return Err(Error::InvalidConfig("tick time must be at least 1ms".to_owned()));
+        }
+        if self.min_session_timeout > self.max_session_timeout {
+            return Err(Error::InvalidConfig(format!(
+                "min session timeout {:?} exceeds max session timeout {:?}",
+                self.min_session_timeout, self.max_session_timeout
+            )));
+        }
+        if self.container_check_interval.as_millis() == 0 {
+            return Err(Error::InvalidConfig("container check interval must be at least 1ms".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+/// Configures and starts a [`TestingServer`]; obtained from [`TestingServer::builder`].
+///
+/// Defaults: tick time 100 ms, session timeouts between 400 ms and 60 s, containers and TTL
+/// nodes checked every 100 ms, 30 s allowed for startup.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct TestingServerBuilder {
+    settings: Settings,
+}
+
+impl TestingServerBuilder {
+    /// Sets ZooKeeper's `tickTime`, its basic time unit (session expiry is checked once a tick).
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.settings.tick_time = tick_time;
+        self
+    }
+
+    /// Sets the smallest session timeout the server grants (`minSessionTimeout`).
+    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.min_session_timeout = timeout;
+        self
+    }
+
+    /// Sets the largest session timeout the server grants (`maxSessionTimeout`).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.max_session_timeout = timeout;
+        self
+    }
+
+    /// Sets how often the server looks for empty container nodes and expired TTL nodes
+    /// (`znode.container.checkIntervalMs`).
+    pub fn container_check_interval(mut self, interval: Duration) -> Self {
+        self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Sets how long a start or restart may take before it fails.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.startup_timeout = timeout;
+        self
+    }
+
+    /// Starts the server and blocks until it serves clients.
+    ///
+    /// Usable from any context, including initialisation of a `static`; inside an async
+    /// runtime prefer [`start_async`](Self::start_async).
+    pub fn start(self) -> Result<TestingServer, Error> {
+        TestingServer::launch(self.settings)
+    }
+
+    /// Starts the server on a blocking thread of the current tokio runtime.
+    pub async fn start_async(self) -> Result<TestingServer, Error> {
+        tokio::task::spawn_blocking(move || self.start())
+            .await
+            .map_err(|err| Error::io("start thread failed", std::io::Error::other(err)))?
+    }
+}
+
+/// A running (or stopped) ZooKeeper server owned by a test.
+///
+/// Dropping it kills the server and deletes its directory. See the [module docs](self) for how
+/// the JVM is cleaned up when the value is never dropped.
+pub struct TestingServer {
+    port: u16,
+    launcher: Launcher,
+    process: Mutex<Option<ServerProcess>>,
+    // Declared last so the directory is removed after the process is gone.
+    dir: TempDir,
+}
+
+impl fmt::Debug for TestingServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestingServer")
+            .field("connect_string", &self.connect_string())
+            .field("dir", &self.dir.path())
+            .field("pid", &self.pid())
+            .finish()
+    }
+}
+
+impl TestingServer {
+    /// Returns a builder to configure the server before starting it.
+    pub fn builder() -> TestingServerBuilder {
+        TestingServerBuilder::default()
+    }
+
+    /// Starts a server with default settings, blocking until it serves clients.
+    pub fn start() -> Result<Self, Error> {
+        Self::builder().start()
+    }
+
+    /// Starts a server with default settings on a blocking thread of the current tokio runtime.
+    pub async fn start_async() -> Result<Self, Error> {
+        Self::builder().start_async().await
+    }
+
+    fn launch(settings: Settings) -> Result<Self, Error> {
+        settings.validate()?;
+        let installation = Installation::locate()?;
+        let dir = tempfile::Builder::new()
+            .prefix("zk-testing-")
+            .tempdir()
+            .map_err(|err| Error::io("cannot create temporary directory", err))?;
+        let data_dir = dir.path().join("data");
+        fs::create_dir_all(&data_dir).map_err(|err| Error::io("cannot create data directory", err))?;
+        let mut last_error = None;
+        for attempt in 1..=START_PORT_ATTEMPTS {
+            let port = free_port()?;
+            let launcher =
+                Launcher { installation: installation.clone(), settings: settings.clone(), root: dir.path().into(), port };
+            match launcher.spawn_and_wait() {
+                Ok(process) => {
+                    return Ok(TestingServer { port, launcher, process: Mutex::new(Some(process)), dir });
+                },
+                Err(err @ Error::ServerExited { .. }) if is_bind_failure(&err) => {
+                    debug!(port, attempt, "port was taken before ZooKeeper could bind it; trying another");
+                    last_error = Some(err);
+                },
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
+    }
+
+    /// Returns the connect string for clients, `127.0.0.1:PORT`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Returns the client port, which stays the same across [`restart`](Self::restart).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Returns the client address, `127.0.0.1:PORT`.
+    pub fn address(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Returns ZooKeeper's data directory (snapshots and transaction logs).
+    pub fn data_dir(&self) -> PathBuf {
+        self.launcher.data_dir()
+    }
+
+    /// Returns the file receiving the server log and the JVM's output (appended across restarts).
+    pub fn log_path(&self) -> PathBuf {
+        self.launcher.log_path()
+    }
+
+    /// Returns the last `lines` lines of the server log, for diagnostics.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail_lines(&self.log_path(), lines)
+    }
+
+    /// Returns the process id of the running JVM, or `None` when stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.lock().as_ref().map(|process| process.java_pid)
+    }
+
+    /// Returns whether the server process is alive.
+    ///
+    /// It may be alive but not yet serving right after it crashed-and-restarted externally;
+    /// after [`start`](Self::start) and [`restart`](Self::restart) return it is serving.
+    pub fn is_running(&self) -> bool {
+        match self.lock().as_mut() {
+            Some(process) => matches!(process.child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Kills the server (SIGKILL, like a crash) and blocks until the process is gone.
+    ///
+    /// The port and the data directory are kept so [`restart`](Self::restart) brings the same
+    /// data back. Connected clients see their connections drop; sessions are not closed, so
+    /// they survive a restart that happens before they time out. Stopping a stopped server
+    /// does nothing.
+    pub fn stop(&self) {
+        let process = self.lock().take();
+        if let Some(process) = process {
+            process.shutdown();
+            info!(port = self.port, "ZooKeeper test server stopped");
+        }
+    }
+
+    /// Stops the server if it runs, then starts it again on the same port with the same data,
+    /// blocking until it serves clients.
+    pub fn restart(&self) -> Result<(), Error> {
+        let mut slot = self.lock();
+        if let Some(process) = slot.take() {
+            process.shutdown();
+        }
+        *slot = Some(self.launcher.spawn_and_wait_for_port()?);
+        info!(port = self.port, "ZooKeeper test server restarted");
+        Ok(())
+    }
+
+    /// Like [`restart`](Self::restart), but waits for the server on a blocking thread of the
+    /// current tokio runtime, so the runtime's other tasks (clients) keep running meanwhile.
+    pub async fn restart_async(&self) -> Result<(), Error> {
+        self.stop();
+        let launcher = self.launcher.clone();
+        let process = tokio::task::spawn_blocking(move || launcher.spawn_and_wait_for_port())
+            .await
+            .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
+        let mut slot = self.lock();
+        if let Some(previous) = slot.replace(process) {
+            // A concurrent restart got there first; keep the newest process only.
+            previous.shutdown();
+        }
+        info!(port = self.port, "ZooKeeper test server restarted");
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
+        self.process.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for TestingServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Everything needed to launch the JVM for one server; cheap to clone and `'static`, so that
+/// launching can move to a blocking thread.
+#[derive(Clone, Debug)]
+struct Launcher {
+    installation: Installation,
+    settings: Settings,
+    root: PathBuf,
+    port: u16,
+}
+
+impl Launcher {
+    fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.root.join("zookeeper.log")
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.root.join("zoo.cfg")
+    }
+
+    fn config(&self) -> String {
+        let s = &self.settings;
+        format!(
+            "tickTime={tick}\n\
+             clientPort={port}\n\
+             clientPortAddress=127.0.0.1\n\
+             dataDir={data}\n\
+             admin.enableServer=false\n\
+             4lw.commands.whitelist=*\n\
+             extendedTypesEnabled=true\n\
+             minSessionTimeout={min}\n\
+             maxSessionTimeout={max}\n\
+             maxClientCnxns=0\n\
+             standaloneEnabled=true\n",
+            tick = s.tick_time.as_millis(),
+            port = self.port,
+            data = self.data_dir().display(),
+            min = s.min_session_timeout.as_millis(),
+            max = s.max_session_timeout.as_millis(),
+        )
+    }
+
+    fn jvm_args(&self) -> Vec<String> {
+        vec![
+            // Small heap, cheap collector and the C1 compiler only: a test server is small and
+            // short lived, and this keeps memory low when many run side by side.
+            "-Xms16m".to_owned(),
+            "-Xmx128m".to_owned(),
+            "-XX:+UseSerialGC".to_owned(),
+            "-XX:TieredStopAtLevel=1".to_owned(),
+            // No hsperfdata files left behind in /tmp by a killed JVM.
+            "-XX:-UsePerfData".to_owned(),
+            "-Djava.awt.headless=true".to_owned(),
+            format!("-Dznode.container.checkIntervalMs={}", self.settings.container_check_interval.as_millis()),
+            "-Dznode.container.maxPerMinute=100000".to_owned(),
+            // Durability against machine crashes is useless here; skipping fsync makes writes
+            // fast, and a killed process loses nothing that was written.
+            "-Dzookeeper.forceSync=no".to_owned(),
+            // Transaction logs are preallocated in steps of this many KiB (default 64 MiB).
+            "-Dzookeeper.preAllocSize=1024".to_owned(),
+            "-Dzookeeper.jmx.log4j.disable=true".to_owned(),
+            "-Dorg.slf4j.simpleLogger.showDateTime=true".to_owned(),
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS".to_owned(),
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".to_owned(),
+        ]
+    }
+
+    /// Spawns the JVM on this launcher's port and waits until it serves; on a restart the port
+    /// may briefly still be taken, so binding failures are retried for a while.
+    fn spawn_and_wait_for_port(&self) -> Result<ServerProcess, Error> {
+        let deadline = Instant::now() + RESTART_BIND_PATIENCE;
+        loop {
+            match self.spawn_and_wait() {
+                Err(err @ Error::ServerExited { .. }) if is_bind_failure(&err) && Instant::now() < deadline => {
+                    debug!(port = self.port, "port still taken; retrying restart");
+                    thread::sleep(Duration::from_millis(100));
+                },
+                other => return other,
+            }
+        }
+    }
+
+    fn spawn_and_wait(&self) -> Result<ServerProcess, Error> {
+        let started = Instant::now();
+        let mut process = self.spawn()?;
+        match self.wait_until_serving(&mut process) {
+            Ok(()) => {
+                info!(
+                    port = self.port,
+                    pid = process.java_pid,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "ZooKeeper test server is serving"
+                );
+                Ok(process)
+            },
+            Err(err) => {
+                process.shutdown();
+                Err(err)
+            },
+        }
+    }
+
+    fn spawn(&self) -> Result<ServerProcess, Error> {
+        let log_offset = fs::metadata(self.log_path()).map(|meta| meta.len()).unwrap_or(0);
+        fs::write(self.config_path(), self.config()).map_err(|err| Error::io("cannot write zoo.cfg", err))?;
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(WRAPPER_SCRIPT)
+            .arg("zk-testing-wrapper")
+            .arg(&self.installation.java)
+            .args(self.jvm_args())
+            .arg("-cp")
+            .arg(&self.installation.classpath)
+            .arg(MAIN_CLASS)
+            .arg(self.config_path())
+            .env("ZK_TESTING_OUT", self.log_path())
+            .current_dir(&self.root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = command.spawn().map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            // Cannot happen with piped stdio; clean up anyway.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::io("launching ZooKeeper", std::io::Error::other("wrapper pipes missing")));
+        };
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        let java_pid = match read.map(|_| line.trim().parse::<u32>()) {
+            Ok(Ok(pid)) => pid,
+            other => {
+                drop(stdin);
+                let _ = child.kill();
+                let _ = child.wait();
+                let detail = match other {
+                    Err(err) => err.to_string(),
+                    Ok(Err(err)) => format!("unexpected wrapper output {line:?}: {err}"),
+                    Ok(Ok(_)) => String::new(),
+                };
+                return Err(Error::io("launching ZooKeeper", std::io::Error::other(detail)));
+            },
+        };
+        debug!(port = self.port, java_pid, wrapper_pid = child.id(), "ZooKeeper JVM launched");
+        Ok(ServerProcess { child, stdin: Some(stdin), java_pid, log_offset })
+    }
+
+    fn wait_until_serving(&self, process: &mut ServerProcess) -> Result<(), Error> {
+        let timeout = self.settings.startup_timeout;
+        let deadline = Instant::now() + timeout;
+        let address = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port));
+        loop {
+            match process.child.try_wait() {
+                Ok(Some(status)) => return Err(self.exited(status, process.log_offset)),
+                Ok(None) => {},
+                Err(err) => return Err(Error::io("cannot poll ZooKeeper process", err)),
+            }
+            if is_serving(address) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::StartTimeout {
+                    timeout,
+                    log: self.log_path(),
+                    log_tail: tail_lines(&self.log_path(), ERROR_LOG_LINES),
+                });
+            }
+            thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Describes an early exit with the output of that process only, so that an earlier
+    /// attempt's failure in the same (appended) log is not mistaken for this one's.
+    fn exited(&self, status: ExitStatus, log_offset: u64) -> Error {
+        let log = self.log_path();
+        let log_tail = match fs::read(&log) {
+            Ok(bytes) => {
+                let start = usize::try_from(log_offset).unwrap_or(usize::MAX).min(bytes.len());
+                last_lines(&String::from_utf8_lossy(&bytes[start..]), ERROR_LOG_LINES)
+            },
+            Err(err) => format!("<cannot read {}: {err}>", log.display()),
+        };
+        Error::ServerExited { status, log, log_tail }
+    }
+}
+
+/// The wrapper process and the pipe that keeps its JVM alive.
+#[derive(Debug)]
+struct ServerProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    java_pid: u32,
+    /// Size of the log file before this process started; its own output follows.
+    log_offset: u64,
+}
+
+impl ServerProcess {
+    /// Closes the pipe, which makes the wrapper kill the JVM, then waits for the wrapper, which
+    /// exits only after it has reaped the JVM.
+    fn shutdown(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        warn!(java_pid = self.java_pid, "ZooKeeper wrapper did not exit in time; killing by pid");
+        let _ = Command::new("kill")
+            .arg("-9")
+            .arg(self.java_pid.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Closing the pipe is enough for the wrapper to kill the JVM; `shutdown` additionally
+        // waits, and is used on every regular path.
+        drop(self.stdin.take());
+    }
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|err| Error::io("cannot find a free port", err))?;
+    let port = listener.local_addr().map_err(|err| Error::io("cannot find a free port", err))?.port();
+    Ok(port)
+}
+
+/// Asks the server for `srvr`; it answers with a `Mode:` line only once it serves requests
+/// (`ruok` answers `imok` earlier than that).
+fn is_serving(address: SocketAddr) -> bool {
+    let attempt = || -> std::io::Result<String> {
+        let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500))?;
+        stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+        stream.write_all(b"srvr")?;
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply)?;
+        Ok(reply)
+    };
+    matches!(attempt(), Ok(reply) if reply.contains("Mode:"))
+}
+
+fn is_bind_failure(err: &Error) -> bool {
+    matches!(err, Error::ServerExited { log_tail, .. }
+        if log_tail.contains("Address already in use") || log_tail.contains("BindException"))
+}
+
+fn tail_lines(path: &Path, lines: usize) -> String {
+    match fs::read(path) {
+        Ok(bytes) => last_lines(&String::from_utf8_lossy(&bytes), lines),
+        Err(err) => format!("<cannot read {}: {err}>", path.display()),
+    }
+}
+
+fn last_lines(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
