@@ -29,6 +29,7 @@ pub use zk_curator_framework as framework;
 pub use zk_curator_recipes as recipes;
 
 pub use zk_curator_framework::{
-    ConnectionState, ConnectionStateListener, Error, ErrorPolicy, Framework, FrameworkBuilder, Result,
+    ConnectionState, ConnectionStateListener, Error, ErrorPolicy, Framework, FrameworkBuilder,
+    Result,
 };
 pub use zk_curator_recipes::{InterProcessLock, InterProcessMutex, MutexGuard, Owner};

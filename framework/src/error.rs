@@ -90,7 +90,10 @@ impl Error {
     /// connection broke with the outcome unknown, the server throttled the
     /// request, or the session moved.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::ConnectionLoss | Error::Throttled | Error::SessionMoved)
+        matches!(
+            self,
+            Error::ConnectionLoss | Error::Throttled | Error::SessionMoved
+        )
     }
 
     /// Whether the session that produced this error is gone for good (its
@@ -173,11 +176,19 @@ mod tests {
 
     #[test]
     fn semantic_errors_are_not_retryable() {
-        for e in [zk::Error::NoNode, zk::Error::NodeExists, zk::Error::BadVersion, zk::Error::NoAuth] {
+        for e in [
+            zk::Error::NoNode,
+            zk::Error::NodeExists,
+            zk::Error::BadVersion,
+            zk::Error::NoAuth,
+        ] {
             let err = Error::from(e);
             assert!(!err.is_retryable(), "{err}");
             assert!(!err.is_session_terminal(), "{err}");
         }
-        assert_eq!(Error::from_zk(zk::Error::ClientClosed, zk::SessionState::Closed), Error::Closed);
+        assert_eq!(
+            Error::from_zk(zk::Error::ClientClosed, zk::SessionState::Closed),
+            Error::Closed
+        );
     }
 }

@@ -35,12 +35,19 @@ pub(crate) struct Listeners {
 }
 
 impl Listeners {
-    pub(crate) fn add(self: &Arc<Self>, listener: Arc<dyn ConnectionStateListener>) -> ListenerHandle {
+    pub(crate) fn add(
+        self: &Arc<Self>,
+        listener: Arc<dyn ConnectionStateListener>,
+    ) -> ListenerHandle {
         let mut guard = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         guard.0 += 1;
         let id = guard.0;
         guard.1.push((id, listener));
-        ListenerHandle { id, listeners: Arc::downgrade(self), detached: false }
+        ListenerHandle {
+            id,
+            listeners: Arc::downgrade(self),
+            detached: false,
+        }
     }
 
     fn remove(&self, id: u64) {

@@ -1,12 +1,862 @@
-//! TEMPORARY stand-in until the real path module lands.
-#![allow(missing_docs)]
-#[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PathError { #[error("bad path {0}")] Bad(String) }
+//! ZooKeeper path rules and the small path helpers the recipes share.
+//!
+//! # Why it works this way
+//!
+//! ZooKeeper rejects a malformed path only after the request has travelled
+//! to the server, and the error it returns does not say what was wrong. The
+//! recipes build paths from user input (a lock's parent, a node name), so
+//! they check them here first, with the same rules the ZooKeeper server and
+//! its Java client apply, and an error that names the path and the broken
+//! rule. Nothing in this module talks to the network.
+//!
+//! The character rules are ZooKeeper's, which are phrased in UTF-16 code
+//! units because ZooKeeper is written in Java. In Java a character above
+//! U+FFFF is stored as two surrogate code units (U+D800–U+DFFF), and
+//! ZooKeeper refuses that whole range, so such characters are refused here
+//! as well even though a Rust `char` is never a surrogate.
+//!
+//! Sequential nodes get a counter appended by the server; [`Sequence`]
+//! reads it back so that nodes are ordered by number rather than as
+//! strings. Protected names (`_c_<uuid>-…`) let a client find the node it
+//! created when the reply to its create request was lost; the helpers here
+//! recognise and take apart such names.
+
+use std::fmt;
+
+/// The longest path, in bytes, that [`validate_path`] accepts.
+///
+/// This is this library's own limit, not ZooKeeper's: the server only
+/// bounds the whole request packet (1 MiB by default, `jute.maxbuffer`).
+/// Real paths are far shorter; a path of several kilobytes is almost
+/// certainly a bug, and paths are repeated in every child listing, so the
+/// limit is kept well below the packet size.
+pub const MAX_PATH_LEN: usize = 4096;
+
+/// The longest node name, in bytes, that [`validate_node_name`] accepts.
+///
+/// Again this library's limit rather than ZooKeeper's. It leaves room for
+/// the server's sequence suffix and a protection prefix while keeping child
+/// listings small, and matches the usual file-system limit on a name.
+pub const MAX_NODE_NAME_LEN: usize = 255;
+
+/// The node ZooKeeper reserves for its own use (quotas, configuration).
+pub const RESERVED_ROOT: &str = "/zookeeper";
+
+/// The start of a protected node name: `_c_<uuid>-<name>`.
 pub const PROTECTED_PREFIX: &str = "_c_";
-pub fn validate_path(p: &str) -> Result<(), PathError> { if p.starts_with('/') { Ok(()) } else { Err(PathError::Bad(p.into())) } }
-pub fn validate_recipe_path(p: &str) -> Result<(), PathError> { validate_path(p) }
-pub fn validate_node_name(_p: &str) -> Result<(), PathError> { Ok(()) }
-pub fn join(parent: &str, child: &str) -> String { if parent == "/" { format!("/{child}") } else { format!("{parent}/{child}") } }
-pub fn split(p: &str) -> (&str, &str) { match p.rfind('/') { Some(0) => ("/", &p[1..]), Some(i) => (&p[..i], &p[i+1..]), None => ("", p) } }
-pub fn strip_protection(name: &str) -> &str { if name.starts_with("_c_") && name.len() > 40 { &name[40..] } else { name } }
+
+/// Length in bytes of a canonical UUID (`8-4-4-4-12` hex digits).
+const UUID_LEN: usize = 36;
+
+/// Length in bytes of a full protection prefix: `_c_`, a UUID and `-`.
+const PROTECTED_PREFIX_LEN: usize = PROTECTED_PREFIX.len() + UUID_LEN + 1;
+
+/// Why a path or node name was refused.
+///
+/// Paths and names are quoted with Rust's debug escaping in the messages,
+/// so control characters show up as escapes. Byte indices are offsets into
+/// the UTF-8 string (ZooKeeper's own messages count UTF-16 units instead).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    /// The path is the empty string.
+    #[error("the path is empty; a ZooKeeper path starts with '/'")]
+    Empty,
+    /// The path does not start with `/`; ZooKeeper has no relative paths.
+    #[error("path {path:?} does not start with '/'")]
+    NotAbsolute {
+        /// The refused path.
+        path: String,
+    },
+    /// The path ends with `/` (only the root `/` may).
+    #[error("path {path:?} ends with '/'")]
+    TrailingSlash {
+        /// The refused path.
+        path: String,
+    },
+    /// Two slashes in a row: a component with no name.
+    #[error("path {path:?} has an empty component (\"//\") at byte {index}")]
+    EmptyComponent {
+        /// The refused path.
+        path: String,
+        /// Byte index of the second slash.
+        index: usize,
+    },
+    /// A component is `.` or `..`; ZooKeeper does not resolve them.
+    #[error(
+        "{path:?} has a \".\" or \"..\" component at byte {index}; \
+         ZooKeeper paths are never relative"
+    )]
+    RelativeComponent {
+        /// The refused path (or node name).
+        path: String,
+        /// Byte index where the component starts.
+        index: usize,
+    },
+    /// A character ZooKeeper refuses: NUL, a control character
+    /// (U+0001–U+001F, U+007F–U+009F), a surrogate or private-use character
+    /// (U+D800–U+F8FF), U+FFF0–U+FFFF, or any character above U+FFFF.
+    #[error("{path:?} contains the forbidden character '{}' at byte {index}", .ch.escape_unicode())]
+    InvalidCharacter {
+        /// The refused path (or node name).
+        path: String,
+        /// Byte index of the character.
+        index: usize,
+        /// The character.
+        ch: char,
+    },
+    /// The path or name is longer than this library accepts
+    /// ([`MAX_PATH_LEN`] for paths, [`MAX_NODE_NAME_LEN`] for names). The
+    /// text itself is left out of the message because it is long.
+    #[error("a path or node name of {len} bytes is over the limit of {max} bytes")]
+    TooLong {
+        /// Length of the refused text, in bytes.
+        len: usize,
+        /// The limit that applied, in bytes.
+        max: usize,
+    },
+    /// The root `/` was given where a recipe needs a node of its own.
+    #[error("the root path \"/\" cannot be used by a recipe; give it a dedicated parent node")]
+    Root,
+    /// The path is `/zookeeper` or lies under it, which the server reserves.
+    #[error("path {path:?} is at or under \"/zookeeper\", which the ZooKeeper server reserves")]
+    Reserved {
+        /// The refused path.
+        path: String,
+    },
+    /// A node name is the empty string.
+    #[error("the node name is empty")]
+    EmptyName,
+    /// A node name contains `/`, so it is not a single component.
+    #[error("node name {name:?} contains '/'; a node name is a single path component")]
+    SlashInName {
+        /// The refused name.
+        name: String,
+        /// Byte index of the first slash.
+        index: usize,
+    },
+}
+
+/// Whether ZooKeeper refuses `ch` anywhere in a path.
+fn is_forbidden_char(ch: char) -> bool {
+    let c = u32::from(ch);
+    c <= 0x1F
+        || (0x7F..=0x9F).contains(&c)
+        || (0xD800..=0xF8FF).contains(&c)
+        // U+FFF0–U+FFFF, and everything above, which Java sees as surrogates.
+        || c >= 0xFFF0
+}
+
+/// Checks one non-empty component that starts at byte `offset` of `whole`.
+fn check_component(component: &str, offset: usize, whole: &str) -> Result<(), PathError> {
+    if component == "." || component == ".." {
+        return Err(PathError::RelativeComponent {
+            path: whole.to_owned(),
+            index: offset,
+        });
+    }
+    match component
+        .char_indices()
+        .find(|&(_, ch)| is_forbidden_char(ch))
+    {
+        Some((i, ch)) => Err(PathError::InvalidCharacter {
+            path: whole.to_owned(),
+            index: offset + i,
+            ch,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a ZooKeeper path the way ZooKeeper itself would, plus a length
+/// limit.
+///
+/// A valid path is non-empty, at most [`MAX_PATH_LEN`] bytes, starts with
+/// `/`, and is either `/` alone or a sequence of `/name` components where no
+/// name is empty (`//`), `.` or `..`, the path does not end with `/`, and
+/// no character is forbidden (see [`PathError::InvalidCharacter`]). When a
+/// path breaks several rules, the first one found from the left is
+/// reported.
+pub fn validate_path(path: &str) -> Result<(), PathError> {
+    if path.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if path.len() > MAX_PATH_LEN {
+        return Err(PathError::TooLong {
+            len: path.len(),
+            max: MAX_PATH_LEN,
+        });
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(PathError::NotAbsolute {
+            path: path.to_owned(),
+        });
+    };
+    if rest.is_empty() {
+        return Ok(());
+    }
+    if rest.ends_with('/') {
+        return Err(PathError::TrailingSlash {
+            path: path.to_owned(),
+        });
+    }
+    let mut offset = 1;
+    for component in rest.split('/') {
+        if component.is_empty() {
+            return Err(PathError::EmptyComponent {
+                path: path.to_owned(),
+                index: offset,
+            });
+        }
+        check_component(component, offset, path)?;
+        offset += component.len() + 1;
+    }
+    Ok(())
+}
+
+/// Checks a path that a recipe will own (a lock's parent, a barrier node).
+///
+/// On top of [`validate_path`] it refuses the root `/` (a recipe's children
+/// would mix with everything else at the top level) and `/zookeeper` and
+/// anything under it, which the server keeps for itself. `/zookeeperx` is an
+/// ordinary path.
+pub fn validate_recipe_path(path: &str) -> Result<(), PathError> {
+    validate_path(path)?;
+    if path == "/" {
+        return Err(PathError::Root);
+    }
+    let reserved = path
+        .strip_prefix(RESERVED_ROOT)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if reserved {
+        return Err(PathError::Reserved {
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a single node name (one path component, without slashes).
+///
+/// A valid name is non-empty, at most [`MAX_NODE_NAME_LEN`] bytes, contains
+/// no `/`, is not `.` or `..`, and has no character that [`validate_path`]
+/// forbids.
+pub fn validate_node_name(name: &str) -> Result<(), PathError> {
+    if name.is_empty() {
+        return Err(PathError::EmptyName);
+    }
+    if name.len() > MAX_NODE_NAME_LEN {
+        return Err(PathError::TooLong {
+            len: name.len(),
+            max: MAX_NODE_NAME_LEN,
+        });
+    }
+    if let Some(index) = name.find('/') {
+        return Err(PathError::SlashInName {
+            name: name.to_owned(),
+            index,
+        });
+    }
+    check_component(name, 0, name)
+}
+
+/// Joins a parent path and a child name with exactly one `/` between them.
+///
+/// Trailing slashes of `parent` and leading slashes of `child` are dropped
+/// first, so `join("/", "a")` is `"/a"` and `join("/a/", "/b")` is `"/a/b"`.
+/// An empty `child` gives the parent itself (`"/"` for the root), and an
+/// empty `parent` counts as the root. Nothing is validated; call
+/// [`validate_path`] on the result when the inputs are untrusted.
+pub fn join(parent: &str, child: &str) -> String {
+    let parent = parent.trim_end_matches('/');
+    let child = child.trim_start_matches('/');
+    match (parent.is_empty(), child.is_empty()) {
+        (true, true) => "/".to_owned(),
+        (false, true) => parent.to_owned(),
+        _ => format!("{parent}/{child}"),
+    }
+}
+
+/// Splits a path into its parent and its last component.
+///
+/// `split("/a/b")` is `("/a", "b")`, `split("/a")` is `("/", "a")` and
+/// `split("/")` is `("/", "")`. A string without any `/` gives
+/// `("", whole)`. The path is expected to be valid; no check is made.
+pub fn split(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("", path),
+    }
+}
+
+/// The ancestors of `path`, from the top down, without `/` and without the
+/// path itself: `parents("/a/b/c")` yields `"/a"` then `"/a/b"`.
+///
+/// These are the nodes that must exist before `path` can be created. The
+/// iterator can be reversed to walk from the deepest ancestor up, as when
+/// removing empty parents. The path is expected to be valid.
+pub fn parents(path: &str) -> impl DoubleEndedIterator<Item = &str> + '_ {
+    path.match_indices('/')
+        .map(|(i, _)| i)
+        .filter(|&i| i > 0)
+        .map(move |i| &path[..i])
+}
+
+/// The counter ZooKeeper appends to the name of a sequential node.
+///
+/// Sequences compare as numbers, so `lock-0000000010` sorts after
+/// `lock-0000000009` whatever their prefixes; this is how lock and leader
+/// recipes decide who is first.
+///
+/// ZooKeeper's counter is the parent's 32-bit child version, printed as at
+/// least ten digits with leading zeros; after 2³¹ creations under the same
+/// parent it wraps to negative numbers, printed with a `-` sign (so order
+/// breaks down at the wrap whatever the client does; recipes should use
+/// parents that are not shared forever). `Display` writes the same text:
+/// ten digits, a sign and zero padding to ten characters for negative
+/// numbers, and nineteen digits for values above `i32::MAX`, which keeps
+/// such wider counters sortable as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sequence(i64);
+
+impl Sequence {
+    /// Wraps a counter value.
+    pub const fn new(value: i64) -> Self {
+        Self(value)
+    }
+
+    /// The counter value.
+    pub const fn value(self) -> i64 {
+        self.0
+    }
+
+    /// Reads the sequence number at the end of a sequential node's name (or
+    /// full path), or `None` if the name does not end with one.
+    ///
+    /// The rules, tried in order:
+    ///
+    /// 1. A run of exactly 19 trailing ASCII digits (preceded by a non-digit
+    ///    or the start) whose value exceeds `i32::MAX` is a wide counter, as
+    ///    written by [`Display`](fmt::Display).
+    /// 2. Otherwise, if the last 10 characters are ASCII digits, they are the
+    ///    counter (`lock-0000000042` → 42).
+    /// 3. Otherwise, if the last 10 characters are `-` followed by 9 digits,
+    ///    the counter wrapped to a negative value (`lock--000000007` → -7).
+    ///
+    /// Limits of this reading, which follow from the text alone being
+    /// ambiguous: a negative counter of ten digits (-1 000 000 000 and
+    /// below) reads as positive, because its sign cannot be told apart from
+    /// a `-` separator; and a name whose own prefix ends in exactly nine
+    /// digits right before a 10-digit counter looks like a 19-digit one. The
+    /// recipes end their prefixes with a non-digit (`lock-`), which avoids
+    /// the second case.
+    pub fn parse_suffix(name: &str) -> Option<Sequence> {
+        let bytes = name.as_bytes();
+        let run = bytes
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+
+        if run == 19 {
+            if let Some(value) = parse_digits(&bytes[bytes.len() - 19..]) {
+                if value > i64::from(i32::MAX) {
+                    return Some(Sequence(value));
+                }
+            }
+        }
+        if run >= 10 {
+            return parse_digits(&bytes[bytes.len() - 10..]).map(Sequence);
+        }
+        if run == 9 && bytes.len() >= 10 && bytes[bytes.len() - 10] == b'-' {
+            return parse_digits(&bytes[bytes.len() - 9..]).map(|v| Sequence(-v));
+        }
+        None
+    }
+}
+
+/// Parses ASCII digits into an `i64`, or `None` on overflow.
+fn parse_digits(digits: &[u8]) -> Option<i64> {
+    digits.iter().try_fold(0i64, |acc, &b| {
+        acc.checked_mul(10)?.checked_add(i64::from(b - b'0'))
+    })
+}
+
+impl fmt::Display for Sequence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 > i64::from(i32::MAX) {
+            write!(f, "{:019}", self.0)
+        } else {
+            write!(f, "{:010}", self.0)
+        }
+    }
+}
+
+impl From<i64> for Sequence {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+
+impl From<Sequence> for i64 {
+    fn from(sequence: Sequence) -> Self {
+        sequence.0
+    }
+}
+
+/// The protection prefix for a node created under client id `id`:
+/// `_c_<id>-`.
+///
+/// `id` should be a freshly generated UUID in canonical form; only such
+/// names are recognised by [`is_protected`]. The id is not checked here.
+pub fn protected_prefix(id: &str) -> String {
+    format!("{PROTECTED_PREFIX}{id}-")
+}
+
+/// Whether `bytes` is a canonical UUID: 36 characters, hex digits in groups
+/// of 8-4-4-4-12 separated by `-`. Both letter cases are accepted.
+fn is_canonical_uuid(bytes: &[u8]) -> bool {
+    bytes.len() == UUID_LEN
+        && bytes.iter().enumerate().all(|(i, &b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// Whether `name` carries a protection prefix: `_c_`, a canonical UUID, and
+/// a `-` at byte 39.
+///
+/// The rest of the name may be anything, including nothing. Only the last
+/// component should be passed, not a whole path.
+pub fn is_protected(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() >= PROTECTED_PREFIX_LEN
+        && bytes.starts_with(PROTECTED_PREFIX.as_bytes())
+        && is_canonical_uuid(&bytes[PROTECTED_PREFIX.len()..PROTECTED_PREFIX.len() + UUID_LEN])
+        && bytes[PROTECTED_PREFIX_LEN - 1] == b'-'
+}
+
+/// The UUID of a protected name, or `None` if `name` is not protected.
+pub fn protected_id(name: &str) -> Option<&str> {
+    if is_protected(name) {
+        name.get(PROTECTED_PREFIX.len()..PROTECTED_PREFIX.len() + UUID_LEN)
+    } else {
+        None
+    }
+}
+
+/// The part of a protected name after its 40-byte prefix, or `name`
+/// unchanged when it is not protected.
+pub fn strip_protection(name: &str) -> &str {
+    if is_protected(name) {
+        name.get(PROTECTED_PREFIX_LEN..).unwrap_or(name)
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn err(path: &str) -> PathError {
+        validate_path(path).unwrap_err()
+    }
+
+    #[test]
+    fn valid_paths() {
+        for path in [
+            "/",
+            "/a",
+            "/a/b/c",
+            "/zookeeperx",
+            "/with space/and-dash_under.score",
+            "/a.b/..c/.d/e..",
+            "/...",
+            "/ünïcödé/日本語",
+            "/\u{A0}/\u{D7FF}/\u{F900}/\u{FFEF}",
+        ] {
+            assert_eq!(validate_path(path), Ok(()), "{path:?}");
+        }
+        let longest = format!("/{}", "a".repeat(MAX_PATH_LEN - 1));
+        assert_eq!(validate_path(&longest), Ok(()));
+    }
+
+    #[test]
+    fn structural_rules() {
+        assert_eq!(err(""), PathError::Empty);
+        assert_eq!(err("a/b"), PathError::NotAbsolute { path: "a/b".into() });
+        assert_eq!(err("/a/"), PathError::TrailingSlash { path: "/a/".into() });
+        assert_eq!(err("//"), PathError::TrailingSlash { path: "//".into() });
+        assert_eq!(
+            err("/a//b"),
+            PathError::EmptyComponent {
+                path: "/a//b".into(),
+                index: 3
+            }
+        );
+        assert_eq!(
+            err("//a"),
+            PathError::EmptyComponent {
+                path: "//a".into(),
+                index: 1
+            }
+        );
+    }
+
+    #[test]
+    fn relative_components() {
+        for (path, index) in [
+            ("/.", 1),
+            ("/..", 1),
+            ("/a/./b", 3),
+            ("/a/../b", 3),
+            ("/a/b/.", 5),
+            ("/a/b/..", 5),
+        ] {
+            assert_eq!(
+                err(path),
+                PathError::RelativeComponent {
+                    path: path.into(),
+                    index
+                },
+                "{path:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn forbidden_characters() {
+        for (ch, ok) in [
+            ('\0', false),
+            ('\u{1}', false),
+            ('\n', false),
+            ('\u{1F}', false),
+            (' ', true),
+            ('~', true),
+            ('\u{7F}', false),
+            ('\u{85}', false),
+            ('\u{9F}', false),
+            ('\u{A0}', true),
+            ('\u{D7FF}', true),
+            ('\u{E000}', false),
+            ('\u{F8FF}', false),
+            ('\u{F900}', true),
+            ('\u{FFEF}', true),
+            ('\u{FFF0}', false),
+            ('\u{FFFD}', false),
+            ('\u{FFFF}', false),
+            ('\u{10000}', false),
+            ('😀', false),
+        ] {
+            let path = format!("/é/a{ch}b");
+            let got = validate_path(&path);
+            if ok {
+                assert_eq!(got, Ok(()), "{ch:?}");
+            } else {
+                assert_eq!(
+                    got,
+                    Err(PathError::InvalidCharacter {
+                        path: path.clone(),
+                        index: 5,
+                        ch
+                    }),
+                    "{ch:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn leftmost_problem_is_reported() {
+        assert!(matches!(
+            err("/a\u{1}/./b"),
+            PathError::InvalidCharacter { index: 2, .. }
+        ));
+        assert!(matches!(
+            err("/./a\u{1}"),
+            PathError::RelativeComponent { index: 1, .. }
+        ));
+        assert!(matches!(
+            err("/a//\0"),
+            PathError::EmptyComponent { index: 3, .. }
+        ));
+    }
+
+    #[test]
+    fn length_limit() {
+        let too_long = format!("/{}", "a".repeat(MAX_PATH_LEN));
+        assert_eq!(
+            err(&too_long),
+            PathError::TooLong {
+                len: MAX_PATH_LEN + 1,
+                max: MAX_PATH_LEN
+            }
+        );
+        // Counted in bytes: 2049 two-byte characters are too many.
+        let wide = format!("/{}", "é".repeat(2048));
+        assert!(matches!(err(&wide), PathError::TooLong { len: 4097, .. }));
+    }
+
+    #[test]
+    fn recipe_paths() {
+        assert_eq!(validate_recipe_path("/locks/orders"), Ok(()));
+        assert_eq!(validate_recipe_path("/zookeeperx"), Ok(()));
+        assert_eq!(validate_recipe_path("/zookeeperx/lock"), Ok(()));
+        assert_eq!(validate_recipe_path("/zoo/keeper"), Ok(()));
+        assert_eq!(validate_recipe_path("/"), Err(PathError::Root));
+        for path in ["/zookeeper", "/zookeeper/quota", "/zookeeper/config/x"] {
+            assert_eq!(
+                validate_recipe_path(path),
+                Err(PathError::Reserved { path: path.into() })
+            );
+        }
+        // Ordinary rules come first.
+        assert!(matches!(
+            validate_recipe_path("/zookeeper/"),
+            Err(PathError::TrailingSlash { .. })
+        ));
+        assert_eq!(validate_recipe_path(""), Err(PathError::Empty));
+    }
+
+    #[test]
+    fn node_names() {
+        for name in ["a", "lock-", "_c_x-lock-0000000001", "...", "日本", " "] {
+            assert_eq!(validate_node_name(name), Ok(()), "{name:?}");
+        }
+        assert_eq!(validate_node_name(""), Err(PathError::EmptyName));
+        assert_eq!(
+            validate_node_name("a/b"),
+            Err(PathError::SlashInName {
+                name: "a/b".into(),
+                index: 1
+            })
+        );
+        assert!(matches!(
+            validate_node_name("/a"),
+            Err(PathError::SlashInName { index: 0, .. })
+        ));
+        for name in [".", ".."] {
+            assert_eq!(
+                validate_node_name(name),
+                Err(PathError::RelativeComponent {
+                    path: name.into(),
+                    index: 0
+                })
+            );
+        }
+        assert_eq!(
+            validate_node_name("ab\u{7}"),
+            Err(PathError::InvalidCharacter {
+                path: "ab\u{7}".into(),
+                index: 2,
+                ch: '\u{7}'
+            })
+        );
+        assert!(validate_node_name("a\0").is_err());
+        assert!(validate_node_name("🦀").is_err());
+        assert_eq!(validate_node_name(&"n".repeat(MAX_NODE_NAME_LEN)), Ok(()));
+        assert_eq!(
+            validate_node_name(&"n".repeat(MAX_NODE_NAME_LEN + 1)),
+            Err(PathError::TooLong {
+                len: 256,
+                max: MAX_NODE_NAME_LEN
+            })
+        );
+    }
+
+    #[test]
+    fn messages_name_the_path_and_rule() {
+        assert_eq!(err("/a/").to_string(), r#"path "/a/" ends with '/'"#);
+        assert_eq!(
+            err("/a\u{1}").to_string(),
+            r#""/a\u{1}" contains the forbidden character '\u{1}' at byte 2"#
+        );
+        assert_eq!(
+            validate_recipe_path("/zookeeper/q")
+                .unwrap_err()
+                .to_string(),
+            r#"path "/zookeeper/q" is at or under "/zookeeper", which the ZooKeeper server reserves"#
+        );
+        assert!(err("/a/../b").to_string().contains("\"/a/../b\""));
+        assert!(err("x").to_string().contains("does not start with '/'"));
+    }
+
+    #[test]
+    fn join_handles_slashes() {
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+        assert_eq!(join("/a/", "b"), "/a/b");
+        assert_eq!(join("/a", "/b"), "/a/b");
+        assert_eq!(join("/a/", "/b/c"), "/a/b/c");
+        assert_eq!(join("", "a"), "/a");
+        assert_eq!(join("/a", ""), "/a");
+        assert_eq!(join("/", ""), "/");
+        assert_eq!(join("", ""), "/");
+    }
+
+    #[test]
+    fn split_and_parents() {
+        assert_eq!(split("/a/b/c"), ("/a/b", "c"));
+        assert_eq!(split("/a"), ("/", "a"));
+        assert_eq!(split("/"), ("/", ""));
+        assert_eq!(split("name"), ("", "name"));
+        assert_eq!(split("/é/ü"), ("/é", "ü"));
+        for path in ["/a", "/a/b", "/x/y/z-0000000001"] {
+            let (parent, name) = split(path);
+            assert_eq!(join(parent, name), path);
+        }
+
+        assert_eq!(parents("/a/b/c").collect::<Vec<_>>(), ["/a", "/a/b"]);
+        assert_eq!(parents("/a/b/c").rev().collect::<Vec<_>>(), ["/a/b", "/a"]);
+        assert_eq!(parents("/a").count(), 0);
+        assert_eq!(parents("/").count(), 0);
+        assert_eq!(parents("/ä/ö/ü").collect::<Vec<_>>(), ["/ä", "/ä/ö"]);
+    }
+
+    #[test]
+    fn sequence_display_matches_zookeeper() {
+        assert_eq!(Sequence::new(0).to_string(), "0000000000");
+        assert_eq!(Sequence::new(42).to_string(), "0000000042");
+        assert_eq!(Sequence::new(i64::from(i32::MAX)).to_string(), "2147483647");
+        assert_eq!(
+            Sequence::new(i64::from(i32::MAX) + 1).to_string(),
+            "0000000002147483648"
+        );
+        assert_eq!(Sequence::new(i64::MAX).to_string(), "9223372036854775807");
+        assert_eq!(Sequence::new(-7).to_string(), "-000000007");
+        assert_eq!(
+            Sequence::new(i64::from(i32::MIN)).to_string(),
+            "-2147483648"
+        );
+    }
+
+    #[test]
+    fn sequence_parsing() {
+        let parse = |s: &str| Sequence::parse_suffix(s).map(Sequence::value);
+        assert_eq!(parse("lock-0000000042"), Some(42));
+        assert_eq!(parse("/locks/lock-0000000042"), Some(42));
+        assert_eq!(parse("0000000000"), Some(0));
+        assert_eq!(parse("x2147483647"), Some(2_147_483_647));
+        assert_eq!(
+            parse(&format!("{PROTECTED_PREFIX}{ID}-lock-0000000007")),
+            Some(7)
+        );
+        // Names whose own text ends in digits before the counter.
+        assert_eq!(parse("item2024-0000000003"), Some(3));
+        assert_eq!(parse("v12345678900000000005"), Some(5));
+        // Wide counters.
+        assert_eq!(parse("lock-0000000002147483648"), Some(2_147_483_648));
+        assert_eq!(parse("lock-9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse("lock-0000000000000000005"), Some(5));
+        // Wrapped (negative) counters.
+        assert_eq!(parse("lock--000000007"), Some(-7));
+        assert_eq!(parse("-000000001"), Some(-1));
+        // '-' and nine digits can only be a wrapped counter: a non-negative one has ten digits.
+        assert_eq!(parse("lock-123456789"), Some(-123_456_789));
+        // Not sequential.
+        for name in [
+            "",
+            "lock",
+            "lock-",
+            "lock-12345678a0",
+            "x-12345678",
+            "123456789",
+        ] {
+            assert_eq!(parse(name), None, "{name:?}");
+        }
+        // Non-ASCII digits do not count.
+        assert_eq!(parse("lock-000000000٣"), None);
+    }
+
+    #[test]
+    fn sequence_round_trips_through_display() {
+        let mut values = vec![0, 1, 9, 10, 999_999_999, 1_000_000_000, i64::MAX, -1];
+        values.extend([i64::from(i32::MAX), i64::from(i32::MAX) + 1, -999_999_999]);
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(i64::try_from(x >> 1).unwrap() >> (x % 64));
+        }
+        for v in values {
+            let name = format!("lock-{}", Sequence::new(v));
+            assert_eq!(
+                Sequence::parse_suffix(&name),
+                Some(Sequence::new(v)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn sequences_order_as_numbers() {
+        let nine = Sequence::parse_suffix("b-lock-0000000009").unwrap();
+        let ten = Sequence::parse_suffix("a-lock-0000000010").unwrap();
+        assert!(ten > nine);
+        let wide = Sequence::parse_suffix("lock-0000000002147483648").unwrap();
+        assert!(wide > Sequence::new(i64::from(i32::MAX)));
+        assert!(Sequence::new(-1) < Sequence::new(0));
+
+        let mut names = [
+            "z-0000000100",
+            "a-0000000010",
+            "m-0000000009",
+            "b-0000000011",
+        ];
+        names.sort_by_key(|n| Sequence::parse_suffix(n));
+        assert_eq!(
+            names,
+            [
+                "m-0000000009",
+                "a-0000000010",
+                "b-0000000011",
+                "z-0000000100"
+            ]
+        );
+        assert_eq!(i64::from(Sequence::from(5)), 5);
+    }
+
+    #[test]
+    fn protection_helpers() {
+        let prefix = protected_prefix(ID);
+        assert_eq!(prefix, format!("_c_{ID}-"));
+        assert_eq!(prefix.len(), 40);
+
+        let name = format!("{prefix}lock-0000000001");
+        assert!(is_protected(&name));
+        assert_eq!(protected_id(&name), Some(ID));
+        assert_eq!(strip_protection(&name), "lock-0000000001");
+
+        // The prefix alone is a protected name with nothing after it.
+        assert!(is_protected(&prefix));
+        assert_eq!(strip_protection(&prefix), "");
+
+        // Upper-case hex is accepted.
+        let upper = protected_prefix(&ID.to_uppercase());
+        assert!(is_protected(&upper));
+
+        for bad in [
+            "lock-0000000001".to_owned(),
+            "_c_".to_owned(),
+            format!("_c_{ID}"),                          // no '-' after the id
+            format!("_c_{ID}xlock"),                     // wrong separator
+            format!("_d_{ID}-lock"),                     // wrong marker
+            format!("_c_{}-lock", &ID[..35]),            // id too short
+            format!("_c_{}g-lock", &ID[..35]),           // not hex
+            format!("_c_{}-lock", ID.replace('-', "_")), // dashes misplaced
+            format!("_c_{}-lock", ID.replace('-', "")),  // no dashes at all
+            "_c_0f8fad5b-d9cb-469f-a165-7086772895é-x".to_owned(), // multi-byte
+        ] {
+            assert!(!is_protected(&bad), "{bad:?}");
+            assert_eq!(protected_id(&bad), None, "{bad:?}");
+            assert_eq!(strip_protection(&bad), bad, "{bad:?}");
+        }
+        assert_eq!(PROTECTED_PREFIX, "_c_");
+    }
+}

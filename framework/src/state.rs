@@ -160,9 +160,15 @@ mod tests {
     fn suspended_too_long_is_lost_and_lost_is_sticky_until_a_new_session() {
         let s = next_state(Some(Connected), session(zk::SessionState::Disconnected));
         assert_eq!(s, Some(Suspended));
-        assert_eq!(next_state(Some(Suspended), StateEvent::SuspendedTooLong), Some(Lost));
+        assert_eq!(
+            next_state(Some(Suspended), StateEvent::SuspendedTooLong),
+            Some(Lost)
+        );
         // The timer firing while connected changes nothing.
-        assert_eq!(next_state(Some(Reconnected), StateEvent::SuspendedTooLong), None);
+        assert_eq!(
+            next_state(Some(Reconnected), StateEvent::SuspendedTooLong),
+            None
+        );
         // The old client reporting anything after Lost is ignored.
         for s in [
             zk::SessionState::SyncConnected,
@@ -171,12 +177,19 @@ mod tests {
         ] {
             assert_eq!(next_state(Some(Lost), session(s)), None);
         }
-        assert_eq!(next_state(Some(Lost), StateEvent::NewSession), Some(Reconnected));
+        assert_eq!(
+            next_state(Some(Lost), StateEvent::NewSession),
+            Some(Reconnected)
+        );
     }
 
     #[test]
     fn expiry_and_auth_failure_are_lost() {
-        for s in [zk::SessionState::Expired, zk::SessionState::AuthFailed, zk::SessionState::Closed] {
+        for s in [
+            zk::SessionState::Expired,
+            zk::SessionState::AuthFailed,
+            zk::SessionState::Closed,
+        ] {
             assert_eq!(next_state(Some(Connected), session(s)), Some(Lost));
             assert_eq!(next_state(Some(Suspended), session(s)), Some(Lost));
         }
@@ -185,7 +198,10 @@ mod tests {
 
     #[test]
     fn read_only() {
-        assert_eq!(next_state(None, session(zk::SessionState::ConnectedReadOnly)), Some(ReadOnly));
+        assert_eq!(
+            next_state(None, session(zk::SessionState::ConnectedReadOnly)),
+            Some(ReadOnly)
+        );
         assert_eq!(
             next_state(Some(ReadOnly), session(zk::SessionState::SyncConnected)),
             Some(Reconnected)

@@ -101,10 +101,18 @@ impl InterProcessMutex {
     ///
     /// # Errors
     /// As [`InterProcessMutex::new`].
-    pub fn with_driver(framework: Framework, path: &str, driver: Arc<dyn LockInternalsDriver>) -> Result<Self> {
+    pub fn with_driver(
+        framework: Framework,
+        path: &str,
+        driver: Arc<dyn LockInternalsDriver>,
+    ) -> Result<Self> {
         let internals = LockInternals::new(framework, path, LOCK_NAME, 1, driver)?;
         Ok(InterProcessMutex {
-            shared: Arc::new(Shared { internals, owners: DashMap::new(), guards: AtomicUsize::new(0) }),
+            shared: Arc::new(Shared {
+                internals,
+                owners: DashMap::new(),
+                guards: AtomicUsize::new(0),
+            }),
         })
     }
 
@@ -199,12 +207,18 @@ impl InterProcessMutex {
 
     /// The fencing token of the current owner's hold, if it holds the lock.
     pub fn fencing_token(&self) -> Option<i64> {
-        self.shared.owners.get(&Owner::current()).map(|h| h.node.fencing_token())
+        self.shared
+            .owners
+            .get(&Owner::current())
+            .map(|h| h.node.fencing_token())
     }
 
     /// The node of the current owner's hold, if it holds the lock.
     pub fn lock_node(&self) -> Option<String> {
-        self.shared.owners.get(&Owner::current()).map(|h| h.node.path().to_owned())
+        self.shared
+            .owners
+            .get(&Owner::current())
+            .map(|h| h.node.path().to_owned())
     }
 
     /// The full paths of all participants, sorted: the first holds the lock.
@@ -241,12 +255,20 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        Ok(self.shared.internals.acquire(&[], Some(timeout)).await?.map(|node| self.guard(node)))
+        Ok(self
+            .shared
+            .internals
+            .acquire(&[], Some(timeout))
+            .await?
+            .map(|node| self.guard(node)))
     }
 
     fn guard(&self, node: AcquiredNode) -> MutexGuard {
         self.shared.guards.fetch_add(1, Ordering::AcqRel);
-        MutexGuard { shared: self.shared.clone(), node: Some(node) }
+        MutexGuard {
+            shared: self.shared.clone(),
+            node: Some(node),
+        }
     }
 }
 
@@ -263,7 +285,9 @@ pub struct MutexGuard {
 
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MutexGuard").field("node", &self.node.as_ref().map(|n| n.path())).finish()
+        f.debug_struct("MutexGuard")
+            .field("node", &self.node.as_ref().map(|n| n.path()))
+            .finish()
     }
 }
 
@@ -291,10 +315,16 @@ impl MutexGuard {
     ///
     /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
     pub fn is_valid(&self) -> bool {
-        let Some(node) = self.node() else { return false };
+        let Some(node) = self.node() else {
+            return false;
+        };
         let framework = self.shared.internals.framework();
-        let same_session = framework.current_session().is_some_and(|s| s.generation() == node.generation());
-        let state_ok = framework.state().is_some_and(|s| !framework.error_policy().is_error_state(s));
+        let same_session = framework
+            .current_session()
+            .is_some_and(|s| s.generation() == node.generation());
+        let state_ok = framework
+            .state()
+            .is_some_and(|s| !framework.error_policy().is_error_state(s));
         (same_session || !node.is_ephemeral()) && state_ok
     }
 
@@ -308,7 +338,9 @@ impl MutexGuard {
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the background.
     pub async fn release(mut self) -> Result<()> {
-        let Some(node) = self.node.take() else { return Ok(()) };
+        let Some(node) = self.node.take() else {
+            return Ok(());
+        };
         self.shared.guards.fetch_sub(1, Ordering::AcqRel);
         self.shared.internals.release(&node).await
     }
@@ -319,7 +351,10 @@ impl Drop for MutexGuard {
         if let Some(node) = self.node.take() {
             self.shared.guards.fetch_sub(1, Ordering::AcqRel);
             tracing::debug!(node = %node.path(), "guard dropped; releasing in the background");
-            self.shared.internals.framework().delete_in_background(node.path());
+            self.shared
+                .internals
+                .framework()
+                .delete_in_background(node.path());
         }
     }
 }

@@ -93,7 +93,10 @@ impl FrameworkBuilder {
     /// Authenticates every session with ZooKeeper's `digest` scheme
     /// (`user:password`). Defaults to no authentication.
     pub fn digest_auth(mut self, user: &str, password: &str) -> Self {
-        self.auth.push(("digest".to_owned(), format!("{user}:{password}").into_bytes()));
+        self.auth.push((
+            "digest".to_owned(),
+            format!("{user}:{password}").into_bytes(),
+        ));
         self
     }
 
@@ -120,7 +123,11 @@ impl FrameworkBuilder {
     pub fn build(self) -> Result<Framework> {
         let connect_string = match self.connect_string {
             Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
-            _ => return Err(Error::InvalidArgument("a connect string is required".into())),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "a connect string is required".into(),
+                ))
+            }
         };
         if connect_string.contains('/') {
             return Err(Error::InvalidArgument(
@@ -133,14 +140,22 @@ impl FrameworkBuilder {
         let namespace = match self.namespace {
             None => None,
             Some(ns) => {
-                let ns = if ns.starts_with('/') { ns } else { format!("/{ns}") };
+                let ns = if ns.starts_with('/') {
+                    ns
+                } else {
+                    format!("/{ns}")
+                };
                 path::validate_recipe_path(&ns)?;
                 Some(ns)
             }
         };
-        let default_acl = self.default_acl.unwrap_or_else(|| zk::Acls::anyone_all().to_vec());
+        let default_acl = self
+            .default_acl
+            .unwrap_or_else(|| zk::Acls::anyone_all().to_vec());
         if default_acl.is_empty() {
-            return Err(Error::InvalidArgument("the default ACL must not be empty".into()));
+            return Err(Error::InvalidArgument(
+                "the default ACL must not be empty".into(),
+            ));
         }
         let retry_policy = match self.retry_policy {
             Some(p) => p,

@@ -73,7 +73,10 @@ async fn perform(inner: &Inner, job: &CleanupJob) {
         match attempt(inner, job).await {
             Ok(deleted) => {
                 if deleted {
-                    inner.metrics.background_deletes.fetch_add(1, Ordering::Relaxed);
+                    inner
+                        .metrics
+                        .background_deletes
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 tracing::debug!(?job, deleted, "background cleanup done");
                 return;
@@ -97,13 +100,19 @@ async fn attempt(inner: &Inner, job: &CleanupJob) -> Result<bool> {
     let client = &session.client;
     let target = match job {
         CleanupJob::Node { path } => path.clone(),
-        CleanupJob::Protected { parent, name_prefix } => {
+        CleanupJob::Protected {
+            parent,
+            name_prefix,
+        } => {
             let children = match client.list_children(parent).await {
                 Ok(children) => children,
                 Err(zk::Error::NoNode) => return Ok(false),
                 Err(err) => return Err(session.map_err(err)),
             };
-            match children.iter().find(|c| c.starts_with(name_prefix.as_str())) {
+            match children
+                .iter()
+                .find(|c| c.starts_with(name_prefix.as_str()))
+            {
                 Some(child) => path::join(parent, child),
                 None => return Ok(false),
             }

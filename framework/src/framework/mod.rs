@@ -30,8 +30,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-pub use self::builder::FrameworkBuilder;
 pub(crate) use self::builder::Config;
+pub use self::builder::FrameworkBuilder;
 pub(crate) use self::cleanup::CleanupJob;
 use crate::error::{Error, Result};
 use crate::listener::{ConnectionStateListener, ListenerHandle, Listeners};
@@ -208,7 +208,11 @@ impl Framework {
             tasks: Mutex::new(Vec::new()),
             metrics: Metrics::default(),
         };
-        Framework { handle: Arc::new(Handle { inner: Arc::new(inner) }) }
+        Framework {
+            handle: Arc::new(Handle {
+                inner: Arc::new(inner),
+            }),
+        }
     }
 
     pub(crate) fn inner(&self) -> &Arc<Inner> {
@@ -226,12 +230,23 @@ impl Framework {
         let inner = self.inner();
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::InvalidArgument("start() needs a running tokio runtime".into()))?;
-        match inner.status.compare_exchange(LATENT, STARTED, Ordering::AcqRel, Ordering::Acquire) {
+        match inner
+            .status
+            .compare_exchange(LATENT, STARTED, Ordering::AcqRel, Ordering::Acquire)
+        {
             Ok(_) => {}
             Err(CLOSED) => return Err(Error::Closed),
-            Err(_) => return Err(Error::InvalidArgument("the framework is already started".into())),
+            Err(_) => {
+                return Err(Error::InvalidArgument(
+                    "the framework is already started".into(),
+                ))
+            }
         }
-        let cleanup_rx = inner.cleanup_rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let cleanup_rx = inner
+            .cleanup_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         let mut tasks = inner.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.push(runtime.spawn(supervisor::run(inner.clone())));
         tasks.push(runtime.spawn(dispatch_listeners(inner.clone())));
@@ -252,7 +267,8 @@ impl Framework {
     pub async fn close(&self) {
         let inner = self.inner();
         inner.shut_down();
-        let tasks: Vec<_> = std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks: Vec<_> =
+            std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         for task in tasks {
             let _ = task.await;
         }
@@ -279,7 +295,10 @@ impl Framework {
         let mut closed = inner.closed_tx.subscribe();
         loop {
             inner.check_open()?;
-            if state.borrow_and_update().is_some_and(ConnectionState::is_connected) {
+            if state
+                .borrow_and_update()
+                .is_some_and(ConnectionState::is_connected)
+            {
                 return Ok(());
             }
             tokio::select! {
@@ -355,7 +374,11 @@ impl Framework {
 
     /// The current session, if one is established (it may be suspended).
     pub fn current_session(&self) -> Option<Session> {
-        self.inner().session_tx.borrow().clone().filter(|s| !s.is_terminated())
+        self.inner()
+            .session_tx
+            .borrow()
+            .clone()
+            .filter(|s| !s.is_terminated())
     }
 
     /// The current session, waiting up to the connection timeout for one.
@@ -426,7 +449,8 @@ impl Framework {
     /// through connection loss) while the framework is open. Missing nodes
     /// count as deleted.
     pub fn delete_in_background(&self, path: impl Into<String>) {
-        self.inner().schedule_cleanup(CleanupJob::Node { path: path.into() });
+        self.inner()
+            .schedule_cleanup(CleanupJob::Node { path: path.into() });
     }
 
     /// Waits until the background cleaner has no work left, or `timeout`
@@ -436,7 +460,9 @@ impl Framework {
     /// Cancel safe: it only observes state.
     pub async fn wait_for_background_cleanup(&self, timeout: Duration) -> bool {
         let mut rx = self.inner().pending_cleanups.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// A future that completes once the framework is closed.
@@ -449,11 +475,16 @@ impl Framework {
 
     /// A future that completes once `session` is no longer the framework's
     /// current one (lost, replaced, or the framework closed).
-    pub(crate) fn session_gone(&self, session: &Session) -> impl Future<Output = ()> + Send + 'static {
+    pub(crate) fn session_gone(
+        &self,
+        session: &Session,
+    ) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.inner().session_tx.subscribe();
         let generation = session.generation;
         async move {
-            let _ = rx.wait_for(|s| s.as_ref().map(|s| s.generation) != Some(generation)).await;
+            let _ = rx
+                .wait_for(|s| s.as_ref().map(|s| s.generation) != Some(generation))
+                .await;
         }
     }
 }
@@ -521,7 +552,11 @@ impl Inner {
             if !err.is_retryable() {
                 return Err(err);
             }
-            let Some(delay) = self.config.retry_policy.allow_retry(retries, started.elapsed()) else {
+            let Some(delay) = self
+                .config
+                .retry_policy
+                .allow_retry(retries, started.elapsed())
+            else {
                 tracing::debug!(%err, retries, "retry policy gave up");
                 return Err(err);
             };
@@ -543,7 +578,8 @@ impl Inner {
         }
         self.pending_cleanups.send_modify(|n| *n += 1);
         if self.cleanup_tx.send(job).is_err() {
-            self.pending_cleanups.send_modify(|n| *n = n.saturating_sub(1));
+            self.pending_cleanups
+                .send_modify(|n| *n = n.saturating_sub(1));
         }
     }
 }

@@ -44,8 +44,11 @@ pub(super) async fn run(inner: Arc<Inner>) {
         delay = RECONNECT_DELAY;
         generation += 1;
         let session = Session { client, generation };
-        let span = tracing::info_span!("session", id = %format_args!("{:#x}", session.id()), generation);
-        span.in_scope(|| tracing::info!(timeout = ?session.client.session_timeout(), "session established"));
+        let span =
+            tracing::info_span!("session", id = %format_args!("{:#x}", session.id()), generation);
+        span.in_scope(
+            || tracing::info!(timeout = ?session.client.session_timeout(), "session established"),
+        );
         let first_state = session.client.state();
         inner.session_tx.send_replace(Some(session.clone()));
         if generation == 1 {
@@ -124,7 +127,10 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
             return Ok(root);
         };
         let acl = zk::Acls::new(&config.default_acl);
-        match root.mkdir(namespace, &zk::CreateMode::Persistent.with_acls(acl)).await {
+        match root
+            .mkdir(namespace, &zk::CreateMode::Persistent.with_acls(acl))
+            .await
+        {
             Ok(()) | Err(zk::Error::NodeExists) => {}
             Err(err) => return Err(err),
         }

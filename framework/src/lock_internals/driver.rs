@@ -63,12 +63,18 @@ pub struct PredicateResults {
 impl PredicateResults {
     /// The participant holds the lock.
     pub fn holds() -> Self {
-        PredicateResults { holds_lock: true, path_to_watch: None }
+        PredicateResults {
+            holds_lock: true,
+            path_to_watch: None,
+        }
     }
 
     /// The participant must wait for `name` to go away.
     pub fn watch(name: impl Into<String>) -> Self {
-        PredicateResults { holds_lock: false, path_to_watch: Some(name.into()) }
+        PredicateResults {
+            holds_lock: false,
+            path_to_watch: Some(name.into()),
+        }
     }
 }
 
@@ -99,7 +105,12 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::LockLost`] when `our_name` is not among the children (our
     /// node vanished: the session expired, or someone deleted it).
-    fn gets_the_lock(&self, sorted_children: &[String], our_name: &str, max_leases: u32) -> Result<PredicateResults> {
+    fn gets_the_lock(
+        &self,
+        sorted_children: &[String],
+        our_name: &str,
+        max_leases: u32,
+    ) -> Result<PredicateResults> {
         standard_gets_the_lock(sorted_children, our_name, max_leases)
     }
 }
@@ -129,18 +140,28 @@ pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
 /// # Errors
 /// [`Error::LockLost`] when `our_name` is not in `sorted_children`;
 /// [`Error::InvalidArgument`] when `max_leases` is zero.
-pub fn standard_gets_the_lock(sorted_children: &[String], our_name: &str, max_leases: u32) -> Result<PredicateResults> {
+pub fn standard_gets_the_lock(
+    sorted_children: &[String],
+    our_name: &str,
+    max_leases: u32,
+) -> Result<PredicateResults> {
     if max_leases == 0 {
-        return Err(Error::InvalidArgument("max_leases must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "max_leases must be at least 1".into(),
+        ));
     }
     let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
-        return Err(Error::LockLost(format!("our node {our_name} is no longer among the participants")));
+        return Err(Error::LockLost(format!(
+            "our node {our_name} is no longer among the participants"
+        )));
     };
     let max = max_leases as usize;
     if index < max {
         Ok(PredicateResults::holds())
     } else {
-        Ok(PredicateResults::watch(sorted_children[index - max].clone()))
+        Ok(PredicateResults::watch(
+            sorted_children[index - max].clone(),
+        ))
     }
 }
 
@@ -165,25 +186,56 @@ mod tests {
     #[test]
     fn sorts_by_sequence_numerically_and_foreign_names_last() {
         let driver = StandardLockInternalsDriver;
-        let mut names = vec![node(10), "garbage".to_owned(), node(9), "lock-0000000001".to_owned()];
+        let mut names = vec![
+            node(10),
+            "garbage".to_owned(),
+            node(9),
+            "lock-0000000001".to_owned(),
+        ];
         names.sort_by_key(|n| driver.sort_key(n, "lock-"));
-        assert_eq!(names, vec!["lock-0000000001".to_owned(), node(9), node(10), "garbage".to_owned()]);
+        assert_eq!(
+            names,
+            vec![
+                "lock-0000000001".to_owned(),
+                node(9),
+                node(10),
+                "garbage".to_owned()
+            ]
+        );
     }
 
     #[test]
     fn predecessor_is_watched() {
         let children = vec![node(1), node(2), node(3)];
-        assert_eq!(standard_gets_the_lock(&children, &node(1), 1).unwrap(), PredicateResults::holds());
-        assert_eq!(standard_gets_the_lock(&children, &node(3), 1).unwrap(), PredicateResults::watch(node(2)));
+        assert_eq!(
+            standard_gets_the_lock(&children, &node(1), 1).unwrap(),
+            PredicateResults::holds()
+        );
+        assert_eq!(
+            standard_gets_the_lock(&children, &node(3), 1).unwrap(),
+            PredicateResults::watch(node(2))
+        );
         // Two leases: the third watches the first.
-        assert_eq!(standard_gets_the_lock(&children, &node(2), 2).unwrap(), PredicateResults::holds());
-        assert_eq!(standard_gets_the_lock(&children, &node(3), 2).unwrap(), PredicateResults::watch(node(1)));
+        assert_eq!(
+            standard_gets_the_lock(&children, &node(2), 2).unwrap(),
+            PredicateResults::holds()
+        );
+        assert_eq!(
+            standard_gets_the_lock(&children, &node(3), 2).unwrap(),
+            PredicateResults::watch(node(1))
+        );
     }
 
     #[test]
     fn missing_node_is_lock_lost_and_zero_leases_refused() {
         let children = vec![node(1)];
-        assert!(matches!(standard_gets_the_lock(&children, &node(2), 1), Err(Error::LockLost(_))));
-        assert!(matches!(standard_gets_the_lock(&children, &node(1), 0), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            standard_gets_the_lock(&children, &node(2), 1),
+            Err(Error::LockLost(_))
+        ));
+        assert!(matches!(
+            standard_gets_the_lock(&children, &node(1), 0),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

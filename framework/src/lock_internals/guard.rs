@@ -27,19 +27,29 @@ impl ContenderGuard {
     pub fn protected(framework: &Framework, parent: &str, name_prefix: &str) -> Self {
         ContenderGuard {
             inner: framework.inner().clone(),
-            job: Some(CleanupJob::Protected { parent: parent.to_owned(), name_prefix: name_prefix.to_owned() }),
+            job: Some(CleanupJob::Protected {
+                parent: parent.to_owned(),
+                name_prefix: name_prefix.to_owned(),
+            }),
         }
     }
 
     /// A guard for a node whose path is known.
     pub fn node(framework: &Framework, path: &str) -> Self {
-        ContenderGuard { inner: framework.inner().clone(), job: Some(CleanupJob::Node { path: path.to_owned() }) }
+        ContenderGuard {
+            inner: framework.inner().clone(),
+            job: Some(CleanupJob::Node {
+                path: path.to_owned(),
+            }),
+        }
     }
 
     /// Narrows the guard to the node now known to be ours.
     pub fn set_node(&mut self, path: &str) {
         if self.job.is_some() {
-            self.job = Some(CleanupJob::Node { path: path.to_owned() });
+            self.job = Some(CleanupJob::Node {
+                path: path.to_owned(),
+            });
         }
     }
 

@@ -40,8 +40,8 @@ use tracing::Instrument;
 use zookeeper_client as zk;
 
 pub use self::driver::{
-    standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode, PredicateResults, SortKey,
-    StandardLockInternalsDriver,
+    standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
+    PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 pub use self::guard::ContenderGuard;
 use crate::error::{Error, Result};
@@ -137,7 +137,9 @@ impl LockInternals {
         path::validate_recipe_path(base_path)?;
         path::validate_node_name(lock_name)?;
         if max_leases == 0 {
-            return Err(Error::InvalidArgument("max_leases must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "max_leases must be at least 1".into(),
+            ));
         }
         Ok(LockInternals {
             framework,
@@ -188,7 +190,11 @@ impl LockInternals {
     /// Cancel safe: dropping the future at any point deletes our node in the
     /// background (or, if the create's outcome is still unknown, finds it by
     /// its unique prefix and deletes it). Nothing else changes.
-    pub async fn acquire(&self, data: &[u8], timeout: Option<Duration>) -> Result<Option<AcquiredNode>> {
+    pub async fn acquire(
+        &self,
+        data: &[u8],
+        timeout: Option<Duration>,
+    ) -> Result<Option<AcquiredNode>> {
         if data.len() > MAX_NODE_DATA {
             return Err(Error::InvalidArgument(format!(
                 "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
@@ -196,7 +202,8 @@ impl LockInternals {
             )));
         }
         self.framework.inner().check_open()?;
-        let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name);
+        let span =
+            tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name);
         let acquire = self.acquire_restarting(data).instrument(span.clone());
         let result = match timeout {
             None => acquire.await.map(Some),
@@ -206,7 +213,9 @@ impl LockInternals {
             },
         };
         span.in_scope(|| match &result {
-            Ok(Some(node)) => tracing::info!(node = %node.path, token = node.czxid, "lock acquired"),
+            Ok(Some(node)) => {
+                tracing::info!(node = %node.path, token = node.czxid, "lock acquired")
+            }
             Ok(None) => tracing::info!(?timeout, "lock acquire timed out"),
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
@@ -224,7 +233,11 @@ impl LockInternals {
             if !(err.is_session_terminal() || matches!(err, Error::LockLost(_))) {
                 return Err(err);
             }
-            let Some(delay) = self.framework.retry_policy().allow_retry(restarts, started.elapsed()) else {
+            let Some(delay) = self
+                .framework
+                .retry_policy()
+                .allow_retry(restarts, started.elapsed())
+            else {
                 return Err(err);
             };
             restarts += 1;
@@ -240,15 +253,28 @@ impl LockInternals {
     async fn attempt(&self, data: &[u8]) -> Result<AcquiredNode> {
         let session = self.framework.session().await?;
         let node_kind = self.driver.participant_node();
-        let name_prefix = format!("{}{}-{}", path::PROTECTED_PREFIX, uuid::Uuid::new_v4(), self.lock_name);
+        let name_prefix = format!(
+            "{}{}-{}",
+            path::PROTECTED_PREFIX,
+            uuid::Uuid::new_v4(),
+            self.lock_name
+        );
         let (create_name, mode) = match &node_kind {
-            ParticipantNode::EphemeralSequential => (name_prefix.clone(), zk::CreateMode::EphemeralSequential),
-            ParticipantNode::PersistentSequential => (name_prefix.clone(), zk::CreateMode::PersistentSequential),
-            ParticipantNode::EphemeralWithSequence(seq) => (format!("{name_prefix}{seq}"), zk::CreateMode::Ephemeral),
+            ParticipantNode::EphemeralSequential => {
+                (name_prefix.clone(), zk::CreateMode::EphemeralSequential)
+            }
+            ParticipantNode::PersistentSequential => {
+                (name_prefix.clone(), zk::CreateMode::PersistentSequential)
+            }
+            ParticipantNode::EphemeralWithSequence(seq) => {
+                (format!("{name_prefix}{seq}"), zk::CreateMode::Ephemeral)
+            }
         };
         // Armed before anything is sent: from here on, any exit cleans up.
         let mut guard = ContenderGuard::protected(&self.framework, &self.base_path, &name_prefix);
-        let created = self.create_participant(&session, &create_name, &name_prefix, mode, data).await?;
+        let created = self
+            .create_participant(&session, &create_name, &name_prefix, mode, data)
+            .await?;
         let our_path = path::join(&self.base_path, &created.name);
         guard.set_node(&our_path);
         tracing::debug!(node = %our_path, "participant node created");
@@ -257,7 +283,9 @@ impl LockInternals {
         loop {
             self.framework.inner().check_open()?;
             let sorted = self.sort_children(children);
-            let decision = self.driver.gets_the_lock(&sorted, &created.name, self.max_leases)?;
+            let decision = self
+                .driver
+                .gets_the_lock(&sorted, &created.name, self.max_leases)?;
             if decision.holds_lock {
                 guard.disarm();
                 return Ok(AcquiredNode {
@@ -317,7 +345,10 @@ impl LockInternals {
         let create_path = path::join(&self.base_path, create_name);
         let acl = self.framework.default_acl();
         let options = mode.with_acls(zk::Acls::new(acl));
-        let sequential = matches!(mode, zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential);
+        let sequential = matches!(
+            mode,
+            zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential
+        );
         let started = std::time::Instant::now();
         let mut retries = 0u32;
         let mut maybe_created = false;
@@ -331,10 +362,18 @@ impl LockInternals {
                     Err(Error::LockLost(_)) => Vec::new(), // parent missing: nothing was created
                     Err(err) => return Err(err),
                 };
-                if let Some(name) = children.iter().find(|c| c.starts_with(name_prefix)).cloned() {
+                if let Some(name) = children
+                    .iter()
+                    .find(|c| c.starts_with(name_prefix))
+                    .cloned()
+                {
                     let czxid = self.adopt(session, &name, mode).await?;
                     tracing::info!(node = %name, "adopted the node of a create whose reply was lost");
-                    return Ok(Created { name, czxid, children });
+                    return Ok(Created {
+                        name,
+                        czxid,
+                        children,
+                    });
                 }
             }
             let client = session.client();
@@ -344,12 +383,20 @@ impl LockInternals {
             let (created, listed) = futures::join!(create, list);
             let err = match created {
                 Ok((stat, sequence)) => {
-                    let name = if sequential { format!("{create_name}{sequence}") } else { create_name.to_owned() };
+                    let name = if sequential {
+                        format!("{create_name}{sequence}")
+                    } else {
+                        create_name.to_owned()
+                    };
                     let children = match listed {
                         Ok(children) if children.contains(&name) => children,
                         _ => self.list_children_on(session).await?,
                     };
-                    return Ok(Created { name, czxid: stat.czxid, children });
+                    return Ok(Created {
+                        name,
+                        czxid: stat.czxid,
+                        children,
+                    });
                 }
                 Err(zk::Error::NoNode) => {
                     self.create_parents(session).await?;
@@ -364,7 +411,11 @@ impl LockInternals {
                     err
                 }
             };
-            let Some(delay) = self.framework.retry_policy().allow_retry(retries, started.elapsed()) else {
+            let Some(delay) = self
+                .framework
+                .retry_policy()
+                .allow_retry(retries, started.elapsed())
+            else {
                 return Err(err);
             };
             retries += 1;
@@ -388,13 +439,19 @@ impl LockInternals {
             .await?;
         match stat {
             Some(stat)
-                if !matches!(mode, zk::CreateMode::Ephemeral | zk::CreateMode::EphemeralSequential)
-                    || stat.ephemeral_owner == session.id() =>
+                if !matches!(
+                    mode,
+                    zk::CreateMode::Ephemeral | zk::CreateMode::EphemeralSequential
+                ) || stat.ephemeral_owner == session.id() =>
             {
                 Ok(stat.czxid)
             }
-            Some(_) => Err(Error::LockLost(format!("{node_path} belongs to another session"))),
-            None => Err(Error::LockLost(format!("{node_path} vanished before it could be adopted"))),
+            Some(_) => Err(Error::LockLost(format!(
+                "{node_path} belongs to another session"
+            ))),
+            None => Err(Error::LockLost(format!(
+                "{node_path} vanished before it could be adopted"
+            ))),
         }
     }
 
@@ -430,7 +487,10 @@ impl LockInternals {
             })
             .await;
         match result {
-            Err(Error::NoNode) => Err(Error::LockLost(format!("{} does not exist", self.base_path))),
+            Err(Error::NoNode) => Err(Error::LockLost(format!(
+                "{} does not exist",
+                self.base_path
+            ))),
             other => other,
         }
     }
@@ -463,7 +523,11 @@ impl LockInternals {
             Err(Error::NoNode) => return Ok(Vec::new()),
             Err(err) => return Err(err),
         };
-        Ok(self.sort_children(children).into_iter().map(|name| path::join(&self.base_path, &name)).collect())
+        Ok(self
+            .sort_children(children)
+            .into_iter()
+            .map(|name| path::join(&self.base_path, &name))
+            .collect())
     }
 
     /// Deletes a held node. If the connection is down (or the delete does not

@@ -46,7 +46,12 @@ use backoff::backoff::Backoff as _;
 /// `jitter` is clamped into `[0, 1]`; a non-finite jitter counts as `0`. A
 /// zero `base` or `cap` yields a zero pause. `base` larger than `cap` starts
 /// at `cap`. Nothing here can overflow or panic.
-pub(crate) fn exponential_delay(base: Duration, cap: Duration, attempt: u32, jitter: f64) -> Duration {
+pub(crate) fn exponential_delay(
+    base: Duration,
+    cap: Duration,
+    attempt: u32,
+    jitter: f64,
+) -> Duration {
     let jitter = if jitter.is_finite() {
         jitter.clamp(0.0, 1.0)
     } else {
@@ -119,13 +124,22 @@ mod tests {
 
     #[test]
     fn degenerate_inputs_do_not_panic() {
-        assert_eq!(exponential_delay(Duration::ZERO, ms(10), 5, 0.5), Duration::ZERO);
-        assert_eq!(exponential_delay(ms(10), Duration::ZERO, 5, 0.5), Duration::ZERO);
+        assert_eq!(
+            exponential_delay(Duration::ZERO, ms(10), 5, 0.5),
+            Duration::ZERO
+        );
+        assert_eq!(
+            exponential_delay(ms(10), Duration::ZERO, 5, 0.5),
+            Duration::ZERO
+        );
         // A base above the cap starts at the cap.
         assert_eq!(exponential_delay(ms(500), ms(100), 0, 0.0), ms(100));
         // Out-of-range jitter is clamped, NaN and infinities count as none.
         assert_eq!(exponential_delay(ms(100), ms(1000), 1, f64::NAN), ms(200));
-        assert_eq!(exponential_delay(ms(100), ms(1000), 1, f64::INFINITY), ms(200));
+        assert_eq!(
+            exponential_delay(ms(100), ms(1000), 1, f64::INFINITY),
+            ms(200)
+        );
         assert_eq!(exponential_delay(ms(100), ms(1000), 1, -3.0), ms(200));
         assert!(exponential_delay(ms(100), ms(1000), 1, 7.0) <= ms(400));
     }
@@ -153,7 +167,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(exponential_delay(ms(100), ms(5000), u32::MAX, 0.0), ms(5000));
+        assert_eq!(
+            exponential_delay(ms(100), ms(5000), u32::MAX, 0.0),
+            ms(5000)
+        );
     }
 
     /// With jitter `j` and nominal pause `p = min(cap, base * 2^n)`, every

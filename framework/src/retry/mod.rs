@@ -18,8 +18,8 @@
 //!
 //! Policies are shared between many concurrent operations, so the trait
 //! requires `Send + Sync + 'static`, and `Debug` so a client's configuration
-//! can be logged. It is object safe: the framework stores a
-//! `Arc<dyn RetryPolicy>`.
+//! can be logged. It is object safe, so one configured policy can be held
+//! as an `Arc<dyn RetryPolicy>` and shared by every operation of a client.
 //!
 //! Every policy refuses a zero pause at construction: retrying a lost
 //! connection immediately only adds load to a server that is already in

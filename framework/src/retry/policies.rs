@@ -22,11 +22,11 @@ use crate::retry::RetryPolicy;
 /// The largest retry count the exponential policies accept; larger values
 /// given to their constructors are silently lowered to this one.
 ///
-/// The pause doubles with every retry, so after 29 retries it is more than
-/// 500 million times the base pause (at a 100 ms base, over six years).
-/// Allowing more retries could only add pauses that are either absurdly long
-/// or all equal to the cap, which is what [`RetryForever`] and
-/// [`RetryUntilElapsed`] are for.
+/// The pause doubles with every retry, so the 29th retry already waits
+/// nominally 2^28 (about 268 million) times the base pause: about 310 days
+/// at a 100 ms base. More retries could only add pauses that are either
+/// absurdly long or all equal to the cap; for long-running retrying use
+/// [`RetryForever`] or [`RetryUntilElapsed`].
 pub const MAX_EXPONENTIAL_RETRIES: u32 = 29;
 
 /// The jitter the exponential policies use unless told otherwise: each pause
@@ -47,7 +47,9 @@ pub enum InvalidRetryPolicy {
         what: &'static str,
     },
     /// The cap on the pause is shorter than the first pause.
-    #[error("{policy}: the maximum sleep {max_sleep:?} is shorter than the base sleep {base_sleep:?}")]
+    #[error(
+        "{policy}: the maximum sleep {max_sleep:?} is shorter than the base sleep {base_sleep:?}"
+    )]
     MaxSleepBelowBase {
         /// The policy being built.
         policy: &'static str,
@@ -199,9 +201,8 @@ impl ExponentialBackoffRetry {
 
 impl RetryPolicy for ExponentialBackoffRetry {
     fn allow_retry(&self, retry_count: u32, _elapsed: Duration) -> Option<Duration> {
-        (retry_count < self.max_retries).then(|| {
-            exponential_delay(self.base_sleep, self.max_sleep, retry_count, self.jitter)
-        })
+        (retry_count < self.max_retries)
+            .then(|| exponential_delay(self.base_sleep, self.max_sleep, retry_count, self.jitter))
     }
 }
 
@@ -273,9 +274,8 @@ impl BoundedExponentialBackoffRetry {
 
 impl RetryPolicy for BoundedExponentialBackoffRetry {
     fn allow_retry(&self, retry_count: u32, _elapsed: Duration) -> Option<Duration> {
-        (retry_count < self.max_retries).then(|| {
-            exponential_delay(self.base_sleep, self.max_sleep, retry_count, self.jitter)
-        })
+        (retry_count < self.max_retries)
+            .then(|| exponential_delay(self.base_sleep, self.max_sleep, retry_count, self.jitter))
     }
 }
 

@@ -1,0 +1,291 @@
+//! The framework against a real ZooKeeper: connection states, session
+//! expiry and replacement, protected create with a lost reply, retries and
+//! builder validation.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{
+    children, eventually, framework, framework_with, raw_client, server, unique_path, PATIENCE,
+};
+use futures::StreamExt;
+use zk_curator::framework::zk;
+use zk_curator::{ConnectionState, Error, Framework, InterProcessMutex};
+use zk_curator_testing::{FaultProxy, RequestMatcher};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_while_holding_reports_lost_and_builds_a_new_session() {
+    let Some(server) = server() else { return };
+    let path = unique_path("expiry-holding");
+    let holder_fw = framework(&server.connect_string()).await;
+    let other_fw = framework(&server.connect_string()).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let listener = {
+        let seen = seen.clone();
+        holder_fw.add_listener(move |state| seen.lock().unwrap().push(state))
+    };
+    let mut stream = Box::pin(holder_fw.state_changes());
+
+    let holder = InterProcessMutex::new(holder_fw.clone(), &path).unwrap();
+    let other = InterProcessMutex::new(other_fw.clone(), &path).unwrap();
+    let guard = holder.lock().await.unwrap();
+    assert!(guard.is_valid());
+    let first_session = holder_fw.session().await.unwrap();
+    assert_eq!(first_session.generation(), 1);
+
+    zk_curator_testing::expire_session(&server.connect_string(), first_session.client())
+        .await
+        .unwrap();
+
+    // Attaching the second connection drops ours first (Suspended, and our
+    // client may briefly win the session back: Reconnected); once the server
+    // closes the session the reconnect is answered "expired" (Lost) and the
+    // framework builds a new session (Reconnected).
+    let mut streamed = Vec::new();
+    while !streamed.ends_with(&[ConnectionState::Lost, ConnectionState::Reconnected]) {
+        let next = tokio::time::timeout(PATIENCE, stream.next())
+            .await
+            .unwrap()
+            .unwrap();
+        streamed.push(next);
+        assert!(streamed.len() < 10, "{streamed:?}");
+    }
+    let second_session = holder_fw.session().await.unwrap();
+    assert_eq!(second_session.generation(), 2);
+    assert_ne!(second_session.id(), first_session.id());
+    assert!(
+        !guard.is_valid(),
+        "a hold from the lost session is not valid"
+    );
+
+    // The lock went with the old session: another session gets it.
+    let theirs = other
+        .try_lock_for(PATIENCE)
+        .await
+        .unwrap()
+        .expect("the lock must be free");
+    assert!(theirs.fencing_token() > guard.fencing_token());
+    theirs.release().await.unwrap();
+    // Releasing the dead hold is harmless.
+    guard.release().await.unwrap();
+    // Callbacks saw the same sequence.
+    assert!(
+        eventually(PATIENCE, || async { *seen.lock().unwrap() == streamed }).await,
+        "listener saw {:?}, stream saw {streamed:?}",
+        seen.lock().unwrap()
+    );
+    drop(listener);
+    holder_fw.close().await;
+    other_fw.close().await;
+}
+
+#[tokio::test]
+async fn protected_create_with_a_lost_reply_leaves_exactly_one_node() {
+    let Some(server) = server() else { return };
+    let path = unique_path("lost-reply");
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let fw = framework(&proxy.connect_string()).await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let raw = raw_client(&server.connect_string()).await;
+    // Create the parent first so the faulted create is the lock node's.
+    raw.mkdir(
+        &path,
+        &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+
+    let fault = proxy.lose_reply_to_next(RequestMatcher::creates().path_contains("_c_"));
+    let guard = tokio::time::timeout(PATIENCE, mutex.lock())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(fault.fired(), "the create's reply was lost");
+    assert!(proxy.accepted_connections() >= 2, "the client reconnected");
+
+    let nodes = children(&raw, &path).await;
+    assert_eq!(
+        nodes.len(),
+        1,
+        "one node, adopted after the lost reply: {nodes:?}"
+    );
+    assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
+    let stat = raw.check_stat(guard.node_path()).await.unwrap().unwrap();
+    assert_eq!(guard.fencing_token(), stat.czxid);
+    assert_eq!(
+        stat.ephemeral_owner,
+        fw.session().await.unwrap().id(),
+        "same session"
+    );
+    guard.release().await.unwrap();
+    assert!(children(&raw, &path).await.is_empty());
+    fw.close().await;
+}
+
+#[tokio::test]
+async fn dropped_connections_keep_the_session_and_the_lock() {
+    let Some(server) = server() else { return };
+    let path = unique_path("blip");
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let fw = framework_with(&proxy.connect_string(), |b| {
+        b.session_timeout(Duration::from_secs(8))
+    })
+    .await;
+    let mut states = Box::pin(fw.state_changes());
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let session = fw.session().await.unwrap();
+
+    proxy.drop_connections();
+    let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
+    assert_eq!(next, Some(ConnectionState::Suspended));
+    assert!(
+        !guard.is_valid(),
+        "Suspended is an error state under the standard policy"
+    );
+    let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
+    assert_eq!(next, Some(ConnectionState::Reconnected));
+    assert_eq!(
+        fw.session().await.unwrap().id(),
+        session.id(),
+        "same session"
+    );
+    assert!(guard.is_valid());
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(
+        raw.check_stat(guard.node_path()).await.unwrap().is_some(),
+        "the lock node survived"
+    );
+    guard.release().await.unwrap();
+    fw.close().await;
+}
+
+#[tokio::test]
+async fn call_with_retry_runs_on_the_current_session() {
+    let Some(server) = server() else { return };
+    let fw = framework(&server.connect_string()).await;
+    let path = unique_path("call");
+    let created = fw
+        .call_with_retry(|client| {
+            let path = path.clone();
+            async move {
+                let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                client.mkdir(&path, &options).await?;
+                client.check_stat(&path).await
+            }
+        })
+        .await
+        .unwrap();
+    assert!(created.is_some());
+    // Semantic errors are returned as typed errors, not retried.
+    let err = fw
+        .call_with_retry(|client| {
+            let path = path.clone();
+            async move { client.delete(&format!("{path}/missing"), None).await }
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::NoNode);
+    fw.close().await;
+    let err = fw
+        .call_with_retry(|client| async move { client.check_stat("/").await })
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::Closed);
+}
+
+#[tokio::test]
+async fn builder_refuses_bad_settings() {
+    let err = Framework::builder().build().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let err = Framework::builder()
+        .connect_string("  ")
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)));
+    let err = Framework::builder()
+        .connect_string("127.0.0.1:1/chroot")
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)));
+    let err = Framework::builder()
+        .connect_string("127.0.0.1:1")
+        .session_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)));
+    for namespace in ["bad//ns", "/zookeeper", "/trailing/"] {
+        let err = Framework::builder()
+            .connect_string("127.0.0.1:1")
+            .namespace(namespace)
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidPath(_)), "{namespace}: {err}");
+    }
+    let err = Framework::builder()
+        .connect_string("127.0.0.1:1")
+        .default_acl(Vec::new())
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)));
+}
+
+#[tokio::test]
+async fn unreachable_ensemble_times_out_cleanly() {
+    // A port nobody listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fw = Framework::builder()
+        .connect_string(format!("127.0.0.1:{port}"))
+        .session_timeout(Duration::from_secs(2))
+        .connection_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    fw.start().unwrap();
+    assert_eq!(
+        fw.block_until_connected(Duration::from_millis(700)).await,
+        Err(Error::Timeout(Duration::from_millis(700)))
+    );
+    assert!(matches!(fw.session().await, Err(Error::Timeout(_))));
+    let mutex = InterProcessMutex::new(fw.clone(), "/locks/unreachable").unwrap();
+    assert!(matches!(mutex.acquire().await, Err(Error::Timeout(_))));
+    assert_eq!(fw.state(), None);
+    fw.close().await;
+    assert!(fw.is_closed());
+    assert!(matches!(fw.start(), Err(Error::Closed)));
+}
+
+#[tokio::test]
+async fn digest_auth_and_creator_acl() {
+    let Some(server) = server() else { return };
+    let path = unique_path("acl");
+    let fw = framework_with(&server.connect_string(), |b| {
+        b.digest_auth("alice", "secret")
+            .default_acl(zk::Acls::creator_all().to_vec())
+    })
+    .await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    // A session without alice's credentials cannot touch the lock node.
+    let raw = raw_client(&server.connect_string()).await;
+    assert_eq!(
+        raw.delete(guard.node_path(), None).await,
+        Err(zk::Error::NoAuth)
+    );
+    assert_eq!(
+        raw.get_acl(guard.node_path()).await.unwrap_err(),
+        zk::Error::NoAuth
+    );
+    let alice = fw.client().await.unwrap();
+    let (acl, _) = alice.get_acl(guard.node_path()).await.unwrap();
+    assert_eq!(acl.len(), 1);
+    assert_eq!(acl[0].scheme(), "digest");
+    guard.release().await.unwrap();
+    fw.close().await;
+}
