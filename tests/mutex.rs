@@ -484,3 +484,98 @@ async fn locks_are_usable_as_trait_objects() {
     assert!(lock.participant_nodes().await.unwrap().is_empty());
     fw.close().await;
 }
+
+#[tokio::test]
+async fn dropped_release_and_dropped_guard_still_delete_the_node() {
+    let Some(server) = server() else { return };
+    let path = unique_path("drop-release");
+    let fw = framework(&server.connect_string()).await;
+    let raw = raw_client(&server.connect_string()).await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+
+    // A release future polled once, then dropped.
+    mutex.acquire().await.unwrap();
+    {
+        let fut = mutex.release();
+        futures::pin_mut!(fut);
+        let _ = futures::poll!(fut.as_mut());
+    }
+    assert!(
+        !mutex.is_owned_by_current_task(),
+        "the count changed at the first poll"
+    );
+    assert!(
+        eventually(PATIENCE, || async {
+            children(&raw, &path).await.is_empty()
+        })
+        .await
+    );
+
+    // A guard dropped without release().
+    let guard = mutex.lock().await.unwrap();
+    assert_eq!(children(&raw, &path).await.len(), 1);
+    drop(guard);
+    assert!(!mutex.is_acquired_in_this_process());
+    assert!(
+        eventually(PATIENCE, || async {
+            children(&raw, &path).await.is_empty()
+        })
+        .await
+    );
+    assert!(fw.metrics().background_deletes() >= 1);
+
+    // And the lock is free for others at once.
+    let other_fw = framework(&server.connect_string()).await;
+    let other = InterProcessMutex::new(other_fw.clone(), &path).unwrap();
+    assert!(other.acquire_timeout(Duration::from_secs(5)).await.unwrap());
+    other.release().await.unwrap();
+    other_fw.close().await;
+    fw.close().await;
+}
+
+#[tokio::test]
+async fn lock_internals_refuse_bad_names_and_oversized_data() {
+    use zk_curator::framework::lock_internals::{
+        LockInternals, StandardLockInternalsDriver, MAX_NODE_DATA,
+    };
+    let Some(server) = server() else { return };
+    let fw = framework(&server.connect_string()).await;
+    let path = unique_path("internals");
+    let driver = Arc::new(StandardLockInternalsDriver);
+    for name in ["", "a/b", ".", ".."] {
+        let err = LockInternals::new(fw.clone(), &path, name, 1, driver.clone()).unwrap_err();
+        assert!(matches!(err, Error::InvalidPath(_)), "{name:?}: {err:?}");
+    }
+    let long_name = "n".repeat(300);
+    assert!(matches!(
+        LockInternals::new(fw.clone(), &path, &long_name, 1, driver.clone()),
+        Err(Error::InvalidPath(_))
+    ));
+    assert!(matches!(
+        LockInternals::new(fw.clone(), &path, "lock-", 0, driver.clone()),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    let internals = LockInternals::new(fw.clone(), &path, "lock-", 1, driver).unwrap();
+    let too_big = vec![0u8; MAX_NODE_DATA + 1];
+    assert!(matches!(
+        internals.acquire(&too_big, None).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(
+        raw.check_stat(&path).await.unwrap().is_none(),
+        "nothing was sent"
+    );
+
+    // Data within the limit is stored in the node.
+    let node = internals
+        .acquire(b"owner=test", None)
+        .await
+        .unwrap()
+        .unwrap();
+    let (data, _) = raw.get_data(node.path()).await.unwrap();
+    assert_eq!(data, b"owner=test");
+    internals.release(&node).await.unwrap();
+    fw.close().await;
+}
