@@ -214,10 +214,8 @@ impl RetryPolicy for ExponentialBackoffRetry {
 /// [`MAX_EXPONENTIAL_RETRIES`] if larger.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoundedExponentialBackoffRetry {
-    base_sleep: Duration,
-    max_sleep: Duration,
-    max_retries: u32,
-    jitter: f64,
+    // The same schedule as the unbounded policy; only the constructor differs.
+    inner: ExponentialBackoffRetry,
 }
 
 impl BoundedExponentialBackoffRetry {
@@ -233,12 +231,8 @@ impl BoundedExponentialBackoffRetry {
         max_retries: u32,
     ) -> Result<Self, InvalidRetryPolicy> {
         check_exponential(Self::NAME, base_sleep, max_sleep)?;
-        Ok(Self {
-            base_sleep,
-            max_sleep,
-            max_retries: max_retries.min(MAX_EXPONENTIAL_RETRIES),
-            jitter: DEFAULT_JITTER,
-        })
+        let inner = ExponentialBackoffRetry::with_max_sleep(base_sleep, max_retries, max_sleep)?;
+        Ok(Self { inner })
     }
 
     /// The same policy with another jitter factor (see
@@ -247,35 +241,39 @@ impl BoundedExponentialBackoffRetry {
     /// Fails if `jitter` is not within `[0.0, 1.0]` (NaN included).
     pub fn with_jitter(self, jitter: f64) -> Result<Self, InvalidRetryPolicy> {
         let jitter = check_jitter(Self::NAME, jitter)?;
-        Ok(Self { jitter, ..self })
+        Ok(Self {
+            inner: ExponentialBackoffRetry {
+                jitter,
+                ..self.inner
+            },
+        })
     }
 
     /// The nominal pause before the first retry.
     pub fn base_sleep(&self) -> Duration {
-        self.base_sleep
+        self.inner.base_sleep()
     }
 
     /// The cap on every pause.
     pub fn max_sleep(&self) -> Duration {
-        self.max_sleep
+        self.inner.max_sleep()
     }
 
     /// The number of retries allowed, after lowering to
     /// [`MAX_EXPONENTIAL_RETRIES`].
     pub fn max_retries(&self) -> u32 {
-        self.max_retries
+        self.inner.max_retries()
     }
 
     /// The jitter factor in `[0.0, 1.0]`.
     pub fn jitter(&self) -> f64 {
-        self.jitter
+        self.inner.jitter()
     }
 }
 
 impl RetryPolicy for BoundedExponentialBackoffRetry {
-    fn allow_retry(&self, retry_count: u32, _elapsed: Duration) -> Option<Duration> {
-        (retry_count < self.max_retries)
-            .then(|| exponential_delay(self.base_sleep, self.max_sleep, retry_count, self.jitter))
+    fn allow_retry(&self, retry_count: u32, elapsed: Duration) -> Option<Duration> {
+        self.inner.allow_retry(retry_count, elapsed)
     }
 }
 
