@@ -11,7 +11,9 @@ pub enum Error {
     /// Java or the ZooKeeper jars could not be found on this machine.
     ///
     /// `missing` says what exactly was not found.
-    #[error("ZooKeeper not found: install it with `apt-get install -y zookeeper` (missing: {missing})")]
+    #[error(
+        "ZooKeeper not found: install it with `apt-get install -y zookeeper` (missing: {missing})"
+    )]
     ZooKeeperNotFound {
         /// Human readable description of the missing piece (a path, or `java` on `PATH`).
         missing: String,
@@ -69,6 +71,9 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

@@ -2,13 +2,23 @@
 //!
 //! ZooKeeper offers no client request that expires another client's session. The classic trick
 //! is to open a second connection that presents the same session id and password: the server
-//! moves the session to the new connection and drops the original one. Closing the second
-//! connection then closes the session on the server, which deletes its ephemeral nodes. When
-//! the original client reconnects, the server tells it that its session is gone, and the client
-//! reports [`SessionState::Expired`].
+//! moves the session to the new connection (dropping the original one), and closing the session
+//! from there deletes its ephemeral nodes. When the original client reconnects, the server tells
+//! it that its session is gone, and the client reports [`SessionState::Expired`].
+//!
+//! Doing this with a second `zookeeper_client::Client` does not work reliably: that client only
+//! finishes connecting after a further round trip, and the original client, which reconnects
+//! immediately when the server drops it, takes the session back first, over and over. So the
+//! second connection is made at the protocol level instead: a `Client` configured with the
+//! session is pointed at a local listener that records its handshake (the only way to learn the
+//! session password, which `zookeeper_client` keeps private), and that handshake is replayed to
+//! the server followed at once by a `closeSession` request on the same connection. The server
+//! handles both in order, so nothing can come in between.
 
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{sleep, timeout_at, Instant};
 use tracing::{debug, info};
 use zookeeper_client::{Client, SessionState};
@@ -26,15 +36,16 @@ pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(),
 
 /// Expires `client`'s session on the server at `connect_string`, waiting at most `limit`.
 ///
-/// `connect_string` must reach the same ensemble the client uses; it may differ from the
-/// client's own connect string (for example the server directly while the client goes through
-/// a [`FaultProxy`](crate::FaultProxy)).
+/// `connect_string` (`host:port[,host:port...][/chroot]`, chroot ignored) must reach the
+/// ensemble the client uses; it may differ from the client's own connect string, e.g. the
+/// server itself while the client goes through a [`FaultProxy`](crate::FaultProxy). The first
+/// reachable server is used.
 ///
 /// # Guarantees on success
 ///
 /// When this returns `Ok(())`:
-/// * the server has closed the session, so every ephemeral node it owned is deleted and
-///   watchers of those nodes have been triggered on the server;
+/// * the server has closed the session and confirmed it (or reported the session unknown), so
+///   every ephemeral node the session owned is already deleted as seen by any other client;
 /// * `client.state()` (and the state of every clone of `client`) is
 ///   [`SessionState::Expired`], so all further operations through it fail with
 ///   [`zookeeper_client::Error::SessionExpired`].
@@ -50,16 +61,19 @@ pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(),
 /// * [`Error::Client`] with [`ClientClosed`](zookeeper_client::Error::ClientClosed) or
 ///   [`AuthFailed`](zookeeper_client::Error::AuthFailed) when the client is already in
 ///   another terminal state.
-pub async fn expire_session_within(connect_string: &str, client: &Client, limit: Duration) -> Result<(), Error> {
+pub async fn expire_session_within(
+    connect_string: &str,
+    client: &Client,
+    limit: Duration,
+) -> Result<(), Error> {
     let deadline = Instant::now() + limit;
     let mut state = client.state_watcher();
     match state.peek_state() {
         SessionState::Expired => return Ok(()),
         SessionState::Closed => return Err(zookeeper_client::Error::ClientClosed.into()),
         SessionState::AuthFailed => return Err(zookeeper_client::Error::AuthFailed.into()),
-        _ => {},
+        _ => {}
     }
-    let session = client.session().clone();
     let session_id = client.session_id();
     debug!(%session_id, "expiring session");
 
@@ -72,7 +86,7 @@ pub async fn expire_session_within(connect_string: &str, client: &Client, limit:
                 SessionState::Expired => return Ok(()),
                 SessionState::Closed => return Err(zookeeper_client::Error::ClientClosed),
                 SessionState::AuthFailed => return Err(zookeeper_client::Error::AuthFailed),
-                _ => {},
+                _ => {}
             }
             state.changed().await;
         }
@@ -81,64 +95,204 @@ pub async fn expire_session_within(connect_string: &str, client: &Client, limit:
     match observed {
         Ok(Ok(())) => {
             info!(%session_id, "session expired");
-            drop(session);
             Ok(())
-        },
+        }
         Ok(Err(err)) => Err(err.into()),
         Err(_) => Err(Error::Timeout {
-            what: format!("client of session {session_id} to observe its expiry (server side is closed)"),
+            what: format!(
+                "client of session {session_id} to observe its expiry (server side is closed)"
+            ),
             timeout: limit,
         }),
     }
 }
 
-/// Attaches a second client to the session and closes it, retrying transient failures until
-/// the server has certainly forgotten the session.
+const CLOSE_SESSION_XID: i32 = 1;
+const CLOSE_SESSION_OPCODE: i32 = -11;
+/// Generous bound for the handshake and reply frames read here.
+const MAX_FRAME: usize = 1024 * 1024;
+
+/// Makes sure the server no longer knows the session, closing it if it still exists.
 async fn close_session_on_server(
     connect_string: &str,
     client: &Client,
     deadline: Instant,
     limit: Duration,
 ) -> Result<(), Error> {
-    let timeout = || Error::Timeout { what: format!("session {} to close on the server", client.session_id()), timeout: limit };
+    let timeout = || Error::Timeout {
+        what: format!("session {} to close on the server", client.session_id()),
+        timeout: limit,
+    };
+    let servers = parse_connect_string(connect_string)?;
+    let handshake = match timeout_at(deadline, capture_handshake(client)).await {
+        Ok(handshake) => handshake?,
+        Err(_) => return Err(timeout()),
+    };
     loop {
-        let connect = Client::connector()
-            .with_session(client.session().clone())
-            .with_session_timeout(client.session_timeout())
-            .connect(connect_string);
-        match timeout_at(deadline, connect).await {
+        match timeout_at(deadline, replay_and_close(&servers, &handshake)).await {
             Err(_) => return Err(timeout()),
-            // The server does not know the session (any more): nothing left to close.
-            Ok(Err(zookeeper_client::Error::SessionExpired)) => return Ok(()),
+            Ok(Ok(())) => return Ok(()),
             Ok(Err(err)) => {
-                debug!(%err, "could not attach to the session yet; retrying");
-                if timeout_at(deadline, sleep(Duration::from_millis(50))).await.is_err() {
+                debug!(%err, "closing the session did not complete; retrying");
+                if timeout_at(deadline, sleep(Duration::from_millis(50)))
+                    .await
+                    .is_err()
+                {
                     return Err(timeout());
                 }
-            },
-            Ok(Ok(impostor)) => {
-                // Dropping the last handle of a (non-detached) client makes its session task
-                // send CloseSession and wait for the answer, reconnecting if needed. The task
-                // ends in `Closed` once the server answered, or `Expired` if the server had
-                // already dropped the session; either way the session is gone server side.
-                let mut closing = impostor.state_watcher();
-                drop(impostor);
-                let closed = timeout_at(deadline, async {
-                    loop {
-                        let state = closing.peek_state();
-                        if matches!(state, SessionState::Closed | SessionState::Expired | SessionState::AuthFailed) {
-                            return state;
-                        }
-                        closing.changed().await;
-                    }
-                })
-                .await;
-                return match closed {
-                    Ok(SessionState::AuthFailed) => Err(zookeeper_client::Error::AuthFailed.into()),
-                    Ok(_) => Ok(()),
-                    Err(_) => Err(timeout()),
-                };
-            },
+            }
         }
+    }
+}
+
+/// Records the handshake frame a client configured with `client`'s session sends.
+async fn capture_handshake(client: &Client) -> Result<Vec<u8>, Error> {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .map_err(|err| Error::io("cannot bind handshake listener", err))?;
+    let address = listener
+        .local_addr()
+        .map_err(|err| Error::io("cannot read handshake listener address", err))?;
+    let connector = Client::connector()
+        .with_session(client.session().clone())
+        .with_session_timeout(client.session_timeout());
+    let connect_string = address.to_string();
+    let impostor = connector.connect(&connect_string);
+    let capture = async {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(|err| Error::io("cannot accept handshake", err))?;
+        read_frame(&mut stream)
+            .await
+            .map_err(|err| Error::io("cannot read handshake", err))
+    };
+    tokio::select! {
+        // Dropping the unfinished connect is harmless: no session task exists before it ends.
+        result = impostor => match result {
+            Err(err) => Err(err.into()),
+            Ok(_) => Err(Error::io("capturing handshake", std::io::Error::other("client connected to the recorder"))),
+        },
+        frame = capture => {
+            let frame = frame?;
+            // Frame: length i32, then protocolVersion i32, lastZxidSeen i64, timeOut i32, sessionId i64, passwd, readOnly.
+            let session_id = frame.get(20..28).and_then(|raw| raw.try_into().ok()).map(i64::from_be_bytes);
+            if session_id != Some(client.session_id().0) {
+                return Err(Error::io("capturing handshake", std::io::Error::other("unexpected handshake content")));
+            }
+            Ok(frame)
+        },
+    }
+}
+
+/// Sends the recorded handshake followed by `closeSession` on one connection. `Ok` when the
+/// server either does not know the session or confirmed closing it.
+async fn replay_and_close(servers: &[String], handshake: &[u8]) -> std::io::Result<()> {
+    let mut stream = connect_any(servers).await?;
+    let _ = stream.set_nodelay(true);
+    let mut request = Vec::with_capacity(handshake.len() + 12);
+    request.extend_from_slice(handshake);
+    request.extend_from_slice(&8i32.to_be_bytes());
+    request.extend_from_slice(&CLOSE_SESSION_XID.to_be_bytes());
+    request.extend_from_slice(&CLOSE_SESSION_OPCODE.to_be_bytes());
+    stream.write_all(&request).await?;
+    // ConnectResponse body: protocolVersion i32, timeOut i32, sessionId i64, passwd, readOnly.
+    let response = read_frame(&mut stream).await?;
+    let session_id = response
+        .get(12..20)
+        .and_then(|raw| raw.try_into().ok())
+        .map(i64::from_be_bytes);
+    match session_id {
+        None => return Err(std::io::Error::other("short connect response")),
+        Some(0) => {
+            debug!("server does not know the session (any more)");
+            return Ok(());
+        }
+        Some(_) => {}
+    }
+    loop {
+        // ReplyHeader: xid i32, zxid i64, err i32.
+        let reply = read_frame(&mut stream).await?;
+        let xid = reply
+            .get(4..8)
+            .and_then(|raw| raw.try_into().ok())
+            .map(i32::from_be_bytes);
+        let err = reply
+            .get(16..20)
+            .and_then(|raw| raw.try_into().ok())
+            .map(i32::from_be_bytes);
+        if xid == Some(CLOSE_SESSION_XID) {
+            return match err {
+                Some(0) => Ok(()),
+                other => Err(std::io::Error::other(format!(
+                    "closeSession answered with error {other:?}"
+                ))),
+            };
+        }
+    }
+}
+
+async fn connect_any(servers: &[String]) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::other("empty connect string");
+    for server in servers {
+        match TcpStream::connect(server.as_str()).await {
+            Ok(stream) => return Ok(stream),
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
+/// Reads one length-prefixed frame, returned with its prefix.
+async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).await?;
+    let len = usize::try_from(i32::from_be_bytes(prefix))
+        .ok()
+        .filter(|len| *len <= MAX_FRAME)
+        .ok_or_else(|| std::io::Error::other("implausible frame length"))?;
+    let mut frame = vec![0u8; 4 + len];
+    frame[..4].copy_from_slice(&prefix);
+    stream.read_exact(&mut frame[4..]).await?;
+    Ok(frame)
+}
+
+/// Splits `host:port[,host:port...][/chroot]` (optionally `tcp://`-prefixed) into addresses.
+fn parse_connect_string(connect_string: &str) -> Result<Vec<String>, Error> {
+    let unsupported =
+        || Error::InvalidConfig(format!("unsupported connect string {connect_string:?}"));
+    let mut servers = Vec::new();
+    for host in connect_string.split(',') {
+        let host = host.trim();
+        let host = host.strip_prefix("tcp://").unwrap_or(host);
+        if host.contains("://") {
+            return Err(unsupported());
+        }
+        let host = host.split('/').next().unwrap_or_default();
+        if !host.contains(':') {
+            return Err(unsupported());
+        }
+        servers.push(host.to_owned());
+    }
+    Ok(servers)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings() {
+        assert_eq!(
+            parse_connect_string("127.0.0.1:2181").unwrap(),
+            ["127.0.0.1:2181"]
+        );
+        assert_eq!(
+            parse_connect_string("a:1,tcp://b:2/chroot").unwrap(),
+            ["a:1", "b:2"]
+        );
+        assert!(parse_connect_string("tcp+tls://a:1").is_err());
+        assert!(parse_connect_string("").is_err());
     }
 }

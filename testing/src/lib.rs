@@ -1,1 +1,43 @@
-//! x
+//! Test support for zk-curator: a real ZooKeeper server, forced session expiry and a
+//! fault-injecting network proxy.
+//!
+//! * [`TestingServer`] runs an Apache ZooKeeper server (a JVM) on a free loopback port with a
+//!   private data directory, tuned for tests: 100 ms ticks, short minimum session timeout, TTL
+//!   nodes enabled and container nodes reaped within about a second. It can be stopped and
+//!   restarted on the same port with its data, and its JVM dies with the test process even if
+//!   the server is kept in a `static`.
+//! * [`expire_session`] expires a client's session on the server and waits until the client
+//!   has noticed.
+//! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
+//!   network, or swallows the reply to a chosen request.
+//!
+//! ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
+//! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
+//! jars) and `java` must be on `PATH` or in `$JAVA_HOME/bin`. Suites can check
+//! [`zookeeper_available`] to skip with a notice where it is not.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), zk_curator_testing::Error> {
+//! use zk_curator_testing::{FaultProxy, RequestMatcher, TestingServer};
+//!
+//! let server = TestingServer::start_async().await?;
+//! let proxy = FaultProxy::start(server.connect_string()).await?;
+//! let client = zookeeper_client::Client::connect(&proxy.connect_string()).await?;
+//! let fault = proxy.lose_reply_to_next(RequestMatcher::creates().path_contains("_c_"));
+//! // ... run the code under test with `client`, then inspect `fault.fired()` ...
+//! zk_curator_testing::expire_session(&server.connect_string(), &client).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod expire;
+pub mod proxy;
+pub mod server;
+
+pub use error::Error;
+pub use expire::{expire_session, expire_session_within};
+pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher};
+pub use server::{zookeeper_available, TestingServer, TestingServerBuilder};

@@ -12,6 +12,10 @@
 //! any reason (the kernel closes the pipe), so a server kept in a `static` that is never dropped
 //! does not outlive the test binary. On end-of-file the wrapper kills exactly the JVM it started,
 //! by its process id, and reaps it.
+//!
+//! The temporary directory of a never-dropped server is left behind when the test process
+//! exits; the next server started on the machine deletes such directories once their owning
+//! process is gone (Linux only).
 
 use std::fmt;
 use std::fs;
@@ -48,6 +52,12 @@ const START_PORT_ATTEMPTS: usize = 5;
 
 /// How long a restart keeps retrying while its fixed port is still taken.
 const RESTART_BIND_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Prefix of the temporary directories of test servers.
+const DIR_PREFIX: &str = "zk-testing-";
+
+/// File in a server directory holding the id of the process owning that server.
+const OWNER_FILE: &str = "owner.pid";
 
 /// Number of log lines put into startup errors.
 const ERROR_LOG_LINES: usize = 40;
@@ -113,7 +123,9 @@ fn find_java() -> Option<PathBuf> {
         }
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join("java")).find(|java| java.is_file())
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("java"))
+        .find(|java| java.is_file())
 }
 
 /// `zookeeper.jar` names its dependencies (jute, netty, slf4j-api, ...) in its manifest
@@ -124,19 +136,24 @@ fn default_classpath() -> Result<String, Error> {
     for jar in ["zookeeper.jar", "zookeeper-jute.jar"] {
         let path = dir.join(jar);
         if !path.is_file() {
-            return Err(Error::ZooKeeperNotFound { missing: path.display().to_string() });
+            return Err(Error::ZooKeeperNotFound {
+                missing: path.display().to_string(),
+            });
         }
         if jar == "zookeeper.jar" {
             entries.push(path);
         }
     }
     // slf4j-simple writes the server log to stderr, which the wrapper appends to a file.
-    if let Some(binding) =
-        ["slf4j-simple.jar", "slf4j-nop.jar"].iter().map(|jar| dir.join(jar)).find(|path| path.is_file())
+    if let Some(binding) = ["slf4j-simple.jar", "slf4j-nop.jar"]
+        .iter()
+        .map(|jar| dir.join(jar))
+        .find(|path| path.is_file())
     {
         entries.push(binding);
     }
-    let joined = std::env::join_paths(entries).map_err(|err| Error::InvalidConfig(err.to_string()))?;
+    let joined =
+        std::env::join_paths(entries).map_err(|err| Error::InvalidConfig(err.to_string()))?;
     Ok(joined.to_string_lossy().into_owned())
 }
 
@@ -165,7 +182,9 @@ impl Default for Settings {
 impl Settings {
     fn validate(&self) -> Result<(), Error> {
         if self.tick_time.as_millis() == 0 {
-            return Err(Error::InvalidConfig("tick time must be at least 1ms".to_owned()));
+            return Err(Error::InvalidConfig(
+                "tick time must be at least 1ms".to_owned(),
+            ));
         }
         if self.min_session_timeout > self.max_session_timeout {
             return Err(Error::InvalidConfig(format!(
@@ -174,7 +193,9 @@ impl Settings {
             )));
         }
         if self.container_check_interval.as_millis() == 0 {
-            return Err(Error::InvalidConfig("container check interval must be at least 1ms".to_owned()));
+            return Err(Error::InvalidConfig(
+                "container check interval must be at least 1ms".to_owned(),
+            ));
         }
         Ok(())
     }
@@ -279,29 +300,46 @@ impl TestingServer {
     fn launch(settings: Settings) -> Result<Self, Error> {
         settings.validate()?;
         let installation = Installation::locate()?;
+        sweep_abandoned_dirs();
         let dir = tempfile::Builder::new()
-            .prefix("zk-testing-")
+            .prefix(DIR_PREFIX)
             .tempdir()
             .map_err(|err| Error::io("cannot create temporary directory", err))?;
+        fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
+            .map_err(|err| Error::io("cannot write owner file", err))?;
         let data_dir = dir.path().join("data");
-        fs::create_dir_all(&data_dir).map_err(|err| Error::io("cannot create data directory", err))?;
+        fs::create_dir_all(&data_dir)
+            .map_err(|err| Error::io("cannot create data directory", err))?;
         let mut last_error = None;
         for attempt in 1..=START_PORT_ATTEMPTS {
             let port = free_port()?;
-            let launcher =
-                Launcher { installation: installation.clone(), settings: settings.clone(), root: dir.path().into(), port };
+            let launcher = Launcher {
+                installation: installation.clone(),
+                settings: settings.clone(),
+                root: dir.path().into(),
+                port,
+            };
             match launcher.spawn_and_wait() {
                 Ok(process) => {
-                    return Ok(TestingServer { port, launcher, process: Mutex::new(Some(process)), dir });
-                },
+                    return Ok(TestingServer {
+                        port,
+                        launcher,
+                        process: Mutex::new(Some(process)),
+                        dir,
+                    });
+                }
                 Err(err @ Error::ServerExited { .. }) if is_bind_failure(&err) => {
-                    debug!(port, attempt, "port was taken before ZooKeeper could bind it; trying another");
+                    debug!(
+                        port,
+                        attempt, "port was taken before ZooKeeper could bind it; trying another"
+                    );
                     last_error = Some(err);
-                },
+                }
                 Err(err) => return Err(err),
             }
         }
-        Err(last_error.unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
+        Err(last_error
+            .unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
     }
 
     /// Returns the connect string for clients, `127.0.0.1:PORT`.
@@ -339,10 +377,8 @@ impl TestingServer {
         self.lock().as_ref().map(|process| process.java_pid)
     }
 
-    /// Returns whether the server process is alive.
-    ///
-    /// It may be alive but not yet serving right after it crashed-and-restarted externally;
-    /// after [`start`](Self::start) and [`restart`](Self::restart) return it is serving.
+    /// Returns whether the server process is alive (it may have died since it was started,
+    /// e.g. when killed from outside).
     pub fn is_running(&self) -> bool {
         match self.lock().as_mut() {
             Some(process) => matches!(process.child.try_wait(), Ok(None)),
@@ -394,7 +430,9 @@ impl TestingServer {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
-        self.process.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.process
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -460,7 +498,10 @@ impl Launcher {
             // No hsperfdata files left behind in /tmp by a killed JVM.
             "-XX:-UsePerfData".to_owned(),
             "-Djava.awt.headless=true".to_owned(),
-            format!("-Dznode.container.checkIntervalMs={}", self.settings.container_check_interval.as_millis()),
+            format!(
+                "-Dznode.container.checkIntervalMs={}",
+                self.settings.container_check_interval.as_millis()
+            ),
             "-Dznode.container.maxPerMinute=100000".to_owned(),
             // Durability against machine crashes is useless here; skipping fsync makes writes
             // fast, and a killed process loses nothing that was written.
@@ -480,10 +521,12 @@ impl Launcher {
         let deadline = Instant::now() + RESTART_BIND_PATIENCE;
         loop {
             match self.spawn_and_wait() {
-                Err(err @ Error::ServerExited { .. }) if is_bind_failure(&err) && Instant::now() < deadline => {
+                Err(err @ Error::ServerExited { .. })
+                    if is_bind_failure(&err) && Instant::now() < deadline =>
+                {
                     debug!(port = self.port, "port still taken; retrying restart");
                     thread::sleep(Duration::from_millis(100));
-                },
+                }
                 other => return other,
             }
         }
@@ -501,18 +544,21 @@ impl Launcher {
                     "ZooKeeper test server is serving"
                 );
                 Ok(process)
-            },
+            }
             Err(err) => {
                 process.shutdown();
                 Err(err)
-            },
+            }
         }
     }
 
     fn spawn(&self) -> Result<ServerProcess, Error> {
-        let log_offset = fs::metadata(self.log_path()).map(|meta| meta.len()).unwrap_or(0);
-        fs::write(self.config_path(), self.config()).map_err(|err| Error::io("cannot write zoo.cfg", err))?;
-        let mut command = Command::new("sh");
+        let log_offset = fs::metadata(self.log_path())
+            .map(|meta| meta.len())
+            .unwrap_or(0);
+        fs::write(self.config_path(), self.config())
+            .map_err(|err| Error::io("cannot write zoo.cfg", err))?;
+        let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
             .arg(WRAPPER_SCRIPT)
@@ -528,14 +574,19 @@ impl Launcher {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut child = command.spawn().map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
+        let mut child = command
+            .spawn()
+            .map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
             // Cannot happen with piped stdio; clean up anyway.
             let _ = child.kill();
             let _ = child.wait();
-            return Err(Error::io("launching ZooKeeper", std::io::Error::other("wrapper pipes missing")));
+            return Err(Error::io(
+                "launching ZooKeeper",
+                std::io::Error::other("wrapper pipes missing"),
+            ));
         };
         let mut line = String::new();
         let read = BufReader::new(stdout).read_line(&mut line);
@@ -550,11 +601,24 @@ impl Launcher {
                     Ok(Err(err)) => format!("unexpected wrapper output {line:?}: {err}"),
                     Ok(Ok(_)) => String::new(),
                 };
-                return Err(Error::io("launching ZooKeeper", std::io::Error::other(detail)));
-            },
+                return Err(Error::io(
+                    "launching ZooKeeper",
+                    std::io::Error::other(detail),
+                ));
+            }
         };
-        debug!(port = self.port, java_pid, wrapper_pid = child.id(), "ZooKeeper JVM launched");
-        Ok(ServerProcess { child, stdin: Some(stdin), java_pid, log_offset })
+        debug!(
+            port = self.port,
+            java_pid,
+            wrapper_pid = child.id(),
+            "ZooKeeper JVM launched"
+        );
+        Ok(ServerProcess {
+            child,
+            stdin: Some(stdin),
+            java_pid,
+            log_offset,
+        })
     }
 
     fn wait_until_serving(&self, process: &mut ServerProcess) -> Result<(), Error> {
@@ -564,7 +628,7 @@ impl Launcher {
         loop {
             match process.child.try_wait() {
                 Ok(Some(status)) => return Err(self.exited(status, process.log_offset)),
-                Ok(None) => {},
+                Ok(None) => {}
                 Err(err) => return Err(Error::io("cannot poll ZooKeeper process", err)),
             }
             if is_serving(address) {
@@ -587,12 +651,18 @@ impl Launcher {
         let log = self.log_path();
         let log_tail = match fs::read(&log) {
             Ok(bytes) => {
-                let start = usize::try_from(log_offset).unwrap_or(usize::MAX).min(bytes.len());
+                let start = usize::try_from(log_offset)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
                 last_lines(&String::from_utf8_lossy(&bytes[start..]), ERROR_LOG_LINES)
-            },
+            }
             Err(err) => format!("<cannot read {}: {err}>", log.display()),
         };
-        Error::ServerExited { status, log, log_tail }
+        Error::ServerExited {
+            status,
+            log,
+            log_tail,
+        }
     }
 }
 
@@ -619,7 +689,10 @@ impl ServerProcess {
                 Ok(None) | Err(_) => break,
             }
         }
-        warn!(java_pid = self.java_pid, "ZooKeeper wrapper did not exit in time; killing by pid");
+        warn!(
+            java_pid = self.java_pid,
+            "ZooKeeper wrapper did not exit in time; killing by pid"
+        );
         let _ = Command::new("kill")
             .arg("-9")
             .arg(self.java_pid.to_string())
@@ -639,9 +712,44 @@ impl Drop for ServerProcess {
     }
 }
 
+/// Removes directories left behind by servers whose owning process is gone.
+///
+/// A server kept in a `static` is never dropped, so its JVM is killed by the wrapper but its
+/// temporary directory stays. Each directory names its owner process; on Linux, where process
+/// liveness can be read from `/proc`, directories of dead owners are deleted here, best effort.
+fn sweep_abandoned_dirs() {
+    let proc_fs = Path::new("/proc");
+    if !proc_fs.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(DIR_PREFIX) {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(owner) = fs::read_to_string(dir.join(OWNER_FILE)) else {
+            continue;
+        };
+        let Ok(owner) = owner.trim().parse::<u32>() else {
+            continue;
+        };
+        if owner != std::process::id() && !proc_fs.join(owner.to_string()).exists() {
+            debug!(dir = %dir.display(), owner, "removing directory of an exited test process");
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
+}
+
 fn free_port() -> Result<u16, Error> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|err| Error::io("cannot find a free port", err))?;
-    let port = listener.local_addr().map_err(|err| Error::io("cannot find a free port", err))?.port();
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|err| Error::io("cannot find a free port", err))?;
+    let port = listener
+        .local_addr()
+        .map_err(|err| Error::io("cannot find a free port", err))?
+        .port();
     Ok(port)
 }
 

@@ -1,0 +1,759 @@
+//! A loopback TCP proxy in front of a ZooKeeper server that injects network faults.
+//!
+//! Clients connect to [`FaultProxy::connect_string`] instead of the server. Every accepted
+//! connection gets its own upstream connection, and bytes are forwarded unchanged in both
+//! directions. Tests then break the network on purpose:
+//!
+//! * [`FaultProxy::drop_connections`] closes every current connection, as a flaky network or
+//!   a server-side disconnect would; clients reconnect through the proxy into their sessions.
+//! * [`FaultProxy::set_paused`] (alias [`FaultProxy::blackhole`]) freezes all traffic and holds
+//!   new connections without answering, like a network partition.
+//! * [`FaultProxy::lose_reply_to_next`] lets the next matching request reach the server, then
+//!   swallows the server's reply and closes that connection: the request took effect but the
+//!   client cannot know.
+//!
+//! # Wire format, as far as the proxy needs it
+//!
+//! Every ZooKeeper packet is a frame: a 4-byte big-endian length, then that many bytes. The first
+//! frame in each direction is the session handshake (`ConnectRequest` / `ConnectResponse`) and
+//! has no header. Afterwards a request body starts with `xid: i32, type: i32`, a reply body with
+//! `xid: i32, zxid: i64, err: i32`; the server answers a request with a reply carrying the same
+//! xid. Most requests continue with the node path as a length-prefixed string.
+//!
+//! Streams that do not parse as frames (e.g. four-letter-word commands such as `ruok`) are
+//! forwarded as opaque bytes.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{lookup_host, TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinHandle};
+use tracing::{debug, info, warn};
+
+use crate::error::Error;
+
+/// ZooKeeper request type codes (the `type` field of a request header).
+pub mod opcode {
+    /// `create`: create a node, reply without stat.
+    pub const CREATE: i32 = 1;
+    /// `delete`: delete a node.
+    pub const DELETE: i32 = 2;
+    /// `exists`: stat a node, optionally watching it.
+    pub const EXISTS: i32 = 3;
+    /// `getData`: read a node's data.
+    pub const GET_DATA: i32 = 4;
+    /// `setData`: write a node's data.
+    pub const SET_DATA: i32 = 5;
+    /// `getACL`: read a node's ACL.
+    pub const GET_ACL: i32 = 6;
+    /// `setACL`: write a node's ACL.
+    pub const SET_ACL: i32 = 7;
+    /// `getChildren`: list children.
+    pub const GET_CHILDREN: i32 = 8;
+    /// `sync`: catch up with the leader.
+    pub const SYNC: i32 = 9;
+    /// `ping`: session heartbeat.
+    pub const PING: i32 = 11;
+    /// `getChildren2`: list children with the parent's stat.
+    pub const GET_CHILDREN2: i32 = 12;
+    /// `check`: version check (inside `multi`).
+    pub const CHECK: i32 = 13;
+    /// `multi`: transaction of several write operations.
+    pub const MULTI: i32 = 14;
+    /// `create2`: create a node, reply with its stat (what current clients send for `create`).
+    pub const CREATE2: i32 = 15;
+    /// `createContainer`: create a container node.
+    pub const CREATE_CONTAINER: i32 = 19;
+    /// `createTTL`: create a persistent node with a time to live.
+    pub const CREATE_TTL: i32 = 21;
+    /// `multiRead`: several reads in one request.
+    pub const MULTI_READ: i32 = 22;
+    /// `getEphemerals`: list the session's ephemeral nodes.
+    pub const GET_EPHEMERALS: i32 = 103;
+    /// `getAllChildrenNumber`: count descendants.
+    pub const GET_ALL_CHILDREN_NUMBER: i32 = 104;
+    /// `addWatch`: add a persistent (recursive) watch.
+    pub const ADD_WATCH: i32 = 106;
+    /// `closeSession`: end the session.
+    pub const CLOSE_SESSION: i32 = -11;
+
+    /// Every request type that creates a node.
+    pub const CREATES: [i32; 4] = [CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL];
+
+    /// Whether a request of this type starts (after the header) with the node path.
+    pub(crate) fn has_leading_path(code: i32) -> bool {
+        matches!(code, 1..=9 | 12 | 13 | 15 | 17..=21 | 103 | 104 | 106)
+    }
+}
+
+/// Largest frame the proxy parses; anything longer is treated as a non-ZooKeeper byte stream.
+const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// Selects the request whose reply [`FaultProxy::lose_reply_to_next`] swallows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct RequestMatcher {
+    opcodes: Vec<i32>,
+    path_contains: Option<String>,
+}
+
+impl RequestMatcher {
+    /// Matches requests of any of the given types (see [`opcode`]).
+    pub fn opcodes(codes: impl IntoIterator<Item = i32>) -> Self {
+        RequestMatcher {
+            opcodes: codes.into_iter().collect(),
+            path_contains: None,
+        }
+    }
+
+    /// Matches requests of one type (see [`opcode`]).
+    pub fn opcode(code: i32) -> Self {
+        Self::opcodes([code])
+    }
+
+    /// Matches every kind of node creation: [`opcode::CREATES`].
+    pub fn creates() -> Self {
+        Self::opcodes(opcode::CREATES)
+    }
+
+    /// Matches node deletion.
+    pub fn deletes() -> Self {
+        Self::opcode(opcode::DELETE)
+    }
+
+    /// Additionally requires the request's path to contain `fragment`.
+    ///
+    /// The path is the one right after the request header; for `multi` requests it is the path
+    /// of the first operation. Requests without a path never match.
+    pub fn path_contains(mut self, fragment: impl Into<String>) -> Self {
+        self.path_contains = Some(fragment.into());
+        self
+    }
+
+    /// Whether a request of type `code` with `path` matches.
+    pub fn matches(&self, code: i32, path: Option<&str>) -> bool {
+        if !self.opcodes.contains(&code) {
+            return false;
+        }
+        match (&self.path_contains, path) {
+            (None, _) => true,
+            (Some(fragment), Some(path)) => path.contains(fragment.as_str()),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// The request whose reply was swallowed by [`FaultProxy::lose_reply_to_next`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LostReply {
+    /// Request id the client chose.
+    pub xid: i32,
+    /// Request type (see [`opcode`]).
+    pub opcode: i32,
+    /// The request's path, when it has one.
+    pub path: Option<String>,
+    /// Transaction id in the swallowed reply.
+    pub zxid: i64,
+    /// Error code in the swallowed reply; `0` means the request succeeded on the server.
+    pub error_code: i32,
+}
+
+/// Observes a fault armed by [`FaultProxy::lose_reply_to_next`].
+#[derive(Clone, Debug)]
+pub struct LostReplyFault {
+    fired: watch::Receiver<Option<LostReply>>,
+}
+
+impl LostReplyFault {
+    /// Whether the reply has been swallowed (and its connection closed) already.
+    pub fn fired(&self) -> bool {
+        self.fired.borrow().is_some()
+    }
+
+    /// The swallowed reply, once the fault fired.
+    pub fn lost_reply(&self) -> Option<LostReply> {
+        self.fired.borrow().clone()
+    }
+
+    /// Waits up to `timeout` for the fault to fire; returns the swallowed reply, or `None` on
+    /// timeout or when the fault can no longer fire (it was replaced, or the proxy is gone).
+    pub async fn wait(&self, timeout: Duration) -> Option<LostReply> {
+        let mut fired = self.fired.clone();
+        let wait = async {
+            fired
+                .wait_for(|lost| lost.is_some())
+                .await
+                .map(|lost| lost.clone())
+        };
+        let lost = match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(lost)) => lost,
+            Ok(Err(_)) | Err(_) => self.lost_reply(),
+        };
+        lost
+    }
+}
+
+/// An armed, not yet consumed fault.
+struct ArmedFault {
+    matcher: RequestMatcher,
+    fired: watch::Sender<Option<LostReply>>,
+}
+
+/// A request that consumed the armed fault on some connection; its reply will be swallowed.
+struct Target {
+    xid: i32,
+    opcode: i32,
+    path: Option<String>,
+    fired: watch::Sender<Option<LostReply>>,
+}
+
+/// State shared by the proxy handle, the acceptor and the connection tasks.
+struct Shared {
+    upstream: SocketAddr,
+    paused: watch::Sender<bool>,
+    accepted: AtomicUsize,
+    next_id: AtomicU64,
+    connections: Mutex<HashMap<u64, AbortHandle>>,
+    armed: Mutex<Option<ArmedFault>>,
+}
+
+impl Shared {
+    fn connections(&self) -> MutexGuard<'_, HashMap<u64, AbortHandle>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn armed(&self) -> MutexGuard<'_, Option<ArmedFault>> {
+        self.armed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A fault-injecting TCP proxy listening on `127.0.0.1`; see the [module docs](self).
+///
+/// Its tasks run on the tokio runtime that called [`start`](Self::start). Dropping the proxy
+/// stops listening and closes every proxied connection.
+pub struct FaultProxy {
+    local: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: JoinHandle<()>,
+}
+
+impl fmt::Debug for FaultProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultProxy")
+            .field("local", &self.local)
+            .field("upstream", &self.shared.upstream)
+            .field("paused", &self.is_paused())
+            .field("accepted", &self.accepted_connections())
+            .finish()
+    }
+}
+
+impl FaultProxy {
+    /// Starts a proxy on a free `127.0.0.1` port forwarding to `upstream` (e.g.
+    /// `server.connect_string()` or a `SocketAddr`), which is resolved once, now.
+    pub async fn start(upstream: impl ToSocketAddrs) -> Result<FaultProxy, Error> {
+        let upstream = lookup_host(upstream)
+            .await
+            .map_err(|err| Error::io("cannot resolve proxy upstream", err))?
+            .next()
+            .ok_or_else(|| {
+                Error::InvalidConfig("proxy upstream resolves to no address".to_owned())
+            })?;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .map_err(|err| Error::io("cannot bind proxy listener", err))?;
+        let local = listener
+            .local_addr()
+            .map_err(|err| Error::io("cannot read proxy address", err))?;
+        let shared = Arc::new(Shared {
+            upstream,
+            paused: watch::channel(false).0,
+            accepted: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+            connections: Mutex::new(HashMap::new()),
+            armed: Mutex::new(None),
+        });
+        let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
+        info!(%local, %upstream, "fault proxy started");
+        Ok(FaultProxy {
+            local,
+            shared,
+            acceptor,
+        })
+    }
+
+    /// The address clients should connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The connect string clients should use, `127.0.0.1:PORT`.
+    pub fn connect_string(&self) -> String {
+        self.local.to_string()
+    }
+
+    /// The server the proxy forwards to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.shared.upstream
+    }
+
+    /// Number of client connections accepted so far (including ones held while paused).
+    pub fn accepted_connections(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Number of client connections currently open through the proxy.
+    pub fn active_connections(&self) -> usize {
+        self.shared.connections().len()
+    }
+
+    /// Closes every current connection on both sides. New connections are proxied as usual.
+    pub fn drop_connections(&self) {
+        let connections = std::mem::take(&mut *self.shared.connections());
+        debug!(count = connections.len(), "dropping proxied connections");
+        for handle in connections.into_values() {
+            handle.abort();
+        }
+    }
+
+    /// Pauses (`true`) or resumes (`false`) all traffic, simulating a network partition.
+    ///
+    /// While paused, no byte is forwarded in either direction, connections closed by one side
+    /// are not closed on the other side, and new connections are accepted but not connected
+    /// upstream, so clients see silence rather than refusals. Resuming forwards whatever was
+    /// held back and connects the waiting clients.
+    pub fn set_paused(&self, paused: bool) {
+        debug!(paused, "fault proxy traffic");
+        self.shared.paused.send_replace(paused);
+    }
+
+    /// Same as [`set_paused`](Self::set_paused).
+    pub fn blackhole(&self, on: bool) {
+        self.set_paused(on);
+    }
+
+    /// Whether traffic is currently paused.
+    pub fn is_paused(&self) -> bool {
+        *self.shared.paused.borrow()
+    }
+
+    /// Arms a one-shot fault: the next client request matching `matcher` is forwarded to the
+    /// server, but the server's reply to it is not forwarded; instead that client connection
+    /// is closed on both sides.
+    ///
+    /// The first matching request consumes the fault even if its connection closes before the
+    /// reply arrives (then the fault never fires). Arming again replaces a fault that has not
+    /// been consumed yet; the replaced fault's handle never fires.
+    pub fn lose_reply_to_next(&self, matcher: RequestMatcher) -> LostReplyFault {
+        let (fired, receiver) = watch::channel(None);
+        *self.shared.armed() = Some(ArmedFault { matcher, fired });
+        LostReplyFault { fired: receiver }
+    }
+
+    /// Disarms a fault armed by [`lose_reply_to_next`](Self::lose_reply_to_next) that has not
+    /// been consumed yet.
+    pub fn disarm(&self) {
+        self.shared.armed().take();
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+        self.drop_connections();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (client, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                warn!(%err, "fault proxy accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+        debug!(id, %peer, "fault proxy accepted connection");
+        // Register under the lock so the task cannot deregister before it is registered.
+        let mut connections = shared.connections();
+        let task = tokio::spawn(run_connection(id, client, shared.clone()));
+        connections.insert(id, task.abort_handle());
+    }
+}
+
+/// Removes a connection from the registry when its task ends or is aborted.
+struct Registration {
+    id: u64,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shared.connections().remove(&self.id);
+    }
+}
+
+async fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
+    let _registration = Registration {
+        id,
+        shared: shared.clone(),
+    };
+    let mut paused = shared.paused.subscribe();
+    if !wait_unpaused(&mut paused).await {
+        return;
+    }
+    let server = match TcpStream::connect(shared.upstream).await {
+        Ok(server) => server,
+        Err(err) => {
+            debug!(id, %err, "fault proxy cannot reach upstream; closing client connection");
+            return;
+        }
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let target: Mutex<Option<Target>> = Mutex::new(None);
+    let requests = pump(
+        client_read,
+        server_write,
+        Direction::Requests,
+        &target,
+        &shared,
+    );
+    let replies = pump(
+        server_read,
+        client_write,
+        Direction::Replies,
+        &target,
+        &shared,
+    );
+    let end = tokio::select! {
+        end = requests => end,
+        end = replies => end,
+    };
+    debug!(id, ?end, "fault proxy connection closed");
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Requests,
+    Replies,
+}
+
+#[derive(Debug)]
+enum PumpEnd {
+    Closed,
+    ReplyLost,
+    Shutdown,
+}
+
+/// What to do with one frame.
+enum Verdict {
+    Forward,
+    Lose,
+}
+
+async fn pump(
+    mut reader: impl AsyncRead + Unpin,
+    mut writer: impl AsyncWrite + Unpin,
+    direction: Direction,
+    target: &Mutex<Option<Target>>,
+    shared: &Shared,
+) -> PumpEnd {
+    let mut paused = shared.paused.subscribe();
+    let mut splitter = FrameSplitter::default();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        if !wait_unpaused(&mut paused).await {
+            return PumpEnd::Shutdown;
+        }
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => {
+                // During a partition the other side must not learn about the close either.
+                return if wait_unpaused(&mut paused).await {
+                    PumpEnd::Closed
+                } else {
+                    PumpEnd::Shutdown
+                };
+            }
+            Ok(n) => n,
+        };
+        splitter.push(&chunk[..n]);
+        let mut out = Vec::with_capacity(n);
+        let mut lose = false;
+        while let Some(frame) = splitter.next_frame() {
+            let verdict = match direction {
+                Direction::Requests => inspect_request(&frame, target, shared),
+                Direction::Replies => inspect_reply(&frame, target),
+            };
+            match verdict {
+                Verdict::Forward => out.extend_from_slice(&frame.bytes),
+                Verdict::Lose => {
+                    lose = true;
+                    break;
+                }
+            }
+        }
+        if !lose {
+            out.extend_from_slice(&splitter.take_opaque());
+        }
+        if !wait_unpaused(&mut paused).await {
+            return PumpEnd::Shutdown;
+        }
+        if !out.is_empty()
+            && (writer.write_all(&out).await.is_err() || writer.flush().await.is_err())
+        {
+            return PumpEnd::Closed;
+        }
+        if lose {
+            return PumpEnd::ReplyLost;
+        }
+    }
+}
+
+fn lock_target(target: &Mutex<Option<Target>>) -> MutexGuard<'_, Option<Target>> {
+    target
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn inspect_request(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Shared) -> Verdict {
+    if frame.handshake {
+        return Verdict::Forward;
+    }
+    let body = frame.body();
+    let (Some(xid), Some(code)) = (read_i32(body, 0), read_i32(body, 4)) else {
+        return Verdict::Forward;
+    };
+    let mut armed = shared.armed();
+    let Some(fault) = armed.as_ref() else {
+        return Verdict::Forward;
+    };
+    let path = request_path(code, &body[8..]);
+    if !fault.matcher.matches(code, path.as_deref()) {
+        return Verdict::Forward;
+    }
+    if let Some(fault) = armed.take() {
+        debug!(xid, code, ?path, "request matched; its reply will be lost");
+        *lock_target(target) = Some(Target {
+            xid,
+            opcode: code,
+            path,
+            fired: fault.fired,
+        });
+    }
+    Verdict::Forward
+}
+
+fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>) -> Verdict {
+    if frame.handshake {
+        return Verdict::Forward;
+    }
+    let body = frame.body();
+    let (Some(xid), Some(zxid), Some(error_code)) =
+        (read_i32(body, 0), read_i64(body, 4), read_i32(body, 12))
+    else {
+        return Verdict::Forward;
+    };
+    let mut target = lock_target(target);
+    if target.as_ref().map(|t| t.xid) != Some(xid) {
+        return Verdict::Forward;
+    }
+    let Some(hit) = target.take() else {
+        return Verdict::Forward;
+    };
+    info!(xid, opcode = hit.opcode, path = ?hit.path, error_code, "fault proxy lost a reply; closing connection");
+    hit.fired.send_replace(Some(LostReply {
+        xid,
+        opcode: hit.opcode,
+        path: hit.path,
+        zxid,
+        error_code,
+    }));
+    Verdict::Lose
+}
+
+fn read_i32(bytes: &[u8], at: usize) -> Option<i32> {
+    let raw = bytes.get(at..at.checked_add(4)?)?;
+    Some(i32::from_be_bytes(raw.try_into().ok()?))
+}
+
+fn read_i64(bytes: &[u8], at: usize) -> Option<i64> {
+    let raw = bytes.get(at..at.checked_add(8)?)?;
+    Some(i64::from_be_bytes(raw.try_into().ok()?))
+}
+
+/// Reads a jute `ustring` (i32 length, then UTF-8 bytes; -1 for null) at the start of `bytes`.
+fn read_ustring(bytes: &[u8]) -> Option<String> {
+    let len = usize::try_from(read_i32(bytes, 0)?).ok()?;
+    let raw = bytes.get(4..4usize.checked_add(len)?)?;
+    String::from_utf8(raw.to_vec()).ok()
+}
+
+/// Extracts the path of a request from the body following its header.
+fn request_path(code: i32, rest: &[u8]) -> Option<String> {
+    if opcode::has_leading_path(code) {
+        return read_ustring(rest);
+    }
+    if code == opcode::MULTI || code == opcode::MULTI_READ {
+        // MultiHeader {type: i32, done: bool (1 byte), err: i32}, then the operation's record.
+        let first_op = read_i32(rest, 0)?;
+        let done = *rest.get(4)? != 0;
+        if done || !opcode::has_leading_path(first_op) {
+            return None;
+        }
+        return read_ustring(rest.get(9..)?);
+    }
+    None
+}
+
+/// One complete frame, including its length prefix.
+struct Frame {
+    bytes: Vec<u8>,
+    handshake: bool,
+}
+
+impl Frame {
+    fn body(&self) -> &[u8] {
+        &self.bytes[4..]
+    }
+}
+
+/// Cuts a byte stream into frames, tolerating any split of the stream into reads.
+///
+/// Once a length prefix is implausible the stream is declared opaque: buffered and later bytes
+/// are handed out unparsed.
+#[derive(Default)]
+struct FrameSplitter {
+    pending: Vec<u8>,
+    frames_seen: u64,
+    opaque: bool,
+}
+
+impl FrameSplitter {
+    fn push(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+
+    fn next_frame(&mut self) -> Option<Frame> {
+        if self.opaque {
+            return None;
+        }
+        let len = read_i32(&self.pending, 0)?;
+        let len = match usize::try_from(len) {
+            Ok(len) if len <= MAX_FRAME => len,
+            _ => {
+                self.opaque = true;
+                return None;
+            }
+        };
+        let end = len + 4;
+        if self.pending.len() < end {
+            return None;
+        }
+        let rest = self.pending.split_off(end);
+        let bytes = std::mem::replace(&mut self.pending, rest);
+        let handshake = self.frames_seen == 0;
+        self.frames_seen += 1;
+        Some(Frame { bytes, handshake })
+    }
+
+    /// Bytes that will never form frames because the stream turned out not to be ZooKeeper's.
+    fn take_opaque(&mut self) -> Vec<u8> {
+        if self.opaque {
+            std::mem::take(&mut self.pending)
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// Waits until traffic is not paused; `false` when the proxy is gone.
+async fn wait_unpaused(paused: &mut watch::Receiver<bool>) -> bool {
+    paused.wait_for(|paused| !*paused).await.is_ok()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut bytes = (body.len() as i32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    fn create_request(xid: i32, path: &str) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&xid.to_be_bytes());
+        body.extend_from_slice(&opcode::CREATE2.to_be_bytes());
+        body.extend_from_slice(&(path.len() as i32).to_be_bytes());
+        body.extend_from_slice(path.as_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        frame(&body)
+    }
+
+    #[test]
+    fn splitter_handles_any_split() {
+        let mut stream = frame(b"handshake");
+        stream.extend(create_request(1, "/a/_c_1"));
+        stream.extend(create_request(2, "/b"));
+        for step in 1..stream.len() {
+            let mut splitter = FrameSplitter::default();
+            let mut frames = Vec::new();
+            for piece in stream.chunks(step) {
+                splitter.push(piece);
+                while let Some(frame) = splitter.next_frame() {
+                    frames.push(frame);
+                }
+            }
+            assert_eq!(frames.len(), 3, "step {step}");
+            assert!(frames[0].handshake);
+            assert!(!frames[1].handshake && !frames[2].handshake);
+            let body = frames[1].body();
+            assert_eq!(read_i32(body, 0), Some(1));
+            assert_eq!(
+                request_path(read_i32(body, 4).unwrap(), &body[8..]).as_deref(),
+                Some("/a/_c_1")
+            );
+            let rebuilt: Vec<u8> = frames.iter().flat_map(|f| f.bytes.clone()).collect();
+            assert_eq!(rebuilt, stream);
+        }
+    }
+
+    #[test]
+    fn splitter_turns_opaque_on_garbage() {
+        let mut splitter = FrameSplitter::default();
+        splitter.push(b"ruok");
+        assert!(splitter.next_frame().is_none());
+        assert_eq!(splitter.take_opaque(), b"ruok");
+        splitter.push(b"more");
+        assert_eq!(splitter.take_opaque(), b"more");
+    }
+
+    #[test]
+    fn matcher_filters_by_opcode_and_path() {
+        let matcher = RequestMatcher::creates().path_contains("_c_");
+        assert!(matcher.matches(opcode::CREATE2, Some("/lock/_c_x-lock-")));
+        assert!(!matcher.matches(opcode::CREATE2, Some("/lock")));
+        assert!(!matcher.matches(opcode::DELETE, Some("/lock/_c_x")));
+        assert!(!matcher.matches(opcode::CREATE2, None));
+        assert!(RequestMatcher::deletes().matches(opcode::DELETE, None));
+    }
+}
