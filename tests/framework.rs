@@ -289,3 +289,61 @@ async fn digest_auth_and_creator_acl() {
     guard.release().await.unwrap();
     fw.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncontended_acquire_is_one_round_trip() {
+    use zk_curator_testing::proxy::opcode;
+    use zk_curator_testing::Traffic;
+    let Some(server) = server() else { return };
+    let path = unique_path("one-rtt");
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let fw = framework(&proxy.connect_string()).await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    // Keep the (container) parent alive while we measure.
+    let keeper = InterProcessMutex::new(fw.clone(), &format!("{path}/keeper")).unwrap();
+    let keep = keeper.lock().await.unwrap();
+
+    // With every reply held back, a client that waited for the create's
+    // reply before listing would send one request and stall. Ours sends both.
+    proxy.clear_traffic();
+    proxy.hold_replies(true);
+    let acquiring = {
+        let mutex = mutex.clone();
+        tokio::spawn(async move { mutex.lock().await })
+    };
+    let requests = |traffic: &[Traffic]| -> Vec<(i32, i32)> {
+        traffic
+            .iter()
+            .filter_map(|t| match t {
+                Traffic::Request { xid, opcode, .. } => Some((*xid, *opcode)),
+                Traffic::Reply { .. } => None,
+            })
+            .collect()
+    };
+    let both_sent = eventually(PATIENCE, || async { requests(&proxy.traffic()).len() >= 2 }).await;
+    // Nothing more is sent while the replies are held.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let held = proxy.traffic();
+    proxy.hold_replies(false);
+    let guard = tokio::time::timeout(PATIENCE, acquiring)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        both_sent,
+        "the listing waited for the create's reply: {held:?}"
+    );
+    let sent = requests(&held);
+    assert_eq!(sent.len(), 2, "{held:?}");
+    assert!(opcode::CREATES.contains(&sent[0].1), "{held:?}");
+    assert!(
+        matches!(sent[1].1, opcode::GET_CHILDREN | opcode::GET_CHILDREN2),
+        "{held:?}"
+    );
+    // And that was all the acquire needed.
+    assert_eq!(requests(&proxy.traffic()).len(), 2, "{:?}", proxy.traffic());
+    guard.release().await.unwrap();
+    keep.release().await.unwrap();
+    fw.close().await;
+}

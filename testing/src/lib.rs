@@ -39,5 +39,5 @@ pub mod server;
 
 pub use error::Error;
 pub use expire::{expire_session, expire_session_within};
-pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher};
+pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, Traffic};
 pub use server::{zookeeper_available, TestingServer, TestingServerBuilder};

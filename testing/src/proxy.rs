@@ -200,6 +200,31 @@ impl LostReplyFault {
     }
 }
 
+/// One ZooKeeper frame seen by the proxy (handshakes and pings left out), in
+/// the order the proxy read them from either side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Traffic {
+    /// A request read from a client.
+    Request {
+        /// Its xid.
+        xid: i32,
+        /// Its opcode (see [`opcode`]).
+        opcode: i32,
+        /// The path right after the header, for opcodes that carry one.
+        path: Option<String>,
+    },
+    /// A reply (or notification, xid -1) read from the server.
+    Reply {
+        /// The xid it answers.
+        xid: i32,
+        /// ZooKeeper's error code, 0 for success.
+        error_code: i32,
+    },
+}
+
+/// The xid of pings; left out of [`Traffic`].
+const PING_XID: i32 = -2;
+
 /// An armed, not yet consumed fault.
 struct ArmedFault {
     matcher: RequestMatcher,
@@ -218,13 +243,22 @@ struct Target {
 struct Shared {
     upstream: SocketAddr,
     paused: watch::Sender<bool>,
+    replies_held: watch::Sender<bool>,
     accepted: AtomicUsize,
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, AbortHandle>>,
     armed: Mutex<Option<ArmedFault>>,
+    traffic: Mutex<Vec<Traffic>>,
 }
 
 impl Shared {
+    fn record(&self, entry: Traffic) {
+        self.traffic
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(entry);
+    }
+
     fn connections(&self) -> MutexGuard<'_, HashMap<u64, AbortHandle>> {
         self.connections
             .lock()
@@ -279,10 +313,12 @@ impl FaultProxy {
         let shared = Arc::new(Shared {
             upstream,
             paused: watch::channel(false).0,
+            replies_held: watch::channel(false).0,
             accepted: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             connections: Mutex::new(HashMap::new()),
             armed: Mutex::new(None),
+            traffic: Mutex::new(Vec::new()),
         });
         let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
         info!(%local, %upstream, "fault proxy started");
@@ -346,6 +382,34 @@ impl FaultProxy {
     /// Whether traffic is currently paused.
     pub fn is_paused(&self) -> bool {
         *self.shared.paused.borrow()
+    }
+
+    /// Holds back everything the server sends (replies, notifications)
+    /// while `true`, still forwarding requests: a client that waits for a
+    /// reply before sending its next request stalls, one that pipelines does
+    /// not. Releasing forwards what was held, in order.
+    pub fn hold_replies(&self, hold: bool) {
+        self.shared.replies_held.send_replace(hold);
+    }
+
+    /// Every request and reply seen so far (pings and handshakes left out),
+    /// in the order the proxy read them. A request recorded before the reply
+    /// to an earlier request proves the client sent it without waiting.
+    pub fn traffic(&self) -> Vec<Traffic> {
+        self.shared
+            .traffic
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Forgets the traffic recorded so far.
+    pub fn clear_traffic(&self) {
+        self.shared
+            .traffic
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
     }
 
     /// Arms a one-shot fault: the next client request matching `matcher` is forwarded to the
@@ -476,6 +540,7 @@ async fn pump(
     shared: &Shared,
 ) -> PumpEnd {
     let mut paused = shared.paused.subscribe();
+    let mut replies_held = shared.replies_held.subscribe();
     let mut splitter = FrameSplitter::default();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -499,7 +564,7 @@ async fn pump(
         while let Some(frame) = splitter.next_frame() {
             let verdict = match direction {
                 Direction::Requests => inspect_request(&frame, target, shared),
-                Direction::Replies => inspect_reply(&frame, target),
+                Direction::Replies => inspect_reply(&frame, target, shared),
             };
             match verdict {
                 Verdict::Forward => out.extend_from_slice(&frame.bytes),
@@ -513,6 +578,9 @@ async fn pump(
             out.extend_from_slice(&splitter.take_opaque());
         }
         if !wait_unpaused(&mut paused).await {
+            return PumpEnd::Shutdown;
+        }
+        if matches!(direction, Direction::Replies) && !wait_unpaused(&mut replies_held).await {
             return PumpEnd::Shutdown;
         }
         if !out.is_empty()
@@ -540,11 +608,18 @@ fn inspect_request(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Share
     let (Some(xid), Some(code)) = (read_i32(body, 0), read_i32(body, 4)) else {
         return Verdict::Forward;
     };
+    let path = request_path(code, &body[8..]);
+    if xid != PING_XID {
+        shared.record(Traffic::Request {
+            xid,
+            opcode: code,
+            path: path.clone(),
+        });
+    }
     let mut armed = shared.armed();
     let Some(fault) = armed.as_ref() else {
         return Verdict::Forward;
     };
-    let path = request_path(code, &body[8..]);
     if !fault.matcher.matches(code, path.as_deref()) {
         return Verdict::Forward;
     }
@@ -560,7 +635,7 @@ fn inspect_request(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Share
     Verdict::Forward
 }
 
-fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>) -> Verdict {
+fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Shared) -> Verdict {
     if frame.handshake {
         return Verdict::Forward;
     }
@@ -570,6 +645,9 @@ fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>) -> Verdict {
     else {
         return Verdict::Forward;
     };
+    if xid != PING_XID {
+        shared.record(Traffic::Reply { xid, error_code });
+    }
     let mut target = lock_target(target);
     if target.as_ref().map(|t| t.xid) != Some(xid) {
         return Verdict::Forward;
