@@ -4,7 +4,7 @@
 //! This facade re-exports the two halves:
 //! * [`framework`]: the session-keeping [`Framework`], connection state,
 //!   retry policies and the lock machinery ([`framework::lock_internals`]);
-//! * [`recipes`]: the locks ([`InterProcessMutex`], …).
+//! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …).
 //!
 //! ```no_run
 //! # async fn demo() -> zk_curator::Result<()> {
@@ -32,4 +32,7 @@ pub use zk_curator_framework::{
     ConnectionState, ConnectionStateListener, Error, ErrorPolicy, Framework, FrameworkBuilder,
     Result,
 };
-pub use zk_curator_recipes::{InterProcessLock, InterProcessMutex, MutexGuard, Owner};
+pub use zk_curator_recipes::{
+    InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, MutexGuard, Owner, ReadGuard,
+    ReadLock, WriteGuard, WriteLock,
+};

@@ -80,6 +80,12 @@ pub enum Error {
     /// while it was held or being acquired.
     #[error("the lock was lost: {0}")]
     LockLost(String),
+    /// An owner holding a read lock asked for the write lock of the same
+    /// read-write lock: its write node would queue behind its own read node
+    /// forever, so the request is refused at once. Release the read lock
+    /// first.
+    #[error("cannot upgrade a read lock to the write lock; release the read lock first")]
+    UpgradeNotSupported,
     /// The framework was closed (or never started).
     #[error("the framework is closed")]
     Closed,

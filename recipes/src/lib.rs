@@ -3,6 +3,9 @@
 //!
 //! * [`InterProcessMutex`]: a reentrant mutex (per task), with a guard API
 //!   and fencing tokens.
+//! * [`InterProcessReadWriteLock`]: many readers or one writer, in arrival
+//!   order, with downgrade (write → read) and an error instead of a hang on
+//!   upgrade.
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
@@ -14,8 +17,10 @@
 mod lock;
 mod mutex;
 mod owner;
+mod rwlock;
 
 pub use self::lock::InterProcessLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
+pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};
 pub use zk_curator_framework::{Error, Result};

@@ -1,0 +1,117 @@
+//! Read-write lock: two readers, each with its own ZooKeeper session, hold
+//! the read lock together; a writer queued behind them gets in once both
+//! are done, then downgrades to a read lock without letting another writer
+//! in between.
+//!
+//! With `ZK_CONNECT` set (e.g. `127.0.0.1:2181`) it uses that ensemble;
+//! otherwise it starts a throw-away ZooKeeper on a free loopback port.
+//!
+//! Run: `cargo run --example rwlock`
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Barrier;
+use zk_curator::recipes::InterProcessReadWriteLock;
+use zk_curator::Framework;
+use zk_curator_testing::TestingServer;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
+        )
+        .init();
+
+    // Keep the server (if we started one) alive until the end of main.
+    let (connect, _server) = match std::env::var("ZK_CONNECT") {
+        Ok(connect) if !connect.is_empty() => (connect, None),
+        _ => {
+            println!("ZK_CONNECT not set: starting a ZooKeeper server on 127.0.0.1 ...");
+            let server = TestingServer::start_async().await?;
+            println!("ZooKeeper is serving on {}", server.connect_string());
+            (server.connect_string(), Some(server))
+        }
+    };
+    let path = format!("/rwlock-example/{}", std::process::id());
+
+    // Two readers, each its own session (like two processes), hold the read
+    // lock at the same time: the barrier only opens once both are inside.
+    let both_inside = Arc::new(Barrier::new(2));
+    let mut readers = Vec::new();
+    for id in 0..2 {
+        let (connect, path, both_inside) = (connect.clone(), path.clone(), both_inside.clone());
+        readers.push(tokio::spawn(async move {
+            reader(id, &connect, &path, &both_inside).await
+        }));
+    }
+
+    let framework = connect_framework(&connect).await?;
+    let lock = InterProcessReadWriteLock::with_data(framework.clone(), &path, b"writer")?;
+    let write = lock.write_lock();
+    // Wait until both readers hold the lock, then queue behind them.
+    while lock.read_lock().participant_nodes().await?.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("writer: queueing behind the readers ...");
+    let guard = write.lock().await?;
+    println!(
+        "writer: holds the write lock alone (fencing token {:#x})",
+        guard.fencing_token()
+    );
+    for reader in readers {
+        reader.await??;
+    }
+
+    // Downgrade: the read hold sorts level with the write node, so a writer
+    // queued meanwhile cannot slip in between.
+    let read_guard = guard.downgrade().await?;
+    println!(
+        "writer: downgraded to a read lock (fencing token {:#x})",
+        read_guard.fencing_token()
+    );
+    read_guard.release().await?;
+    println!("done: readers shared the lock, the writer had it alone");
+    framework.close().await;
+    Ok(())
+}
+
+async fn reader(
+    id: usize,
+    connect: &str,
+    path: &str,
+    both_inside: &Barrier,
+) -> Result<(), BoxError> {
+    let framework = connect_framework(connect).await?;
+    let lock = InterProcessReadWriteLock::with_data(framework.clone(), path, b"reader")?;
+    let read = lock.read_lock();
+    read.acquire().await?;
+    println!(
+        "reader {id}: holds the read lock (fencing token {:#x})",
+        read.fencing_token().unwrap_or_default()
+    );
+    both_inside.wait().await;
+    println!("reader {id}: both readers are inside at once");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!("reader {id}: releasing");
+    read.release().await?;
+    framework.close().await;
+    Ok(())
+}
+
+/// A started framework with its own session, like a separate process.
+async fn connect_framework(connect: &str) -> Result<Framework, BoxError> {
+    let framework = Framework::builder()
+        .connect_string(connect)
+        .session_timeout(Duration::from_secs(10))
+        .build()?;
+    framework.start()?;
+    framework
+        .block_until_connected(Duration::from_secs(20))
+        .await?;
+    Ok(framework)
+}
