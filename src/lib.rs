@@ -33,6 +33,6 @@ pub use zk_curator_framework::{
     Result,
 };
 pub use zk_curator_recipes::{
-    InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, MutexGuard, Owner, ReadGuard,
-    ReadLock, WriteGuard, WriteLock,
+    InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
+    MutexGuard, Owner, ReadGuard, ReadLock, WriteGuard, WriteLock,
 };

@@ -6,6 +6,8 @@
 //! * [`InterProcessReadWriteLock`]: many readers or one writer, in arrival
 //!   order, with downgrade (write → read) and an error instead of a hang on
 //!   upgrade.
+//! * [`InterProcessMultiLock`]: several locks taken as one, all or nothing,
+//!   in one deadlock-free order.
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
@@ -15,11 +17,13 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod lock;
+mod multi;
 mod mutex;
 mod owner;
 mod rwlock;
 
 pub use self::lock::InterProcessLock;
+pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
 pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};

@@ -1,0 +1,709 @@
+//! [`InterProcessMultiLock`]: several locks taken as one, all or nothing.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+use tracing::Instrument;
+use zk_curator_framework::{Error, Framework, Result};
+
+use crate::lock::InterProcessLock;
+use crate::mutex::{InterProcessMutex, MutexGuard};
+use crate::owner::Owner;
+
+/// Several locks held as one (Curator's `InterProcessMultiLock`): an acquire
+/// takes every member or none, a release gives every member back.
+///
+/// Build it over paths ([`from_paths`](Self::from_paths): one
+/// [`InterProcessMutex`] per path), over mutexes you made yourself
+/// ([`from_mutexes`](Self::from_mutexes), e.g. with a custom driver), or over
+/// any locks ([`new`](Self::new)).
+///
+/// # Behaviour
+///
+/// * **All or nothing, one deadline**: [`acquire_timeout`](Self::acquire_timeout)
+///   gives the whole set one deadline; each member only gets the time left.
+///   The first member that fails (an error, or no lock in time) stops the
+///   acquire (Curator goes on to the remaining members): the members
+///   already taken are released in reverse order before the error (or
+///   `false`) is returned.
+/// * **Reentrant per owner**, like [`InterProcessMutex`]: an owner (the
+///   current tokio task, or the thread outside a task, see [`Owner`]) that
+///   holds the multi-lock may acquire it again without I/O; each acquire
+///   needs a matching [`release`](Self::release) from the same owner, and a
+///   release by anybody else is refused with [`Error::NotOwner`].
+/// * **Release gives back everything**: the members are released in reverse
+///   order; a member that fails to release does not stop the others (see
+///   [`release`](Self::release) for how failures are reported).
+/// * **Nesting**: it implements [`InterProcessLock`], so a multi-lock can be a
+///   member of another one; its [`path`](InterProcessLock::path) is the
+///   lowest path among its members.
+///
+/// Cheap to clone: clones share the holds. Dropping the last clone while
+/// it is held drops the mutex members' guards (their nodes are deleted in
+/// the background); members of [`new`](Self::new) stay as their own
+/// ownership rule leaves them.
+///
+/// # Deadlock freedom
+///
+/// Members are always acquired in ascending order of their
+/// [`path`](InterProcessLock::path) (byte-wise string order), whatever order
+/// they were given in. Two multi-locks over overlapping sets of paths, in
+/// this process or any other, therefore never wait for each other in a
+/// cycle: whoever holds the lowest contested path can always go on. (Curator
+/// acquires in list order, so `[a, b]` against `[b, a]` can deadlock.) The
+/// guarantee covers every participant that acquires in ascending order:
+/// single locks, flat multi-locks, and nested multi-locks whose member sets
+/// do not interleave (a nested multi-lock is ordered by its lowest path).
+/// Prefer one flat multi-lock to nesting.
+///
+/// A path may appear only once: the same lock twice in one set would wait
+/// for itself, so duplicate paths are refused.
+///
+/// # Cancel safety
+///
+/// Dropping an [`acquire`](Self::acquire) future at any await point (in
+/// `select!`, under `tokio::time::timeout`, by aborting the task) changes no
+/// count of the multi-lock; the member that was being acquired cleans up
+/// after itself (every recipe's acquire is cancel safe), and the members
+/// already taken are given back, last first. As `Drop` cannot wait, that
+/// happens in the background, and how depends on how the member is held:
+///
+/// * **Mutex members** ([`from_paths`](Self::from_paths),
+///   [`from_mutexes`](Self::from_mutexes)) are held through the mutex's
+///   guard API ([`MutexGuard`]), whose hold belongs to the guard, not to a
+///   task. A dropped acquire drops the guards: their nodes go to the
+///   framework's background cleaner at once (no runtime needed;
+///   [`Framework::wait_for_background_cleanup`] observes it). This is the
+///   fully cancel-safe case.
+/// * **Other members** ([`new`](Self::new)) are held through their own
+///   [`InterProcessLock::acquire`], whose release may be bound to the task
+///   that acquired (it is for [`InterProcessMutex`] and for a multi-lock).
+///   A dropped acquire first tries the release from a spawned task (this
+///   works for locks whose release any task may call). A member that refuses
+///   with [`Error::NotOwner`] (or when there is no tokio runtime to spawn on)
+///   is kept as a *stranded* release of the owner and is released at the
+///   start of that owner's next call on this multi-lock (`acquire`,
+///   `acquire_timeout` or `release`). Until then the member stays held (its
+///   ephemeral node goes at the latest with the session);
+///   [`stranded_releases`](Self::stranded_releases) counts them. So with
+///   task-bound members, call the multi-lock again from the same task (for
+///   example, the next turn of a loop) or use [`from_paths`](Self::from_paths)
+///   / [`from_mutexes`](Self::from_mutexes), which need no such care.
+///
+/// The same applies to a [`release`](Self::release) dropped midway.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_curator_recipes::InterProcessMultiLock;
+///
+/// let accounts = InterProcessMultiLock::from_paths(
+///     framework,
+///     &["/locks/accounts/bob", "/locks/accounts/alice"],
+/// )?;
+/// // Alice's lock is taken first (ascending path order), then Bob's.
+/// if accounts.acquire_timeout(Duration::from_secs(5)).await? {
+///     // ... move money between the two accounts ...
+///     accounts.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct InterProcessMultiLock {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// In canonical (ascending path) order.
+    members: Vec<Member>,
+    /// `[/a, /b]`, for logs and spans.
+    label: String,
+    holds: DashMap<Owner, Hold>,
+    /// Releases of task-bound members that a dropped acquire or release could
+    /// not do itself: done at the owner's next call.
+    stranded: Mutex<Vec<(Owner, Arc<dyn InterProcessLock>)>>,
+}
+
+struct Hold {
+    /// In acquisition order.
+    members: Vec<MemberHold>,
+    count: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Member {
+    /// Held through the guard API: releasable from any task, and on drop.
+    Mutex(InterProcessMutex),
+    /// Held through the lock's own acquire; its release follows the lock's
+    /// ownership rule.
+    Lock(Arc<dyn InterProcessLock>),
+}
+
+#[derive(Debug)]
+enum MemberHold {
+    Guard(MutexGuard),
+    Lock(Arc<dyn InterProcessLock>),
+}
+
+impl fmt::Debug for InterProcessMultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterProcessMultiLock")
+            .field("paths", &self.paths())
+            .field("holders", &self.shared.holds.len())
+            .finish()
+    }
+}
+
+impl InterProcessMultiLock {
+    /// A multi-lock over one new [`InterProcessMutex`] per path, on
+    /// `framework`. The paths may be given in any order (see
+    /// [Deadlock freedom](Self#deadlock-freedom)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty list or a path given twice;
+    /// [`Error::InvalidPath`] for a path [`InterProcessMutex::new`] refuses.
+    /// Nothing is sent.
+    pub fn from_paths(framework: Framework, paths: &[&str]) -> Result<Self> {
+        if paths.is_empty() {
+            return Err(empty_list());
+        }
+        let members = paths
+            .iter()
+            .map(|path| InterProcessMutex::new(framework.clone(), path).map(Member::Mutex))
+            .collect::<Result<Vec<_>>>()?;
+        Self::build(members)
+    }
+
+    /// A multi-lock over mutexes you built yourself (for example with
+    /// [`InterProcessMutex::with_driver`]). They are held through their guard
+    /// API, so holds are not shared with the mutexes' own task holds, and
+    /// cancellation needs no care (see [Cancel safety](Self#cancel-safety)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty list or two mutexes on the
+    /// same path.
+    pub fn from_mutexes(mutexes: Vec<InterProcessMutex>) -> Result<Self> {
+        Self::build(mutexes.into_iter().map(Member::Mutex).collect())
+    }
+
+    /// A multi-lock over any locks, acquired and released through their
+    /// [`InterProcessLock`] methods (so a task-bound member such as an
+    /// [`InterProcessMutex`] is held by the task that acquires the
+    /// multi-lock, and its holds add up with that task's other holds of the
+    /// same instance). Read [Cancel safety](Self#cancel-safety) before
+    /// passing task-bound locks here.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty list or two locks with the same
+    /// [`path`](InterProcessLock::path).
+    pub fn new(locks: Vec<Arc<dyn InterProcessLock>>) -> Result<Self> {
+        Self::build(locks.into_iter().map(Member::Lock).collect())
+    }
+
+    fn build(mut members: Vec<Member>) -> Result<Self> {
+        if members.is_empty() {
+            return Err(empty_list());
+        }
+        members.sort_by(|a, b| a.path().cmp(b.path()));
+        if let Some(pair) = members.windows(2).find(|w| w[0].path() == w[1].path()) {
+            return Err(Error::InvalidArgument(format!(
+                "the lock path {} is given twice; a multi-lock would wait for itself",
+                pair[0].path()
+            )));
+        }
+        let label = format!(
+            "[{}]",
+            members
+                .iter()
+                .map(Member::path)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(InterProcessMultiLock {
+            shared: Arc::new(Shared {
+                members,
+                label,
+                holds: DashMap::new(),
+                stranded: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The members' paths, in acquisition (ascending) order.
+    pub fn paths(&self) -> Vec<&str> {
+        self.shared.members.iter().map(Member::path).collect()
+    }
+
+    /// The lowest member path: the multi-lock's
+    /// [`InterProcessLock::path`], which orders it among other members
+    /// when nested.
+    pub fn path(&self) -> &str {
+        // `build` refuses an empty list.
+        self.shared.members.first().map_or("", Member::path)
+    }
+
+    /// Waits until the current owner holds every member (or holds the
+    /// multi-lock once more).
+    ///
+    /// # Errors
+    /// The first member error, after the members already taken were released
+    /// (for example [`Error::Closed`] if a member's framework is closed,
+    /// [`Error::Timeout`] if no session could be had, ZooKeeper errors that
+    /// retrying could not overcome).
+    ///
+    /// # Cancel safety
+    /// Cancel safe for mutex members; for other members see
+    /// [Cancel safety](Self#cancel-safety): members taken so far are released
+    /// in the background, and no count changes.
+    pub async fn acquire(&self) -> Result<()> {
+        self.acquire_inner(None).await.map(|_| ())
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `timeout` for the
+    /// whole set. Returns `false` (with nothing held) if some member could not
+    /// be had in time. Each member gets only the time left; once the deadline
+    /// has passed, the remaining members are not even tried (so a zero
+    /// `timeout` returns `false` at once, unless the owner already holds the
+    /// multi-lock).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.acquire_inner(Some(timeout)).await
+    }
+
+    async fn acquire_inner(&self, timeout: Option<Duration>) -> Result<bool> {
+        let owner = Owner::current();
+        let span = tracing::info_span!(
+            "multi_lock.acquire",
+            paths = %self.shared.label,
+            ?timeout,
+            ?owner
+        );
+        async move {
+            self.settle_stranded(owner).await;
+            if let Some(mut hold) = self.shared.holds.get_mut(&owner) {
+                hold.count += 1;
+                tracing::debug!(count = hold.count, "reentrant acquire");
+                return Ok(true);
+            }
+            // A deadline too far away to represent is no deadline.
+            let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+            let mut taken = Taken::new(&self.shared, owner);
+            for member in &self.shared.members {
+                let remaining = match deadline {
+                    None => None,
+                    Some(deadline) => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            tracing::info!(member = member.path(), "deadline passed; rolling back");
+                            taken.roll_back().await;
+                            return Ok(false);
+                        }
+                        Some(left)
+                    }
+                };
+                match member.take(remaining).await {
+                    Ok(Some(hold)) => taken.push(hold),
+                    Ok(None) => {
+                        tracing::info!(member = member.path(), "member timed out; rolling back");
+                        taken.roll_back().await;
+                        return Ok(false);
+                    }
+                    Err(err) => {
+                        tracing::info!(member = member.path(), %err, "member failed; rolling back");
+                        taken.roll_back().await;
+                        return Err(err);
+                    }
+                }
+            }
+            // No await between here and the insert: a hold cannot get lost.
+            let existing = self.shared.holds.get_mut(&owner).map(|mut hold| {
+                hold.count += 1;
+                hold.count
+            });
+            match existing {
+                // The same owner won a concurrent acquire meanwhile (futures
+                // joined in one task): count it once more and give back ours.
+                Some(count) => {
+                    tracing::debug!(count, "owner already holds; returning the extra holds");
+                    taken.roll_back().await;
+                }
+                None => {
+                    let members = taken.disarm();
+                    self.shared.holds.insert(owner, Hold { members, count: 1 });
+                    tracing::info!("multi-lock acquired");
+                }
+            }
+            Ok(true)
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Releases one hold of the current owner; the last one releases every
+    /// member, in reverse acquisition order, going on past failures.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] if the current owner does not hold the multi-lock
+    /// (nothing changes). Otherwise the first member release error, in
+    /// release order; the other members were still released, and any further
+    /// errors are logged (`tracing::warn!`). After the last release the owner
+    /// no longer holds the multi-lock whatever the outcome: a member whose
+    /// release failed is left as its own release left it.
+    ///
+    /// # Cancel safety
+    /// The count changes at the first poll; a release of the last hold
+    /// dropped midway releases the remaining members in the background (see
+    /// [Cancel safety](Self#cancel-safety)).
+    pub async fn release(&self) -> Result<()> {
+        let owner = Owner::current();
+        let span = tracing::info_span!("multi_lock.release", paths = %self.shared.label, ?owner);
+        async move {
+            self.settle_stranded(owner).await;
+            match self.shared.holds.get_mut(&owner) {
+                None => return Err(Error::NotOwner),
+                Some(mut hold) if hold.count > 1 => {
+                    hold.count -= 1;
+                    tracing::debug!(count = hold.count, "reentrant release");
+                    return Ok(());
+                }
+                Some(_) => {}
+            }
+            let Some((_, hold)) = self.shared.holds.remove(&owner) else {
+                return Err(Error::NotOwner);
+            };
+            let mut releasing = Taken::new(&self.shared, owner);
+            releasing.holds = hold.members;
+            let mut errors = releasing.release_all().await.into_iter();
+            match errors.next() {
+                None => {
+                    tracing::info!("multi-lock released");
+                    Ok(())
+                }
+                Some((path, first)) => {
+                    tracing::warn!(member = %path, err = %first, "member release failed");
+                    for (path, err) in errors {
+                        tracing::warn!(member = %path, %err, "member release failed");
+                    }
+                    Err(first)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Whether every member reports itself acquired in this process (by any
+    /// owner), as Curator's `isAcquiredInThisProcess`.
+    pub fn is_acquired_in_this_process(&self) -> bool {
+        self.shared
+            .members
+            .iter()
+            .all(Member::is_acquired_in_this_process)
+    }
+
+    /// Whether the current owner (task, or thread outside a task) holds the
+    /// multi-lock.
+    pub fn is_owned_by_current_task(&self) -> bool {
+        self.shared.holds.contains_key(&Owner::current())
+    }
+
+    /// How many member releases wait for their owner's next call on this
+    /// multi-lock: holds of task-bound members that a dropped acquire or
+    /// release could not give back itself (see
+    /// [Cancel safety](Self#cancel-safety)). Always zero for mutex members.
+    pub fn stranded_releases(&self) -> usize {
+        self.shared
+            .stranded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The participant nodes of every member, member after member in
+    /// acquisition order (each member's list holders first).
+    ///
+    /// # Errors
+    /// The first member error (ZooKeeper errors retrying could not overcome,
+    /// [`Error::Closed`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        let mut nodes = Vec::new();
+        for member in &self.shared.members {
+            nodes.extend(member.participant_nodes().await?);
+        }
+        Ok(nodes)
+    }
+
+    /// Releases, from the owner's own context, what a dropped acquire or
+    /// release of this owner could not release in the background.
+    async fn settle_stranded(&self, owner: Owner) {
+        let mine = self.shared.take_stranded(owner);
+        if mine.is_empty() {
+            return;
+        }
+        tracing::info!(count = mine.len(), "releasing stranded members");
+        let mut settling = Taken::new(&self.shared, owner);
+        // `mine` is in release order; `Taken` releases from the back.
+        settling.holds = mine.into_iter().rev().map(MemberHold::Lock).collect();
+        for (path, err) in settling.release_all().await {
+            tracing::warn!(member = %path, %err, "stranded member release failed");
+        }
+    }
+}
+
+impl Shared {
+    fn take_stranded(&self, owner: Owner) -> Vec<Arc<dyn InterProcessLock>> {
+        let mut stranded = self.stranded.lock().unwrap_or_else(PoisonError::into_inner);
+        if stranded.is_empty() {
+            return Vec::new();
+        }
+        let (mine, rest) = std::mem::take(&mut *stranded)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(o, _)| *o == owner);
+        *stranded = rest;
+        mine.into_iter().map(|(_, lock)| lock).collect()
+    }
+
+    fn strand(&self, owner: Owner, lock: Arc<dyn InterProcessLock>) {
+        tracing::warn!(
+            member = lock.path(),
+            ?owner,
+            "member release is bound to its owner; it is released at that owner's next call on the multi-lock"
+        );
+        self.stranded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((owner, lock));
+    }
+}
+
+fn empty_list() -> Error {
+    Error::InvalidArgument("a multi-lock needs at least one lock".into())
+}
+
+impl Member {
+    fn path(&self) -> &str {
+        match self {
+            Member::Mutex(mutex) => mutex.path(),
+            Member::Lock(lock) => lock.path(),
+        }
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        match self {
+            Member::Mutex(mutex) => mutex.is_acquired_in_this_process(),
+            Member::Lock(lock) => lock.is_acquired_in_this_process(),
+        }
+    }
+
+    async fn participant_nodes(&self) -> Result<Vec<String>> {
+        match self {
+            Member::Mutex(mutex) => mutex.participant_nodes().await,
+            Member::Lock(lock) => lock.participant_nodes().await,
+        }
+    }
+
+    /// Acquires the member, waiting at most `timeout` (forever with `None`);
+    /// `None` on timeout. Cancel safe (each recipe's acquire is).
+    async fn take(&self, timeout: Option<Duration>) -> Result<Option<MemberHold>> {
+        match (self, timeout) {
+            (Member::Mutex(mutex), None) => mutex.lock().await.map(|g| Some(MemberHold::Guard(g))),
+            (Member::Mutex(mutex), Some(timeout)) => {
+                Ok(mutex.try_lock_for(timeout).await?.map(MemberHold::Guard))
+            }
+            (Member::Lock(lock), None) => {
+                lock.acquire().await?;
+                Ok(Some(MemberHold::Lock(lock.clone())))
+            }
+            (Member::Lock(lock), Some(timeout)) => Ok(lock
+                .acquire_timeout(timeout)
+                .await?
+                .then(|| MemberHold::Lock(lock.clone()))),
+        }
+    }
+}
+
+impl MemberHold {
+    fn path(&self) -> String {
+        match self {
+            // The lock path is the parent of the guard's node.
+            MemberHold::Guard(guard) => guard
+                .node_path()
+                .rsplit_once('/')
+                .map_or(guard.node_path(), |(parent, _)| parent)
+                .to_owned(),
+            MemberHold::Lock(lock) => lock.path().to_owned(),
+        }
+    }
+
+    /// Once polled, a dropped release still completes in the background
+    /// (both kinds promise it).
+    async fn release(self) -> Result<()> {
+        match self {
+            MemberHold::Guard(guard) => guard.release().await,
+            MemberHold::Lock(lock) => lock.release().await,
+        }
+    }
+}
+
+/// Member holds on their way in (an acquire) or out (a rollback, a release).
+/// Dropped with holds inside (the future was cancelled), it releases them in
+/// the background.
+struct Taken {
+    shared: Arc<Shared>,
+    owner: Owner,
+    /// In acquisition order; released from the back.
+    holds: Vec<MemberHold>,
+}
+
+impl Taken {
+    fn new(shared: &Arc<Shared>, owner: Owner) -> Self {
+        Taken {
+            shared: shared.clone(),
+            owner,
+            holds: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, hold: MemberHold) {
+        self.holds.push(hold);
+    }
+
+    fn disarm(mut self) -> Vec<MemberHold> {
+        std::mem::take(&mut self.holds)
+    }
+
+    /// Releases every hold, last first, in the current task; returns the
+    /// failures (member path and error), in release order.
+    async fn release_all(mut self) -> Vec<(String, Error)> {
+        let mut errors = Vec::new();
+        // Popped one at a time: if this future is dropped, the rest are
+        // still in `self` and go to the background.
+        while let Some(hold) = self.holds.pop() {
+            let path = hold.path();
+            if let Err(err) = hold.release().await {
+                errors.push((path, err));
+            }
+        }
+        errors
+    }
+
+    /// Gives back what an acquire took; failures are only logged, the
+    /// acquire reports its own outcome.
+    async fn roll_back(self) {
+        for (path, err) in self.release_all().await {
+            tracing::warn!(member = %path, %err, "rollback: member release failed");
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.holds.is_empty() {
+            return;
+        }
+        tracing::debug!(
+            count = self.holds.len(),
+            "multi-lock future dropped; releasing its members in the background"
+        );
+        let mut locks = Vec::new();
+        while let Some(hold) = self.holds.pop() {
+            match hold {
+                // The guard hands its node to the framework's cleaner.
+                MemberHold::Guard(guard) => drop(guard),
+                MemberHold::Lock(lock) => locks.push(lock),
+            }
+        }
+        if locks.is_empty() {
+            return;
+        }
+        let (shared, owner) = (self.shared.clone(), self.owner);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let span = tracing::info_span!("multi_lock.background_release", ?owner);
+                handle.spawn(
+                    async move {
+                        for lock in locks {
+                            match lock.release().await {
+                                Ok(()) => tracing::debug!(member = lock.path(), "released"),
+                                Err(Error::NotOwner) => shared.strand(owner, lock),
+                                Err(err) => tracing::warn!(
+                                    member = lock.path(),
+                                    %err,
+                                    "background release failed"
+                                ),
+                            }
+                        }
+                    }
+                    .instrument(span),
+                );
+            }
+            Err(_) => {
+                tracing::warn!("no tokio runtime to release members in the background");
+                for lock in locks {
+                    shared.strand(owner, lock);
+                }
+            }
+        }
+    }
+}
+
+impl InterProcessLock for InterProcessMultiLock {
+    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
+        InterProcessMultiLock::acquire(self).boxed()
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
+        InterProcessMultiLock::acquire_timeout(self, timeout).boxed()
+    }
+
+    fn release(&self) -> BoxFuture<'_, Result<()>> {
+        InterProcessMultiLock::release(self).boxed()
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        InterProcessMultiLock::is_acquired_in_this_process(self)
+    }
+
+    fn path(&self) -> &str {
+        InterProcessMultiLock::path(self)
+    }
+
+    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        InterProcessMultiLock::participant_nodes(self).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[allow(dead_code)]
+    fn futures_are_send(lock: InterProcessMultiLock) {
+        assert_send(&lock.acquire());
+        assert_send(&lock.acquire_timeout(Duration::from_secs(1)));
+        assert_send(&lock.release());
+        assert_send(&lock.participant_nodes());
+    }
+
+    #[test]
+    fn handles_are_send_sync() {
+        assert_send_sync_static::<InterProcessMultiLock>();
+    }
+}
