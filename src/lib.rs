@@ -34,5 +34,5 @@ pub use zk_curator_framework::{
 };
 pub use zk_curator_recipes::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    MutexGuard, Owner, ReadGuard, ReadLock, WriteGuard, WriteLock,
+    MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, WriteGuard, WriteLock,
 };

@@ -9,7 +9,8 @@ use dashmap::DashMap;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    AcquiredNode, LockInternals, LockInternalsDriver, StandardLockInternalsDriver,
+    AcquiredNode, LockInternals, LockInternalsDriver, Revocation, RevocationListener,
+    StandardLockInternalsDriver,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -23,6 +24,23 @@ struct Shared {
     internals: LockInternals,
     owners: DashMap<Owner, Hold>,
     guards: AtomicUsize,
+    revocation: std::sync::Mutex<Option<Revocation>>,
+}
+
+impl Shared {
+    fn revocation(&self) -> Option<Revocation> {
+        self.revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    async fn acquire_node(&self, timeout: Option<Duration>) -> Result<Option<AcquiredNode>> {
+        let revocation = self.revocation();
+        self.internals
+            .acquire_revocable(&[], timeout, revocation.as_ref())
+            .await
+    }
 }
 
 struct Hold {
@@ -112,6 +130,7 @@ impl InterProcessMutex {
                 internals,
                 owners: DashMap::new(),
                 guards: AtomicUsize::new(0),
+                revocation: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -158,7 +177,7 @@ impl InterProcessMutex {
             tracing::debug!(path = %self.path(), ?owner, count = hold.count, "reentrant acquire");
             return Ok(true);
         }
-        let Some(node) = self.shared.internals.acquire(&[], timeout).await? else {
+        let Some(node) = self.shared.acquire_node(timeout).await? else {
             return Ok(false);
         };
         // No await between the grant and the insert: cancellation cannot
@@ -232,6 +251,35 @@ impl InterProcessMutex {
         self.shared.internals.participant_nodes().await
     }
 
+    /// Makes every later acquire of this mutex (task holds and guards)
+    /// revocable: from the moment its node exists, a [`Revoker`] writing a
+    /// revocation request into it calls `listener` with the node's path, on a
+    /// task of its own. Cooperative: the listener decides what to do —
+    /// usually it tells the owning task to release (a task hold can only be
+    /// released by its owner; a guard can be released from anywhere).
+    ///
+    /// Unlike Curator, the listener stays registered until
+    /// [`clear_revocable`](Self::clear_revocable), instead of being dropped by
+    /// the next release.
+    ///
+    /// [`Revoker`]: zk_curator_framework::lock_internals::Revoker
+    pub fn make_revocable(&self, listener: impl RevocationListener) {
+        *self
+            .shared
+            .revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Revocation::new(listener));
+    }
+
+    /// Stops making later acquires revocable (holds already revocable stay so).
+    pub fn clear_revocable(&self) {
+        *self
+            .shared
+            .revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// Waits for the lock and returns a guard that owns the hold. Not
     /// reentrant: a second `lock()` queues behind the first guard.
     ///
@@ -241,7 +289,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<MutexGuard> {
-        match self.shared.internals.acquire(&[], None).await? {
+        match self.shared.acquire_node(None).await? {
             Some(node) => Ok(self.guard(node)),
             None => Err(Error::Timeout(Duration::MAX)),
         }
@@ -257,8 +305,7 @@ impl InterProcessMutex {
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
         Ok(self
             .shared
-            .internals
-            .acquire(&[], Some(timeout))
+            .acquire_node(Some(timeout))
             .await?
             .map(|node| self.guard(node)))
     }

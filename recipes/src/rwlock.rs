@@ -12,7 +12,7 @@ use futures::FutureExt;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
     standard_gets_the_lock, standard_sort_key, AcquiredNode, LockInternals, LockInternalsDriver,
-    ParticipantNode, PredicateResults, SortKey, MAX_NODE_DATA,
+    ParticipantNode, PredicateResults, Revocation, RevocationListener, SortKey, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{split, strip_protection};
 use zk_curator_framework::{Error, Framework, Result};
@@ -38,6 +38,20 @@ struct Side {
     internals: LockInternals,
     owners: DashMap<Owner, Hold>,
     guards: AtomicUsize,
+    revocation: std::sync::Mutex<Option<Revocation>>,
+}
+
+impl Side {
+    fn revocation(&self) -> Option<Revocation> {
+        self.revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_revocation(&self, revocation: Option<Revocation>) {
+        *self.revocation.lock().unwrap_or_else(|e| e.into_inner()) = revocation;
+    }
 }
 
 struct Hold {
@@ -177,6 +191,7 @@ impl InterProcessReadWriteLock {
                     internals,
                     owners: DashMap::new(),
                     guards: AtomicUsize::new(0),
+                    revocation: std::sync::Mutex::new(None),
                 },
             )
         };
@@ -255,13 +270,23 @@ impl Shared {
                     tracing::debug!(path = %self.path(), ?owner, "write lock refused: upgrade");
                     return Err(Error::UpgradeNotSupported);
                 }
-                self.write.internals.acquire(&self.data, timeout).await
+                let revocation = self.write.revocation();
+                self.write
+                    .internals
+                    .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                    .await
             }
             Kind::Read => {
                 let write_node = self.write.owners.get(&owner).map(|h| h.node.clone());
                 match write_node {
                     Some(write_node) => self.downgrade(&write_node, timeout).await,
-                    None => self.read.internals.acquire(&self.data, timeout).await,
+                    None => {
+                        let revocation = self.read.revocation();
+                        self.read
+                            .internals
+                            .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                            .await
+                    }
                 }
             }
         }
@@ -294,7 +319,10 @@ impl Shared {
                 u32::MAX,
                 Arc::new(driver),
             )?;
-            internals.acquire(&self.data, timeout).await
+            let revocation = self.read.revocation();
+            internals
+                .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                .await
         }
         .instrument(span)
         .await
@@ -428,6 +456,21 @@ macro_rules! half {
             /// through this lock (or one of its guards is alive).
             pub fn is_acquired_in_this_process(&self) -> bool {
                 self.shared.is_acquired_in_this_process($kind)
+            }
+
+            /// Makes every later acquire of the
+            #[doc = $what]
+            /// revocable: a [`Revoker`](zk_curator_framework::lock_internals::Revoker)
+            /// writing a revocation request into its node calls `listener`
+            /// with the node's path, on a task of its own (see
+            /// [`InterProcessMutex::make_revocable`](crate::InterProcessMutex::make_revocable)).
+            pub fn make_revocable(&self, listener: impl RevocationListener) {
+                self.shared.side($kind).set_revocation(Some(Revocation::new(listener)));
+            }
+
+            /// Stops making later acquires revocable.
+            pub fn clear_revocable(&self) {
+                self.shared.side($kind).set_revocation(None);
             }
 
             /// Whether the current owner (task, or thread outside a task)

@@ -31,6 +31,7 @@
 
 mod driver;
 mod guard;
+mod revocation;
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub use self::driver::{
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 pub use self::guard::ContenderGuard;
+pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};
 use crate::path;
@@ -195,6 +197,25 @@ impl LockInternals {
         data: &[u8],
         timeout: Option<Duration>,
     ) -> Result<Option<AcquiredNode>> {
+        self.acquire_revocable(data, timeout, None).await
+    }
+
+    /// Like [`LockInternals::acquire`], and if `revocation` is given, watches
+    /// our node from the moment it exists (waiting or holding) and calls the
+    /// listener whenever a [`Revoker`] asks for the lock. The watch ends by
+    /// itself once the node is gone.
+    ///
+    /// # Errors
+    /// As [`LockInternals::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`LockInternals::acquire`].
+    pub async fn acquire_revocable(
+        &self,
+        data: &[u8],
+        timeout: Option<Duration>,
+        revocation: Option<&Revocation>,
+    ) -> Result<Option<AcquiredNode>> {
         if data.len() > MAX_NODE_DATA {
             return Err(Error::InvalidArgument(format!(
                 "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
@@ -204,7 +225,9 @@ impl LockInternals {
         self.framework.inner().check_open()?;
         let span =
             tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name);
-        let acquire = self.acquire_restarting(data).instrument(span.clone());
+        let acquire = self
+            .acquire_restarting(data, revocation)
+            .instrument(span.clone());
         let result = match timeout {
             None => acquire.await.map(Some),
             Some(timeout) => match tokio::time::timeout(timeout, acquire).await {
@@ -222,11 +245,15 @@ impl LockInternals {
         result
     }
 
-    async fn acquire_restarting(&self, data: &[u8]) -> Result<AcquiredNode> {
+    async fn acquire_restarting(
+        &self,
+        data: &[u8],
+        revocation: Option<&Revocation>,
+    ) -> Result<AcquiredNode> {
         let started = std::time::Instant::now();
         let mut restarts = 0u32;
         loop {
-            let err = match self.attempt(data).await {
+            let err = match self.attempt(data, revocation).await {
                 Ok(node) => return Ok(node),
                 Err(err) => err,
             };
@@ -250,7 +277,7 @@ impl LockInternals {
     }
 
     /// One acquire on one session.
-    async fn attempt(&self, data: &[u8]) -> Result<AcquiredNode> {
+    async fn attempt(&self, data: &[u8], revocation: Option<&Revocation>) -> Result<AcquiredNode> {
         let session = self.framework.session().await?;
         let node_kind = self.driver.participant_node();
         let name_prefix = format!(
@@ -278,6 +305,14 @@ impl LockInternals {
         let our_path = path::join(&self.base_path, &created.name);
         guard.set_node(&our_path);
         tracing::debug!(node = %our_path, "participant node created");
+        if let Some(revocation) = revocation {
+            revocation::spawn_watch(
+                self.framework.clone(),
+                session.clone(),
+                our_path.clone(),
+                revocation.clone(),
+            );
+        }
 
         let mut children = created.children;
         loop {

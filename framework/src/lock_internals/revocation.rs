@@ -1,0 +1,141 @@
+//! Cooperative revocation (Curator's `Revocable` / `Revoker`).
+//!
+//! A participant that agreed to be revocable watches the data of its own
+//! node. Anyone may ask it to give the lock up by writing [`REVOKE_MESSAGE`]
+//! into that node ([`Revoker::attempt_revoke`]); the participant's
+//! [`RevocationListener`] is then called. Nothing is forced: the listener
+//! decides (typically it tells the owning task to release). The protocol and
+//! the payload are Curator's, so a JVM service can revoke a Rust holder and
+//! the other way round.
+//!
+//! The watch runs on a task of its own, never on `zookeeper-client`'s event
+//! path, and ends by itself when the node is deleted (released, cancelled or
+//! gone with its session) or the framework closes.
+
+use std::fmt;
+use std::sync::Arc;
+
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+use crate::framework::{Framework, Session};
+use crate::path;
+
+/// The data a revoker writes into a participant's node (Curator's value).
+pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+
+/// Told when someone asks this participant to give its lock up.
+pub trait RevocationListener: Send + Sync + 'static {
+    /// Called (on a task of its own) each time a revocation request is
+    /// written to `node_path`, our participant node. Release the lock from
+    /// here, or signal the task that owns it.
+    fn revocation_requested(&self, node_path: &str);
+}
+
+impl<F> RevocationListener for F
+where
+    F: Fn(&str) + Send + Sync + 'static,
+{
+    fn revocation_requested(&self, node_path: &str) {
+        self(node_path)
+    }
+}
+
+/// A registered listener, cheap to clone.
+#[derive(Clone)]
+pub struct Revocation(pub(crate) Arc<dyn RevocationListener>);
+
+impl Revocation {
+    /// Wraps a listener.
+    pub fn new(listener: impl RevocationListener) -> Self {
+        Revocation(Arc::new(listener))
+    }
+}
+
+impl fmt::Debug for Revocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Revocation(..)")
+    }
+}
+
+/// Asks the holder of a participant node to give it up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Revoker;
+
+impl Revoker {
+    /// Writes the revocation request into `node_path` (a participant node,
+    /// e.g. from `participant_nodes()`). A node that no longer exists is not
+    /// an error: there is nothing left to revoke.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a bad path (nothing sent); ZooKeeper errors
+    /// retrying could not overcome (e.g. [`Error::NoAuth`]); [`Error::Closed`].
+    ///
+    /// # Cancel safety
+    /// The request may or may not have been written when the future is dropped.
+    pub async fn attempt_revoke(framework: &Framework, node_path: &str) -> Result<()> {
+        path::validate_path(node_path)?;
+        let target = node_path.to_owned();
+        let written = framework
+            .call_with_retry(|client| {
+                let target = target.clone();
+                async move { client.set_data(&target, REVOKE_MESSAGE, None).await }
+            })
+            .await;
+        match written {
+            Ok(_) | Err(Error::NoNode) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// Watches our own node until it goes away, calling the listener on every
+/// revocation request.
+pub(crate) fn spawn_watch(
+    framework: Framework,
+    session: Session,
+    node_path: String,
+    revocation: Revocation,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(node = %node_path, "no tokio runtime: revocation watch not started");
+        return;
+    };
+    runtime.spawn(async move {
+        let closed = framework.closed();
+        let gone = framework.session_gone(&session);
+        tokio::select! {
+            _ = watch_loop(&session, &node_path, &revocation) => {}
+            _ = closed => {}
+            _ = gone => {}
+        }
+        tracing::debug!(node = %node_path, "revocation watch ended");
+    });
+}
+
+async fn watch_loop(session: &Session, node_path: &str, revocation: &Revocation) {
+    loop {
+        let (data, watcher) = match session.client().get_and_watch_data(node_path).await {
+            Ok((data, _, watcher)) => (data, watcher),
+            Err(zk::Error::NoNode) => return,
+            Err(err) => {
+                if session.map_err(err.clone()).is_retryable() {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+                tracing::debug!(%err, node = %node_path, "revocation watch stopped");
+                return;
+            }
+        };
+        if data == REVOKE_MESSAGE {
+            tracing::info!(node = %node_path, "revocation requested");
+            revocation.0.revocation_requested(node_path);
+        }
+        let event = watcher.changed().await;
+        match event.event_type {
+            zk::EventType::NodeDeleted => return,
+            zk::EventType::Session if event.session_state.is_terminated() => return,
+            _ => {}
+        }
+    }
+}
