@@ -1,0 +1,111 @@
+// A JVM participant for the cross-language tests (tests/interop.rs): takes
+// an Apache Curator lock on the same path the Rust side uses, `rounds` times,
+// and checks mutual exclusion through marker files in a shared directory:
+// while holding, it creates its own marker, then counts the markers of every
+// participant (Rust or JVM) and reports a violation if the lock's rule is
+// broken. Exit status 0 = no violation, 3 = violations, anything else = error.
+
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class Interop {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0];
+        String mode = args[1];
+        String path = args[2];
+        int rounds = Integer.parseInt(args[3]);
+        Path markers = Paths.get(args[4]);
+        int leases = Integer.parseInt(args[5]);
+
+        CuratorFramework client =
+            CuratorFrameworkFactory.newClient(connect, 10000, 10000, new ExponentialBackoffRetry(100, 5));
+        client.start();
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("could not connect to " + connect);
+        }
+        InterProcessMutex mutex = null;
+        InterProcessSemaphoreV2 semaphore = null;
+        String kind;
+        switch (mode) {
+            case "mutex":
+                mutex = new InterProcessMutex(client, path);
+                kind = "w";
+                break;
+            case "write":
+                mutex = new InterProcessReadWriteLock(client, path).writeLock();
+                kind = "w";
+                break;
+            case "read":
+                mutex = new InterProcessReadWriteLock(client, path).readLock();
+                kind = "r";
+                break;
+            case "semaphore":
+                semaphore = new InterProcessSemaphoreV2(client, path, leases);
+                kind = "s";
+                break;
+            default:
+                throw new IllegalArgumentException("unknown mode " + mode);
+        }
+        System.out.println("ready");
+        System.out.flush();
+
+        int violations = 0;
+        for (int round = 0; round < rounds; round++) {
+            Lease lease = null;
+            if (mutex != null) {
+                if (!mutex.acquire(60, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException("lock timed out");
+                }
+            } else {
+                lease = semaphore.acquire(60, TimeUnit.SECONDS);
+                if (lease == null) {
+                    throw new IllegalStateException("lease timed out");
+                }
+            }
+            Path mine = markers.resolve(kind + "-java-" + ProcessHandle.current().pid() + "-" + round);
+            Files.createFile(mine);
+            if (!allowed(markers, kind, leases)) {
+                violations++;
+                System.out.println("violation in round " + round);
+            }
+            Thread.sleep(15);
+            Files.delete(mine);
+            if (mutex != null) {
+                mutex.release();
+            } else {
+                semaphore.returnLease(lease);
+            }
+        }
+        System.out.println("violations=" + violations);
+        client.close();
+        System.exit(violations == 0 ? 0 : 3);
+    }
+
+    private static boolean allowed(Path markers, String kind, int leases) throws Exception {
+        int writers = 0, readers = 0, holders = 0;
+        try (DirectoryStream<Path> entries = Files.newDirectoryStream(markers)) {
+            for (Path entry : entries) {
+                String name = entry.getFileName().toString();
+                if (name.startsWith("w-")) writers++;
+                if (name.startsWith("r-")) readers++;
+                if (name.startsWith("s-")) holders++;
+            }
+        }
+        switch (kind) {
+            case "w": return writers == 1 && readers == 0;
+            case "r": return writers == 0;
+            default: return holders <= leases;
+        }
+    }
+}
