@@ -29,8 +29,8 @@ pub use zk_curator_framework as framework;
 pub use zk_curator_recipes as recipes;
 
 pub use zk_curator_framework::{
-    ConnectionState, ConnectionStateListener, Error, ErrorPolicy, Framework, FrameworkBuilder,
-    Result,
+    AclProvider, ConnectionState, ConnectionStateListener, Error, ErrorPolicy, FixedAcl, Framework,
+    FrameworkBuilder, Result,
 };
 pub use zk_curator_recipes::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,

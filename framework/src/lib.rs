@@ -21,6 +21,7 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod acl;
 mod error;
 mod framework;
 mod listener;
@@ -29,6 +30,7 @@ pub mod path;
 pub mod retry;
 mod state;
 
+pub use self::acl::{AclProvider, FixedAcl};
 pub use self::error::{Error, Result};
 pub use self::framework::{Framework, FrameworkBuilder, Metrics, Session};
 pub use self::listener::{ConnectionStateListener, ListenerHandle};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use zookeeper_client as zk;
 
 use super::Framework;
+use crate::acl::{AclProvider, FixedAcl};
 use crate::error::{Error, Result};
 use crate::path;
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
@@ -21,7 +22,7 @@ pub(crate) struct Config {
     pub(crate) namespace: Option<String>,
     pub(crate) retry_policy: Arc<dyn RetryPolicy>,
     pub(crate) auth: Vec<(String, Vec<u8>)>,
-    pub(crate) default_acl: Vec<zk::Acl>,
+    pub(crate) acl_provider: Arc<dyn AclProvider>,
     pub(crate) error_policy: ErrorPolicy,
 }
 
@@ -37,7 +38,7 @@ pub struct FrameworkBuilder {
     namespace: Option<String>,
     retry_policy: Option<Arc<dyn RetryPolicy>>,
     auth: Vec<(String, Vec<u8>)>,
-    default_acl: Option<Vec<zk::Acl>>,
+    acl_provider: Option<Arc<dyn AclProvider>>,
     error_policy: ErrorPolicy,
 }
 
@@ -50,7 +51,7 @@ impl FrameworkBuilder {
             namespace: None,
             retry_policy: None,
             auth: Vec::new(),
-            default_acl: None,
+            acl_provider: None,
             error_policy: ErrorPolicy::Standard,
         }
     }
@@ -103,7 +104,15 @@ impl FrameworkBuilder {
     /// The ACL of every node the framework and its recipes create. Defaults
     /// to `world:anyone` with all permissions.
     pub fn default_acl(mut self, acl: Vec<zk::Acl>) -> Self {
-        self.default_acl = Some(acl);
+        self.acl_provider = Some(Arc::new(FixedAcl(acl)));
+        self
+    }
+
+    /// Chooses the ACL per path (for example: readable parents, locked-down
+    /// lock nodes). Replaces [`default_acl`](Self::default_acl). Defaults to
+    /// `world:anyone` with all permissions everywhere.
+    pub fn acl_provider(mut self, provider: impl AclProvider) -> Self {
+        self.acl_provider = Some(Arc::new(provider));
         self
     }
 
@@ -149,10 +158,10 @@ impl FrameworkBuilder {
                 Some(ns)
             }
         };
-        let default_acl = self
-            .default_acl
-            .unwrap_or_else(|| zk::Acls::anyone_all().to_vec());
-        if default_acl.is_empty() {
+        let acl_provider = self
+            .acl_provider
+            .unwrap_or_else(|| Arc::new(FixedAcl(zk::Acls::anyone_all().to_vec())));
+        if acl_provider.default_acl().is_empty() {
             return Err(Error::InvalidArgument(
                 "the default ACL must not be empty".into(),
             ));
@@ -172,7 +181,7 @@ impl FrameworkBuilder {
             namespace,
             retry_policy,
             auth: self.auth,
-            default_acl,
+            acl_provider,
             error_policy: self.error_policy,
         }))
     }

@@ -352,9 +352,14 @@ impl Framework {
         self.inner().config.namespace.as_deref()
     }
 
-    /// The ACL given to created nodes.
-    pub fn default_acl(&self) -> &[zk::Acl] {
-        &self.inner().config.default_acl
+    /// The ACL given to created nodes without a rule of their own.
+    pub fn default_acl(&self) -> Vec<zk::Acl> {
+        self.inner().config.acl_provider.default_acl()
+    }
+
+    /// The ACL given to a node created at `path` (relative to the namespace).
+    pub fn acl_for_path(&self, path: &str) -> Vec<zk::Acl> {
+        self.inner().config.acl_provider.acl_for_path(path)
     }
 
     /// The configured retry policy.

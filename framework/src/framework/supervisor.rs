@@ -126,7 +126,8 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
         let Some(namespace) = &config.namespace else {
             return Ok(root);
         };
-        let acl = zk::Acls::new(&config.default_acl);
+        let acl = config.acl_provider.acl_for_path(namespace);
+        let acl = zk::Acls::new(&acl);
         match root
             .mkdir(namespace, &zk::CreateMode::Persistent.with_acls(acl))
             .await

@@ -378,8 +378,8 @@ impl LockInternals {
         data: &[u8],
     ) -> Result<Created> {
         let create_path = path::join(&self.base_path, create_name);
-        let acl = self.framework.default_acl();
-        let options = mode.with_acls(zk::Acls::new(acl));
+        let acl = self.framework.acl_for_path(&create_path);
+        let options = mode.with_acls(zk::Acls::new(&acl));
         let sequential = matches!(
             mode,
             zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential
@@ -434,7 +434,12 @@ impl LockInternals {
                     });
                 }
                 Err(zk::Error::NoNode) => {
-                    self.create_parents(session).await?;
+                    // A level reaped by the server between two creates shows
+                    // up as NoNode: the next round creates it again.
+                    match self.create_parents(session).await {
+                        Ok(()) | Err(Error::NoNode) => {}
+                        Err(err) => return Err(err),
+                    }
                     Error::NoNode
                 }
                 Err(err) => {
@@ -493,21 +498,44 @@ impl LockInternals {
     /// Creates the lock path's missing ancestors as container nodes (the
     /// server removes them once their last child goes).
     async fn create_parents(&self, session: &Session) -> Result<()> {
-        let acl = self.framework.default_acl().to_vec();
-        let base = self.base_path.to_string();
-        self.framework
-            .call_on_session(session, |client| {
-                let acl = acl.clone();
-                let base = base.clone();
-                async move {
-                    let options = zk::CreateMode::Container.with_acls(zk::Acls::new(&acl));
-                    match client.mkdir(&base, &options).await {
-                        Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
-                        Err(err) => Err(err),
+        // Walk up with `exists` to the deepest existing ancestor (no read or
+        // create permission is needed above it), then create downwards, each
+        // level with its own ACL.
+        let levels: Vec<&str> = path::parents(&self.base_path)
+            .chain(std::iter::once(&*self.base_path))
+            .collect();
+        let mut missing_from = levels.len();
+        for (index, level) in levels.iter().enumerate().rev() {
+            let level = level.to_string();
+            let exists = self
+                .framework
+                .call_on_session(session, |client| {
+                    let level = level.clone();
+                    async move { client.check_stat(&level).await }
+                })
+                .await?;
+            if exists.is_some() {
+                break;
+            }
+            missing_from = index;
+        }
+        for level in &levels[missing_from..] {
+            let level = level.to_string();
+            let acl = self.framework.acl_for_path(&level);
+            self.framework
+                .call_on_session(session, |client| {
+                    let (level, acl) = (level.clone(), acl.clone());
+                    async move {
+                        let options = zk::CreateMode::Container.with_acls(zk::Acls::new(&acl));
+                        match client.create(&level, &[], &options).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                            Err(err) => Err(err),
+                        }
                     }
-                }
-            })
-            .await
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Lists the lock's children on `session`; a missing lock path means our
