@@ -579,3 +579,89 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
     internals.release(&node).await.unwrap();
     fw.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_is_deleted_starts_over() {
+    let Some(server) = server() else { return };
+    let path = unique_path("node-deleted");
+    let fw = framework(&server.connect_string()).await;
+    let other_fw = framework(&server.connect_string()).await;
+    let holder = InterProcessMutex::new(other_fw.clone(), &path)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let waiter = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.lock().await })
+    };
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(
+        eventually(PATIENCE, || async {
+            children(&raw, &path).await.len() == 2
+        })
+        .await
+    );
+    let mut nodes = children(&raw, &path).await;
+    nodes.retain(|n| !holder.node_path().ends_with(n.as_str()));
+    // Someone deletes the waiter's node. The waiter notices when it is next
+    // woken (the holder's release) and queues again instead of failing.
+    raw.delete(&format!("{path}/{}", nodes[0]), None)
+        .await
+        .unwrap();
+    holder.release().await.unwrap();
+    let guard = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        !guard.node_path().ends_with(nodes[0].as_str()),
+        "a new node"
+    );
+    guard.release().await.unwrap();
+    fw.close().await;
+    other_fw.close().await;
+}
+
+/// A driver that refuses every participant.
+#[derive(Debug)]
+struct Refusing;
+
+impl LockInternalsDriver for Refusing {
+    fn gets_the_lock(
+        &self,
+        _sorted_children: &[String],
+        _our_name: &str,
+        _max_leases: u32,
+    ) -> zk_curator::Result<zk_curator::framework::lock_internals::PredicateResults> {
+        Err(Error::LockLost("refused by the driver".into()))
+    }
+}
+
+#[tokio::test]
+async fn a_driver_refusal_ends_the_acquire_at_once() {
+    let Some(server) = server() else { return };
+    let path = unique_path("refusing");
+    let fw = framework(&server.connect_string()).await;
+    let mutex = InterProcessMutex::with_driver(fw.clone(), &path, Arc::new(Refusing)).unwrap();
+    let started = std::time::Instant::now();
+    let err = mutex.acquire().await.unwrap_err();
+    assert_eq!(err, Error::LockLost("refused by the driver".into()));
+    // Not restarted under the retry policy (which would take many seconds).
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(
+        eventually(PATIENCE, || async {
+            children(&raw, &path).await.is_empty()
+        })
+        .await
+    );
+    fw.close().await;
+}

@@ -255,11 +255,9 @@ impl LockInternals {
         loop {
             let err = match self.attempt(data, revocation).await {
                 Ok(node) => return Ok(node),
-                Err(err) => err,
+                Err(Failure::Fail(err)) => return Err(err),
+                Err(Failure::Restart(err)) => err,
             };
-            if !(err.is_session_terminal() || matches!(err, Error::LockLost(_))) {
-                return Err(err);
-            }
             let Some(delay) = self
                 .framework
                 .retry_policy()
@@ -277,7 +275,11 @@ impl LockInternals {
     }
 
     /// One acquire on one session.
-    async fn attempt(&self, data: &[u8], revocation: Option<&Revocation>) -> Result<AcquiredNode> {
+    async fn attempt(
+        &self,
+        data: &[u8],
+        revocation: Option<&Revocation>,
+    ) -> Result<AcquiredNode, Failure> {
         let session = self.framework.session().await?;
         let node_kind = self.driver.participant_node();
         let name_prefix = format!(
@@ -318,9 +320,17 @@ impl LockInternals {
         loop {
             self.framework.inner().check_open()?;
             let sorted = self.sort_children(children);
+            if !sorted.contains(&created.name) {
+                // Our node is gone (deleted by someone, or its session died).
+                return Err(Failure::Restart(Error::LockLost(format!(
+                    "{our_path} is no longer among the participants"
+                ))));
+            }
+            // A driver's own refusal ends the acquire; it is not restarted.
             let decision = self
                 .driver
-                .gets_the_lock(&sorted, &created.name, self.max_leases)?;
+                .gets_the_lock(&sorted, &created.name, self.max_leases)
+                .map_err(Failure::Fail)?;
             if decision.holds_lock {
                 guard.disarm();
                 return Ok(AcquiredNode {
@@ -332,9 +342,9 @@ impl LockInternals {
                 });
             }
             let Some(watch_name) = decision.path_to_watch else {
-                return Err(Error::InvalidArgument(
+                return Err(Failure::Fail(Error::InvalidArgument(
                     "the lock driver neither granted the lock nor named a node to watch".into(),
-                ));
+                )));
             };
             let watch_path = path::join(&self.base_path, &watch_name);
             tracing::debug!(watch = %watch_path, "waiting for the node ahead");
@@ -347,20 +357,20 @@ impl LockInternals {
                 .await;
             match watched {
                 Err(Error::NoNode) => {} // already gone: look again at once
-                Err(err) => return Err(err),
+                Err(err) => return Err(err.into()),
                 Ok((_, _, watcher)) => {
                     tokio::select! {
                         event = watcher.changed() => {
                             if event.event_type == zk::EventType::Session {
                                 if event.session_state.is_terminated() {
-                                    return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state));
+                                    return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
                                 }
                             } else {
                                 self.framework.inner().metrics.add_lock_wakeup();
                             }
                         }
-                        _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired),
-                        _ = self.framework.closed() => return Err(Error::Closed),
+                        _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired.into()),
+                        _ = self.framework.closed() => return Err(Error::Closed.into()),
                     }
                 }
             }
@@ -650,6 +660,23 @@ impl LockInternals {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Why one attempt failed: `Restart` when our node (or its session) is gone
+/// and a fresh attempt at the back of the queue may succeed.
+enum Failure {
+    Restart(Error),
+    Fail(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Self {
+        if err.is_session_terminal() || matches!(err, Error::LockLost(_)) {
+            Failure::Restart(err)
+        } else {
+            Failure::Fail(err)
+        }
     }
 }
 
