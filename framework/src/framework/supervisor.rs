@@ -57,16 +57,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
             inner.change_state(StateEvent::NewSession);
         }
         let keep_going = watch_session(&inner, &session).instrument(span).await;
-        // The session is over (lost, or the framework closed): nobody may
-        // start new work on it.
-        inner.session_tx.send_if_modified(|current| {
-            if current.as_ref().map(|s| s.generation) == Some(session.generation) {
-                *current = None;
-                true
-            } else {
-                false
-            }
-        });
+        retire(&inner, &session);
         if !keep_going {
             return;
         }
@@ -75,6 +66,20 @@ pub(super) async fn run(inner: Arc<Inner>) {
 
 /// Follows one session until it is lost (`true`) or the framework closes
 /// (`false`).
+/// The session is over (lost, or the framework closed): nobody may start new
+/// work on it. Done before `Lost` is announced, so that a listener hearing
+/// `Lost` never finds the old session still current.
+fn retire(inner: &Inner, session: &Session) {
+    inner.session_tx.send_if_modified(|current| {
+        if current.as_ref().map(|s| s.generation) == Some(session.generation) {
+            *current = None;
+            true
+        } else {
+            false
+        }
+    });
+}
+
 async fn watch_session(inner: &Inner, session: &Session) -> bool {
     let mut closed = inner.closed_tx.subscribe();
     let mut states = session.client.state_watcher();
@@ -84,6 +89,9 @@ async fn watch_session(inner: &Inner, session: &Session) -> bool {
         let lost_at = suspended_since.map(|since| since + session_timeout);
         tokio::select! {
             state = states.changed() => {
+                if state.is_terminated() {
+                    retire(inner, session);
+                }
                 inner.change_state(StateEvent::Session(state));
                 match state {
                     zk::SessionState::Disconnected => {
@@ -98,6 +106,7 @@ async fn watch_session(inner: &Inner, session: &Session) -> bool {
             }
             _ = sleep_until_opt(lost_at) => {
                 tracing::warn!(?session_timeout, "suspended for the whole session timeout; declaring the session lost");
+                retire(inner, session);
                 inner.change_state(StateEvent::SuspendedTooLong);
                 return true;
             }
