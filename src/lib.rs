@@ -34,5 +34,6 @@ pub use zk_curator_framework::{
 };
 pub use zk_curator_recipes::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, WriteGuard, WriteLock,
+    LockLoss, MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, WriteGuard,
+    WriteLock,
 };

@@ -347,3 +347,95 @@ async fn uncontended_acquire_is_one_round_trip() {
     keep.release().await.unwrap();
     fw.close().await;
 }
+
+#[tokio::test]
+async fn lost_signal_fires_for_each_reason() {
+    use zk_curator::{ErrorPolicy, LockLoss};
+    let Some(server) = server() else { return };
+    let path = unique_path("lost-signal");
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let raw = raw_client(&server.connect_string()).await;
+
+    // Node deleted by someone else.
+    let fw = framework(&proxy.connect_string()).await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut lost)
+            .await
+            .is_err(),
+        "still held"
+    );
+    raw.delete(guard.node_path(), None).await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, &mut lost).await.unwrap(),
+        LockLoss::NodeDeleted
+    );
+    drop(guard);
+
+    // A connection blip is a loss under the standard policy...
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    proxy.drop_connections();
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, lost).await.unwrap(),
+        LockLoss::ConnectionState(ConnectionState::Suspended)
+    );
+    fw.block_until_connected(PATIENCE).await.unwrap();
+    guard.release().await.unwrap();
+    fw.close().await;
+
+    // ...but not under the session policy, where only expiry counts.
+    let fw = framework_with(&proxy.connect_string(), |b| {
+        b.error_policy(ErrorPolicy::Session)
+    })
+    .await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut states = Box::pin(fw.state_changes());
+    proxy.drop_connections();
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, states.next()).await.unwrap(),
+        Some(ConnectionState::Suspended)
+    );
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, states.next()).await.unwrap(),
+        Some(ConnectionState::Reconnected)
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut lost)
+            .await
+            .is_err(),
+        "a blip is not a loss"
+    );
+    assert!(guard.is_valid());
+    let client = fw.client().await.unwrap();
+    zk_curator_testing::expire_session(&server.connect_string(), &client)
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(PATIENCE, &mut lost).await.unwrap();
+    assert!(
+        matches!(
+            reason,
+            LockLoss::ConnectionState(ConnectionState::Lost)
+                | LockLoss::SessionReplaced
+                | LockLoss::NodeDeleted
+        ),
+        "{reason:?}"
+    );
+    drop(guard);
+
+    // Closing the framework.
+    fw.block_until_connected(PATIENCE).await.unwrap();
+    let guard = mutex.lock().await.unwrap();
+    let lost = guard.lost();
+    fw.close().await;
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, lost).await.unwrap(),
+        LockLoss::Closed
+    );
+}

@@ -27,5 +27,5 @@ pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
 pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};
-pub use zk_curator_framework::lock_internals::{RevocationListener, Revoker};
+pub use zk_curator_framework::lock_internals::{LockLoss, RevocationListener, Revoker};
 pub use zk_curator_framework::{Error, Result};

@@ -9,7 +9,7 @@ use dashmap::DashMap;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    AcquiredNode, LockInternals, LockInternalsDriver, Revocation, RevocationListener,
+    AcquiredNode, LockInternals, LockInternalsDriver, LockLoss, Revocation, RevocationListener,
     StandardLockInternalsDriver,
 };
 use zk_curator_framework::{Error, Framework, Result};
@@ -362,17 +362,38 @@ impl MutexGuard {
     ///
     /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
     pub fn is_valid(&self) -> bool {
-        let Some(node) = self.node() else {
-            return false;
-        };
-        let framework = self.shared.internals.framework();
-        let same_session = framework
-            .current_session()
-            .is_some_and(|s| s.generation() == node.generation());
-        let state_ok = framework
-            .state()
-            .is_some_and(|s| !framework.error_policy().is_error_state(s));
-        (same_session || !node.is_ephemeral()) && state_ok
+        self.node()
+            .is_some_and(|node| self.shared.internals.is_valid(node))
+    }
+
+    /// Completes when this hold can no longer be trusted, with the reason:
+    /// an error connection state under the framework's error policy, the
+    /// session that created the node replaced, the node deleted by someone
+    /// else, or the framework closed. Run it beside the protected work:
+    ///
+    /// ```no_run
+    /// # async fn demo(mutex: zk_curator_recipes::InterProcessMutex) -> zk_curator_recipes::Result<()> {
+    /// # async fn do_the_work() {}
+    /// let guard = mutex.lock().await?;
+    /// tokio::select! {
+    ///     _ = do_the_work() => {}
+    ///     reason = guard.lost() => eprintln!("stopped: lock lost ({reason})"),
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
+        let internals = self.shared.internals.clone();
+        let node = self.node().cloned();
+        async move {
+            match node {
+                Some(node) => internals.lost(&node).await,
+                None => LockLoss::NodeDeleted,
+            }
+        }
     }
 
     /// Releases the hold and deletes the node (in the background if

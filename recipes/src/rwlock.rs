@@ -12,7 +12,8 @@ use futures::FutureExt;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
     standard_gets_the_lock, standard_sort_key, AcquiredNode, LockInternals, LockInternalsDriver,
-    ParticipantNode, PredicateResults, Revocation, RevocationListener, SortKey, MAX_NODE_DATA,
+    LockLoss, ParticipantNode, PredicateResults, Revocation, RevocationListener, SortKey,
+    MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{split, strip_protection};
 use zk_curator_framework::{Error, Framework, Result};
@@ -598,6 +599,16 @@ macro_rules! half {
                 self.held.is_valid()
             }
 
+            /// Completes when this hold can no longer be trusted, with the
+            /// reason (error connection state, session replaced, node
+            /// deleted, framework closed). Run it beside the protected work.
+            ///
+            /// # Cancel safety
+            /// Cancel safe: it only observes.
+            pub fn lost(&self) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
+                self.held.lost()
+            }
+
             /// Releases the hold and deletes the node (in the background if
             /// ZooKeeper cannot be reached right now).
             ///
@@ -711,17 +722,19 @@ impl Held {
     }
 
     fn is_valid(&self) -> bool {
-        let Some(node) = self.node() else {
-            return false;
-        };
-        let framework = self.shared.side(self.kind).internals.framework();
-        let same_session = framework
-            .current_session()
-            .is_some_and(|s| s.generation() == node.generation());
-        let state_ok = framework
-            .state()
-            .is_some_and(|s| !framework.error_policy().is_error_state(s));
-        (same_session || !node.is_ephemeral()) && state_ok
+        self.node()
+            .is_some_and(|node| self.shared.side(self.kind).internals.is_valid(node))
+    }
+
+    fn lost(&self) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
+        let internals = self.shared.side(self.kind).internals.clone();
+        let node = self.node().cloned();
+        async move {
+            match node {
+                Some(node) => internals.lost(&node).await,
+                None => LockLoss::NodeDeleted,
+            }
+        }
     }
 
     async fn release(&mut self) -> Result<()> {

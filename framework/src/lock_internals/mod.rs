@@ -31,6 +31,7 @@
 
 mod driver;
 mod guard;
+mod loss;
 mod revocation;
 
 use std::fmt;
@@ -45,6 +46,7 @@ pub use self::driver::{
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 pub use self::guard::ContenderGuard;
+pub use self::loss::LockLoss;
 pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};
@@ -566,6 +568,29 @@ impl LockInternals {
             ))),
             other => other,
         }
+    }
+
+    /// Whether a hold of `node` can still be trusted: the framework is open,
+    /// the connection state is not an error under its
+    /// [`ErrorPolicy`](crate::ErrorPolicy), and (for an ephemeral node) the
+    /// session that created it is still current. No I/O: it does not see a
+    /// node deleted by hand (see [`LockInternals::lost`]).
+    pub fn is_valid(&self, node: &AcquiredNode) -> bool {
+        loss::check_now(&self.framework, node).is_none()
+    }
+
+    /// Completes when a hold of `node` can no longer be trusted, with the
+    /// reason: an error connection state, its session replaced, the node
+    /// deleted (watched on ZooKeeper), or the framework closed. Run it beside
+    /// the work the lock protects and stop when it fires.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes (dropping it removes its watch).
+    pub fn lost(
+        &self,
+        node: &AcquiredNode,
+    ) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
+        loss::wait(self.framework.clone(), node.clone())
     }
 
     /// Sorts child names with the driver's sort key.
