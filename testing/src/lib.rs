@@ -10,6 +10,8 @@
 //!   has noticed.
 //! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
 //!   network, or swallows the reply to a chosen request.
+//! * [`EmbeddedServer`] is an in-process, single-node server speaking ZooKeeper's client
+//!   protocol (no JVM needed), with the same faults built in; see [`embedded`].
 //!
 //! ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
 //! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
@@ -32,11 +34,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod embedded;
 pub mod error;
 pub mod expire;
 pub mod proxy;
 pub mod server;
 
+pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
 pub use expire::{expire_session, expire_session_within};
 pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, Traffic};
