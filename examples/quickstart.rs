@@ -3,7 +3,9 @@
 //! every hold.
 //!
 //! With `ZK_CONNECT` set (e.g. `127.0.0.1:2181`) it uses that ensemble;
-//! otherwise it starts a throw-away ZooKeeper on a free loopback port.
+//! otherwise it starts a throw-away server on a free loopback port: the
+//! embedded ZooKeeper-protocol server (no JVM needed), or a real ZooKeeper
+//! with `ZK_TEST_SERVER=real`.
 //!
 //! Run: `cargo run --example quickstart`
 
@@ -30,9 +32,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (connect, _server) = match std::env::var("ZK_CONNECT") {
         Ok(connect) if !connect.is_empty() => (connect, None),
         _ => {
-            println!("ZK_CONNECT not set: starting a ZooKeeper server on 127.0.0.1 ...");
+            // The embedded server by default (no JVM needed); a real
+            // ZooKeeper with ZK_TEST_SERVER=real.
             let server = TestingServer::start_async().await?;
-            println!("ZooKeeper is serving on {}", server.connect_string());
+            println!(
+                "ZK_CONNECT not set: started a test server ({}) on {}",
+                server.backend(),
+                server.connect_string()
+            );
             (server.connect_string(), Some(server))
         }
     };

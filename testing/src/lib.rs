@@ -1,7 +1,9 @@
-//! Test support for zk-curator: a real ZooKeeper server, forced session expiry and a
-//! fault-injecting network proxy.
+//! Test support for zk-curator: test servers (embedded or a real ZooKeeper),
+//! forced session expiry and a fault-injecting network proxy.
 //!
-//! * [`TestingServer`] runs an Apache ZooKeeper server (a JVM) on a free loopback port with a
+//! * [`TestingServer`] is what tests and examples start: the [`EmbeddedServer`] by default,
+//!   a real ZooKeeper with `ZK_TEST_SERVER=real` (see [`backend`]).
+//! * [`ZooKeeperServer`] runs an Apache ZooKeeper server (a JVM) on a free loopback port with a
 //!   private data directory, tuned for tests: 100 ms ticks, short minimum session timeout, TTL
 //!   nodes enabled and container nodes reaped within about a second. It can be stopped and
 //!   restarted on the same port with its data, and its JVM dies with the test process even if
@@ -13,7 +15,7 @@
 //! * [`EmbeddedServer`] is an in-process, single-node server speaking ZooKeeper's client
 //!   protocol (no JVM needed), with the same faults built in; see [`embedded`].
 //!
-//! ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
+//! For the real server, ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
 //! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
 //! jars) and `java` must be on `PATH` or in `$JAVA_HOME/bin`. Suites can check
 //! [`zookeeper_available`] to skip with a notice where it is not.
@@ -34,14 +36,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backend;
 pub mod embedded;
 pub mod error;
 pub mod expire;
 pub mod proxy;
 pub mod server;
 
+pub use backend::{Backend, TestingServer, BACKEND_ENV};
 pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
 pub use expire::{expire_session, expire_session_within};
 pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, Traffic};
-pub use server::{zookeeper_available, TestingServer, TestingServerBuilder};
+pub use server::{zookeeper_available, ZooKeeperServer, ZooKeeperServerBuilder};

@@ -1,6 +1,6 @@
 //! A real, standalone Apache ZooKeeper server on loopback, owned by a test.
 //!
-//! [`TestingServer`] runs `org.apache.zookeeper.server.quorum.QuorumPeerMain` in a JVM with a
+//! [`ZooKeeperServer`] runs `org.apache.zookeeper.server.quorum.QuorumPeerMain` in a JVM with a
 //! private temporary directory and a free `127.0.0.1` port.
 //!
 //! # Process lifetime
@@ -8,7 +8,7 @@
 //! The JVM is not a direct child of the test process. It is launched by a small `sh` wrapper
 //! whose standard input is a pipe; only the test process holds the writing end. The wrapper
 //! starts `java` in the background and waits for end-of-file on that pipe. End-of-file arrives
-//! when the [`TestingServer`] is stopped or dropped, and also when the test process exits for
+//! when the [`ZooKeeperServer`] is stopped or dropped, and also when the test process exits for
 //! any reason (the kernel closes the pipe), so a server kept in a `static` that is never dropped
 //! does not outlive the test binary. On end-of-file the wrapper kills exactly the JVM it started,
 //! by its process id, and reaps it.
@@ -157,7 +157,7 @@ fn default_classpath() -> Result<String, Error> {
     Ok(joined.to_string_lossy().into_owned())
 }
 
-/// Settings chosen through [`TestingServerBuilder`].
+/// Settings chosen through [`ZooKeeperServerBuilder`].
 #[derive(Clone, Debug)]
 struct Settings {
     tick_time: Duration,
@@ -201,17 +201,17 @@ impl Settings {
     }
 }
 
-/// Configures and starts a [`TestingServer`]; obtained from [`TestingServer::builder`].
+/// Configures and starts a [`ZooKeeperServer`]; obtained from [`ZooKeeperServer::builder`].
 ///
 /// Defaults: tick time 100 ms, session timeouts between 400 ms and 60 s, containers and TTL
 /// nodes checked every 100 ms, 30 s allowed for startup.
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
-pub struct TestingServerBuilder {
+pub struct ZooKeeperServerBuilder {
     settings: Settings,
 }
 
-impl TestingServerBuilder {
+impl ZooKeeperServerBuilder {
     /// Sets ZooKeeper's `tickTime`, its basic time unit (session expiry is checked once a tick).
     pub fn tick_time(mut self, tick_time: Duration) -> Self {
         self.settings.tick_time = tick_time;
@@ -247,12 +247,12 @@ impl TestingServerBuilder {
     ///
     /// Usable from any context, including initialisation of a `static`; inside an async
     /// runtime prefer [`start_async`](Self::start_async).
-    pub fn start(self) -> Result<TestingServer, Error> {
-        TestingServer::launch(self.settings)
+    pub fn start(self) -> Result<ZooKeeperServer, Error> {
+        ZooKeeperServer::launch(self.settings)
     }
 
     /// Starts the server on a blocking thread of the current tokio runtime.
-    pub async fn start_async(self) -> Result<TestingServer, Error> {
+    pub async fn start_async(self) -> Result<ZooKeeperServer, Error> {
         tokio::task::spawn_blocking(move || self.start())
             .await
             .map_err(|err| Error::io("start thread failed", std::io::Error::other(err)))?
@@ -263,7 +263,7 @@ impl TestingServerBuilder {
 ///
 /// Dropping it kills the server and deletes its directory. See the [module docs](self) for how
 /// the JVM is cleaned up when the value is never dropped.
-pub struct TestingServer {
+pub struct ZooKeeperServer {
     port: u16,
     launcher: Launcher,
     process: Mutex<Option<ServerProcess>>,
@@ -271,9 +271,9 @@ pub struct TestingServer {
     dir: TempDir,
 }
 
-impl fmt::Debug for TestingServer {
+impl fmt::Debug for ZooKeeperServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestingServer")
+        f.debug_struct("ZooKeeperServer")
             .field("connect_string", &self.connect_string())
             .field("dir", &self.dir.path())
             .field("pid", &self.pid())
@@ -281,10 +281,10 @@ impl fmt::Debug for TestingServer {
     }
 }
 
-impl TestingServer {
+impl ZooKeeperServer {
     /// Returns a builder to configure the server before starting it.
-    pub fn builder() -> TestingServerBuilder {
-        TestingServerBuilder::default()
+    pub fn builder() -> ZooKeeperServerBuilder {
+        ZooKeeperServerBuilder::default()
     }
 
     /// Starts a server with default settings, blocking until it serves clients.
@@ -321,7 +321,7 @@ impl TestingServer {
             };
             match launcher.spawn_and_wait() {
                 Ok(process) => {
-                    return Ok(TestingServer {
+                    return Ok(ZooKeeperServer {
                         port,
                         launcher,
                         process: Mutex::new(Some(process)),
@@ -436,7 +436,7 @@ impl TestingServer {
     }
 }
 
-impl Drop for TestingServer {
+impl Drop for ZooKeeperServer {
     fn drop(&mut self) {
         self.stop();
     }

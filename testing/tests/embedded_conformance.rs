@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, FaultProxy, TestingServer};
+use zk_curator_testing::{zookeeper_available, EmbeddedServer, FaultProxy, ZooKeeperServer};
 use zookeeper_client::{
     Acls, AddWatchMode, Client, CreateMode, CreateOptions, MultiReadResult, MultiWriteResult,
     OneshotWatcher, Stat,
@@ -845,7 +845,7 @@ async fn embedded_matches_real_zookeeper() {
         );
         return;
     }
-    let real = TestingServer::start_async().await.unwrap();
+    let real = ZooKeeperServer::start_async().await.unwrap();
     let mut theirs = script(&real.connect_string()).await;
     theirs.extend(fault_script(&real.connect_string()).await);
     let mut mismatches = Vec::new();

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, TestingServer};
+use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
 use zookeeper_client::{Acls, Client, CreateMode, Stat, WatchedEvent};
 
 const STEP: Duration = Duration::from_secs(10);
@@ -232,7 +232,7 @@ async fn random_operation_sequences_match_real_zookeeper() {
         if !real_available {
             continue;
         }
-        let real = TestingServer::start_async().await.unwrap();
+        let real = ZooKeeperServer::start_async().await.unwrap();
         let theirs = run(&real.connect_string(), seed).await;
         let first_difference = ours
             .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, TestingServer};
+use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
 
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -578,7 +578,7 @@ async fn raw_requests_match_real_zookeeper() {
         );
         return;
     }
-    let real = TestingServer::start_async().await.unwrap();
+    let real = ZooKeeperServer::start_async().await.unwrap();
     let theirs = transcript(&real.connect_string()).await;
     let mut differences = Vec::new();
     for (a, b) in ours.iter().zip(theirs.iter()) {

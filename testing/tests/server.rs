@@ -1,4 +1,4 @@
-//! Tests of `TestingServer`: lifecycle, restart, container/TTL tuning and process cleanup.
+//! Tests of `ZooKeeperServer`: lifecycle, restart, container/TTL tuning and process cleanup.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{
     available, bounded, connect, ephemeral, eventually, persistent, shared_server, unique,
 };
-use zk_curator_testing::{Error, TestingServer};
+use zk_curator_testing::{Error, ZooKeeperServer};
 use zookeeper_client::{Acls, CreateMode, SessionState};
 
 fn process_exists(pid: u32) -> bool {
@@ -53,7 +53,7 @@ fn not_found_error_names_install_command() {
 
 #[test]
 fn builder_rejects_inverted_session_timeouts() {
-    let err = TestingServer::builder()
+    let err = ZooKeeperServer::builder()
         .min_session_timeout(Duration::from_secs(5))
         .max_session_timeout(Duration::from_secs(1))
         .start()
@@ -67,7 +67,7 @@ async fn lifecycle_stop_restart_and_drop() {
         return;
     }
     let started = Instant::now();
-    let server = TestingServer::builder()
+    let server = ZooKeeperServer::builder()
         .tick_time(Duration::from_millis(50))
         .start_async()
         .await
@@ -142,7 +142,7 @@ async fn session_survives_quick_restart() {
     if !available("session_survives_quick_restart") {
         return;
     }
-    let server = TestingServer::start_async().await.unwrap();
+    let server = ZooKeeperServer::start_async().await.unwrap();
     let client = connect(&server.connect_string()).await;
     let session = client.session_id();
     bounded(client.create("/eph", b"", &ephemeral()))
@@ -284,7 +284,7 @@ fn static_server_dies_with_test_process() {
     }
     let dirs = [run_helper("exit"), run_helper("abort")];
     // The directories of the never-dropped servers stay until the next server starts.
-    let server = TestingServer::start().unwrap();
+    let server = ZooKeeperServer::start().unwrap();
     for dir in dirs {
         assert!(!dir.exists(), "{} was not swept", dir.display());
     }
@@ -300,7 +300,7 @@ fn helper_reports_environment_problem() {
     let Ok(mode) = std::env::var(ENV_HELPER_ENV) else {
         return;
     };
-    let err = TestingServer::start().unwrap_err();
+    let err = ZooKeeperServer::start().unwrap_err();
     match mode.as_str() {
         "no-java" => {
             assert!(!zk_curator_testing::zookeeper_available());

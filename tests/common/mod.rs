@@ -1,5 +1,6 @@
-//! Shared harness for the integration tests: one real ZooKeeper per test
-//! binary, a unique path per test, and small polling helpers.
+//! Shared harness for the integration tests: one test server per test binary
+//! (the embedded server by default, a real ZooKeeper with
+//! `ZK_TEST_SERVER=real`), a unique path per test, and small polling helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::future::Future;
@@ -8,13 +9,13 @@ use std::time::Duration;
 
 use zk_curator::framework::zk;
 use zk_curator::Framework;
-use zk_curator_testing::{zookeeper_available, TestingServer};
+use zk_curator_testing::{Backend, TestingServer};
 
 /// How long tests wait for anything that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
-/// The binary's shared server, or `None` (with a printed notice) when no
-/// ZooKeeper is installed.
+/// The binary's shared server, or `None` (with a printed notice) when the
+/// real backend was asked for but ZooKeeper is not installed.
 pub fn server() -> Option<&'static TestingServer> {
     static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
     SERVER
@@ -22,15 +23,16 @@ pub fn server() -> Option<&'static TestingServer> {
             if !real_server_available() {
                 return None;
             }
-            Some(TestingServer::start().expect("start ZooKeeper"))
+            Some(TestingServer::start().expect("start the test server"))
         })
         .as_ref()
 }
 
-/// Whether a real ZooKeeper can be started. With `ZK_REQUIRE_REAL=1` (as
-/// CI sets it) a missing installation fails the test instead of skipping it.
+/// Whether the chosen backend can be started. With `ZK_REQUIRE_REAL=1` (as
+/// CI sets it) a missing ZooKeeper fails the test instead of skipping it.
 fn real_server_available() -> bool {
-    if zookeeper_available() {
+    let backend = Backend::from_env().expect("ZK_TEST_SERVER");
+    if backend.is_available() {
         return true;
     }
     if std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
@@ -45,7 +47,11 @@ pub async fn own_server() -> Option<TestingServer> {
     if !real_server_available() {
         return None;
     }
-    Some(TestingServer::start_async().await.expect("start ZooKeeper"))
+    Some(
+        TestingServer::start_async()
+            .await
+            .expect("start the test server"),
+    )
 }
 
 /// A path no other test uses.

@@ -48,7 +48,7 @@ impl Default for Settings {
 
 /// Configures and starts an [`EmbeddedServer`]; obtained from [`EmbeddedServer::builder`].
 ///
-/// Defaults (the same as [`TestingServer`](crate::TestingServer)'s): tick time 100 ms (session
+/// Defaults (the same as [`ZooKeeperServer`](crate::ZooKeeperServer)'s): tick time 100 ms (session
 /// expiry is checked once a tick), session timeouts between 400 ms and 60 s, containers and
 /// TTL nodes checked every 100 ms.
 #[derive(Clone, Debug, Default)]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, TestingServer};
+use zk_curator_testing::{zookeeper_available, ZooKeeperServer};
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions};
 
 /// Upper bound for any single awaited step in these tests.
@@ -25,9 +25,9 @@ pub fn available(test: &str) -> bool {
 
 /// One server shared by every test of a test binary; never dropped, so it also exercises the
 /// kill-on-exit wrapper.
-pub fn shared_server() -> &'static TestingServer {
-    static SERVER: OnceLock<TestingServer> = OnceLock::new();
-    SERVER.get_or_init(|| TestingServer::start().unwrap())
+pub fn shared_server() -> &'static ZooKeeperServer {
+    static SERVER: OnceLock<ZooKeeperServer> = OnceLock::new();
+    SERVER.get_or_init(|| ZooKeeperServer::start().unwrap())
 }
 
 /// A path unique within this test process.
