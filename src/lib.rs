@@ -37,3 +37,4 @@ pub use zk_curator_recipes::{
     LockLoss, MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, WriteGuard,
     WriteLock,
 };
+pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};

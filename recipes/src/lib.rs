@@ -8,6 +8,10 @@
 //!   upgrade.
 //! * [`InterProcessMultiLock`]: several locks taken as one, all or nothing,
 //!   in one deadlock-free order.
+//! * [`InterProcessSemaphoreV2`]: a counting semaphore handing out
+//!   [`Lease`]s; multi-lease acquires are all or nothing and deadlock free.
+//! * [`InterProcessSemaphoreMutex`]: a non-reentrant mutex (a one-lease
+//!   semaphore) that any task may release.
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
@@ -21,11 +25,15 @@ mod multi;
 mod mutex;
 mod owner;
 mod rwlock;
+mod semaphore;
+mod semaphore_mutex;
 
 pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
 pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};
+pub use self::semaphore::{InterProcessSemaphoreV2, Lease};
+pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
 pub use zk_curator_framework::lock_internals::{LockLoss, RevocationListener, Revoker};
 pub use zk_curator_framework::{Error, Result};

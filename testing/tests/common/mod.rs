@@ -15,6 +15,9 @@ pub const STEP: Duration = Duration::from_secs(20);
 /// Whether ZooKeeper can run here; prints a notice naming the test otherwise.
 pub fn available(test: &str) -> bool {
     let available = zookeeper_available();
+    if !available && std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
+        panic!("{test}: ZK_REQUIRE_REAL=1 but ZooKeeper is not installed: apt-get install -y zookeeper");
+    }
     if !available {
         eprintln!(
             "skipping {test}: ZooKeeper not found: install it with `apt-get install -y zookeeper`"

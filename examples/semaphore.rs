@@ -1,0 +1,125 @@
+//! Semaphore: five workers, each with its own ZooKeeper session, share two
+//! leases of one InterProcessSemaphoreV2. Prints who holds a lease and the
+//! peak number of simultaneous holders (never more than two), then takes
+//! both leases at once (all or nothing).
+//!
+//! With `ZK_CONNECT` set (e.g. `127.0.0.1:2181`) it uses that ensemble;
+//! otherwise it starts a throw-away ZooKeeper on a free loopback port.
+//!
+//! Run: `cargo run --example semaphore`
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use zk_curator::{Framework, InterProcessSemaphoreV2};
+use zk_curator_testing::TestingServer;
+
+const WORKERS: usize = 5;
+const LEASES: u32 = 2;
+const ROUNDS: usize = 2;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
+        )
+        .init();
+
+    // Keep the server (if we started one) alive until the end of main.
+    let (connect, _server) = match std::env::var("ZK_CONNECT") {
+        Ok(connect) if !connect.is_empty() => (connect, None),
+        _ => {
+            println!("ZK_CONNECT not set: starting a ZooKeeper server on 127.0.0.1 ...");
+            let server = TestingServer::start_async().await?;
+            println!("ZooKeeper is serving on {}", server.connect_string());
+            (server.connect_string(), Some(server))
+        }
+    };
+
+    let path = format!("/semaphore-example/{}", std::process::id());
+    let holders = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for id in 0..WORKERS {
+        let (connect, path) = (connect.clone(), path.clone());
+        let (holders, peak) = (holders.clone(), peak.clone());
+        workers.push(tokio::spawn(async move {
+            worker(id, &connect, &path, &holders, &peak).await
+        }));
+    }
+    for worker in workers {
+        worker.await??;
+    }
+    let peak = peak.load(Ordering::SeqCst);
+    println!("all {WORKERS} workers done; peak concurrency {peak} (max leases {LEASES})");
+
+    // All or nothing: both leases in one call, under one deadline.
+    let framework = connected(&connect).await?;
+    let semaphore = InterProcessSemaphoreV2::new(framework.clone(), &path, LEASES)?;
+    match semaphore
+        .acquire_many_timeout(LEASES, Duration::from_secs(5))
+        .await?
+    {
+        Some(leases) => {
+            println!(
+                "took all {} leases at once; participants: {:?}",
+                leases.len(),
+                semaphore.participant_nodes().await?
+            );
+            InterProcessSemaphoreV2::return_all(leases).await?;
+        }
+        None => println!("could not take every lease within 5 s"),
+    }
+    framework.close().await;
+    Ok(())
+}
+
+async fn connected(connect: &str) -> Result<Framework, BoxError> {
+    let framework = Framework::builder()
+        .connect_string(connect)
+        .session_timeout(Duration::from_secs(10))
+        .build()?;
+    framework.start()?;
+    framework
+        .block_until_connected(Duration::from_secs(20))
+        .await?;
+    Ok(framework)
+}
+
+async fn worker(
+    id: usize,
+    connect: &str,
+    path: &str,
+    holders: &AtomicUsize,
+    peak: &AtomicUsize,
+) -> Result<(), BoxError> {
+    // Each worker is its own ZooKeeper session, like a separate process.
+    let framework = connected(connect).await?;
+    let semaphore = InterProcessSemaphoreV2::with_node_data(
+        framework.clone(),
+        path,
+        LEASES,
+        format!("worker-{id}").as_bytes(),
+    )?;
+    for round in 0..ROUNDS {
+        let lease = semaphore.acquire().await?;
+        let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+        peak.fetch_max(now, Ordering::SeqCst);
+        let data = lease.data().await?;
+        println!(
+            "worker {id} holds {} (round {round}, {now} holder(s) now, node data {:?})",
+            lease.node_name(),
+            String::from_utf8_lossy(&data)
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        holders.fetch_sub(1, Ordering::SeqCst);
+        lease.release().await?;
+    }
+    framework.close().await;
+    Ok(())
+}

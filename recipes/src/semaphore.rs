@@ -1,0 +1,822 @@
+//! [`InterProcessSemaphoreV2`]: a counting semaphore across processes and
+//! hosts, and its [`Lease`].
+//!
+//! # Layout (Curator's, so JVM Curator clients interoperate)
+//!
+//! * `<path>/locks/_c_<uuid>-lock-<seq>`: an internal mutex that serialises
+//!   acquirers (Curator's `InterProcessMutex` on `<path>/locks`).
+//! * `<path>/leases/_c_<uuid>-lease-<seq>`: one ephemeral-sequential node per
+//!   lease, carrying the semaphore's node data.
+//!
+//! # How an acquire works
+//!
+//! 1. Take the internal mutex (FIFO; each waiter watches only the one ahead
+//!    of it).
+//! 2. For each lease wanted: create a protected lease node, then list
+//!    `<path>/leases` with a child watch until our node sorts among the first
+//!    `max_leases` (woken by every lease that is created or deleted).
+//! 3. Release the internal mutex and hand the leases to the caller.
+//!
+//! # Why it works this way
+//!
+//! **One mutex hold for the whole multi-lease acquire.** Curator's
+//! `acquire(qty)` takes the leases one at a time and releases the internal
+//! mutex between them. Two such acquirers can then each hold part of what
+//! they need and wait for each other until their timeouts (forever without
+//! one): with 4 leases, A holds 2 and wants 4, B holds 2 and wants 4.
+//! Here an acquirer keeps the internal mutex until it has *all* its leases.
+//! An acquirer that does not hold the mutex has no lease of the current call,
+//! so the one that does hold it only ever waits for leases that were fully
+//! handed out to callers, which return them on their own schedule. Multi-lease
+//! acquirers are therefore served one at a time, in arrival order, and never
+//! wait on each other's partial sets. A large request at the head of the
+//! queue is not overtaken by smaller ones behind it (no starvation of large
+//! requests), at the price of head-of-line blocking. This guarantee covers
+//! zk-curator acquirers; a JVM Curator client taking several leases on the
+//! same path still releases the mutex between its leases and can still
+//! deadlock with others in the way described above.
+//!
+//! **Counting by sort order.** A lease is granted when our node is among the
+//! first `max_leases` children of `<path>/leases` sorted by sequence. Under
+//! the internal mutex every other lease node was created before ours, so this
+//! is the same as Curator's rule (`children ≤ max_leases`); it differs only
+//! for nodes that sort *behind* ours (a participant that did not take the
+//! mutex, a foreign child name), which cannot delay us. Sort order also keeps
+//! the semaphore safe when the mutex is bypassed: a granted node only ever
+//! moves forward in the order (new nodes sort behind it), so at most
+//! `max_leases` granted nodes ever exist. An orphan lease node ahead of ours
+//! (of a session that died without the server noticing yet) takes a slot
+//! until the server expires that session, exactly as in Curator: nobody can
+//! tell it from a live holder.
+//!
+//! **No orphans of our own (CURATOR-315/335/462).** Every node we create is
+//! under a drop guard from before its create is sent until it is handed to
+//! the caller: an error, a timeout or a dropped future deletes the internal
+//! mutex node and every lease node of the call (in the background if the
+//! connection is down). A create whose reply was lost is found again by its
+//! `_c_<uuid>-` prefix instead of being created twice.
+//!
+//! **Vanished nodes and lost sessions.** If our waiting lease node disappears
+//! (deleted by someone else) a new one is created, still under the mutex. If
+//! the session is lost, the internal mutex node and the leases of the call
+//! went with it: the whole acquire starts again on the framework's next
+//! session. Both restarts are bounded by the framework's retry policy, as
+//! [`LockInternals`] restarts are.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+use zk_curator_framework::lock_internals::{
+    AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver, PredicateResults,
+    StandardLockInternalsDriver, MAX_NODE_DATA,
+};
+use zk_curator_framework::path::{self, join};
+use zk_curator_framework::zk;
+use zk_curator_framework::{Error, Framework, Result, Session};
+
+const LOCKS_CHILD: &str = "locks";
+const LEASES_CHILD: &str = "leases";
+const LOCK_NAME: &str = "lock-";
+const LEASE_NAME: &str = "lease-";
+
+/// How often a waiting acquire checks, without I/O, whether the framework was
+/// closed (the framework offers no public "closed" future).
+const CLOSE_POLL: Duration = Duration::from_millis(250);
+
+/// The lease-node driver: a lease node "holds" as soon as it exists; the
+/// semaphore then waits for its turn with a child watch of its own, so that
+/// any returned lease (not only one particular node) wakes it.
+#[derive(Debug)]
+struct LeaseNodeDriver;
+
+impl LockInternalsDriver for LeaseNodeDriver {
+    fn gets_the_lock(
+        &self,
+        sorted_children: &[String],
+        our_name: &str,
+        _max_leases: u32,
+    ) -> Result<PredicateResults> {
+        if sorted_children.iter().any(|c| c == our_name) {
+            Ok(PredicateResults::holds())
+        } else {
+            Err(Error::LockLost(format!(
+                "lease node {our_name} is no longer among the leases"
+            )))
+        }
+    }
+}
+
+struct Shared {
+    framework: Framework,
+    path: Arc<str>,
+    max_leases: u32,
+    data: Arc<[u8]>,
+    lock: LockInternals,
+    leases: LockInternals,
+}
+
+/// A counting semaphore shared by every process that uses the same ZooKeeper
+/// path (Curator's `InterProcessSemaphoreV2`; same node layout, so Rust and
+/// JVM services share the leases).
+///
+/// At most `max_leases` [`Lease`]s exist at once across all processes. A
+/// lease is an ephemeral node: it is returned by [`Lease::release`], by
+/// dropping the `Lease` (in the background), or when its session ends.
+///
+/// # Behaviour
+///
+/// * **Fair**: acquirers queue in arrival order on an internal mutex; only
+///   the head of the queue watches the leases, so a returned lease wakes one
+///   acquirer.
+/// * **Multi-lease acquires are all or nothing and deadlock free**: see
+///   [`acquire_many`](Self::acquire_many) and the module notes.
+/// * **Not owned by a task**: a `Lease` may be moved to and released from any
+///   task.
+/// * **Fencing**: [`Lease::fencing_token`] is the lease node's creation zxid.
+/// * **Session loss**: a lease dies with its session and another process may
+///   take it; the holder is not interrupted. Check [`Lease::is_valid`] or
+///   watch the framework's connection state.
+/// * **Everyone must agree on `max_leases`**: as in Curator, nothing checks
+///   that processes sharing a path use the same number.
+///
+/// Cheap to clone: clones share their settings.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_curator_recipes::InterProcessSemaphoreV2;
+///
+/// let semaphore = InterProcessSemaphoreV2::new(framework, "/semaphores/db-connections", 5)?;
+/// let lease = semaphore.acquire().await?;
+/// println!("lease {} (token {})", lease.node_name(), lease.fencing_token());
+/// lease.release().await?;
+///
+/// if let Some(leases) = semaphore.acquire_many_timeout(3, Duration::from_secs(2)).await? {
+///     // ... use three slots at once ...
+///     InterProcessSemaphoreV2::return_all(leases).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct InterProcessSemaphoreV2 {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for InterProcessSemaphoreV2 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterProcessSemaphoreV2")
+            .field("path", &self.path())
+            .field("max_leases", &self.shared.max_leases)
+            .field("data_len", &self.shared.data.len())
+            .finish()
+    }
+}
+
+/// What became of a lease node we waited on.
+enum Turn {
+    /// It is among the first `max_leases`.
+    Granted,
+    /// It is gone (deleted by someone else).
+    Vanished,
+}
+
+impl InterProcessSemaphoreV2 {
+    /// The child of the semaphore's path holding the internal mutex
+    /// (Curator's `LOCK_SCHEMA`).
+    pub const LOCKS_CHILD: &'static str = LOCKS_CHILD;
+    /// The child of the semaphore's path holding the lease nodes.
+    pub const LEASES_CHILD: &'static str = LEASES_CHILD;
+    /// The name of internal-mutex participants (`_c_<uuid>-lock-<seq>`).
+    pub const LOCK_NAME: &'static str = LOCK_NAME;
+    /// The name of lease nodes (`_c_<uuid>-lease-<seq>`).
+    pub const LEASE_NAME: &'static str = LEASE_NAME;
+
+    /// A semaphore on `path` admitting `max_leases` holders at once, whose
+    /// lease nodes carry no data.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path that breaks ZooKeeper's rules, is
+    /// `/`, or lies in the server's reserved `/zookeeper` tree;
+    /// [`Error::InvalidArgument`] for zero `max_leases`. Nothing is sent.
+    pub fn new(framework: Framework, path: &str, max_leases: u32) -> Result<Self> {
+        Self::with_node_data(framework, path, max_leases, &[])
+    }
+
+    /// As [`new`](Self::new), with every lease node storing a copy of `data`
+    /// (Curator's `setNodeData`; for example the holder's identity, for
+    /// operators and for [`Lease::data`]).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`Error::InvalidArgument`] for data larger than
+    /// [`MAX_NODE_DATA`]. Nothing is sent.
+    pub fn with_node_data(
+        framework: Framework,
+        path: &str,
+        max_leases: u32,
+        data: &[u8],
+    ) -> Result<Self> {
+        path::validate_recipe_path(path)?;
+        if max_leases == 0 {
+            return Err(Error::InvalidArgument(
+                "a semaphore needs max_leases of at least 1".into(),
+            ));
+        }
+        if data.len() > MAX_NODE_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
+                data.len()
+            )));
+        }
+        let lock = LockInternals::new(
+            framework.clone(),
+            &join(path, LOCKS_CHILD),
+            LOCK_NAME,
+            1,
+            Arc::new(StandardLockInternalsDriver),
+        )?;
+        let leases = LockInternals::new(
+            framework.clone(),
+            &join(path, LEASES_CHILD),
+            LEASE_NAME,
+            max_leases,
+            Arc::new(LeaseNodeDriver),
+        )?;
+        Ok(InterProcessSemaphoreV2 {
+            shared: Arc::new(Shared {
+                framework,
+                path: path.into(),
+                max_leases,
+                data: data.into(),
+                lock,
+                leases,
+            }),
+        })
+    }
+
+    /// The semaphore's path.
+    pub fn path(&self) -> &str {
+        &self.shared.path
+    }
+
+    /// How many leases may exist at once.
+    pub fn max_leases(&self) -> u32 {
+        self.shared.max_leases
+    }
+
+    /// The framework the semaphore runs on.
+    pub fn framework(&self) -> &Framework {
+        &self.shared.framework
+    }
+
+    /// Waits for one lease.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; [`Error::Timeout`] if no
+    /// session could be had within the connection timeout; ZooKeeper errors
+    /// that retrying could not overcome (e.g. [`Error::NoAuth`]);
+    /// [`Error::LockLost`] or [`Error::SessionExpired`] when our nodes kept
+    /// vanishing (or sessions kept ending) for longer than the retry policy
+    /// allows.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future (in `select!`, under `timeout`, by
+    /// aborting the task) deletes our lease node and our internal mutex node
+    /// in the background. `tokio::time::timeout(d, semaphore.acquire())` is
+    /// therefore a correct timed acquire; so is
+    /// [`acquire_timeout`](Self::acquire_timeout).
+    pub async fn acquire(&self) -> Result<Lease> {
+        let mut leases = self.acquire_leases(1, None).await?.unwrap_or_default();
+        leases.pop().ok_or_else(|| Error::Timeout(Duration::MAX))
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
+    /// (session waits, the internal mutex, retries and the wait for a lease
+    /// included). `None` on timeout.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
+        Ok(self
+            .acquire_leases(1, Some(timeout))
+            .await?
+            .and_then(|mut leases| leases.pop()))
+    }
+
+    /// Waits for `n` leases, all or nothing.
+    ///
+    /// The internal mutex is held from the first lease to the last, so
+    /// multi-lease acquirers are served one at a time and never hold part of
+    /// their leases while waiting for each other (Curator's can; see the
+    /// module notes).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `n` is zero or greater than
+    /// [`max_leases`](Self::max_leases) (nothing is sent); otherwise as
+    /// [`acquire`](Self::acquire). On an error, no lease of this call is left
+    /// behind.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future deletes, in the background, every
+    /// lease node the call created and its internal mutex node.
+    pub async fn acquire_many(&self, n: u32) -> Result<Vec<Lease>> {
+        self.check_count(n)?;
+        self.acquire_leases(n, None)
+            .await?
+            .ok_or_else(|| Error::Timeout(Duration::MAX))
+    }
+
+    /// Like [`acquire_many`](Self::acquire_many), with one deadline for the
+    /// whole call; `None` on timeout (the leases taken so far are returned).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire_many`](Self::acquire_many).
+    pub async fn acquire_many_timeout(
+        &self,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<Option<Vec<Lease>>> {
+        self.check_count(n)?;
+        self.acquire_leases(n, Some(timeout)).await
+    }
+
+    /// Returns every lease of `leases` (Curator's `returnAll`), concurrently.
+    ///
+    /// # Errors
+    /// The first error of [`Lease::release`]; every lease is released
+    /// whatever happens to the others.
+    ///
+    /// # Cancel safety
+    /// Once polled, dropping the future still returns the leases not yet
+    /// released in the background.
+    pub async fn return_all(leases: impl IntoIterator<Item = Lease>) -> Result<()> {
+        let results = futures::future::join_all(leases.into_iter().map(Lease::release)).await;
+        results.into_iter().collect()
+    }
+
+    /// The full paths of all lease nodes (`<path>/leases/_c_<uuid>-lease-<seq>`),
+    /// sorted by sequence: the first `max_leases` are holders, any after them
+    /// is the acquirer at the head of the queue. Curator returns bare names,
+    /// unsorted; full paths compare directly with [`Lease::node_path`].
+    /// Empty (not an error) before the semaphore is first used (CURATOR-19).
+    ///
+    /// # Errors
+    /// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.shared.leases.participant_nodes().await
+    }
+
+    fn check_count(&self, n: u32) -> Result<()> {
+        if n == 0 {
+            return Err(Error::InvalidArgument(
+                "the number of leases to acquire must be at least 1".into(),
+            ));
+        }
+        if n > self.shared.max_leases {
+            return Err(Error::InvalidArgument(format!(
+                "cannot acquire {n} leases at once from a semaphore of {}",
+                self.shared.max_leases
+            )));
+        }
+        Ok(())
+    }
+
+    /// `n` leases within `timeout` (forever with `None`); `None` on timeout.
+    async fn acquire_leases(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Vec<Lease>>> {
+        if self.shared.framework.is_closed() {
+            return Err(Error::Closed);
+        }
+        let span = tracing::info_span!(
+            "semaphore.acquire",
+            path = %self.path(),
+            leases = n,
+            max_leases = self.shared.max_leases
+        );
+        let acquire = self.acquire_restarting(n).instrument(span.clone());
+        let result = match timeout {
+            None => acquire.await.map(Some),
+            // Everything the call created is under a drop guard: the timeout
+            // simply drops the future.
+            Some(timeout) => match tokio::time::timeout(timeout, acquire).await {
+                Ok(result) => result.map(Some),
+                Err(_) => Ok(None),
+            },
+        };
+        span.in_scope(|| match &result {
+            Ok(Some(leases)) => {
+                let nodes: Vec<&str> = leases.iter().map(Lease::node_name).collect();
+                tracing::info!(?nodes, "leases acquired");
+            }
+            Ok(None) => tracing::info!(?timeout, "lease acquire timed out"),
+            Err(err) => tracing::info!(%err, "lease acquire failed"),
+        });
+        result
+    }
+
+    /// Runs attempts, starting again after a lost session while the retry
+    /// policy allows.
+    async fn acquire_restarting(&self, n: u32) -> Result<Vec<Lease>> {
+        let mut restarts = Restarts::new(&self.shared.framework);
+        loop {
+            match self.attempt(n, &mut restarts).await {
+                Ok(leases) => return Ok(leases),
+                Err(err) if err.is_session_terminal() => {
+                    tracing::warn!(%err, "the session ended during the acquire; starting over");
+                    restarts.next(err).await?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// One acquire under one hold of the internal mutex, on one session.
+    async fn attempt(&self, n: u32, restarts: &mut Restarts<'_>) -> Result<Vec<Lease>> {
+        let framework = &self.shared.framework;
+        let mutex = self
+            .shared
+            .lock
+            .acquire(&[], None)
+            .await?
+            .ok_or(Error::Timeout(Duration::MAX))?;
+        // No await since the grant: the mutex node is always guarded.
+        let mutex_guard = ContenderGuard::node(framework, mutex.path());
+        tracing::debug!(node = %mutex.path(), "internal mutex held");
+        let session = match framework.current_session() {
+            Some(session) if session.generation() == mutex.generation() => session,
+            _ => return Err(Error::SessionExpired),
+        };
+        let mut leases = Vec::with_capacity(n as usize);
+        while leases.len() < n as usize {
+            let node = self
+                .shared
+                .leases
+                .acquire(&self.shared.data, None)
+                .await?
+                .ok_or(Error::Timeout(Duration::MAX))?;
+            // No await since the grant: from here the lease deletes itself on drop.
+            let lease = Lease::new(framework.clone(), node);
+            if lease.generation() != session.generation() {
+                // Created on a newer session: our mutex hold died with the old one.
+                return Err(Error::SessionExpired);
+            }
+            match self.wait_for_turn(&session, &lease).await? {
+                Turn::Granted => {
+                    tracing::debug!(node = %lease.node_name(), "lease granted");
+                    leases.push(lease);
+                }
+                Turn::Vanished => {
+                    lease.forget();
+                    tracing::warn!(
+                        "our lease node vanished while waiting (deleted by someone else); creating a new one"
+                    );
+                    restarts
+                        .next(Error::LockLost(
+                            "our lease node kept vanishing while waiting".into(),
+                        ))
+                        .await?;
+                }
+            }
+        }
+        let released = self.shared.lock.release(&mutex).await;
+        mutex_guard.disarm();
+        released?;
+        Ok(leases)
+    }
+
+    /// Lists the leases with a child watch until `lease` is among the first
+    /// `max_leases` (or gone).
+    async fn wait_for_turn(&self, session: &Session, lease: &Lease) -> Result<Turn> {
+        let framework = &self.shared.framework;
+        let leases_path = self.shared.leases.base_path().to_owned();
+        let max = self.shared.max_leases as usize;
+        loop {
+            let listed = framework
+                .call_on_session(session, |client| {
+                    let leases_path = leases_path.clone();
+                    async move { client.list_and_watch_children(&leases_path).await }
+                })
+                .await;
+            let (children, watcher) = match listed {
+                Ok(listed) => listed,
+                // No leases parent: our node cannot exist.
+                Err(Error::NoNode) => return Ok(Turn::Vanished),
+                Err(err) => return Err(err),
+            };
+            let sorted = self.shared.leases.sort_children(children);
+            match sorted.iter().position(|c| c == lease.node_name()) {
+                None => return Ok(Turn::Vanished),
+                Some(index) if index < max => return Ok(Turn::Granted),
+                Some(index) => {
+                    tracing::debug!(position = index, "waiting for a lease to be returned")
+                }
+            }
+            tokio::select! {
+                event = watcher.changed() => {
+                    if event.event_type == zk::EventType::Session
+                        && event.session_state.is_terminated()
+                    {
+                        return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state));
+                    }
+                }
+                ended = session_ended(framework, session.generation()) => return Err(ended),
+            }
+        }
+    }
+}
+
+/// Completes once `generation` is no longer the framework's live session
+/// (`SessionExpired`) or the framework is closed (`Closed`).
+async fn session_ended(framework: &Framework, generation: u64) -> Error {
+    let mut states = framework.state_watcher();
+    loop {
+        if framework.is_closed() {
+            return Error::Closed;
+        }
+        if framework.current_session().map(|s| s.generation()) != Some(generation) {
+            return Error::SessionExpired;
+        }
+        tokio::select! {
+            changed = states.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(CLOSE_POLL).await;
+                }
+            }
+            _ = tokio::time::sleep(CLOSE_POLL) => {}
+        }
+    }
+}
+
+/// Counts the restarts of one acquire against the framework's retry policy.
+struct Restarts<'a> {
+    framework: &'a Framework,
+    started: std::time::Instant,
+    count: u32,
+}
+
+impl<'a> Restarts<'a> {
+    fn new(framework: &'a Framework) -> Self {
+        Restarts {
+            framework,
+            started: std::time::Instant::now(),
+            count: 0,
+        }
+    }
+
+    /// Sleeps before the next restart, or returns `err` when the retry policy
+    /// refuses one (or `Closed` once the framework is closed).
+    async fn next(&mut self, err: Error) -> Result<()> {
+        if self.framework.is_closed() {
+            return Err(Error::Closed);
+        }
+        let Some(delay) = self
+            .framework
+            .retry_policy()
+            .allow_retry(self.count, self.started.elapsed())
+        else {
+            return Err(err);
+        };
+        self.count += 1;
+        tracing::debug!(restarts = self.count, ?delay, "restarting");
+        tokio::time::sleep(delay).await;
+        if self.framework.is_closed() {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+/// One lease of an [`InterProcessSemaphoreV2`]: an ephemeral node under
+/// `<path>/leases`.
+///
+/// Return it with [`Lease::release`]; dropping it returns it in the
+/// background. It is not bound to a task: any task may release it.
+#[must_use = "dropping a lease returns it (in the background)"]
+#[clippy::has_significant_drop]
+pub struct Lease {
+    framework: Framework,
+    node: Option<AcquiredNode>,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("node", &self.node.as_ref().map(AcquiredNode::path))
+            .finish()
+    }
+}
+
+impl Lease {
+    fn new(framework: Framework, node: AcquiredNode) -> Self {
+        Lease {
+            framework,
+            node: Some(node),
+        }
+    }
+
+    fn node(&self) -> Option<&AcquiredNode> {
+        self.node.as_ref()
+    }
+
+    fn generation(&self) -> u64 {
+        self.node().map_or(0, AcquiredNode::generation)
+    }
+
+    /// Drops the lease without deleting its node (it is already gone).
+    fn forget(mut self) {
+        self.node = None;
+    }
+
+    /// The lease node's name (`_c_<uuid>-lease-<seq>`; Curator's
+    /// `getNodeName`).
+    pub fn node_name(&self) -> &str {
+        self.node().map_or("", AcquiredNode::name)
+    }
+
+    /// The lease node's full path (relative to the framework's namespace).
+    pub fn node_path(&self) -> &str {
+        self.node().map_or("", AcquiredNode::path)
+    }
+
+    /// The lease node's creation zxid: later leases of the same semaphore
+    /// get greater tokens. Unlike a mutex, up to `max_leases` holders are
+    /// valid at once, so a resource can use it to order or to refuse holders
+    /// from before a point, not to single one out.
+    pub fn fencing_token(&self) -> i64 {
+        self.node().map_or(0, AcquiredNode::fencing_token)
+    }
+
+    /// Whether the lease can still be trusted: the session that created the
+    /// node is still the framework's session and the connection state is not
+    /// an error under the framework's [`ErrorPolicy`]. It does not detect a
+    /// node deleted by hand.
+    ///
+    /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
+    pub fn is_valid(&self) -> bool {
+        let Some(node) = self.node() else {
+            return false;
+        };
+        let framework = &self.framework;
+        let same_session = framework
+            .current_session()
+            .is_some_and(|s| s.generation() == node.generation());
+        let state_ok = framework
+            .state()
+            .is_some_and(|s| !framework.error_policy().is_error_state(s));
+        same_session && state_ok
+    }
+
+    /// Reads the lease node's data (the semaphore's node data when it was
+    /// created; Curator's `getData`).
+    ///
+    /// # Errors
+    /// [`Error::NoNode`] if the lease node is gone (its session ended, or it
+    /// was deleted); [`Error::Closed`]; ZooKeeper errors that retrying could
+    /// not overcome.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn data(&self) -> Result<Vec<u8>> {
+        let node_path = self.node_path().to_owned();
+        let (data, _stat) = self
+            .framework
+            .call_with_retry(|client| {
+                let node_path = node_path.clone();
+                async move { client.get_data(&node_path).await }
+            })
+            .await?;
+        Ok(data)
+    }
+
+    /// Returns the lease: deletes its node (in the background if ZooKeeper
+    /// cannot be reached right now). A node that is already gone (its
+    /// session ended, or someone deleted it) counts as returned, with a
+    /// warning.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed (the node went with its
+    /// session); errors no retry can fix, such as [`Error::NoAuth`].
+    ///
+    /// # Cancel safety
+    /// Once polled, a dropped release still deletes the node in the
+    /// background.
+    pub async fn release(mut self) -> Result<()> {
+        let Some(node) = self.node.take() else {
+            return Ok(());
+        };
+        let framework = self.framework.clone();
+        let span = tracing::info_span!("semaphore.release", node = %node.path());
+        async move {
+            if framework.is_closed() {
+                return Err(Error::Closed);
+            }
+            let guard = ContenderGuard::node(&framework, node.path());
+            let node_path = node.path().to_owned();
+            let delete = framework.call_with_retry(|client| {
+                let node_path = node_path.clone();
+                async move { client.delete(&node_path, None).await }
+            });
+            let limit = framework.connection_timeout();
+            match tokio::time::timeout(limit, delete).await {
+                Ok(Ok(())) => {
+                    guard.disarm();
+                    tracing::info!("lease returned");
+                    Ok(())
+                }
+                Ok(Err(Error::NoNode)) => {
+                    guard.disarm();
+                    tracing::warn!(
+                        "lease node already gone (returned before, deleted by someone else, or its session ended)"
+                    );
+                    Ok(())
+                }
+                Ok(Err(Error::Closed)) => {
+                    guard.disarm();
+                    Err(Error::Closed)
+                }
+                Ok(Err(err))
+                    if err.is_retryable()
+                        || err.is_session_terminal()
+                        || matches!(err, Error::Timeout(_)) =>
+                {
+                    tracing::warn!(%err, "could not reach ZooKeeper; returning the lease in the background");
+                    drop(guard);
+                    Ok(())
+                }
+                Ok(Err(err)) => {
+                    guard.disarm();
+                    Err(err)
+                }
+                Err(_) => {
+                    tracing::warn!(?limit, "lease return timed out; deleting in the background");
+                    drop(guard);
+                    Ok(())
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            tracing::debug!(node = %node.path(), "lease dropped; returning it in the background");
+            self.framework.delete_in_background(node.path());
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[allow(dead_code)]
+    fn futures_are_send(semaphore: InterProcessSemaphoreV2, lease: Lease) {
+        assert_send(&semaphore.acquire());
+        assert_send(&semaphore.acquire_timeout(Duration::from_secs(1)));
+        assert_send(&semaphore.acquire_many(2));
+        assert_send(&semaphore.acquire_many_timeout(2, Duration::from_secs(1)));
+        assert_send(&semaphore.participant_nodes());
+        assert_send(&lease.data());
+        assert_send(&lease.release());
+    }
+
+    #[test]
+    fn handles_are_send_sync() {
+        assert_send_sync_static::<InterProcessSemaphoreV2>();
+        assert_send_sync_static::<Lease>();
+    }
+
+    #[test]
+    fn lease_driver_grants_while_the_node_exists() {
+        let children = vec!["a".to_owned(), "b".to_owned()];
+        assert_eq!(
+            LeaseNodeDriver.gets_the_lock(&children, "b", 1).unwrap(),
+            PredicateResults::holds()
+        );
+        assert!(matches!(
+            LeaseNodeDriver.gets_the_lock(&children, "c", 1),
+            Err(Error::LockLost(_))
+        ));
+    }
+}
