@@ -14,8 +14,9 @@ use zk_curator::framework::lock_internals::{LockInternals, LockInternalsDriver, 
 use zk_curator::{Error, Framework, Result};
 use zk_curator_testing::TestingServer;
 
-/// The first `k` participants hold the lock; every other participant watches
-/// the one `k` places ahead of it, so each exit wakes exactly one waiter.
+/// The first `k` participants hold the lock. Holders leave in any order, so a
+/// waiter waits for any change among the participants (watching one holder
+/// could sleep through the departure of another).
 #[derive(Debug)]
 struct KHolders {
     k: usize,
@@ -34,9 +35,7 @@ impl LockInternalsDriver for KHolders {
         if index < self.k {
             Ok(PredicateResults::holds())
         } else {
-            Ok(PredicateResults::watch(
-                sorted_children[index - self.k].clone(),
-            ))
+            Ok(PredicateResults::watch_children())
         }
     }
 }

@@ -16,7 +16,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::{framework, server, unique_path};
-use tokio::io::AsyncReadExt;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use zk_curator::{InterProcessMutex, InterProcessReadWriteLock};
 
 const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
@@ -56,48 +60,89 @@ fn java_participant() -> Option<&'static (tempfile::TempDir, String)> {
         .as_ref()
 }
 
-/// Runs the Java participant; returns its exit status and output.
-async fn run_java(
-    connect: &str,
-    mode: &str,
-    path: &str,
-    rounds: u32,
-    markers: &Path,
-    leases: u32,
-) -> (i32, String) {
-    let (_, classpath) = java_participant().unwrap();
-    let mut child = tokio::process::Command::new("java")
-        .args([
-            "-cp",
-            classpath,
-            "Interop",
-            connect,
-            mode,
-            path,
-            &rounds.to_string(),
-        ])
-        .arg(markers)
-        .arg(leases.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let (mut out, mut err) = (String::new(), String::new());
-    let run = async {
-        let (_, _, status) = tokio::join!(
-            stdout.read_to_string(&mut out),
-            stderr.read_to_string(&mut err),
-            child.wait()
+/// A running Java participant.
+struct Java {
+    child: tokio::process::Child,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+    output: String,
+}
+
+impl Java {
+    /// Starts the Java participant and waits until it is connected and
+    /// about to take the lock.
+    async fn start(
+        connect: &str,
+        mode: &str,
+        path: &str,
+        rounds: u32,
+        markers: &Path,
+        leases: u32,
+    ) -> Java {
+        let (_, classpath) = java_participant().unwrap();
+        let mut child = tokio::process::Command::new("java")
+            .args([
+                "-cp",
+                classpath,
+                "Interop",
+                connect,
+                mode,
+                path,
+                &rounds.to_string(),
+            ])
+            .arg(markers)
+            .arg(leases.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut java = Java {
+            child,
+            stdout,
+            output: String::new(),
+        };
+        let ready = tokio::time::timeout(JAVA_TIMEOUT, async {
+            loop {
+                let mut line = String::new();
+                if java.stdout.read_line(&mut line).await.unwrap() == 0 {
+                    return false;
+                }
+                java.output.push_str(&line);
+                if line.trim() == "ready" {
+                    return true;
+                }
+            }
+        })
+        .await;
+        assert_eq!(
+            ready,
+            Ok(true),
+            "the Java participant did not start: {}",
+            java.output
         );
-        status.unwrap()
-    };
-    let status = tokio::time::timeout(JAVA_TIMEOUT, run)
-        .await
-        .expect("the Java participant hung");
-    (status.code().unwrap_or(-1), format!("{out}{err}"))
+        java
+    }
+
+    /// Waits for the end; returns the exit status and everything it printed.
+    async fn finish(mut self) -> (i32, String) {
+        let run = async {
+            self.stdout.read_to_string(&mut self.output).await.unwrap();
+            self.child.wait().await.unwrap()
+        };
+        let status = tokio::time::timeout(JAVA_TIMEOUT, run)
+            .await
+            .expect("the Java participant hung");
+        (status.code().unwrap_or(-1), self.output)
+    }
+}
+
+/// Whether the shared log shows the languages taking turns both ways.
+fn languages_alternated(markers: &Path) -> bool {
+    let log = std::fs::read_to_string(markers.join("log")).unwrap_or_default();
+    let turns: Vec<&str> = log.lines().collect();
+    let switch = |a: &str, b: &str| turns.windows(2).any(|w| w[0] == a && w[1] == b);
+    switch("java", "rust") && switch("rust", "java")
 }
 
 /// The same rule the Java side checks.
@@ -118,11 +163,21 @@ fn allowed(markers: &Path, kind: &str, leases: usize) -> bool {
 async fn critical_section(markers: &Path, kind: &str, id: &str, leases: usize) -> bool {
     let mine: PathBuf = markers.join(format!("{kind}-rust-{id}"));
     std::fs::File::create_new(&mine).unwrap();
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(markers.join("log"))
+        .unwrap();
+    log.write_all(b"rust\n").unwrap();
     let ok = allowed(markers, kind, leases);
     tokio::time::sleep(Duration::from_millis(15)).await;
     std::fs::remove_file(&mine).unwrap();
     ok
 }
+
+/// Rust participants loop until every Java participant is done (bounded),
+/// so that both languages contend for the whole run.
+const MAX_RUST_ROUNDS: u32 = 400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_mutexes_exclude_each_other() {
@@ -133,37 +188,45 @@ async fn rust_and_curator_mutexes_exclude_each_other() {
     let path = unique_path("interop-mutex");
     let markers = tempfile::tempdir().unwrap();
     let connect = server.connect_string();
-    let java = run_java(&connect, "mutex", &path, 15, markers.path(), 1);
+    let java = Java::start(&connect, "mutex", &path, 15, markers.path(), 1).await;
+    let java_done = Arc::new(AtomicBool::new(false));
 
     let mut rust = Vec::new();
     for worker in 0..2 {
-        let (connect, path, markers) = (connect.clone(), path.clone(), markers.path().to_owned());
+        let (connect, path, markers, java_done) = (
+            connect.clone(),
+            path.clone(),
+            markers.path().to_owned(),
+            java_done.clone(),
+        );
         rust.push(tokio::spawn(async move {
             let fw = framework(&connect).await;
             let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
-            let (mut violations, mut saw_java) = (0, false);
-            for round in 0..15 {
-                mutex.acquire().await.unwrap();
-                let queue = mutex.participant_nodes().await.unwrap();
-                saw_java |= queue.len() > 1;
-                if !critical_section(&markers, "w", &format!("{worker}-{round}"), 1).await {
-                    violations += 1;
+            let mut violations = 0;
+            for round in 0..MAX_RUST_ROUNDS {
+                if java_done.load(Ordering::SeqCst) {
+                    break;
                 }
+                mutex.acquire().await.unwrap();
+                violations += u32::from(
+                    !critical_section(&markers, "w", &format!("{worker}-{round}"), 1).await,
+                );
                 mutex.release().await.unwrap();
             }
             fw.close().await;
-            (violations, saw_java)
+            violations
         }));
     }
-    let (status, output) = java.await;
+    let (status, output) = java.finish().await;
+    java_done.store(true, Ordering::SeqCst);
     assert_eq!(status, 0, "Java side: {output}");
-    let mut contended = false;
     for task in rust {
-        let (violations, saw_others) = task.await.unwrap();
-        assert_eq!(violations, 0, "a Rust holder shared the lock");
-        contended |= saw_others;
+        assert_eq!(task.await.unwrap(), 0, "a Rust holder shared the lock");
     }
-    assert!(contended, "the two languages never queued on each other");
+    assert!(
+        languages_alternated(markers.path()),
+        "the two languages never took turns"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,17 +238,26 @@ async fn rust_and_curator_read_write_locks_agree() {
     let path = unique_path("interop-rw");
     let markers = tempfile::tempdir().unwrap();
     let connect = server.connect_string();
-    let java_writer = run_java(&connect, "write", &path, 8, markers.path(), 1);
-    let java_reader = run_java(&connect, "read", &path, 12, markers.path(), 1);
+    let java_writer = Java::start(&connect, "write", &path, 8, markers.path(), 1).await;
+    let java_reader = Java::start(&connect, "read", &path, 12, markers.path(), 1).await;
+    let java_done = Arc::new(AtomicBool::new(false));
 
     let mut rust = Vec::new();
     for (worker, kind) in [(0, "w"), (1, "r"), (2, "r")] {
-        let (connect, path, markers) = (connect.clone(), path.clone(), markers.path().to_owned());
+        let (connect, path, markers, java_done) = (
+            connect.clone(),
+            path.clone(),
+            markers.path().to_owned(),
+            java_done.clone(),
+        );
         rust.push(tokio::spawn(async move {
             let fw = framework(&connect).await;
             let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
             let mut violations = 0;
-            for round in 0..10 {
+            for round in 0..MAX_RUST_ROUNDS {
+                if java_done.load(Ordering::SeqCst) {
+                    break;
+                }
                 let id = format!("{worker}-{round}");
                 let ok = if kind == "w" {
                     let guard = rw.write_lock().lock().await.unwrap();
@@ -205,7 +277,8 @@ async fn rust_and_curator_read_write_locks_agree() {
         }));
     }
     let ((writer_status, writer_out), (reader_status, reader_out)) =
-        tokio::join!(java_writer, java_reader);
+        tokio::join!(java_writer.finish(), java_reader.finish());
+    java_done.store(true, Ordering::SeqCst);
     assert_eq!(writer_status, 0, "Java writer: {writer_out}");
     assert_eq!(reader_status, 0, "Java reader: {reader_out}");
     for task in rust {
@@ -215,4 +288,67 @@ async fn rust_and_curator_read_write_locks_agree() {
             "a Rust participant broke the read-write rule"
         );
     }
+    assert!(
+        languages_alternated(markers.path()),
+        "the two languages never took turns"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_curator_semaphores_share_the_lease_bound() {
+    use zk_curator::InterProcessSemaphoreV2;
+    let Some(server) = server() else { return };
+    if java_participant().is_none() {
+        return;
+    }
+    const LEASES: u32 = 2;
+    let path = unique_path("interop-semaphore");
+    let markers = tempfile::tempdir().unwrap();
+    let connect = server.connect_string();
+    let java_a = Java::start(&connect, "semaphore", &path, 12, markers.path(), LEASES).await;
+    let java_b = Java::start(&connect, "semaphore", &path, 12, markers.path(), LEASES).await;
+    let java_done = Arc::new(AtomicBool::new(false));
+
+    let mut rust = Vec::new();
+    for worker in 0..2 {
+        let (connect, path, markers, java_done) = (
+            connect.clone(),
+            path.clone(),
+            markers.path().to_owned(),
+            java_done.clone(),
+        );
+        rust.push(tokio::spawn(async move {
+            let fw = framework(&connect).await;
+            let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, LEASES).unwrap();
+            let mut violations = 0;
+            for round in 0..MAX_RUST_ROUNDS {
+                if java_done.load(Ordering::SeqCst) {
+                    break;
+                }
+                let lease = semaphore.acquire().await.unwrap();
+                let ok =
+                    critical_section(&markers, "s", &format!("{worker}-{round}"), LEASES as usize)
+                        .await;
+                violations += u32::from(!ok);
+                lease.release().await.unwrap();
+            }
+            fw.close().await;
+            violations
+        }));
+    }
+    let ((status_a, out_a), (status_b, out_b)) = tokio::join!(java_a.finish(), java_b.finish());
+    java_done.store(true, Ordering::SeqCst);
+    assert_eq!(status_a, 0, "Java participant: {out_a}");
+    assert_eq!(status_b, 0, "Java participant: {out_b}");
+    for task in rust {
+        assert_eq!(
+            task.await.unwrap(),
+            0,
+            "more than {LEASES} leases were out at once"
+        );
+    }
+    assert!(
+        languages_alternated(markers.path()),
+        "the two languages never took turns"
+    );
 }

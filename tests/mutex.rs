@@ -665,3 +665,45 @@ async fn a_driver_refusal_ends_the_acquire_at_once() {
     );
     fw.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_lease_internals_wake_a_waiter_on_any_release() {
+    use zk_curator::framework::lock_internals::{LockInternals, StandardLockInternalsDriver};
+    let Some(server) = server() else { return };
+    let path = unique_path("two-leases");
+    let fw = framework(&server.connect_string()).await;
+    let lock = LockInternals::new(
+        fw.clone(),
+        &path,
+        "lease-",
+        2,
+        Arc::new(StandardLockInternalsDriver),
+    )
+    .unwrap();
+    let first = lock.acquire(b"", None).await.unwrap().unwrap();
+    let second = lock.acquire(b"", None).await.unwrap().unwrap();
+    let waiting = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire(b"", None).await })
+    };
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(
+        eventually(PATIENCE, || async {
+            children(&raw, &path).await.len() == 3
+        })
+        .await
+    );
+    // The second holder leaves first: the waiter must get its slot, although
+    // the node two places ahead of it (the first holder) is still there.
+    lock.release(&second).await.unwrap();
+    let third = tokio::time::timeout(PATIENCE, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.participant_nodes().await.unwrap().len(), 2);
+    lock.release(&first).await.unwrap();
+    lock.release(&third).await.unwrap();
+    fw.close().await;
+}

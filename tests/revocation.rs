@@ -187,3 +187,67 @@ async fn revoking_a_missing_node_is_fine_and_bad_paths_are_refused() {
     fw.close().await;
     assert_eq!(Revoker::attempt_revoke(&fw, "/x").await, Err(Error::Closed));
 }
+
+#[tokio::test]
+async fn semaphore_leases_are_revocable() {
+    use zk_curator::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2};
+    let Some(server) = server() else { return };
+    let path = unique_path("revoke-semaphore");
+    let fw = framework(&server.connect_string()).await;
+    let other_fw = framework(&server.connect_string()).await;
+    let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    semaphore.make_revocable(move |node: &str| {
+        let _ = tx.send(node.to_owned());
+    });
+    let lease = semaphore.acquire().await.unwrap();
+    // Another session wants the only lease: it revokes the holder's lease.
+    let other = InterProcessSemaphoreV2::new(other_fw.clone(), &path, 1).unwrap();
+    assert!(other
+        .acquire_timeout(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        other_fw.wait_for_background_cleanup(PATIENCE).await,
+        "the timed-out attempt is cleaned up"
+    );
+    let holders = other.participant_nodes().await.unwrap();
+    assert_eq!(holders, vec![lease.node_path().to_owned()]);
+    Revoker::attempt_revoke(&other_fw, &holders[0])
+        .await
+        .unwrap();
+    let asked = tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked, lease.node_path());
+    lease.release().await.unwrap();
+    let theirs = other
+        .acquire_timeout(PATIENCE)
+        .await
+        .unwrap()
+        .expect("the lease was given up");
+    theirs.release().await.unwrap();
+
+    // The semaphore mutex passes it on.
+    let mutex = InterProcessSemaphoreMutex::new(fw.clone(), &unique_path("revoke-semaphore-mutex"))
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    mutex.make_revocable(move |node: &str| {
+        let _ = tx.send(node.to_owned());
+    });
+    mutex.acquire().await.unwrap();
+    let node = mutex.lease_node().unwrap();
+    Revoker::attempt_revoke(&other_fw, &node).await.unwrap();
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .unwrap()
+            .unwrap(),
+        node
+    );
+    mutex.release().await.unwrap();
+    fw.close().await;
+    other_fw.close().await;
+}

@@ -73,8 +73,9 @@ pub enum Error {
     /// or an operation's deadline passed.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
-    /// `release()` was called by a task or thread that does not hold the lock.
-    #[error("the current task does not own this lock")]
+    /// `release()` was called by someone who does not hold the lock: another
+    /// task than the owner of a task-owned hold, or nobody holds it at all.
+    #[error("the caller does not hold this lock")]
     NotOwner,
     /// The lock's node vanished (session expiry, or deleted by someone else)
     /// while it was held or being acquired.

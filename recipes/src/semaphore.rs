@@ -69,8 +69,8 @@ use std::time::Duration;
 
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver, PredicateResults,
-    StandardLockInternalsDriver, MAX_NODE_DATA,
+    AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver, PredicateResults, Revocation,
+    RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::zk;
@@ -115,6 +115,7 @@ struct Shared {
     data: Arc<[u8]>,
     lock: LockInternals,
     leases: LockInternals,
+    revocation: std::sync::Mutex<Option<Revocation>>,
 }
 
 /// A counting semaphore shared by every process that uses the same ZooKeeper
@@ -252,6 +253,7 @@ impl InterProcessSemaphoreV2 {
                 data: data.into(),
                 lock,
                 leases,
+                revocation: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -259,6 +261,29 @@ impl InterProcessSemaphoreV2 {
     /// The semaphore's path.
     pub fn path(&self) -> &str {
         &self.shared.path
+    }
+
+    /// Makes every lease acquired from now on revocable (beyond Curator,
+    /// whose semaphore has no revocation): a
+    /// [`Revoker`](zk_curator_framework::lock_internals::Revoker) writing a
+    /// revocation request into a lease node calls `listener` with the node's
+    /// path, on a task of its own. Cooperative: the listener decides, e.g. by
+    /// telling the lease's holder to release it.
+    pub fn make_revocable(&self, listener: impl RevocationListener) {
+        *self
+            .shared
+            .revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Revocation::new(listener));
+    }
+
+    /// Stops making later leases revocable.
+    pub fn clear_revocable(&self) {
+        *self
+            .shared
+            .revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// How many leases may exist at once.
@@ -462,10 +487,16 @@ impl InterProcessSemaphoreV2 {
         };
         let mut leases = Vec::with_capacity(n as usize);
         while leases.len() < n as usize {
+            let revocation = self
+                .shared
+                .revocation
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             let node = self
                 .shared
                 .leases
-                .acquire(&self.shared.data, None)
+                .acquire_revocable(&self.shared.data, None, revocation.as_ref())
                 .await?
                 .ok_or(Error::Timeout(Duration::MAX))?;
             // No await since the grant: from here the lease deletes itself on drop.

@@ -150,6 +150,20 @@ impl InterProcessSemaphoreMutex {
         }
     }
 
+    /// Makes later holds revocable (see
+    /// [`InterProcessSemaphoreV2::make_revocable`]).
+    pub fn make_revocable(
+        &self,
+        listener: impl zk_curator_framework::lock_internals::RevocationListener,
+    ) {
+        self.semaphore.make_revocable(listener);
+    }
+
+    /// Stops making later holds revocable.
+    pub fn clear_revocable(&self) {
+        self.semaphore.clear_revocable();
+    }
+
     /// Whether this instance (or a clone) holds the mutex.
     pub fn is_acquired_in_this_process(&self) -> bool {
         self.slot().is_some()

@@ -3,12 +3,15 @@
 // and checks mutual exclusion through marker files in a shared directory:
 // while holding, it creates its own marker, then counts the markers of every
 // participant (Rust or JVM) and reports a violation if the lock's rule is
-// broken. Exit status 0 = no violation, 3 = violations, anything else = error.
+// broken; it also appends "java" to the shared log, so the test can see that
+// both languages really took turns. It prints "ready" once connected.
+// Exit status 0 = no violation, 3 = violations, anything else = error.
 
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
@@ -75,6 +78,8 @@ public class Interop {
             }
             Path mine = markers.resolve(kind + "-java-" + ProcessHandle.current().pid() + "-" + round);
             Files.createFile(mine);
+            Files.write(markers.resolve("log"), "java\n".getBytes(),
+                StandardOpenOption.CREATE, StandardOpenOption.APPEND);
             if (!allowed(markers, kind, leases)) {
                 violations++;
                 System.out.println("violation in round " + round);

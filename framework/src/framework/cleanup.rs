@@ -82,6 +82,15 @@ async fn perform(inner: &Inner, job: &CleanupJob) {
                 return;
             }
             Err(Error::Closed) => return,
+            Err(err)
+                if !(err.is_retryable()
+                    || err.is_session_terminal()
+                    || matches!(err, Error::Timeout(_))) =>
+            {
+                // Retrying cannot fix this (e.g. NoAuth): say so and stop.
+                tracing::warn!(?job, %err, "background delete gave up");
+                return;
+            }
             Err(err) => {
                 failures += 1;
                 if failures % 10 == 1 {

@@ -470,8 +470,9 @@ impl Framework {
             .is_ok_and(|r| r.is_ok())
     }
 
-    /// A future that completes once the framework is closed.
-    pub(crate) fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
+    /// A future that completes once the framework is closed (at once if it
+    /// already is). Useful beside a wait of your own in a `select!`.
+    pub fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.inner().closed_tx.subscribe();
         async move {
             let _ = rx.wait_for(|c| *c).await;
@@ -479,11 +480,9 @@ impl Framework {
     }
 
     /// A future that completes once `session` is no longer the framework's
-    /// current one (lost, replaced, or the framework closed).
-    pub(crate) fn session_gone(
-        &self,
-        session: &Session,
-    ) -> impl Future<Output = ()> + Send + 'static {
+    /// current one (lost, replaced, or the framework closed). Work bound to
+    /// that session (its ephemeral nodes, its watches) is over by then.
+    pub fn session_gone(&self, session: &Session) -> impl Future<Output = ()> + Send + 'static {
         let mut rx = self.inner().session_tx.subscribe();
         let generation = session.generation;
         async move {

@@ -58,6 +58,11 @@ pub struct PredicateResults {
     /// When not holding: the name (not the path) of the sibling whose
     /// deletion may change the answer.
     pub path_to_watch: Option<String>,
+    /// When not holding: wait for any change among the lock's children
+    /// instead of one sibling (for rules where any of several departures can
+    /// let us in, e.g. K holders). Costs a wake-up per change for every
+    /// participant waiting this way.
+    pub watch_children: bool,
 }
 
 impl PredicateResults {
@@ -66,6 +71,7 @@ impl PredicateResults {
         PredicateResults {
             holds_lock: true,
             path_to_watch: None,
+            watch_children: false,
         }
     }
 
@@ -74,6 +80,16 @@ impl PredicateResults {
         PredicateResults {
             holds_lock: false,
             path_to_watch: Some(name.into()),
+            watch_children: false,
+        }
+    }
+
+    /// The participant must wait for any change among the lock's children.
+    pub fn watch_children() -> Self {
+        PredicateResults {
+            holds_lock: false,
+            path_to_watch: None,
+            watch_children: true,
         }
     }
 }
@@ -134,8 +150,10 @@ pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
 }
 
 /// The mutex and semaphore rule: the first `max_leases` participants hold
-/// the lock; any other watches the participant `max_leases` places ahead
-/// (its immediate predecessor for a mutex), so one release wakes one waiter.
+/// the lock. With one lease a waiter watches its immediate predecessor, so
+/// one release wakes one waiter. With several, holders leave in any order,
+/// so a waiter watches the children list (Curator's v1 semaphore watches the
+/// node `max_leases` ahead and can sleep through a free slot).
 ///
 /// # Errors
 /// [`Error::LockLost`] when `our_name` is not in `sorted_children`;
@@ -158,10 +176,13 @@ pub fn standard_gets_the_lock(
     let max = max_leases as usize;
     if index < max {
         Ok(PredicateResults::holds())
+    } else if max == 1 {
+        // A mutex: only the node right ahead can let us in.
+        Ok(PredicateResults::watch(sorted_children[index - 1].clone()))
     } else {
-        Ok(PredicateResults::watch(
-            sorted_children[index - max].clone(),
-        ))
+        // Several holders leave in any order: watching one of them could
+        // miss the departure that frees a slot, so watch the whole list.
+        Ok(PredicateResults::watch_children())
     }
 }
 
@@ -215,14 +236,15 @@ mod tests {
             standard_gets_the_lock(&children, &node(3), 1).unwrap(),
             PredicateResults::watch(node(2))
         );
-        // Two leases: the third watches the first.
+        // Two leases: the third waits for any change (either holder may
+        // leave first).
         assert_eq!(
             standard_gets_the_lock(&children, &node(2), 2).unwrap(),
             PredicateResults::holds()
         );
         assert_eq!(
             standard_gets_the_lock(&children, &node(3), 2).unwrap(),
-            PredicateResults::watch(node(1))
+            PredicateResults::watch_children()
         );
     }
 

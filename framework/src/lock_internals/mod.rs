@@ -343,38 +343,69 @@ impl LockInternals {
                     ephemeral: node_kind.is_ephemeral(),
                 });
             }
-            let Some(watch_name) = decision.path_to_watch else {
-                return Err(Failure::Fail(Error::InvalidArgument(
-                    "the lock driver neither granted the lock nor named a node to watch".into(),
-                )));
+            let watcher = if decision.watch_children {
+                let base = self.base_path.to_string();
+                let watched = self
+                    .framework
+                    .call_on_session(&session, |client| {
+                        let base = base.clone();
+                        async move { client.list_and_watch_children(&base).await }
+                    })
+                    .await;
+                let (fresh, watcher) = match watched {
+                    Ok(found) => found,
+                    Err(Error::NoNode) => {
+                        return Err(Failure::Restart(Error::LockLost(format!(
+                            "{} does not exist",
+                            self.base_path
+                        ))))
+                    }
+                    Err(err) => return Err(err.into()),
+                };
+                if self.sort_children(fresh.clone()) != sorted {
+                    // Something changed since we looked: decide again first.
+                    children = fresh;
+                    continue;
+                }
+                tracing::debug!("waiting for a change among the participants");
+                watcher
+            } else {
+                let Some(watch_name) = decision.path_to_watch else {
+                    return Err(Failure::Fail(Error::InvalidArgument(
+                        "the lock driver neither granted the lock nor named a node to watch".into(),
+                    )));
+                };
+                let watch_path = path::join(&self.base_path, &watch_name);
+                tracing::debug!(watch = %watch_path, "waiting for the node ahead");
+                let watched = self
+                    .framework
+                    .call_on_session(&session, |client| {
+                        let watch_path = watch_path.clone();
+                        async move { client.get_and_watch_data(&watch_path).await }
+                    })
+                    .await;
+                match watched {
+                    Ok((_, _, watcher)) => watcher,
+                    Err(Error::NoNode) => {
+                        // Already gone: look again at once.
+                        children = self.list_children_on(&session).await?;
+                        continue;
+                    }
+                    Err(err) => return Err(err.into()),
+                }
             };
-            let watch_path = path::join(&self.base_path, &watch_name);
-            tracing::debug!(watch = %watch_path, "waiting for the node ahead");
-            let watched = self
-                .framework
-                .call_on_session(&session, |client| {
-                    let watch_path = watch_path.clone();
-                    async move { client.get_and_watch_data(&watch_path).await }
-                })
-                .await;
-            match watched {
-                Err(Error::NoNode) => {} // already gone: look again at once
-                Err(err) => return Err(err.into()),
-                Ok((_, _, watcher)) => {
-                    tokio::select! {
-                        event = watcher.changed() => {
-                            if event.event_type == zk::EventType::Session {
-                                if event.session_state.is_terminated() {
-                                    return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
-                                }
-                            } else {
-                                self.framework.inner().metrics.add_lock_wakeup();
-                            }
+            tokio::select! {
+                event = watcher.changed() => {
+                    if event.event_type == zk::EventType::Session {
+                        if event.session_state.is_terminated() {
+                            return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
                         }
-                        _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired.into()),
-                        _ = self.framework.closed() => return Err(Error::Closed.into()),
+                    } else {
+                        self.framework.inner().metrics.add_lock_wakeup();
                     }
                 }
+                _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired.into()),
+                _ = self.framework.closed() => return Err(Error::Closed.into()),
             }
             children = self.list_children_on(&session).await?;
         }
@@ -473,7 +504,10 @@ impl LockInternals {
             retries += 1;
             if !matches!(err, Error::NoNode) {
                 tracing::debug!(%err, ?delay, "create failed; retrying");
-                tokio::time::sleep(delay).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = self.framework.closed() => return Err(Error::Closed),
+                }
             }
         }
     }
