@@ -394,6 +394,9 @@ impl LockInternals {
                     Err(err) => return Err(err.into()),
                 }
             };
+            // A parked waiter keeps nothing but its watch: holding on to the
+            // listing would cost every waiter a copy of the whole queue.
+            drop(sorted);
             tokio::select! {
                 event = watcher.changed() => {
                     if event.event_type == zk::EventType::Session {

@@ -1,0 +1,219 @@
+"""The kazoo side of the lock benchmark (benches/locks.rs).
+
+The same workloads as the Rust contenders, with Debian's python3-kazoo,
+against the same ZooKeeper. Every figure is printed as ONE line
+
+    RESULT kind=<kind> key=value key=value ...
+
+which the Rust harness parses.
+
+Usage:
+    python3 kazoo_bench.py uncontended <connect> <path> <warmup> <cycles>
+    python3 kazoo_bench.py contended   <connect> <path> <sessions> <seconds>
+    python3 kazoo_bench.py memory      <connect> <path> <clients> <waiters>
+
+Exit status 0 = figures printed, anything else = failure (reason on stderr).
+"""
+
+import gc
+import math
+import sys
+import threading
+import time
+
+from kazoo.client import KazooClient
+from kazoo.recipe.lock import Lock
+
+try:
+    from kazoo.version import __version__ as KAZOO_VERSION
+except ImportError:  # pragma: no cover
+    KAZOO_VERSION = "unknown"
+
+# No single acquire may take longer than this (the harness bounds the run too).
+ACQUIRE_TIMEOUT_S = 30
+
+
+def client(connect):
+    zk = KazooClient(hosts=connect, timeout=10.0)
+    zk.start(timeout=30)
+    return zk
+
+
+def acquire(lock):
+    if not lock.acquire(timeout=ACQUIRE_TIMEOUT_S):
+        raise RuntimeError("acquire timed out after %s s" % ACQUIRE_TIMEOUT_S)
+
+
+def percentile(sorted_samples, q):
+    """Nearest-rank percentile."""
+    rank = int(math.ceil(q * len(sorted_samples)))
+    return sorted_samples[max(0, min(len(sorted_samples) - 1, rank - 1))]
+
+
+def uncontended(connect, path, warmup, cycles):
+    zk = client(connect)
+    lock = Lock(zk, path)
+    for _ in range(warmup):
+        acquire(lock)
+        lock.release()
+    samples = []
+    start = time.perf_counter()
+    for _ in range(cycles):
+        t0 = time.perf_counter()
+        acquire(lock)
+        lock.release()
+        samples.append(time.perf_counter() - t0)
+    secs = time.perf_counter() - start
+    samples.sort()
+    print(
+        "RESULT kind=uncontended cycles=%d secs=%.6f p50_ms=%.4f p99_ms=%.4f version=%s"
+        % (
+            cycles,
+            secs,
+            percentile(samples, 0.50) * 1e3,
+            percentile(samples, 0.99) * 1e3,
+            KAZOO_VERSION,
+        )
+    )
+    zk.stop()
+    zk.close()
+
+
+def contended(connect, path, sessions, seconds):
+    """N KazooClients in this one process, one thread each, loop
+    acquire -> release on ONE path for a fixed time. A hold that starts
+    after the deadline is released and not counted."""
+    clients = [client(connect) for _ in range(sessions)]
+    # switches: holds by another session than the previous hold's.
+    counts = {"handoffs": 0, "switches": 0, "releases": 0, "last": None}
+    count_lock = threading.Lock()
+    failures = []
+    go = threading.Event()
+    deadline = [0.0]
+
+    def run(ident, zk):
+        lock = Lock(zk, path)
+        try:
+            go.wait()
+            while True:
+                acquire(lock)
+                late = time.monotonic() >= deadline[0]
+                if not late:
+                    with count_lock:
+                        counts["handoffs"] += 1
+                        if counts["last"] != ident:
+                            counts["switches"] += 1
+                        counts["last"] = ident
+                lock.release()
+                with count_lock:
+                    counts["releases"] += 1
+                if late:
+                    break
+        except Exception as err:  # reported below
+            failures.append(err)
+
+    threads = [
+        threading.Thread(target=run, args=(i, zk), daemon=True)
+        for i, zk in enumerate(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline[0] = time.monotonic() + seconds
+    go.set()
+    for thread in threads:
+        thread.join(seconds + 2 * ACQUIRE_TIMEOUT_S)
+    if failures:
+        raise RuntimeError("a contender failed: %r" % failures[0])
+    if any(thread.is_alive() for thread in threads):
+        raise RuntimeError("a contender did not finish")
+    print(
+        "RESULT kind=contended n=%d handoffs=%d switches=%d releases=%d secs=%d"
+        % (
+            sessions,
+            counts["handoffs"],
+            counts["switches"],
+            counts["releases"],
+            seconds,
+        )
+    )
+    for zk in clients:
+        zk.stop()
+        zk.close()
+
+
+def rss_kib():
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def memory(connect, path, client_count, waiters):
+    """One client holds the lock; `waiters` threads (over `client_count`
+    sessions) block in acquire() behind it. Reports the RSS growth."""
+    holder_zk = client(connect)
+    holder = Lock(holder_zk, path)
+    clients = [client(connect) for _ in range(client_count)]
+    acquire(holder)
+    locks = [Lock(clients[i % client_count], path) for i in range(waiters)]
+    gc.collect()
+    time.sleep(0.1)
+    before = rss_kib()
+    failures = []
+
+    def run(lock):
+        try:
+            acquire(lock)
+            lock.release()
+        except Exception as err:  # reported below
+            failures.append(err)
+
+    threads = [threading.Thread(target=run, args=(lock,), daemon=True) for lock in locks]
+    for thread in threads:
+        thread.start()
+    wait_until = time.monotonic() + 30
+    while len(holder_zk.get_children(path)) < waiters + 1:
+        if time.monotonic() > wait_until or failures:
+            raise RuntimeError("the waiters did not all queue: %r" % failures[:1])
+        time.sleep(0.02)
+    time.sleep(0.3)  # let every waiter set its watch and park
+    gc.collect()
+    after = rss_kib()
+    holder.release()
+    for thread in threads:
+        thread.join(2 * ACQUIRE_TIMEOUT_S)
+    if failures:
+        raise RuntimeError("a waiter failed: %r" % failures[0])
+    print(
+        "RESULT kind=memory waiters=%d rss_kib_before=%d rss_kib_after=%d"
+        % (waiters, before, after)
+    )
+    for zk in clients + [holder_zk]:
+        zk.stop()
+        zk.close()
+
+
+def main(argv):
+    if len(argv) != 6:
+        print(__doc__, file=sys.stderr)
+        return 2
+    mode, connect, path, a, b = argv[1], argv[2], argv[3], int(argv[4]), int(argv[5])
+    modes = {"uncontended": uncontended, "contended": contended, "memory": memory}
+    if mode not in modes:
+        print("unknown mode %s" % mode, file=sys.stderr)
+        return 2
+    try:
+        modes[mode](connect, path, a, b)
+    except Exception as err:  # the harness shows this line as the reason
+        print("FAILED: %r" % err, file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
