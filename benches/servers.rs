@@ -1,0 +1,216 @@
+//! The embedded ZooKeeper-protocol server against a real Apache ZooKeeper,
+//! on the same workloads, in one run: request rates and latencies. Prints
+//! figures and ratios; asserts nothing.
+//!
+//! `cargo bench --bench servers` (add `-- --quick` for a short run). Needs
+//! Debian's `zookeeper` package for the real side; without it only the
+//! embedded server is measured.
+
+use std::time::{Duration, Instant};
+
+use zk_curator::{Framework, InterProcessMutex};
+use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
+use zookeeper_client as zk;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+struct Sizes {
+    sequential: usize,
+    pipelined: usize,
+    window: usize,
+    lock_cycles: usize,
+}
+
+/// One workload's figures on one server.
+struct Figures {
+    ops_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize - 1;
+    sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+fn summarize(mut samples: Vec<Duration>, total: Duration) -> Figures {
+    samples.sort();
+    Figures {
+        ops_per_sec: samples.len() as f64 / total.as_secs_f64(),
+        p50_ms: percentile(&samples, 50.0),
+        p99_ms: percentile(&samples, 99.0),
+    }
+}
+
+/// create + delete of a persistent node, one at a time (two writes per op).
+async fn sequential_writes(connect: &str, n: usize) -> Result<Figures, BoxError> {
+    let client = zk::Client::connect(connect).await?;
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let base = format!("/bench-seq-{}", std::process::id());
+    client.create(&base, b"", &options).await?;
+    let mut samples = Vec::with_capacity(n);
+    let started = Instant::now();
+    for i in 0..n {
+        let path = format!("{base}/n{i}");
+        let t = Instant::now();
+        client.create(&path, b"0123456789", &options).await?;
+        client.delete(&path, None).await?;
+        samples.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    client.delete(&base, None).await?;
+    Ok(summarize(samples, total))
+}
+
+/// getData with `window` requests in flight (zookeeper-client pipelines
+/// requests issued before their replies are awaited).
+async fn pipelined_reads(connect: &str, n: usize, window: usize) -> Result<Figures, BoxError> {
+    let client = zk::Client::connect(connect).await?;
+    let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let path = format!("/bench-read-{}", std::process::id());
+    client.create(&path, &[7u8; 256], &options).await?;
+    let mut samples = Vec::with_capacity(n);
+    let started = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let batch = window.min(n - done);
+        let t = Instant::now();
+        let futures: Vec<_> = (0..batch).map(|_| client.get_data(&path)).collect();
+        for result in futures::future::join_all(futures).await {
+            result?;
+        }
+        // Each request of the batch waited at most the batch's time.
+        let per_batch = t.elapsed();
+        samples.extend(std::iter::repeat_n(per_batch, batch));
+        done += batch;
+    }
+    let total = started.elapsed();
+    Ok(summarize(samples, total))
+}
+
+/// Uncontended zk-curator mutex cycles (lock + release).
+async fn lock_cycles(connect: &str, n: usize) -> Result<Figures, BoxError> {
+    let framework = Framework::builder().connect_string(connect).build()?;
+    framework.start()?;
+    framework
+        .block_until_connected(Duration::from_secs(20))
+        .await?;
+    let mutex = InterProcessMutex::new(
+        framework.clone(),
+        &format!("/bench-lock-{}", std::process::id()),
+    )?;
+    mutex.lock().await?.release().await?; // creates the parent
+    let mut samples = Vec::with_capacity(n);
+    let started = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        mutex.lock().await?.release().await?;
+        samples.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    framework.close().await;
+    Ok(summarize(samples, total))
+}
+
+fn row(workload: &str, server: &str, figures: &Result<Figures, BoxError>, baseline: Option<f64>) {
+    match figures {
+        Ok(f) => {
+            let ratio =
+                baseline.map_or("1.00x".to_owned(), |b| format!("{:.2}x", f.ops_per_sec / b));
+            println!(
+                "{workload:<34} {server:<10} {:>10.0} {:>9.3} {:>9.3}  {ratio:>8}",
+                f.ops_per_sec, f.p50_ms, f.p99_ms
+            );
+        }
+        Err(err) => println!("{workload:<34} {server:<10} n/a ({err})"),
+    }
+}
+
+fn main() -> Result<(), BoxError> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes = if quick {
+        Sizes {
+            sequential: 300,
+            pipelined: 20_000,
+            window: 100,
+            lock_cycles: 300,
+        }
+    } else {
+        Sizes {
+            sequential: 2_000,
+            pipelined: 200_000,
+            window: 100,
+            lock_cycles: 2_000,
+        }
+    };
+    // The embedded server runs on its own runtime (threads), like the real
+    // one runs in its own process; the clients run on this one.
+    let embedded = EmbeddedServer::start_blocking()?;
+    let real = if zookeeper_available() {
+        Some(ZooKeeperServer::start()?)
+    } else {
+        None
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    println!("embedded ZooKeeper-protocol server vs a real Apache ZooKeeper 3.8 (standalone, JVM)");
+    println!(
+        "machine: {} CPUs; one run on a shared machine: servers and clients compete for the same cores",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    if real.is_none() {
+        println!(
+            "NOTICE: ZooKeeper is not installed (apt-get install -y zookeeper): real side skipped"
+        );
+    }
+    println!("ratio = ops/s of the row / ops/s of the real server on the same workload");
+    println!(
+        "{:<34} {:<10} {:>10} {:>9} {:>9}  {:>8}",
+        "workload", "server", "ops/s", "p50 ms", "p99 ms", "ratio"
+    );
+
+    type Workload<'a> = (
+        &'a str,
+        Box<dyn Fn(String) -> futures::future::BoxFuture<'static, Result<Figures, BoxError>> + 'a>,
+    );
+    let (seq, pipe, window, cycles) = (
+        sizes.sequential,
+        sizes.pipelined,
+        sizes.window,
+        sizes.lock_cycles,
+    );
+    let workloads: Vec<Workload<'_>> = vec![
+        (
+            "create+delete, one at a time",
+            Box::new(move |c| Box::pin(async move { sequential_writes(&c, seq).await })),
+        ),
+        (
+            "getData, 100 in flight",
+            Box::new(move |c| Box::pin(async move { pipelined_reads(&c, pipe, window).await })),
+        ),
+        (
+            "zk-curator mutex lock+release",
+            Box::new(move |c| Box::pin(async move { lock_cycles(&c, cycles).await })),
+        ),
+    ];
+    for (name, workload) in &workloads {
+        let real_figures = real
+            .as_ref()
+            .map(|server| runtime.block_on(workload(server.connect_string())));
+        let embedded_figures = runtime.block_on(workload(embedded.connect_string()));
+        let baseline = real_figures
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .map(|f| f.ops_per_sec);
+        if let Some(real_figures) = &real_figures {
+            row(name, "real", real_figures, None);
+        }
+        row(name, "embedded", &embedded_figures, baseline);
+    }
+    Ok(())
+}
