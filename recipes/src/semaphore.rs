@@ -81,10 +81,6 @@ const LEASES_CHILD: &str = "leases";
 const LOCK_NAME: &str = "lock-";
 const LEASE_NAME: &str = "lease-";
 
-/// How often a waiting acquire checks, without I/O, whether the framework was
-/// closed (the framework offers no public "closed" future).
-const CLOSE_POLL: Duration = Duration::from_millis(250);
-
 /// The lease-node driver: a lease node "holds" as soon as it exists; the
 /// semaphore then waits for its turn with a child watch of its own, so that
 /// any returned lease (not only one particular node) wakes it.
@@ -564,30 +560,11 @@ impl InterProcessSemaphoreV2 {
                         return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state));
                     }
                 }
-                ended = session_ended(framework, session.generation()) => return Err(ended),
-            }
-        }
-    }
-}
-
-/// Completes once `generation` is no longer the framework's live session
-/// (`SessionExpired`) or the framework is closed (`Closed`).
-async fn session_ended(framework: &Framework, generation: u64) -> Error {
-    let mut states = framework.state_watcher();
-    loop {
-        if framework.is_closed() {
-            return Error::Closed;
-        }
-        if framework.current_session().map(|s| s.generation()) != Some(generation) {
-            return Error::SessionExpired;
-        }
-        tokio::select! {
-            changed = states.changed() => {
-                if changed.is_err() {
-                    tokio::time::sleep(CLOSE_POLL).await;
+                _ = framework.session_gone(session) => {
+                    let err = if framework.is_closed() { Error::Closed } else { Error::SessionExpired };
+                    return Err(err);
                 }
             }
-            _ = tokio::time::sleep(CLOSE_POLL) => {}
         }
     }
 }
