@@ -8,6 +8,9 @@
 //!   nodes enabled and container nodes reaped within about a second. It can be stopped and
 //!   restarted on the same port with its data, and its JVM dies with the test process even if
 //!   the server is kept in a `static`.
+//! * [`TestingCluster`] runs a real ZooKeeper ensemble (3 servers by default) on loopback for
+//!   fail-over tests: find and kill the leader, stop and restart single nodes or all of them,
+//!   connect to one node or to the whole ensemble; see [`cluster`].
 //! * [`expire_session`] expires a client's session on the server and waits until the client
 //!   has noticed.
 //! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
@@ -37,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod cluster;
 pub mod embedded;
 pub mod error;
 pub mod expire;
@@ -44,6 +48,7 @@ pub mod proxy;
 pub mod server;
 
 pub use backend::{Backend, TestingServer, BACKEND_ENV};
+pub use cluster::{NodeMode, TestingCluster, TestingClusterBuilder};
 pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
 pub use expire::{expire_session, expire_session_within};

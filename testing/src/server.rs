@@ -42,25 +42,25 @@ const JAR_DIR: &str = "/usr/share/java";
 const MAIN_CLASS: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 
 /// How often readiness and exit are polled while the server starts.
-const POLL_INTERVAL: Duration = Duration::from_millis(25);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(25);
 
 /// How long `stop` waits for the wrapper before falling back to killing by pid.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How many fresh ports the first start tries when the chosen one was taken meanwhile.
-const START_PORT_ATTEMPTS: usize = 5;
+pub(crate) const START_PORT_ATTEMPTS: usize = 5;
 
 /// How long a restart keeps retrying while its fixed port is still taken.
-const RESTART_BIND_PATIENCE: Duration = Duration::from_secs(5);
+pub(crate) const RESTART_BIND_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Prefix of the temporary directories of test servers.
-const DIR_PREFIX: &str = "zk-testing-";
+pub(crate) const DIR_PREFIX: &str = "zk-testing-";
 
 /// File in a server directory holding the id of the process owning that server.
-const OWNER_FILE: &str = "owner.pid";
+pub(crate) const OWNER_FILE: &str = "owner.pid";
 
 /// Number of log lines put into startup errors.
-const ERROR_LOG_LINES: usize = 40;
+pub(crate) const ERROR_LOG_LINES: usize = 40;
 
 /// The `sh` program that owns the JVM.
 ///
@@ -97,13 +97,13 @@ pub fn zookeeper_available() -> bool {
 
 /// The Java executable and classpath used to run the server.
 #[derive(Clone, Debug)]
-struct Installation {
+pub(crate) struct Installation {
     java: PathBuf,
     classpath: String,
 }
 
 impl Installation {
-    fn locate() -> Result<Self, Error> {
+    pub(crate) fn locate() -> Result<Self, Error> {
         let java = find_java().ok_or_else(|| Error::ZooKeeperNotFound {
             missing: "`java` (neither $JAVA_HOME/bin/java nor java on PATH)".to_owned(),
         })?;
@@ -488,31 +488,7 @@ impl Launcher {
     }
 
     fn jvm_args(&self) -> Vec<String> {
-        vec![
-            // Small heap, cheap collector and the C1 compiler only: a test server is small and
-            // short lived, and this keeps memory low when many run side by side.
-            "-Xms16m".to_owned(),
-            "-Xmx128m".to_owned(),
-            "-XX:+UseSerialGC".to_owned(),
-            "-XX:TieredStopAtLevel=1".to_owned(),
-            // No hsperfdata files left behind in /tmp by a killed JVM.
-            "-XX:-UsePerfData".to_owned(),
-            "-Djava.awt.headless=true".to_owned(),
-            format!(
-                "-Dznode.container.checkIntervalMs={}",
-                self.settings.container_check_interval.as_millis()
-            ),
-            "-Dznode.container.maxPerMinute=100000".to_owned(),
-            // Durability against machine crashes is useless here; skipping fsync makes writes
-            // fast, and a killed process loses nothing that was written.
-            "-Dzookeeper.forceSync=no".to_owned(),
-            // Transaction logs are preallocated in steps of this many KiB (default 64 MiB).
-            "-Dzookeeper.preAllocSize=1024".to_owned(),
-            "-Dzookeeper.jmx.log4j.disable=true".to_owned(),
-            "-Dorg.slf4j.simpleLogger.showDateTime=true".to_owned(),
-            "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS".to_owned(),
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".to_owned(),
-        ]
+        jvm_args(self.settings.container_check_interval)
     }
 
     /// Spawns the JVM on this launcher's port and waits until it serves; on a restart the port
@@ -553,72 +529,16 @@ impl Launcher {
     }
 
     fn spawn(&self) -> Result<ServerProcess, Error> {
-        let log_offset = fs::metadata(self.log_path())
-            .map(|meta| meta.len())
-            .unwrap_or(0);
         fs::write(self.config_path(), self.config())
             .map_err(|err| Error::io("cannot write zoo.cfg", err))?;
-        let mut command = Command::new("/bin/sh");
-        command
-            .arg("-c")
-            .arg(WRAPPER_SCRIPT)
-            .arg("zk-testing-wrapper")
-            .arg(&self.installation.java)
-            .args(self.jvm_args())
-            .arg("-cp")
-            .arg(&self.installation.classpath)
-            .arg(MAIN_CLASS)
-            .arg(self.config_path())
-            .env("ZK_TESTING_OUT", self.log_path())
-            .current_dir(&self.root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = command
-            .spawn()
-            .map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
-            // Cannot happen with piped stdio; clean up anyway.
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(Error::io(
-                "launching ZooKeeper",
-                std::io::Error::other("wrapper pipes missing"),
-            ));
-        };
-        let mut line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut line);
-        let java_pid = match read.map(|_| line.trim().parse::<u32>()) {
-            Ok(Ok(pid)) => pid,
-            other => {
-                drop(stdin);
-                let _ = child.kill();
-                let _ = child.wait();
-                let detail = match other {
-                    Err(err) => err.to_string(),
-                    Ok(Err(err)) => format!("unexpected wrapper output {line:?}: {err}"),
-                    Ok(Ok(_)) => String::new(),
-                };
-                return Err(Error::io(
-                    "launching ZooKeeper",
-                    std::io::Error::other(detail),
-                ));
-            }
-        };
-        debug!(
-            port = self.port,
-            java_pid,
-            wrapper_pid = child.id(),
-            "ZooKeeper JVM launched"
-        );
-        Ok(ServerProcess {
-            child,
-            stdin: Some(stdin),
-            java_pid,
-            log_offset,
-        })
+        spawn_wrapped(
+            &self.installation,
+            &self.jvm_args(),
+            &self.config_path(),
+            &self.log_path(),
+            &self.root,
+            self.port,
+        )
     }
 
     fn wait_until_serving(&self, process: &mut ServerProcess) -> Result<(), Error> {
@@ -648,38 +568,148 @@ impl Launcher {
     /// Describes an early exit with the output of that process only, so that an earlier
     /// attempt's failure in the same (appended) log is not mistaken for this one's.
     fn exited(&self, status: ExitStatus, log_offset: u64) -> Error {
-        let log = self.log_path();
-        let log_tail = match fs::read(&log) {
-            Ok(bytes) => {
-                let start = usize::try_from(log_offset)
-                    .unwrap_or(usize::MAX)
-                    .min(bytes.len());
-                last_lines(&String::from_utf8_lossy(&bytes[start..]), ERROR_LOG_LINES)
-            }
-            Err(err) => format!("<cannot read {}: {err}>", log.display()),
-        };
-        Error::ServerExited {
-            status,
-            log,
-            log_tail,
+        exit_error(status, &self.log_path(), log_offset)
+    }
+}
+
+/// The JVM options of every test server (also the cluster's): a small heap and cheap
+/// compilation, no fsync, and containers reaped every `container_check_interval`.
+pub(crate) fn jvm_args(container_check_interval: Duration) -> Vec<String> {
+    vec![
+        // Small heap, cheap collector and the C1 compiler only: a test server is small and
+        // short lived, and this keeps memory low when many run side by side.
+        "-Xms16m".to_owned(),
+        "-Xmx128m".to_owned(),
+        "-XX:+UseSerialGC".to_owned(),
+        "-XX:TieredStopAtLevel=1".to_owned(),
+        // No hsperfdata files left behind in /tmp by a killed JVM.
+        "-XX:-UsePerfData".to_owned(),
+        "-Djava.awt.headless=true".to_owned(),
+        format!(
+            "-Dznode.container.checkIntervalMs={}",
+            container_check_interval.as_millis()
+        ),
+        "-Dznode.container.maxPerMinute=100000".to_owned(),
+        // Durability against machine crashes is useless here; skipping fsync makes writes
+        // fast, and a killed process loses nothing that was written.
+        "-Dzookeeper.forceSync=no".to_owned(),
+        // Transaction logs are preallocated in steps of this many KiB (default 64 MiB).
+        "-Dzookeeper.preAllocSize=1024".to_owned(),
+        "-Dzookeeper.jmx.log4j.disable=true".to_owned(),
+        "-Dorg.slf4j.simpleLogger.showDateTime=true".to_owned(),
+        "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS".to_owned(),
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".to_owned(),
+    ]
+}
+
+/// Launches `java ... QuorumPeerMain <config_path>` under the wrapper (see the module docs),
+/// appending its output to `log_path`, and returns once the wrapper reported the JVM's pid.
+/// `port` is only logged.
+pub(crate) fn spawn_wrapped(
+    installation: &Installation,
+    jvm_args: &[String],
+    config_path: &Path,
+    log_path: &Path,
+    root: &Path,
+    port: u16,
+) -> Result<ServerProcess, Error> {
+    let log_offset = fs::metadata(log_path).map(|meta| meta.len()).unwrap_or(0);
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(WRAPPER_SCRIPT)
+        .arg("zk-testing-wrapper")
+        .arg(&installation.java)
+        .args(jvm_args)
+        .arg("-cp")
+        .arg(&installation.classpath)
+        .arg(MAIN_CLASS)
+        .arg(config_path)
+        .env("ZK_TESTING_OUT", log_path)
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command
+        .spawn()
+        .map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+        // Cannot happen with piped stdio; clean up anyway.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Error::io(
+            "launching ZooKeeper",
+            std::io::Error::other("wrapper pipes missing"),
+        ));
+    };
+    let mut line = String::new();
+    let read = BufReader::new(stdout).read_line(&mut line);
+    let java_pid = match read.map(|_| line.trim().parse::<u32>()) {
+        Ok(Ok(pid)) => pid,
+        other => {
+            drop(stdin);
+            let _ = child.kill();
+            let _ = child.wait();
+            let detail = match other {
+                Err(err) => err.to_string(),
+                Ok(Err(err)) => format!("unexpected wrapper output {line:?}: {err}"),
+                Ok(Ok(_)) => String::new(),
+            };
+            return Err(Error::io(
+                "launching ZooKeeper",
+                std::io::Error::other(detail),
+            ));
         }
+    };
+    debug!(
+        port,
+        java_pid,
+        wrapper_pid = child.id(),
+        "ZooKeeper JVM launched"
+    );
+    Ok(ServerProcess {
+        child,
+        stdin: Some(stdin),
+        java_pid,
+        log_offset,
+    })
+}
+
+/// The error for a server that exited during startup, with the output written since
+/// `log_offset` (that process's own) as its log tail.
+pub(crate) fn exit_error(status: ExitStatus, log: &Path, log_offset: u64) -> Error {
+    let log_tail = match fs::read(log) {
+        Ok(bytes) => {
+            let start = usize::try_from(log_offset)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            last_lines(&String::from_utf8_lossy(&bytes[start..]), ERROR_LOG_LINES)
+        }
+        Err(err) => format!("<cannot read {}: {err}>", log.display()),
+    };
+    Error::ServerExited {
+        status,
+        log: log.to_path_buf(),
+        log_tail,
     }
 }
 
 /// The wrapper process and the pipe that keeps its JVM alive.
 #[derive(Debug)]
-struct ServerProcess {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    java_pid: u32,
+pub(crate) struct ServerProcess {
+    pub(crate) child: Child,
+    pub(crate) stdin: Option<ChildStdin>,
+    pub(crate) java_pid: u32,
     /// Size of the log file before this process started; its own output follows.
-    log_offset: u64,
+    pub(crate) log_offset: u64,
 }
 
 impl ServerProcess {
     /// Closes the pipe, which makes the wrapper kill the JVM, then waits for the wrapper, which
     /// exits only after it has reaped the JVM.
-    fn shutdown(mut self) {
+    pub(crate) fn shutdown(mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
@@ -717,7 +747,7 @@ impl Drop for ServerProcess {
 /// A server kept in a `static` is never dropped, so its JVM is killed by the wrapper but its
 /// temporary directory stays. Each directory names its owner process; on Linux, where process
 /// liveness can be read from `/proc`, directories of dead owners are deleted here, best effort.
-fn sweep_abandoned_dirs() {
+pub(crate) fn sweep_abandoned_dirs() {
     let proc_fs = Path::new("/proc");
     if !proc_fs.join("self").exists() {
         return;
@@ -756,24 +786,27 @@ fn free_port() -> Result<u16, Error> {
 /// Asks the server for `srvr`; it answers with a `Mode:` line only once it serves requests
 /// (`ruok` answers `imok` earlier than that).
 fn is_serving(address: SocketAddr) -> bool {
-    let attempt = || -> std::io::Result<String> {
-        let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500))?;
-        stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(1)))?;
-        stream.write_all(b"srvr")?;
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply)?;
-        Ok(reply)
-    };
-    matches!(attempt(), Ok(reply) if reply.contains("Mode:"))
+    matches!(four_letter(address, "srvr"), Ok(reply) if reply.contains("Mode:"))
 }
 
-fn is_bind_failure(err: &Error) -> bool {
+/// Sends a four-letter command and returns the whole reply (connect within 500 ms, reply within
+/// a second).
+pub(crate) fn four_letter(address: SocketAddr, word: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(500))?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+    stream.write_all(word.as_bytes())?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+pub(crate) fn is_bind_failure(err: &Error) -> bool {
     matches!(err, Error::ServerExited { log_tail, .. }
         if log_tail.contains("Address already in use") || log_tail.contains("BindException"))
 }
 
-fn tail_lines(path: &Path, lines: usize) -> String {
+pub(crate) fn tail_lines(path: &Path, lines: usize) -> String {
     match fs::read(path) {
         Ok(bytes) => last_lines(&String::from_utf8_lossy(&bytes), lines),
         Err(err) => format!("<cannot read {}: {err}>", path.display()),

@@ -127,8 +127,8 @@ impl FrameworkBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a missing or empty connect string, a
-    /// zero timeout, a connection timeout longer than the session timeout or
-    /// an empty ACL; [`Error::InvalidPath`] for a bad namespace.
+    /// zero timeout or an empty default ACL; [`Error::InvalidPath`] for a bad
+    /// namespace.
     pub fn build(self) -> Result<Framework> {
         let connect_string = match self.connect_string {
             Some(s) if !s.trim().is_empty() => s.trim().to_owned(),

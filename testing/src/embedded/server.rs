@@ -524,20 +524,25 @@ async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, share
                     debug!(id, "malformed handshake; closing connection");
                     return;
                 };
-                let outcome = shared
-                    .state()
-                    .handshake(id, &request, std::time::Instant::now());
-                match outcome {
-                    None => return,
-                    Some((frame, valid)) => {
-                        let _ = tx.send(Outbound::Frame(frame));
-                        if valid {
-                            established = true;
-                        } else {
-                            let _ = tx.send(Outbound::Close);
-                            closing = true;
+                // The answer is queued under the state lock, like every reply (see
+                // `handle_request`): nothing about this connection can be queued before it.
+                let valid = {
+                    let mut state = shared.state();
+                    match state.handshake(id, &request, std::time::Instant::now()) {
+                        None => None,
+                        Some((frame, valid)) => {
+                            let _ = tx.send(Outbound::Frame(frame));
+                            if !valid {
+                                let _ = tx.send(Outbound::Close);
+                            }
+                            Some(valid)
                         }
                     }
+                };
+                match valid {
+                    None => return,
+                    Some(true) => established = true,
+                    Some(false) => closing = true,
                 }
             }
         }
@@ -610,9 +615,16 @@ fn handle_request(
             .and_then(Request::path)
             .map(str::to_owned)
     });
-    let reply = shared
-        .state()
-        .request(id, xid, opcode, request, std::time::Instant::now());
+    // The reply is queued on the connection while the state lock is still held. Requests are
+    // applied one at a time under that lock, and a write queues its watch notifications (on
+    // the watchers' connections) under it too; queueing this reply only after releasing the
+    // lock would let another session's write slip in between and queue its notification
+    // ahead of the reply. A read that set a watch would then have its event delivered before
+    // its reply: clients arm a watcher only when the reply arrives, drop the early event, and
+    // wait forever (a lock waiter's lost wake-up). Holding the lock keeps each connection's
+    // queue in the global order: the reply to a request, then any event from a later write.
+    let mut state = shared.state();
+    let reply = state.request(id, xid, opcode, request, std::time::Instant::now());
     if let Some(armed) = armed {
         let frame = match &reply {
             Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),

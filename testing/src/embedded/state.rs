@@ -5,7 +5,10 @@
 //! Everything here runs under one lock, so requests are applied one at a time in a global
 //! order. Watch notifications are queued on the watchers' connections while the lock is held,
 //! before the reply to the request that caused them: a connection therefore sees an event
-//! before the reply to any read it issued afterwards.
+//! before the reply to any read it issued afterwards. The caller must queue the returned
+//! [`Reply`] while it still holds the same lock (the server does): otherwise another
+//! session's write could queue an event ahead of the reply to the read that set its watch,
+//! and a client, which arms the watcher only on the reply, would lose that event.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -1,0 +1,919 @@
+//! A real Apache ZooKeeper ensemble on loopback, owned by a test, for fail-over tests.
+//!
+//! [`TestingCluster`] runs `n` ZooKeeper servers (3 by default) as one ensemble: every server
+//! gets a free `127.0.0.1` client port, a quorum port and an election port, every `zoo.cfg`
+//! lists all of them (`server.N=127.0.0.1:PEER:ELECTION`), and every data directory holds its
+//! `myid` (node `i` is server `i + 1`). Ticks are short (100 ms by default), so an election
+//! takes about a second. Tests can then kill the leader, stop or restart single nodes or the
+//! whole ensemble, and watch clients fail over.
+//!
+//! Each server is launched exactly like a [`ZooKeeperServer`](crate::ZooKeeperServer) (same
+//! `sh` wrapper and small-heap JVM flags; see the [server module](crate::server)): each JVM is
+//! killed by its own process id when its node is stopped, when the cluster is dropped, or when
+//! the test process exits for any reason.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), zk_curator_testing::Error> {
+//! use std::time::Duration;
+//! use zk_curator_testing::TestingCluster;
+//!
+//! let cluster = TestingCluster::start_default()?;
+//! let connect = cluster.connect_string(); // "127.0.0.1:A,127.0.0.1:B,127.0.0.1:C"
+//! let leader = cluster.leader().expect("a serving ensemble has a leader");
+//! cluster.stop(leader);
+//! let new_leader = cluster.wait_until_serving(Duration::from_secs(20))?;
+//! assert_ne!(new_leader, leader);
+//! cluster.restart(leader)?; // same ports, same data; joins as a follower
+//! # let _ = connect;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tracing::{debug, info};
+
+use crate::error::Error;
+use crate::server::{
+    exit_error, four_letter, is_bind_failure, jvm_args, spawn_wrapped, sweep_abandoned_dirs,
+    tail_lines, Installation, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES, OWNER_FILE,
+    POLL_INTERVAL, RESTART_BIND_PATIENCE, START_PORT_ATTEMPTS,
+};
+
+/// The ensemble size of [`TestingCluster::start_default`].
+pub const DEFAULT_SIZE: usize = 3;
+
+/// Largest supported ensemble (server ids must stay below 255 with extended types enabled).
+const MAX_SIZE: usize = 254;
+
+/// The role a serving node reports in its `srvr` answer (`Mode: ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeMode {
+    /// The ensemble's leader.
+    Leader,
+    /// A follower of the leader.
+    Follower,
+    /// A non-voting observer.
+    Observer,
+    /// A standalone server (not part of an ensemble).
+    Standalone,
+}
+
+impl NodeMode {
+    fn parse(reply: &str) -> Option<Self> {
+        let mode = reply
+            .lines()
+            .find_map(|line| line.strip_prefix("Mode:"))?
+            .trim();
+        match mode {
+            "leader" => Some(NodeMode::Leader),
+            "follower" => Some(NodeMode::Follower),
+            "observer" => Some(NodeMode::Observer),
+            "standalone" => Some(NodeMode::Standalone),
+            _ => None,
+        }
+    }
+}
+
+/// Settings chosen through [`TestingClusterBuilder`].
+#[derive(Clone, Debug)]
+struct Settings {
+    size: usize,
+    tick_time: Duration,
+    init_limit: u32,
+    sync_limit: u32,
+    min_session_timeout: Duration,
+    max_session_timeout: Duration,
+    container_check_interval: Duration,
+    startup_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            size: DEFAULT_SIZE,
+            tick_time: Duration::from_millis(100),
+            // 5 s for a (re)joining follower to sync with the leader, and 2 s of silence before
+            // a peer counts as gone; generous for a loaded CI machine, and irrelevant to how
+            // fast a killed peer is noticed (its sockets close at once).
+            init_limit: 50,
+            sync_limit: 20,
+            min_session_timeout: Duration::from_millis(400),
+            max_session_timeout: Duration::from_secs(60),
+            container_check_interval: Duration::from_millis(100),
+            startup_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Settings {
+    fn validate(&self) -> Result<(), Error> {
+        if self.size == 0 || self.size > MAX_SIZE {
+            return Err(Error::InvalidConfig(format!(
+                "cluster size must be between 1 and {MAX_SIZE}, not {}",
+                self.size
+            )));
+        }
+        if self.tick_time.as_millis() == 0 {
+            return Err(Error::InvalidConfig(
+                "tick time must be at least 1ms".to_owned(),
+            ));
+        }
+        if self.init_limit == 0 || self.sync_limit == 0 {
+            return Err(Error::InvalidConfig(
+                "initLimit and syncLimit must be at least one tick".to_owned(),
+            ));
+        }
+        if self.min_session_timeout > self.max_session_timeout {
+            return Err(Error::InvalidConfig(format!(
+                "min session timeout {:?} exceeds max session timeout {:?}",
+                self.min_session_timeout, self.max_session_timeout
+            )));
+        }
+        if self.container_check_interval.as_millis() == 0 {
+            return Err(Error::InvalidConfig(
+                "container check interval must be at least 1ms".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Configures and starts a [`TestingCluster`]; obtained from [`TestingCluster::builder`].
+///
+/// Defaults: 3 nodes, tick time 100 ms, `initLimit` 50 ticks, `syncLimit` 20 ticks, session
+/// timeouts between 400 ms and 60 s, containers and TTL nodes checked every 100 ms, 30 s
+/// allowed for the ensemble to start serving.
+#[derive(Clone, Debug, Default)]
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct TestingClusterBuilder {
+    settings: Settings,
+}
+
+impl TestingClusterBuilder {
+    /// Sets the number of servers (1 to 254).
+    pub fn size(mut self, size: usize) -> Self {
+        self.settings.size = size;
+        self
+    }
+
+    /// Sets ZooKeeper's `tickTime`, its basic time unit.
+    pub fn tick_time(mut self, tick_time: Duration) -> Self {
+        self.settings.tick_time = tick_time;
+        self
+    }
+
+    /// Sets `initLimit`, in ticks: how long a follower may take to connect and sync to a leader.
+    pub fn init_limit(mut self, ticks: u32) -> Self {
+        self.settings.init_limit = ticks;
+        self
+    }
+
+    /// Sets `syncLimit`, in ticks: how long a peer may stay silent before it counts as gone.
+    pub fn sync_limit(mut self, ticks: u32) -> Self {
+        self.settings.sync_limit = ticks;
+        self
+    }
+
+    /// Sets the smallest session timeout the servers grant (`minSessionTimeout`).
+    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.min_session_timeout = timeout;
+        self
+    }
+
+    /// Sets the largest session timeout the servers grant (`maxSessionTimeout`).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.max_session_timeout = timeout;
+        self
+    }
+
+    /// Sets how often the servers look for empty container nodes and expired TTL nodes.
+    pub fn container_check_interval(mut self, interval: Duration) -> Self {
+        self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Sets how long a start or restart may take before it fails.
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.startup_timeout = timeout;
+        self
+    }
+
+    /// Starts every server and blocks until all of them serve clients, one as the leader.
+    ///
+    /// Usable from any context; inside an async runtime prefer
+    /// [`start_async`](Self::start_async).
+    pub fn start(self) -> Result<TestingCluster, Error> {
+        TestingCluster::launch(self.settings)
+    }
+
+    /// Like [`start`](Self::start), on a blocking thread of the current tokio runtime.
+    pub async fn start_async(self) -> Result<TestingCluster, Error> {
+        tokio::task::spawn_blocking(move || self.start())
+            .await
+            .map_err(|err| Error::io("start thread failed", std::io::Error::other(err)))?
+    }
+}
+
+/// Everything needed to launch one node; cheap to clone and `'static`, so that launching can
+/// move to a blocking thread.
+#[derive(Clone, Debug)]
+struct NodeSpec {
+    index: usize,
+    installation: Installation,
+    root: PathBuf,
+    client_port: u16,
+    config: String,
+    jvm_args: Vec<String>,
+}
+
+impl NodeSpec {
+    fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.root.join("zookeeper.log")
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.root.join("zoo.cfg")
+    }
+
+    fn address(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.client_port))
+    }
+
+    /// Creates the node directory (an empty data directory holding `myid`, whatever was there
+    /// before) and its `zoo.cfg`.
+    fn prepare(&self) -> Result<(), Error> {
+        let data = self.data_dir();
+        if data.exists() {
+            fs::remove_dir_all(&data)
+                .map_err(|err| Error::io("cannot clear data directory", err))?;
+        }
+        fs::create_dir_all(&data).map_err(|err| Error::io("cannot create data directory", err))?;
+        fs::write(data.join("myid"), format!("{}\n", self.index + 1))
+            .map_err(|err| Error::io("cannot write myid", err))?;
+        fs::write(self.config_path(), &self.config)
+            .map_err(|err| Error::io("cannot write zoo.cfg", err))
+    }
+
+    fn spawn(&self) -> Result<ServerProcess, Error> {
+        spawn_wrapped(
+            &self.installation,
+            &self.jvm_args,
+            &self.config_path(),
+            &self.log_path(),
+            &self.root,
+            self.client_port,
+        )
+    }
+
+    fn mode(&self) -> Option<NodeMode> {
+        four_letter(self.address(), "srvr")
+            .ok()
+            .and_then(|reply| NodeMode::parse(&reply))
+    }
+}
+
+/// Ports of one node.
+#[derive(Clone, Copy, Debug)]
+struct NodePorts {
+    client: u16,
+    peer: u16,
+    election: u16,
+}
+
+fn config(
+    settings: &Settings,
+    data_dir: &std::path::Path,
+    own: NodePorts,
+    all: &[NodePorts],
+) -> String {
+    let mut config = format!(
+        "tickTime={tick}\n\
+         initLimit={init}\n\
+         syncLimit={sync}\n\
+         clientPort={port}\n\
+         clientPortAddress=127.0.0.1\n\
+         dataDir={data}\n\
+         admin.enableServer=false\n\
+         4lw.commands.whitelist=*\n\
+         extendedTypesEnabled=true\n\
+         minSessionTimeout={min}\n\
+         maxSessionTimeout={max}\n\
+         maxClientCnxns=0\n\
+         standaloneEnabled=false\n\
+         reconfigEnabled=false\n\
+         quorumListenOnAllIPs=false\n",
+        tick = settings.tick_time.as_millis(),
+        init = settings.init_limit,
+        sync = settings.sync_limit,
+        port = own.client,
+        data = data_dir.display(),
+        min = settings.min_session_timeout.as_millis(),
+        max = settings.max_session_timeout.as_millis(),
+    );
+    for (index, ports) in all.iter().enumerate() {
+        config.push_str(&format!(
+            "server.{}=127.0.0.1:{}:{}\n",
+            index + 1,
+            ports.peer,
+            ports.election
+        ));
+    }
+    config
+}
+
+/// `count` distinct free loopback ports: all are bound at once, then released.
+fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| Error::io("cannot find a free port", err))?;
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().map(|addr| addr.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| Error::io("cannot find a free port", err))
+}
+
+/// Spawns every node of `specs` at once (an ensemble needs a quorum before any node serves)
+/// and waits until all of them serve clients. On failure every process of the batch is gone.
+fn launch_batch(specs: &[NodeSpec], timeout: Duration) -> Result<Vec<ServerProcess>, Error> {
+    let started = Instant::now();
+    let mut processes = Vec::with_capacity(specs.len());
+    for spec in specs {
+        match spec.spawn() {
+            Ok(process) => processes.push(process),
+            Err(err) => {
+                shutdown_all(processes);
+                return Err(err);
+            }
+        }
+    }
+    match wait_batch_serving(specs, &mut processes, timeout) {
+        Ok(()) => {
+            info!(
+                nodes = ?specs.iter().map(|s| s.index).collect::<Vec<_>>(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "ZooKeeper cluster nodes are serving"
+            );
+            Ok(processes)
+        }
+        Err(err) => {
+            shutdown_all(processes);
+            Err(err)
+        }
+    }
+}
+
+fn wait_batch_serving(
+    specs: &[NodeSpec],
+    processes: &mut [ServerProcess],
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        for (spec, process) in specs.iter().zip(processes.iter_mut()) {
+            match process.child.try_wait() {
+                Ok(Some(status)) => {
+                    return Err(exit_error(status, &spec.log_path(), process.log_offset))
+                }
+                Ok(None) => {}
+                Err(err) => return Err(Error::io("cannot poll ZooKeeper process", err)),
+            }
+        }
+        let waiting = specs.iter().find(|spec| spec.mode().is_none());
+        let Some(waiting) = waiting else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::StartTimeout {
+                timeout,
+                log: waiting.log_path(),
+                log_tail: tail_lines(&waiting.log_path(), ERROR_LOG_LINES),
+            });
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// `Ok(leader)` when every node of `specs` serves and exactly one leads; otherwise what was
+/// seen.
+fn probe(specs: &[NodeSpec]) -> Result<usize, String> {
+    let modes: Vec<(usize, Option<NodeMode>)> =
+        specs.iter().map(|spec| (spec.index, spec.mode())).collect();
+    let leaders: Vec<usize> = modes
+        .iter()
+        .filter(|(_, mode)| *mode == Some(NodeMode::Leader))
+        .map(|(index, _)| *index)
+        .collect();
+    match leaders[..] {
+        [leader] if modes.iter().all(|(_, mode)| mode.is_some()) => Ok(leader),
+        _ => Err(format!(
+            "every running node to serve, one as the leader (node modes: {modes:?})"
+        )),
+    }
+}
+
+/// Kills every process at once (closing all pipes first), then waits for each to be gone.
+fn shutdown_all(mut processes: Vec<ServerProcess>) {
+    for process in &mut processes {
+        drop(process.stdin.take());
+    }
+    for process in processes {
+        process.shutdown();
+    }
+}
+
+/// Like [`launch_batch`] on fixed ports: a port a killed node held may briefly be unavailable,
+/// so binding failures are retried for a while.
+fn relaunch_batch(specs: &[NodeSpec], timeout: Duration) -> Result<Vec<ServerProcess>, Error> {
+    let deadline = Instant::now() + RESTART_BIND_PATIENCE;
+    loop {
+        match launch_batch(specs, timeout) {
+            Err(err) if is_bind_failure(&err) && Instant::now() < deadline => {
+                debug!("a port is still taken; retrying the restart");
+                thread::sleep(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+struct Node {
+    spec: NodeSpec,
+    process: Mutex<Option<ServerProcess>>,
+}
+
+impl Node {
+    fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
+        self.process
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn stop(&self) {
+        let process = self.lock().take();
+        if let Some(process) = process {
+            process.shutdown();
+            info!(
+                node = self.spec.index,
+                port = self.spec.client_port,
+                "ZooKeeper cluster node stopped"
+            );
+        }
+    }
+
+    /// Installs a freshly started process, keeping only the newest when a concurrent restart
+    /// got there first.
+    fn install(&self, process: ServerProcess) {
+        let previous = self.lock().replace(process);
+        if let Some(previous) = previous {
+            previous.shutdown();
+        }
+    }
+}
+
+/// A running ZooKeeper ensemble of real servers on loopback, owned by a test.
+///
+/// Nodes are numbered from 0 to [`size`](Self::size)`() - 1`; node `i` has `myid` `i + 1`.
+/// Methods taking a node index panic when it is out of range. Dropping the cluster kills every
+/// server and deletes its directory. See the [module docs](self).
+pub struct TestingCluster {
+    nodes: Vec<Node>,
+    startup_timeout: Duration,
+    // Declared last so the directory is removed after the processes are gone.
+    dir: TempDir,
+}
+
+impl fmt::Debug for TestingCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestingCluster")
+            .field("connect_string", &self.connect_string())
+            .field("dir", &self.dir.path())
+            .field(
+                "pids",
+                &(0..self.size()).map(|i| self.pid_of(i)).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl TestingCluster {
+    /// Returns a builder to configure the ensemble before starting it.
+    pub fn builder() -> TestingClusterBuilder {
+        TestingClusterBuilder::default()
+    }
+
+    /// Starts an ensemble of `size` servers with default settings, blocking until all of them
+    /// serve clients.
+    pub fn start(size: usize) -> Result<Self, Error> {
+        Self::builder().size(size).start()
+    }
+
+    /// Like [`start`](Self::start), on a blocking thread of the current tokio runtime.
+    pub async fn start_async(size: usize) -> Result<Self, Error> {
+        Self::builder().size(size).start_async().await
+    }
+
+    /// Starts a 3-server ensemble with default settings, blocking until all of them serve.
+    pub fn start_default() -> Result<Self, Error> {
+        Self::start(DEFAULT_SIZE)
+    }
+
+    /// Like [`start_default`](Self::start_default), on a blocking thread of the current tokio
+    /// runtime.
+    pub async fn start_default_async() -> Result<Self, Error> {
+        Self::start_async(DEFAULT_SIZE).await
+    }
+
+    fn launch(settings: Settings) -> Result<Self, Error> {
+        settings.validate()?;
+        let installation = Installation::locate()?;
+        sweep_abandoned_dirs();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}cluster-"))
+            .tempdir()
+            .map_err(|err| Error::io("cannot create temporary directory", err))?;
+        fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
+            .map_err(|err| Error::io("cannot write owner file", err))?;
+        let jvm_args = jvm_args(settings.container_check_interval);
+        let started = Instant::now();
+        let mut last_error = None;
+        for attempt in 1..=START_PORT_ATTEMPTS {
+            let ports: Vec<NodePorts> = free_ports(3 * settings.size)?
+                .chunks(3)
+                .map(|chunk| NodePorts {
+                    client: chunk[0],
+                    peer: chunk[1],
+                    election: chunk[2],
+                })
+                .collect();
+            let specs = ports
+                .iter()
+                .enumerate()
+                .map(|(index, own)| {
+                    let root = dir.path().join(format!("node-{index}"));
+                    NodeSpec {
+                        index,
+                        installation: installation.clone(),
+                        config: config(&settings, &root.join("data"), *own, &ports),
+                        root,
+                        client_port: own.client,
+                        jvm_args: jvm_args.clone(),
+                    }
+                })
+                .collect::<Vec<_>>();
+            for spec in &specs {
+                spec.prepare()?;
+            }
+            match launch_batch(&specs, settings.startup_timeout) {
+                Ok(processes) => {
+                    let cluster = TestingCluster {
+                        nodes: specs
+                            .into_iter()
+                            .zip(processes)
+                            .map(|(spec, process)| Node {
+                                spec,
+                                process: Mutex::new(Some(process)),
+                            })
+                            .collect(),
+                        startup_timeout: settings.startup_timeout,
+                        dir,
+                    };
+                    info!(
+                        connect_string = %cluster.connect_string(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "ZooKeeper test cluster is serving"
+                    );
+                    return Ok(cluster);
+                }
+                Err(err) if is_bind_failure(&err) => {
+                    debug!(
+                        attempt,
+                        "a port was taken before ZooKeeper could bind it; trying other ports"
+                    );
+                    last_error = Some(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_error
+            .unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
+    }
+
+    fn node(&self, index: usize) -> &Node {
+        assert!(
+            index < self.nodes.len(),
+            "node index {index} out of range: the cluster has {} nodes",
+            self.nodes.len()
+        );
+        &self.nodes[index]
+    }
+
+    /// Returns the number of servers in the ensemble (running or not).
+    pub fn size(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Returns the connect string of the whole ensemble, `127.0.0.1:A,127.0.0.1:B,...` in node
+    /// order. It stays the same across stops and restarts.
+    pub fn connect_string(&self) -> String {
+        (0..self.size())
+            .map(|i| self.connect_string_of(i))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Returns the connect string of node `index` alone, `127.0.0.1:PORT`.
+    pub fn connect_string_of(&self, index: usize) -> String {
+        format!("127.0.0.1:{}", self.port_of(index))
+    }
+
+    /// Returns the client port of node `index`.
+    pub fn port_of(&self, index: usize) -> u16 {
+        self.node(index).spec.client_port
+    }
+
+    /// Returns the client address of node `index`, `127.0.0.1:PORT`.
+    pub fn address_of(&self, index: usize) -> SocketAddr {
+        self.node(index).spec.address()
+    }
+
+    /// Returns the data directory of node `index` (holding `myid`, snapshots and logs).
+    pub fn data_dir_of(&self, index: usize) -> PathBuf {
+        self.node(index).spec.data_dir()
+    }
+
+    /// Returns the file receiving node `index`'s server log (appended across restarts).
+    pub fn log_path_of(&self, index: usize) -> PathBuf {
+        self.node(index).spec.log_path()
+    }
+
+    /// Returns the last `lines` lines of node `index`'s server log, for diagnostics.
+    pub fn log_tail_of(&self, index: usize, lines: usize) -> String {
+        tail_lines(&self.log_path_of(index), lines)
+    }
+
+    /// Returns the process id of node `index`'s JVM, or `None` when it is stopped.
+    pub fn pid_of(&self, index: usize) -> Option<u32> {
+        self.node(index)
+            .lock()
+            .as_ref()
+            .map(|process| process.java_pid)
+    }
+
+    /// Returns whether node `index`'s process is alive (it may not serve yet, e.g. while an
+    /// election runs).
+    pub fn is_running(&self, index: usize) -> bool {
+        match self.node(index).lock().as_mut() {
+            Some(process) => matches!(process.child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Asks node `index` for `srvr` and returns the role it reports, or `None` when it is
+    /// stopped or does not serve (no quorum, election under way). Blocks for at most about a
+    /// second and a half, usually a millisecond.
+    pub fn mode_of(&self, index: usize) -> Option<NodeMode> {
+        let node = self.node(index);
+        if node.lock().is_none() {
+            return None;
+        }
+        node.spec.mode()
+    }
+
+    /// Returns the index of the node that reports being the leader, if any serves as such.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.size()).find(|&i| self.mode_of(i) == Some(NodeMode::Leader))
+    }
+
+    /// Returns the indexes of the nodes that serve clients right now.
+    pub fn serving(&self) -> Vec<usize> {
+        (0..self.size())
+            .filter(|&i| self.mode_of(i).is_some())
+            .collect()
+    }
+
+    /// Blocks until every running node serves clients, one of them as the leader, and returns
+    /// the leader's index: after a node was killed, this is when a new leader has been elected
+    /// and the survivors have synced with it.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when that does not happen within `timeout` (e.g. fewer than a quorum
+    /// of nodes run).
+    pub fn wait_until_serving(&self, timeout: Duration) -> Result<usize, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let state = probe(&self.running_specs());
+            match state {
+                Ok(leader) => return Ok(leader),
+                Err(what) if Instant::now() >= deadline => {
+                    return Err(Error::Timeout { what, timeout })
+                }
+                Err(_) => thread::sleep(POLL_INTERVAL),
+            }
+        }
+    }
+
+    /// Like [`wait_until_serving`](Self::wait_until_serving), probing the nodes on blocking
+    /// threads of the current tokio runtime.
+    pub async fn wait_until_serving_async(&self, timeout: Duration) -> Result<usize, Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let specs = self.running_specs();
+            let state = tokio::task::spawn_blocking(move || probe(&specs))
+                .await
+                .map_err(|err| Error::io("probe thread failed", std::io::Error::other(err)))?;
+            match state {
+                Ok(leader) => return Ok(leader),
+                Err(what) if tokio::time::Instant::now() >= deadline => {
+                    return Err(Error::Timeout { what, timeout })
+                }
+                Err(_) => tokio::time::sleep(POLL_INTERVAL).await,
+            }
+        }
+    }
+
+    /// The specs of the nodes that have a process (whether or not it serves).
+    fn running_specs(&self) -> Vec<NodeSpec> {
+        self.nodes
+            .iter()
+            .filter(|node| node.lock().is_some())
+            .map(|node| node.spec.clone())
+            .collect()
+    }
+
+    /// Kills node `index` (SIGKILL to its JVM, like a crash) and blocks until the process is
+    /// gone. Its ports and data are kept for [`restart`](Self::restart). Stopping a stopped
+    /// node does nothing.
+    pub fn stop(&self, index: usize) {
+        self.node(index).stop();
+    }
+
+    /// Kills every node at once, then blocks until all processes are gone. Sessions are not
+    /// closed; they survive a restart that happens before they time out.
+    pub fn stop_all(&self) {
+        let processes: Vec<ServerProcess> = self
+            .nodes
+            .iter()
+            .filter_map(|node| node.lock().take())
+            .collect();
+        if !processes.is_empty() {
+            shutdown_all(processes);
+            info!("ZooKeeper test cluster stopped");
+        }
+    }
+
+    /// Stops node `index` if it runs, starts it again with the same ports and data, and blocks
+    /// until it serves (as a follower, or as the leader when it completes a quorum).
+    ///
+    /// # Errors
+    /// [`Error::StartTimeout`] when the node cannot serve within the startup timeout, e.g.
+    /// because it is the only node running (bring several back at once with
+    /// [`restart_nodes`](Self::restart_nodes)); [`Error::ServerExited`] if it died.
+    pub fn restart(&self, index: usize) -> Result<(), Error> {
+        self.restart_nodes(&[index])
+    }
+
+    /// Like [`restart`](Self::restart), waiting on a blocking thread of the current tokio
+    /// runtime so that its other tasks (clients) keep running.
+    pub async fn restart_async(&self, index: usize) -> Result<(), Error> {
+        self.restart_nodes_async(&[index]).await
+    }
+
+    /// Stops the given nodes if they run, starts them all at once with their ports and data,
+    /// and blocks until every one of them serves. Use it to bring back a quorum after
+    /// [`stop_all`](Self::stop_all), e.g. two nodes of three.
+    ///
+    /// # Errors
+    /// As [`restart`](Self::restart).
+    pub fn restart_nodes(&self, indexes: &[usize]) -> Result<(), Error> {
+        let specs = self.stop_for_restart(indexes);
+        let processes = relaunch_batch(&specs, self.startup_timeout)?;
+        self.install(&specs, processes);
+        Ok(())
+    }
+
+    /// Like [`restart_nodes`](Self::restart_nodes), waiting on a blocking thread of the current
+    /// tokio runtime.
+    pub async fn restart_nodes_async(&self, indexes: &[usize]) -> Result<(), Error> {
+        let specs = self.stop_for_restart(indexes);
+        let timeout = self.startup_timeout;
+        let launch_specs = specs.clone();
+        let processes = tokio::task::spawn_blocking(move || relaunch_batch(&launch_specs, timeout))
+            .await
+            .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
+        self.install(&specs, processes);
+        Ok(())
+    }
+
+    /// Restarts every node at once (see [`restart_nodes`](Self::restart_nodes)).
+    pub fn restart_all(&self) -> Result<(), Error> {
+        self.restart_nodes(&(0..self.size()).collect::<Vec<_>>())
+    }
+
+    /// Like [`restart_all`](Self::restart_all), waiting on a blocking thread of the current
+    /// tokio runtime.
+    pub async fn restart_all_async(&self) -> Result<(), Error> {
+        self.restart_nodes_async(&(0..self.size()).collect::<Vec<_>>())
+            .await
+    }
+
+    /// Stops the distinct nodes of `indexes` (all at once) and returns their specs.
+    fn stop_for_restart(&self, indexes: &[usize]) -> Vec<NodeSpec> {
+        let mut indexes = indexes.to_vec();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let processes: Vec<ServerProcess> = indexes
+            .iter()
+            .filter_map(|&i| self.node(i).lock().take())
+            .collect();
+        shutdown_all(processes);
+        indexes.iter().map(|&i| self.node(i).spec.clone()).collect()
+    }
+
+    fn install(&self, specs: &[NodeSpec], processes: Vec<ServerProcess>) {
+        for (spec, process) in specs.iter().zip(processes) {
+            self.nodes[spec.index].install(process);
+        }
+        info!(
+            nodes = ?specs.iter().map(|s| s.index).collect::<Vec<_>>(),
+            "ZooKeeper cluster nodes restarted"
+        );
+    }
+}
+
+impl Drop for TestingCluster {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_srvr_modes() {
+        let reply = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nZxid: 0x100000000\nMode: follower\nNode count: 5\n";
+        assert_eq!(NodeMode::parse(reply), Some(NodeMode::Follower));
+        assert_eq!(NodeMode::parse("Mode: leader\n"), Some(NodeMode::Leader));
+        assert_eq!(
+            NodeMode::parse("This ZooKeeper instance is not currently serving requests\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn config_lists_every_server() {
+        let ports = [
+            NodePorts {
+                client: 1,
+                peer: 2,
+                election: 3,
+            },
+            NodePorts {
+                client: 4,
+                peer: 5,
+                election: 6,
+            },
+        ];
+        let text = config(
+            &Settings::default(),
+            std::path::Path::new("/d"),
+            ports[1],
+            &ports,
+        );
+        assert!(text.contains("clientPort=4\n"), "{text}");
+        assert!(text.contains("server.1=127.0.0.1:2:3\n"), "{text}");
+        assert!(text.contains("server.2=127.0.0.1:5:6\n"), "{text}");
+        assert!(text.contains("standaloneEnabled=false\n"), "{text}");
+    }
+
+    #[test]
+    fn rejects_empty_cluster() {
+        let err = TestingCluster::builder().size(0).start().unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let mut ports = free_ports(9).unwrap();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 9);
+    }
+}
