@@ -1,7 +1,7 @@
 //! [`InterProcessMultiLock`]: several locks taken as one, all or nothing.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -82,18 +82,13 @@ use crate::owner::Owner;
 ///   fully cancel-safe case.
 /// * **Other members** ([`new`](Self::new)) are held through their own
 ///   [`InterProcessLock::acquire`], whose release may be bound to the task
-///   that acquired (it is for [`InterProcessMutex`] and for a multi-lock).
-///   A dropped acquire first tries the release from a spawned task (this
-///   works for locks whose release any task may call). A member that refuses
-///   with [`Error::NotOwner`] (or when there is no tokio runtime to spawn on)
-///   is kept as a *stranded* release of the owner and is released at the
-///   start of that owner's next call on this multi-lock (`acquire`,
-///   `acquire_timeout` or `release`). Until then the member stays held (its
-///   ephemeral node goes at the latest with the session);
-///   [`stranded_releases`](Self::stranded_releases) counts them. So with
-///   task-bound members, call the multi-lock again from the same task (for
-///   example, the next turn of a loop) or use [`from_paths`](Self::from_paths)
-///   / [`from_mutexes`](Self::from_mutexes), which need no such care.
+///   that acquired (it is for [`InterProcessMutex`], the read-write halves
+///   and a multi-lock). A dropped acquire releases them from a spawned task
+///   that acts as the original owner (see [`Owner`](crate::Owner)), so
+///   task-bound members of this crate are given back too. Only a member with
+///   an ownership rule of its own that refuses the spawned task, or a drop
+///   outside any tokio runtime, leaves a member held (logged; its ephemeral
+///   node goes at the latest with the session).
 ///
 /// The same applies to a [`release`](Self::release) dropped midway.
 ///
@@ -125,9 +120,6 @@ struct Shared {
     /// `[/a, /b]`, for logs and spans.
     label: String,
     holds: DashMap<Owner, Hold>,
-    /// Releases of task-bound members that a dropped acquire or release could
-    /// not do itself: done at the owner's next call.
-    stranded: Mutex<Vec<(Owner, Arc<dyn InterProcessLock>)>>,
 }
 
 struct Hold {
@@ -230,7 +222,6 @@ impl InterProcessMultiLock {
                 members,
                 label,
                 holds: DashMap::new(),
-                stranded: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -290,7 +281,6 @@ impl InterProcessMultiLock {
             ?owner
         );
         async move {
-            self.settle_stranded(owner).await;
             if let Some(mut hold) = self.shared.holds.get_mut(&owner) {
                 hold.count += 1;
                 tracing::debug!(count = hold.count, "reentrant acquire");
@@ -298,7 +288,7 @@ impl InterProcessMultiLock {
             }
             // A deadline too far away to represent is no deadline.
             let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-            let mut taken = Taken::new(&self.shared, owner);
+            let mut taken = Taken::new(owner);
             for member in &self.shared.members {
                 let remaining = match deadline {
                     None => None,
@@ -369,7 +359,6 @@ impl InterProcessMultiLock {
         let owner = Owner::current();
         let span = tracing::info_span!("multi_lock.release", paths = %self.shared.label, ?owner);
         async move {
-            self.settle_stranded(owner).await;
             match self.shared.holds.get_mut(&owner) {
                 None => return Err(Error::NotOwner),
                 Some(mut hold) if hold.count > 1 => {
@@ -382,7 +371,7 @@ impl InterProcessMultiLock {
             let Some((_, hold)) = self.shared.holds.remove(&owner) else {
                 return Err(Error::NotOwner);
             };
-            let mut releasing = Taken::new(&self.shared, owner);
+            let mut releasing = Taken::new(owner);
             releasing.holds = hold.members;
             let mut errors = releasing.release_all().await.into_iter();
             match errors.next() {
@@ -418,18 +407,6 @@ impl InterProcessMultiLock {
         self.shared.holds.contains_key(&Owner::current())
     }
 
-    /// How many member releases wait for their owner's next call on this
-    /// multi-lock: holds of task-bound members that a dropped acquire or
-    /// release could not give back itself (see
-    /// [Cancel safety](Self#cancel-safety)). Always zero for mutex members.
-    pub fn stranded_releases(&self) -> usize {
-        self.shared
-            .stranded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
     /// The participant nodes of every member, member after member in
     /// acquisition order (each member's list holders first).
     ///
@@ -445,48 +422,6 @@ impl InterProcessMultiLock {
             nodes.extend(member.participant_nodes().await?);
         }
         Ok(nodes)
-    }
-
-    /// Releases, from the owner's own context, what a dropped acquire or
-    /// release of this owner could not release in the background.
-    async fn settle_stranded(&self, owner: Owner) {
-        let mine = self.shared.take_stranded(owner);
-        if mine.is_empty() {
-            return;
-        }
-        tracing::info!(count = mine.len(), "releasing stranded members");
-        let mut settling = Taken::new(&self.shared, owner);
-        // `mine` is in release order; `Taken` releases from the back.
-        settling.holds = mine.into_iter().rev().map(MemberHold::Lock).collect();
-        for (path, err) in settling.release_all().await {
-            tracing::warn!(member = %path, %err, "stranded member release failed");
-        }
-    }
-}
-
-impl Shared {
-    fn take_stranded(&self, owner: Owner) -> Vec<Arc<dyn InterProcessLock>> {
-        let mut stranded = self.stranded.lock().unwrap_or_else(PoisonError::into_inner);
-        if stranded.is_empty() {
-            return Vec::new();
-        }
-        let (mine, rest) = std::mem::take(&mut *stranded)
-            .into_iter()
-            .partition::<Vec<_>, _>(|(o, _)| *o == owner);
-        *stranded = rest;
-        mine.into_iter().map(|(_, lock)| lock).collect()
-    }
-
-    fn strand(&self, owner: Owner, lock: Arc<dyn InterProcessLock>) {
-        tracing::warn!(
-            member = lock.path(),
-            ?owner,
-            "member release is bound to its owner; it is released at that owner's next call on the multi-lock"
-        );
-        self.stranded
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((owner, lock));
     }
 }
 
@@ -563,16 +498,14 @@ impl MemberHold {
 /// Dropped with holds inside (the future was cancelled), it releases them in
 /// the background.
 struct Taken {
-    shared: Arc<Shared>,
     owner: Owner,
     /// In acquisition order; released from the back.
     holds: Vec<MemberHold>,
 }
 
 impl Taken {
-    fn new(shared: &Arc<Shared>, owner: Owner) -> Self {
+    fn new(owner: Owner) -> Self {
         Taken {
-            shared: shared.clone(),
             owner,
             holds: Vec::new(),
         }
@@ -630,31 +563,32 @@ impl Drop for Taken {
         if locks.is_empty() {
             return;
         }
-        let (shared, owner) = (self.shared.clone(), self.owner);
+        let owner = self.owner;
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 let span = tracing::info_span!("multi_lock.background_release", ?owner);
-                handle.spawn(
-                    async move {
-                        for lock in locks {
-                            match lock.release().await {
-                                Ok(()) => tracing::debug!(member = lock.path(), "released"),
-                                Err(Error::NotOwner) => shared.strand(owner, lock),
-                                Err(err) => tracing::warn!(
-                                    member = lock.path(),
-                                    %err,
-                                    "background release failed"
-                                ),
-                            }
+                // The spawned task acts as the owner, so task-bound members
+                // accept the release.
+                let release_all = async move {
+                    for lock in locks {
+                        match lock.release().await {
+                            Ok(()) => tracing::debug!(member = lock.path(), "released"),
+                            Err(err) => tracing::warn!(
+                                member = lock.path(),
+                                %err,
+                                "background release failed; the member stays held until its session ends"
+                            ),
                         }
                     }
-                    .instrument(span),
-                );
+                };
+                handle.spawn(Owner::act_for(owner, release_all).instrument(span));
             }
             Err(_) => {
-                tracing::warn!("no tokio runtime to release members in the background");
                 for lock in locks {
-                    shared.strand(owner, lock);
+                    tracing::warn!(
+                        member = lock.path(),
+                        "no tokio runtime to release a member in the background; it stays held until its session ends"
+                    );
                 }
             }
         }

@@ -21,13 +21,28 @@ pub enum Owner {
     Thread(std::thread::ThreadId),
 }
 
+tokio::task_local! {
+    /// Set while a task releases holds on behalf of their owner.
+    static ACTING_FOR: Owner;
+}
+
 impl Owner {
     /// The owner of the code running now.
     pub fn current() -> Owner {
+        if let Ok(owner) = ACTING_FOR.try_with(|owner| *owner) {
+            return owner;
+        }
         match tokio::task::try_id() {
             Some(id) => Owner::Task(id),
             None => Owner::Thread(std::thread::current().id()),
         }
+    }
+
+    /// Runs `future` as `owner`: every [`Owner::current`] inside it answers
+    /// `owner`. Used by the multi-lock to give back, from a background task,
+    /// the holds a cancelled acquire took for its caller.
+    pub(crate) async fn act_for<F: std::future::Future>(owner: Owner, future: F) -> F::Output {
+        ACTING_FOR.scope(owner, future).await
     }
 }
 
@@ -55,5 +70,13 @@ mod tests {
         assert_ne!(a, b);
         let (x, y) = tokio::join!(async { Owner::current() }, async { Owner::current() });
         assert_eq!(x, y, "join! siblings share an owner");
+        // A background task acting for us is us, inside the scope only.
+        let acting = tokio::spawn(async move {
+            let inside = Owner::act_for(here, async { Owner::current() }).await;
+            (inside, Owner::current())
+        });
+        let (inside, outside) = acting.await.ok().unzip();
+        assert_eq!(inside, Some(here));
+        assert_ne!(outside, Some(here));
     }
 }
