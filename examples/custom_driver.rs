@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use zk_curator::framework::lock_internals::{LockInternals, LockInternalsDriver, PredicateResults};
 use zk_curator::{Error, Framework, Result};
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::connect_string_or_start;
 
 /// The first `k` participants hold the lock. Holders leave in any order, so a
 /// waiter waits for any change among the participants (watching one holder
@@ -45,13 +45,8 @@ const WORKERS: usize = 6;
 
 #[tokio::main]
 async fn main() -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let (connect, _server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
-        _ => {
-            let server = TestingServer::start_async().await?;
-            (server.connect_string(), Some(server))
-        }
-    };
+    // ZK_CONNECT, or a throw-away test server kept alive until the end.
+    let (connect, _server) = connect_string_or_start().await?;
     let path = format!("/examples/k-holders-{}", std::process::id());
     let inside = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator::{Framework, InterProcessMutex};
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::connect_string_or_start;
 
 const WORKERS: usize = 4;
 const ROUNDS: usize = 3;
@@ -29,20 +29,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .init();
 
     // Keep the server (if we started one) alive until the end of main.
-    let (connect, _server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
-        _ => {
-            // The embedded server by default (no JVM needed); a real
-            // ZooKeeper with ZK_TEST_SERVER=real.
-            let server = TestingServer::start_async().await?;
-            println!(
-                "ZK_CONNECT not set: started a test server ({}) on {}",
-                server.backend(),
-                server.connect_string()
-            );
-            (server.connect_string(), Some(server))
-        }
-    };
+    // ZK_CONNECT, or a throw-away server: the embedded one by default (no
+    // JVM needed), a real ZooKeeper with ZK_TEST_SERVER=real.
+    let (connect, server) = connect_string_or_start().await?;
+    match &server {
+        Some(server) => println!(
+            "ZK_CONNECT not set: started a test server ({}) on {connect}",
+            server.backend()
+        ),
+        None => println!("using the ensemble at {connect}"),
+    }
 
     let path = format!("/quickstart/{}", std::process::id());
     let last_token = Arc::new(AtomicI64::new(0));

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use zk_curator::{Framework, InterProcessMutex, Revoker};
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::connect_string_or_start;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -24,13 +24,8 @@ async fn connect(connect: &str) -> Result<Framework, BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    let (connect_string, _server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
-        _ => {
-            let server = TestingServer::start_async().await?;
-            (server.connect_string(), Some(server))
-        }
-    };
+    // ZK_CONNECT, or a throw-away test server kept alive until the end.
+    let (connect_string, _server) = connect_string_or_start().await?;
     let path = format!("/examples/revocation-{}", std::process::id());
 
     // The holder: revocable, and it gives the lock up when asked.

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::Barrier;
 use zk_curator::recipes::InterProcessReadWriteLock;
 use zk_curator::Framework;
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::connect_string_or_start;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -28,15 +28,8 @@ async fn main() -> Result<(), BoxError> {
         .init();
 
     // Keep the server (if we started one) alive until the end of main.
-    let (connect, _server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
-        _ => {
-            println!("ZK_CONNECT not set: starting a ZooKeeper server on 127.0.0.1 ...");
-            let server = TestingServer::start_async().await?;
-            println!("ZooKeeper is serving on {}", server.connect_string());
-            (server.connect_string(), Some(server))
-        }
-    };
+    // ZK_CONNECT, or a throw-away test server kept alive until the end.
+    let (connect, _server) = connect_string_or_start().await?;
     let path = format!("/rwlock-example/{}", std::process::id());
 
     // Two readers, each its own session (like two processes), hold the read

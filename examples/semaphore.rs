@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator::{Framework, InterProcessSemaphoreV2};
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::connect_string_or_start;
 
 const WORKERS: usize = 5;
 const LEASES: u32 = 2;
@@ -31,15 +31,8 @@ async fn main() -> Result<(), BoxError> {
         .init();
 
     // Keep the server (if we started one) alive until the end of main.
-    let (connect, _server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
-        _ => {
-            println!("ZK_CONNECT not set: starting a ZooKeeper server on 127.0.0.1 ...");
-            let server = TestingServer::start_async().await?;
-            println!("ZooKeeper is serving on {}", server.connect_string());
-            (server.connect_string(), Some(server))
-        }
-    };
+    // ZK_CONNECT, or a throw-away test server kept alive until the end.
+    let (connect, _server) = connect_string_or_start().await?;
 
     let path = format!("/semaphore-example/{}", std::process::id());
     let holders = Arc::new(AtomicUsize::new(0));

@@ -196,3 +196,25 @@ impl TestingServer {
         }
     }
 }
+
+/// The environment variable naming an ensemble to use instead of a test
+/// server (examples, benchmarks).
+pub const CONNECT_ENV: &str = "ZK_CONNECT";
+
+/// Where an example should connect: the ensemble in [`CONNECT_ENV`] if set,
+/// otherwise a [`TestingServer`] started now (on the backend
+/// [`Backend::from_env`] names). Keep the returned server alive for as long
+/// as the connect string is used; dropping it stops the server.
+///
+/// # Errors
+/// As [`TestingServer::start_async`].
+pub async fn connect_string_or_start() -> Result<(String, Option<TestingServer>), Error> {
+    match std::env::var(CONNECT_ENV) {
+        Ok(connect) if !connect.trim().is_empty() => Ok((connect.trim().to_owned(), None)),
+        _ => {
+            let server = TestingServer::start_async().await?;
+            tracing::info!(backend = %server.backend(), connect = %server.connect_string(), "started a test server");
+            Ok((server.connect_string(), Some(server)))
+        }
+    }
+}

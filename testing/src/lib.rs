@@ -47,7 +47,7 @@ pub mod expire;
 pub mod proxy;
 pub mod server;
 
-pub use backend::{Backend, TestingServer, BACKEND_ENV};
+pub use backend::{connect_string_or_start, Backend, TestingServer, BACKEND_ENV, CONNECT_ENV};
 pub use cluster::{NodeMode, TestingCluster, TestingClusterBuilder};
 pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
