@@ -113,6 +113,9 @@ impl TestingServer {
     ///
     /// # Errors
     /// As [`TestingServer::start_backend`].
+    ///
+    /// # Cancel safety
+    /// As [`TestingServer::start_backend_async`].
     pub async fn start_async() -> Result<TestingServer, Error> {
         Self::start_backend_async(Backend::from_env()?).await
     }
@@ -122,6 +125,11 @@ impl TestingServer {
     ///
     /// # Errors
     /// As [`TestingServer::start_backend`].
+    ///
+    /// # Cancel safety
+    /// The embedded server starts without awaiting anything (cancel safe); a
+    /// real one starts on a blocking thread that goes on if the future is
+    /// dropped, and is stopped again as soon as it has started.
     pub async fn start_backend_async(backend: Backend) -> Result<TestingServer, Error> {
         let server = match backend {
             Backend::Embedded => Server::Embedded(EmbeddedServer::start().await?),
@@ -173,6 +181,10 @@ impl TestingServer {
     ///
     /// # Errors
     /// The server could not be started again.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the server stopped (embedded) or still
+    /// coming up (real); call it again to be sure.
     pub async fn restart_async(&self) -> Result<(), Error> {
         match &self.server {
             Server::Embedded(s) => s.restart().await,
@@ -207,6 +219,9 @@ pub const CONNECT_ENV: &str = "ZK_CONNECT";
 /// as the connect string is used; dropping it stops the server.
 ///
 /// # Errors
+/// As [`TestingServer::start_async`].
+///
+/// # Cancel safety
 /// As [`TestingServer::start_async`].
 pub async fn connect_string_or_start() -> Result<(String, Option<TestingServer>), Error> {
     match std::env::var(CONNECT_ENV) {

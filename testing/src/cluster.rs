@@ -216,6 +216,15 @@ impl TestingClusterBuilder {
     }
 
     /// Like [`start`](Self::start), on a blocking thread of the current tokio runtime.
+    ///
+    /// # Errors
+    /// ZooKeeper or Java missing (the message names the install command), a
+    /// bad setting, or a server that did not come up in time.
+    ///
+    /// # Cancel safety
+    /// The start runs on a blocking thread and goes on if the future is
+    /// dropped; the servers it starts then are stopped again as soon as that
+    /// start returns (their handle is dropped).
     pub async fn start_async(self) -> Result<TestingCluster, Error> {
         tokio::task::spawn_blocking(move || self.start())
             .await
@@ -523,6 +532,15 @@ impl TestingCluster {
     }
 
     /// Like [`start`](Self::start), on a blocking thread of the current tokio runtime.
+    ///
+    /// # Errors
+    /// ZooKeeper or Java missing (the message names the install command), a
+    /// bad setting, or a server that did not come up in time.
+    ///
+    /// # Cancel safety
+    /// The start runs on a blocking thread and goes on if the future is
+    /// dropped; the servers it starts then are stopped again as soon as that
+    /// start returns (their handle is dropped).
     pub async fn start_async(size: usize) -> Result<Self, Error> {
         Self::builder().size(size).start_async().await
     }
@@ -534,6 +552,15 @@ impl TestingCluster {
 
     /// Like [`start_default`](Self::start_default), on a blocking thread of the current tokio
     /// runtime.
+    ///
+    /// # Errors
+    /// ZooKeeper or Java missing (the message names the install command), a
+    /// bad setting, or a server that did not come up in time.
+    ///
+    /// # Cancel safety
+    /// The start runs on a blocking thread and goes on if the future is
+    /// dropped; the servers it starts then are stopped again as soon as that
+    /// start returns (their handle is dropped).
     pub async fn start_default_async() -> Result<Self, Error> {
         Self::start_async(DEFAULT_SIZE).await
     }
@@ -729,6 +756,13 @@ impl TestingCluster {
 
     /// Like [`wait_until_serving`](Self::wait_until_serving), probing the nodes on blocking
     /// threads of the current tokio runtime.
+    ///
+    /// # Errors
+    /// The ensemble did not serve (every running node answering, one leader)
+    /// within `timeout`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
     pub async fn wait_until_serving_async(&self, timeout: Duration) -> Result<usize, Error> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -789,6 +823,13 @@ impl TestingCluster {
 
     /// Like [`restart`](Self::restart), waiting on a blocking thread of the current tokio
     /// runtime so that its other tasks (clients) keep running.
+    ///
+    /// # Errors
+    /// The server could not be started again in time.
+    ///
+    /// # Cancel safety
+    /// The restart runs on a blocking thread and goes on if the future is
+    /// dropped: the server may still come up afterwards.
     pub async fn restart_async(&self, index: usize) -> Result<(), Error> {
         self.restart_nodes_async(&[index]).await
     }
@@ -808,6 +849,13 @@ impl TestingCluster {
 
     /// Like [`restart_nodes`](Self::restart_nodes), waiting on a blocking thread of the current
     /// tokio runtime.
+    ///
+    /// # Errors
+    /// The server could not be started again in time.
+    ///
+    /// # Cancel safety
+    /// The restart runs on a blocking thread and goes on if the future is
+    /// dropped: the servers may still come up afterwards.
     pub async fn restart_nodes_async(&self, indexes: &[usize]) -> Result<(), Error> {
         let specs = self.stop_for_restart(indexes);
         let timeout = self.startup_timeout;
@@ -826,6 +874,13 @@ impl TestingCluster {
 
     /// Like [`restart_all`](Self::restart_all), waiting on a blocking thread of the current
     /// tokio runtime.
+    ///
+    /// # Errors
+    /// The server could not be started again in time.
+    ///
+    /// # Cancel safety
+    /// The restart runs on a blocking thread and goes on if the future is
+    /// dropped: the servers may still come up afterwards.
     pub async fn restart_all_async(&self) -> Result<(), Error> {
         self.restart_nodes_async(&(0..self.size()).collect::<Vec<_>>())
             .await

@@ -30,6 +30,12 @@ pub const DEFAULT_EXPIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Expires `client`'s session on the server at `connect_string`, waiting at most
 /// [`DEFAULT_EXPIRE_TIMEOUT`]. See [`expire_session_within`].
+///
+/// # Errors
+/// As [`expire_session_within`].
+///
+/// # Cancel safety
+/// As [`expire_session_within`].
 pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(), Error> {
     expire_session_within(connect_string, client, DEFAULT_EXPIRE_TIMEOUT).await
 }
@@ -61,6 +67,10 @@ pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(),
 /// * [`Error::Client`] with [`ClientClosed`](zookeeper_client::Error::ClientClosed) or
 ///   [`AuthFailed`](zookeeper_client::Error::AuthFailed) when the client is already in
 ///   another terminal state.
+///
+/// # Cancel safety
+/// Dropping the future may leave the session either alive or already
+/// closed on the server; the client then learns about it on its own.
 pub async fn expire_session_within(
     connect_string: &str,
     client: &Client,

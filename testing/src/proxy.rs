@@ -184,6 +184,9 @@ impl LostReplyFault {
 
     /// Waits up to `timeout` for the fault to fire; returns the swallowed reply, or `None` on
     /// timeout or when the fault can no longer fire (it was replaced, or the proxy is gone).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
     pub async fn wait(&self, timeout: Duration) -> Option<LostReply> {
         let mut fired = self.fired.clone();
         let wait = async {
@@ -296,6 +299,12 @@ impl fmt::Debug for FaultProxy {
 impl FaultProxy {
     /// Starts a proxy on a free `127.0.0.1` port forwarding to `upstream` (e.g.
     /// `server.connect_string()` or a `SocketAddr`), which is resolved once, now.
+    ///
+    /// # Errors
+    /// The upstream address could not be resolved or the listener not bound.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing runs until the proxy is returned.
     pub async fn start(upstream: impl ToSocketAddrs) -> Result<FaultProxy, Error> {
         let upstream = lookup_host(upstream)
             .await

@@ -252,6 +252,15 @@ impl ZooKeeperServerBuilder {
     }
 
     /// Starts the server on a blocking thread of the current tokio runtime.
+    ///
+    /// # Errors
+    /// ZooKeeper or Java missing (the message names the install command), a
+    /// bad setting, or a server that did not come up in time.
+    ///
+    /// # Cancel safety
+    /// The start runs on a blocking thread and goes on if the future is
+    /// dropped; a server it starts then is stopped again as soon as that
+    /// start returns (its handle is dropped).
     pub async fn start_async(self) -> Result<ZooKeeperServer, Error> {
         tokio::task::spawn_blocking(move || self.start())
             .await
@@ -293,6 +302,15 @@ impl ZooKeeperServer {
     }
 
     /// Starts a server with default settings on a blocking thread of the current tokio runtime.
+    ///
+    /// # Errors
+    /// ZooKeeper or Java missing (the message names the install command), a
+    /// bad setting, or a server that did not come up in time.
+    ///
+    /// # Cancel safety
+    /// The start runs on a blocking thread and goes on if the future is
+    /// dropped; a server it starts then is stopped again as soon as that
+    /// start returns (its handle is dropped).
     pub async fn start_async() -> Result<Self, Error> {
         Self::builder().start_async().await
     }
@@ -414,6 +432,13 @@ impl ZooKeeperServer {
 
     /// Like [`restart`](Self::restart), but waits for the server on a blocking thread of the
     /// current tokio runtime, so the runtime's other tasks (clients) keep running meanwhile.
+    ///
+    /// # Errors
+    /// The server could not be started again in time.
+    ///
+    /// # Cancel safety
+    /// The restart runs on a blocking thread and goes on if the future is
+    /// dropped: the server may still come up afterwards.
     pub async fn restart_async(&self) -> Result<(), Error> {
         self.stop();
         let launcher = self.launcher.clone();

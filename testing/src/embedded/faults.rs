@@ -28,6 +28,9 @@ impl LostReplyHandle {
 
     /// Waits up to `timeout` for the fault to fire; returns the swallowed reply, or `None` on
     /// timeout or when the fault can no longer fire (replaced, or the server is gone).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
     pub async fn wait(&self, timeout: Duration) -> Option<LostReply> {
         let mut fired = self.fired.clone();
         let wait = async {

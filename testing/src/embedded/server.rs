@@ -92,6 +92,12 @@ impl EmbeddedServerBuilder {
 
     /// Starts the server on a free `127.0.0.1` port, on the current tokio runtime: it lives as
     /// long as the handle and that runtime.
+    ///
+    /// # Errors
+    /// The port could not be bound or the server's tasks not started.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is awaited; the server exists once this returns.
     pub async fn start(self) -> Result<EmbeddedServer, Error> {
         self.launch(tokio::runtime::Handle::current(), None)
     }
@@ -210,6 +216,12 @@ impl EmbeddedServer {
     }
 
     /// Starts a server with the default settings on the current tokio runtime.
+    ///
+    /// # Errors
+    /// The port could not be bound or the server's tasks not started.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is awaited; the server exists once this returns.
     pub async fn start() -> Result<EmbeddedServer, Error> {
         Self::builder().start().await
     }
@@ -315,6 +327,13 @@ impl EmbeddedServer {
 
     /// Serves again on the same port after [`stop`](Self::stop) (or restarts a running
     /// server); every session gets a full timeout from now.
+    ///
+    /// # Errors
+    /// The port could not be bound again within about a second.
+    ///
+    /// # Cancel safety
+    /// The server is stopped at the first poll; dropping the future while it
+    /// waits for the port leaves it stopped (call `restart` again).
     pub async fn restart(&self) -> Result<(), Error> {
         self.stop();
         let mut attempt = 0;
