@@ -841,3 +841,46 @@ async fn semaphore_mutex_sessions_exclude_each_other() {
     fa.close().await;
     fb.close().await;
 }
+
+#[tokio::test]
+async fn a_free_lease_costs_three_round_trips() {
+    use zk_curator_testing::proxy::opcode;
+    use zk_curator_testing::Traffic;
+    let Some(server) = server() else { return };
+    let path = unique_path("sem-round-trips");
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let fw = framework(&proxy.connect_string()).await;
+    let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
+    // Warm up (creates the parents), and keep one lease so they stay.
+    let kept = semaphore.acquire().await.unwrap();
+    proxy.clear_traffic();
+    let lease = semaphore.acquire().await.unwrap();
+    let requests: Vec<(i32, Option<String>)> = proxy
+        .traffic()
+        .into_iter()
+        .filter_map(|t| match t {
+            Traffic::Request { opcode, path, .. } => Some((opcode, path)),
+            Traffic::Reply { .. } => None,
+        })
+        .collect();
+    // Internal mutex: create + listing (one round trip); lease: create +
+    // listing (one round trip, which already decides the free lease);
+    // internal mutex release: delete.
+    let kinds: Vec<&str> = requests
+        .iter()
+        .map(|(op, _)| match *op {
+            op if opcode::CREATES.contains(&op) => "create",
+            opcode::GET_CHILDREN | opcode::GET_CHILDREN2 => "list",
+            opcode::DELETE => "delete",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["create", "list", "create", "list", "delete"],
+        "{requests:?}"
+    );
+    lease.release().await.unwrap();
+    kept.release().await.unwrap();
+    fw.close().await;
+}

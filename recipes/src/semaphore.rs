@@ -56,12 +56,18 @@
 //! connection is down). A create whose reply was lost is found again by its
 //! `_c_<uuid>-` prefix instead of being created twice.
 //!
+//! **One round trip when a lease is free.** Lease nodes are taken through
+//! [`LockInternals`] with the standard rule (our node among the first
+//! `max_leases` holds a lease; otherwise wait for any change among the
+//! leases), so the pipelined create + listing already decides an
+//! uncontended lease.
+//!
 //! **Vanished nodes and lost sessions.** If our waiting lease node disappears
-//! (deleted by someone else) a new one is created, still under the mutex. If
-//! the session is lost, the internal mutex node and the leases of the call
-//! went with it: the whole acquire starts again on the framework's next
-//! session. Both restarts are bounded by the framework's retry policy, as
-//! [`LockInternals`] restarts are.
+//! (deleted by someone else) `LockInternals` creates a new one, still under
+//! the mutex. If the session is lost, the internal mutex node and the leases
+//! of the call went with it: the whole acquire starts again on the
+//! framework's next session. Both restarts are bounded by the framework's
+//! retry policy.
 
 use std::fmt;
 use std::sync::Arc;
@@ -69,21 +75,21 @@ use std::time::Duration;
 
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver, PredicateResults, Revocation,
-    RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
+    standard_gets_the_lock, AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver,
+    PredicateResults, Revocation, RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{self, join};
-use zk_curator_framework::zk;
-use zk_curator_framework::{Error, Framework, Result, Session};
+use zk_curator_framework::{Error, Framework, Result};
 
 const LOCKS_CHILD: &str = "locks";
 const LEASES_CHILD: &str = "leases";
 const LOCK_NAME: &str = "lock-";
 const LEASE_NAME: &str = "lease-";
 
-/// The lease-node driver: a lease node "holds" as soon as it exists; the
-/// semaphore then waits for its turn with a child watch of its own, so that
-/// any returned lease (not only one particular node) wakes it.
+/// The lease-node driver: the first `max_leases` lease nodes (by sequence)
+/// hold a lease; the one waiter (the holder of the internal mutex) waits for
+/// any change among the leases: any returned lease may be its turn, and a
+/// deleted node of its own is noticed at once.
 #[derive(Debug)]
 struct LeaseNodeDriver;
 
@@ -92,15 +98,15 @@ impl LockInternalsDriver for LeaseNodeDriver {
         &self,
         sorted_children: &[String],
         our_name: &str,
-        _max_leases: u32,
+        max_leases: u32,
     ) -> Result<PredicateResults> {
-        if sorted_children.iter().any(|c| c == our_name) {
-            Ok(PredicateResults::holds())
-        } else {
-            Err(Error::LockLost(format!(
-                "lease node {our_name} is no longer among the leases"
-            )))
+        let decision = standard_gets_the_lock(sorted_children, our_name, max_leases)?;
+        if decision.holds_lock {
+            return Ok(decision);
         }
+        // Only the head of the internal mutex's queue waits here, so watching
+        // every lease costs no herd, and it also sees our own node vanish.
+        Ok(PredicateResults::watch_children())
     }
 }
 
@@ -170,14 +176,6 @@ impl fmt::Debug for InterProcessSemaphoreV2 {
             .field("data_len", &self.shared.data.len())
             .finish()
     }
-}
-
-/// What became of a lease node we waited on.
-enum Turn {
-    /// It is among the first `max_leases`.
-    Granted,
-    /// It is gone (deleted by someone else).
-    Vanished,
 }
 
 impl InterProcessSemaphoreV2 {
@@ -454,7 +452,7 @@ impl InterProcessSemaphoreV2 {
     async fn acquire_restarting(&self, n: u32) -> Result<Vec<Lease>> {
         let mut restarts = Restarts::new(&self.shared.framework);
         loop {
-            match self.attempt(n, &mut restarts).await {
+            match self.attempt(n).await {
                 Ok(leases) => return Ok(leases),
                 Err(err) if err.is_session_terminal() => {
                     tracing::warn!(%err, "the session ended during the acquire; starting over");
@@ -466,7 +464,7 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// One acquire under one hold of the internal mutex, on one session.
-    async fn attempt(&self, n: u32, restarts: &mut Restarts<'_>) -> Result<Vec<Lease>> {
+    async fn attempt(&self, n: u32) -> Result<Vec<Lease>> {
         let framework = &self.shared.framework;
         let mutex = self
             .shared
@@ -501,71 +499,13 @@ impl InterProcessSemaphoreV2 {
                 // Created on a newer session: our mutex hold died with the old one.
                 return Err(Error::SessionExpired);
             }
-            match self.wait_for_turn(&session, &lease).await? {
-                Turn::Granted => {
-                    tracing::debug!(node = %lease.node_name(), "lease granted");
-                    leases.push(lease);
-                }
-                Turn::Vanished => {
-                    lease.forget();
-                    tracing::warn!(
-                        "our lease node vanished while waiting (deleted by someone else); creating a new one"
-                    );
-                    restarts
-                        .next(Error::LockLost(
-                            "our lease node kept vanishing while waiting".into(),
-                        ))
-                        .await?;
-                }
-            }
+            tracing::debug!(node = %lease.node_name(), "lease granted");
+            leases.push(lease);
         }
         let released = self.shared.lock.release(&mutex).await;
         mutex_guard.disarm();
         released?;
         Ok(leases)
-    }
-
-    /// Lists the leases with a child watch until `lease` is among the first
-    /// `max_leases` (or gone).
-    async fn wait_for_turn(&self, session: &Session, lease: &Lease) -> Result<Turn> {
-        let framework = &self.shared.framework;
-        let leases_path = self.shared.leases.base_path().to_owned();
-        let max = self.shared.max_leases as usize;
-        loop {
-            let listed = framework
-                .call_on_session(session, |client| {
-                    let leases_path = leases_path.clone();
-                    async move { client.list_and_watch_children(&leases_path).await }
-                })
-                .await;
-            let (children, watcher) = match listed {
-                Ok(listed) => listed,
-                // No leases parent: our node cannot exist.
-                Err(Error::NoNode) => return Ok(Turn::Vanished),
-                Err(err) => return Err(err),
-            };
-            let sorted = self.shared.leases.sort_children(children);
-            match sorted.iter().position(|c| c == lease.node_name()) {
-                None => return Ok(Turn::Vanished),
-                Some(index) if index < max => return Ok(Turn::Granted),
-                Some(index) => {
-                    tracing::debug!(position = index, "waiting for a lease to be returned")
-                }
-            }
-            tokio::select! {
-                event = watcher.changed() => {
-                    if event.event_type == zk::EventType::Session
-                        && event.session_state.is_terminated()
-                    {
-                        return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state));
-                    }
-                }
-                _ = framework.session_gone(session) => {
-                    let err = if framework.is_closed() { Error::Closed } else { Error::SessionExpired };
-                    return Err(err);
-                }
-            }
-        }
     }
 }
 
@@ -642,11 +582,6 @@ impl Lease {
 
     fn generation(&self) -> u64 {
         self.node().map_or(0, AcquiredNode::generation)
-    }
-
-    /// Drops the lease without deleting its node (it is already gone).
-    fn forget(mut self) {
-        self.node = None;
     }
 
     /// The lease node's name (`_c_<uuid>-lease-<seq>`; Curator's
