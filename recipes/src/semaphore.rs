@@ -751,14 +751,22 @@ mod tests {
     }
 
     #[test]
-    fn lease_driver_grants_while_the_node_exists() {
-        let children = vec!["a".to_owned(), "b".to_owned()];
+    fn lease_driver_grants_the_first_max_leases_and_waits_on_the_list() {
+        let children = vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
         assert_eq!(
-            LeaseNodeDriver.gets_the_lock(&children, "b", 1).unwrap(),
+            LeaseNodeDriver.gets_the_lock(&children, "b", 2).unwrap(),
             PredicateResults::holds()
         );
+        // Beyond max_leases: wait for any change among the leases, even with
+        // one lease (then our own node's deletion is seen at once too).
+        for max in [1, 2] {
+            assert_eq!(
+                LeaseNodeDriver.gets_the_lock(&children, "c", max).unwrap(),
+                PredicateResults::watch_children()
+            );
+        }
         assert!(matches!(
-            LeaseNodeDriver.gets_the_lock(&children, "c", 1),
+            LeaseNodeDriver.gets_the_lock(&children, "d", 2),
             Err(Error::LockLost(_))
         ));
     }
