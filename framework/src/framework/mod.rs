@@ -126,6 +126,9 @@ pub(crate) struct Inner {
     cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<CleanupJob>>>,
     pending_cleanups: watch::Sender<usize>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Entries into an error state under the error policy (see
+    /// [`Framework::loss_epoch`]).
+    loss_epoch: AtomicU64,
     pub(crate) metrics: Metrics,
 }
 
@@ -206,6 +209,7 @@ impl Framework {
             cleanup_rx: Mutex::new(Some(cleanup_rx)),
             pending_cleanups: watch::Sender::new(0),
             tasks: Mutex::new(Vec::new()),
+            loss_epoch: AtomicU64::new(0),
             metrics: Metrics::default(),
         };
         Framework {
@@ -372,6 +376,16 @@ impl Framework {
         self.inner().config.connection_timeout
     }
 
+    /// How many times the connection state has entered an error state under
+    /// the [`ErrorPolicy`] (for the standard policy: every `Suspended` and
+    /// every `Lost`). A hold records the value when it is granted; a larger
+    /// value later means the hold went through a possible loss, even if the
+    /// connection came back since. Counted before the state is announced, so
+    /// whoever sees the new state also sees the new epoch.
+    pub fn loss_epoch(&self) -> u64 {
+        self.inner().loss_epoch.load(Ordering::Acquire)
+    }
+
     /// Lock counters.
     pub fn metrics(&self) -> &Metrics {
         &self.inner().metrics
@@ -514,6 +528,9 @@ impl Inner {
         let current = *self.state_tx.borrow();
         if let Some(next) = next_state(current, event) {
             tracing::info!(from = ?current, to = %next, ?event, "connection state changed");
+            if self.config.error_policy.is_error_state(next) {
+                self.loss_epoch.fetch_add(1, Ordering::AcqRel);
+            }
             self.state_tx.send_replace(Some(next));
             let _ = self.events_tx.send(next);
         }
