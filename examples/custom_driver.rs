@@ -74,7 +74,10 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error + Send + Sy
                 .ok_or("no timeout was set")?;
             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
-            println!("worker {id} is in ({now} inside, node {})", node.name());
+            println!(
+                "worker {id} is in ({now} inside, node {})",
+                node.node().name()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
             inside.fetch_sub(1, Ordering::SeqCst);
             lock.release(&node).await?;

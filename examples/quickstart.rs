@@ -77,7 +77,7 @@ async fn worker(
         mutex.acquire().await?;
         // Reentrant: the same task may acquire again without blocking.
         mutex.acquire().await?;
-        let token = mutex.fencing_token().unwrap_or_default();
+        let token = mutex.fencing_token().map_or(0, i64::from);
         let previous = last_token.swap(token, Ordering::SeqCst);
         assert!(token > previous, "fencing tokens must increase");
         println!(

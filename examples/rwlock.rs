@@ -85,7 +85,7 @@ async fn reader(
     read.acquire().await?;
     println!(
         "reader {id}: holds the read lock (fencing token {:#x})",
-        read.fencing_token().unwrap_or_default()
+        read.fencing_token().map_or(0, i64::from)
     );
     both_inside.wait().await;
     println!("reader {id}: both readers are inside at once");

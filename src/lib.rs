@@ -33,8 +33,8 @@ pub use zk_curator_framework::{
     FrameworkBuilder, Result,
 };
 pub use zk_curator_recipes::{
-    InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    LockLoss, MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, WriteGuard,
-    WriteLock,
+    Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
+    RevocationListener, Revoker, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};

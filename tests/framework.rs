@@ -13,7 +13,7 @@ use common::{
 };
 use futures::StreamExt;
 use zk_curator::framework::zk;
-use zk_curator::{ConnectionState, Error, Framework, InterProcessMutex};
+use zk_curator::{ConnectionState, Error, Framework, InterProcessMutex, LockLoss};
 use zk_curator_testing::{FaultProxy, RequestMatcher};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,8 +69,13 @@ async fn session_expiry_while_holding_reports_lost_and_builds_a_new_session() {
         .expect("the lock must be free");
     assert!(theirs.fencing_token() > guard.fencing_token());
     theirs.release().await.unwrap();
-    // Releasing the dead hold is harmless.
-    guard.release().await.unwrap();
+    // Releasing the dead hold returns at once, saying it was lost.
+    let started = std::time::Instant::now();
+    assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "no wait for a session"
+    );
     // Callbacks saw the same sequence.
     assert!(
         eventually(PATIENCE, || async { *seen.lock().unwrap() == streamed }).await,
@@ -114,7 +119,7 @@ async fn protected_create_with_a_lost_reply_leaves_exactly_one_node() {
     );
     assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
     let stat = raw.check_stat(guard.node_path()).await.unwrap().unwrap();
-    assert_eq!(guard.fencing_token(), stat.czxid);
+    assert_eq!(guard.fencing_token().get(), stat.czxid);
     assert_eq!(
         stat.ephemeral_owner,
         fw.session().await.unwrap().id(),
@@ -153,7 +158,13 @@ async fn dropped_connections_keep_the_session_and_the_lock() {
         session.id(),
         "same session"
     );
-    assert!(guard.is_valid());
+    // The hold went through a suspension: it stays lost (its holder may
+    // have stopped), although the node survived.
+    assert!(!guard.is_valid(), "a loss is latched");
+    assert_eq!(
+        guard.hold().loss(),
+        Some(LockLoss::ConnectionState(ConnectionState::Suspended))
+    );
     let raw = raw_client(&server.connect_string()).await;
     assert!(
         raw.check_stat(guard.node_path()).await.unwrap().is_some(),
@@ -350,7 +361,7 @@ async fn uncontended_acquire_is_one_round_trip() {
 
 #[tokio::test]
 async fn lost_signal_fires_for_each_reason() {
-    use zk_curator::{ErrorPolicy, LockLoss};
+    use zk_curator::ErrorPolicy;
     let Some(server) = server() else { return };
     let path = unique_path("lost-signal");
     let proxy = FaultProxy::start(server.address()).await.unwrap();
@@ -384,7 +395,11 @@ async fn lost_signal_fires_for_each_reason() {
         LockLoss::ConnectionState(ConnectionState::Suspended)
     );
     fw.block_until_connected(PATIENCE).await.unwrap();
-    guard.release().await.unwrap();
+    let node = guard.node_path().to_owned();
+    // Released after its loss: the node is deleted, and the result says so.
+    assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+    let raw = raw_client(&server.connect_string()).await;
+    assert!(raw.check_stat(&node).await.unwrap().is_none());
     fw.close().await;
 
     // ...but not under the session policy, where only expiry counts.

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
-use zk_curator::{Error, InterProcessLock, InterProcessMutex, MutexGuard, Result};
+use zk_curator::{Error, Fence, InterProcessLock, InterProcessMutex, LockLoss, MutexGuard, Result};
 
 /// For `eventually`: whether no node is left under any of `paths`.
 fn gone<'a>(raw: &'a zk::Client, paths: &'a [&'a str]) -> impl FnMut() -> BoxFuture<'a, bool> {
@@ -190,6 +190,18 @@ struct FailsToLock {
 }
 
 impl InterProcessLock for FailsToLock {
+    fn loss(&self) -> Option<LockLoss> {
+        Some(LockLoss::NotHeld)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        futures::future::ready(LockLoss::NotHeld).boxed()
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        Err(Error::NotOwner)
+    }
+
     fn acquire(&self) -> BoxFuture<'_, Result<()>> {
         async move {
             self.good_was_held
@@ -265,6 +277,18 @@ struct FailsToRelease {
 }
 
 impl InterProcessLock for FailsToRelease {
+    fn loss(&self) -> Option<LockLoss> {
+        InterProcessLock::loss(&self.inner)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        InterProcessLock::lost(&self.inner)
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        self.inner.fence()
+    }
+
     fn acquire(&self) -> BoxFuture<'_, Result<()>> {
         self.inner.acquire().boxed()
     }
@@ -407,6 +431,18 @@ impl Recording {
 }
 
 impl InterProcessLock for Recording {
+    fn loss(&self) -> Option<LockLoss> {
+        InterProcessLock::loss(&self.inner)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        InterProcessLock::lost(&self.inner)
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        self.inner.fence()
+    }
+
     fn acquire(&self) -> BoxFuture<'_, Result<()>> {
         self.inner.acquire().boxed()
     }
@@ -592,6 +628,27 @@ struct GuardLock {
 }
 
 impl InterProcessLock for GuardLock {
+    fn loss(&self) -> Option<LockLoss> {
+        match &*self.guard.lock().unwrap() {
+            Some(guard) => guard.hold().loss(),
+            None => Some(LockLoss::NotHeld),
+        }
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        match &*self.guard.lock().unwrap() {
+            Some(guard) => guard.lost().boxed(),
+            None => futures::future::ready(LockLoss::NotHeld).boxed(),
+        }
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        match &*self.guard.lock().unwrap() {
+            Some(guard) => Ok(guard.fence()),
+            None => Err(Error::NotOwner),
+        }
+    }
+
     fn acquire(&self) -> BoxFuture<'_, Result<()>> {
         async move {
             let guard = self.mutex.lock().await?;

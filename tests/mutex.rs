@@ -398,7 +398,7 @@ async fn fencing_tokens_increase_for_successive_holders() {
     );
     let a = InterProcessMutex::new(fa.clone(), &path).unwrap();
     let b = InterProcessMutex::new(fb.clone(), &path).unwrap();
-    let mut last = 0;
+    let mut last = zk_curator::FencingToken::new(0);
     for round in 0..6 {
         let mutex = if round % 2 == 0 { &a } else { &b };
         let guard = mutex.lock().await.unwrap();

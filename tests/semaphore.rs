@@ -139,14 +139,17 @@ async fn simple() {
     assert_eq!(lease.node_path(), format!("{path}/leases/{name}"));
     assert_settles(&raw, &[&fw], &path, &[&name]).await;
     let stat = raw.check_stat(lease.node_path()).await.unwrap().unwrap();
-    assert_eq!(lease.fencing_token(), stat.czxid);
+    assert_eq!(lease.fencing_token().get(), stat.czxid);
     assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
     assert!(lease.is_valid());
 
     lease.release().await.unwrap();
     assert!(children(&raw, &leases_of(&path)).await.is_empty());
     let again = within(semaphore.acquire()).await.unwrap();
-    assert!(again.fencing_token() > stat.czxid, "fencing tokens grow");
+    assert!(
+        again.fencing_token().get() > stat.czxid,
+        "fencing tokens grow"
+    );
     again.release().await.unwrap();
     fw.close().await;
 }
@@ -490,8 +493,11 @@ async fn killed_session_frees_leases() {
     );
     assert!(leases.iter().all(Lease::is_valid));
     assert!(leases[0].fencing_token() > held[1].fencing_token());
-    // Returning a dead lease is harmless.
-    InterProcessSemaphoreV2::return_all(held).await.unwrap();
+    // Returning a dead lease returns at once and says it was lost.
+    assert!(matches!(
+        InterProcessSemaphoreV2::return_all(held).await,
+        Err(Error::LockLost(_))
+    ));
     InterProcessSemaphoreV2::return_all(leases).await.unwrap();
     fa.close().await;
     fb.close().await;

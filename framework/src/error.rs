@@ -103,6 +103,15 @@ impl Error {
         )
     }
 
+    /// Whether the failure says nothing about the request itself, only that
+    /// ZooKeeper could not be reached well enough right now: retryable
+    /// errors, a session that ended (work can go on on the next one), or a
+    /// wait for a session that timed out. Background work (deleting a node,
+    /// say) keeps trying after these and gives up on anything else.
+    pub fn is_transient(&self) -> bool {
+        self.is_retryable() || self.is_session_terminal() || matches!(self, Error::Timeout(_))
+    }
+
     /// Whether the session that produced this error is gone for good (its
     /// ephemeral nodes included).
     pub fn is_session_terminal(&self) -> bool {

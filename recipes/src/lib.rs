@@ -20,10 +20,12 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod held;
 mod lock;
 mod multi;
 mod mutex;
 mod owner;
+mod reentrant;
 mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
@@ -32,8 +34,13 @@ pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
-pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};
+pub use self::rwlock::{
+    Half, InterProcessReadWriteLock, LockHalf, ReadGuard, ReadHalf, ReadLock, RwGuard, WriteGuard,
+    WriteHalf, WriteLock,
+};
 pub use self::semaphore::{InterProcessSemaphoreV2, Lease};
 pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
-pub use zk_curator_framework::lock_internals::{LockLoss, RevocationListener, Revoker};
+pub use zk_curator_framework::lock_internals::{
+    Fence, FencingToken, Hold, LockLoss, RevocationListener, Revoker,
+};
 pub use zk_curator_framework::{Error, Result};

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use zk_curator_framework::lock_internals::{Fence, LockLoss};
 
 use crate::Result;
 
@@ -34,6 +35,42 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
     /// # Cancel safety
     /// Cancel safe, as [`InterProcessLock::acquire`].
     fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>>;
+
+    /// Takes the lock only if it is free right now (one round trip, no
+    /// waiting); `false` otherwise, with nothing left behind. Defaults to
+    /// `acquire_timeout(Duration::ZERO)`, which every recipe of this crate
+    /// treats as a try.
+    ///
+    /// # Errors
+    /// As the recipe's own `try_acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`InterProcessLock::acquire`].
+    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
+        self.acquire_timeout(Duration::ZERO)
+    }
+
+    /// Why the caller's hold (by the recipe's ownership rule) can no longer
+    /// be trusted, or `None` while it can ([`LockLoss::NotHeld`] without a
+    /// hold). No I/O.
+    fn loss(&self) -> Option<LockLoss>;
+
+    /// Whether the caller's hold exists and can still be trusted. No I/O.
+    fn is_valid(&self) -> bool {
+        self.loss().is_none()
+    }
+
+    /// Completes when the caller's hold can no longer be trusted
+    /// ([`LockLoss::NotHeld`] at once without one). The hold is looked up
+    /// when this is called.
+    fn lost(&self) -> BoxFuture<'static, LockLoss>;
+
+    /// A fence over the caller's hold (see [`Fence`]).
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`](crate::Error::NotOwner) without a hold;
+    /// [`Error::LockLost`](crate::Error::LockLost) if it is known to be lost.
+    fn fence(&self) -> Result<Fence>;
 
     /// Releases one hold of the lock.
     ///

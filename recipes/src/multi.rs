@@ -4,16 +4,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
+use zk_curator_framework::lock_internals::{Fence, LockLoss};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
 use crate::mutex::{InterProcessMutex, MutexGuard};
 use crate::owner::Owner;
+use crate::reentrant::{Reentrant, ReentrantHold};
 
 /// Several locks held as one (Curator's `InterProcessMultiLock`): an acquire
 /// takes every member or none, a release gives every member back.
@@ -31,11 +32,19 @@ use crate::owner::Owner;
 ///   acquire (Curator goes on to the remaining members): the members
 ///   already taken are released in reverse order before the error (or
 ///   `false`) is returned.
-/// * **Reentrant per owner**, like [`InterProcessMutex`]: an owner (the
-///   current tokio task, or the thread outside a task, see [`Owner`]) that
-///   holds the multi-lock may acquire it again without I/O; each acquire
-///   needs a matching [`release`](Self::release) from the same owner, and a
-///   release by anybody else is refused with [`Error::NotOwner`].
+/// * **Reentrant per owner**, like [`InterProcessMutex`] (the same engine):
+///   an owner (the current tokio task, or the thread outside a task, see
+///   [`Owner`]) that holds the multi-lock may acquire it again without I/O,
+///   as long as every member's hold is still valid (otherwise
+///   [`Error::LockLost`], and the stale members are given back); each
+///   acquire needs a matching [`release`](Self::release) from the same
+///   owner, and a release by anybody else is refused with
+///   [`Error::NotOwner`].
+/// * **Loss signal and fencing**: [`lost`](Self::lost) fires as soon as any
+///   member's hold is lost; [`fence`](Self::fence) checks every member's
+///   node in one multi transaction.
+/// * **Try-lock**: [`try_acquire`](Self::try_acquire) tries each member once
+///   without waiting, and gives back what it took if one is taken.
 /// * **Release gives back everything**: the members are released in reverse
 ///   order; a member that fails to release does not stop the others (see
 ///   [`release`](Self::release) for how failures are reported).
@@ -119,13 +128,33 @@ struct Shared {
     members: Vec<Member>,
     /// `[/a, /b]`, for logs and spans.
     label: String,
-    holds: DashMap<Owner, Hold>,
+    holds: Reentrant<MultiHold>,
 }
 
-struct Hold {
+/// One owner's hold of every member.
+struct MultiHold {
+    owner: Owner,
+    label: String,
     /// In acquisition order.
     members: Vec<MemberHold>,
-    count: u64,
+}
+
+impl ReentrantHold for MultiHold {
+    fn check(&self) -> std::result::Result<(), LockLoss> {
+        self.members.iter().try_for_each(MemberHold::check)
+    }
+
+    fn describe(&self) -> String {
+        format!("the multi-lock {}", self.label)
+    }
+
+    fn forget(self) {
+        // The members go back in the background, as for a dropped acquire.
+        drop(Taken {
+            owner: self.owner,
+            holds: self.members,
+        });
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -147,7 +176,7 @@ impl fmt::Debug for InterProcessMultiLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InterProcessMultiLock")
             .field("paths", &self.paths())
-            .field("holders", &self.shared.holds.len())
+            .field("holders", &self.shared.holds.holders())
             .finish()
     }
 }
@@ -221,7 +250,7 @@ impl InterProcessMultiLock {
             shared: Arc::new(Shared {
                 members,
                 label,
-                holds: DashMap::new(),
+                holds: Reentrant::new(),
             }),
         })
     }
@@ -259,9 +288,8 @@ impl InterProcessMultiLock {
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` for the
     /// whole set. Returns `false` (with nothing held) if some member could not
     /// be had in time. Each member gets only the time left; once the deadline
-    /// has passed, the remaining members are not even tried (so a zero
-    /// `timeout` returns `false` at once, unless the owner already holds the
-    /// multi-lock).
+    /// has passed, the remaining members are not even tried. A zero
+    /// `timeout` is [`try_acquire`](Self::try_acquire).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -272,6 +300,19 @@ impl InterProcessMultiLock {
         self.acquire_inner(Some(timeout)).await
     }
 
+    /// Tries every member once, without waiting (one round trip each); if
+    /// one is taken, the members already taken are given back and this
+    /// returns `false`. An owner that holds the multi-lock re-enters.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<bool> {
+        self.acquire_inner(Some(Duration::ZERO)).await
+    }
+
     async fn acquire_inner(&self, timeout: Option<Duration>) -> Result<bool> {
         let owner = Owner::current();
         let span = tracing::info_span!(
@@ -280,64 +321,62 @@ impl InterProcessMultiLock {
             ?timeout,
             ?owner
         );
-        async move {
-            if let Some(mut hold) = self.shared.holds.get_mut(&owner) {
-                hold.count += 1;
-                tracing::debug!(count = hold.count, "reentrant acquire");
-                return Ok(true);
-            }
-            // A deadline too far away to represent is no deadline.
-            let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-            let mut taken = Taken::new(owner);
-            for member in &self.shared.members {
-                let remaining = match deadline {
-                    None => None,
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            tracing::info!(member = member.path(), "deadline passed; rolling back");
-                            taken.roll_back().await;
-                            return Ok(false);
-                        }
-                        Some(left)
-                    }
-                };
-                match member.take(remaining).await {
-                    Ok(Some(hold)) => taken.push(hold),
-                    Ok(None) => {
-                        tracing::info!(member = member.path(), "member timed out; rolling back");
+        let try_only = timeout.is_some_and(|t| t.is_zero());
+        // A deadline too far away to represent is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        self.shared
+            .holds
+            .acquire(deadline, |_| self.take_all(owner, deadline, try_only))
+            .instrument(span)
+            .await
+    }
+
+    /// Takes every member in order, under one deadline; gives back what was
+    /// taken when one fails or runs out of time.
+    async fn take_all(
+        &self,
+        owner: Owner,
+        deadline: Option<Instant>,
+        try_only: bool,
+    ) -> Result<Option<MultiHold>> {
+        let mut taken = Taken::new(owner);
+        for member in &self.shared.members {
+            let remaining = match deadline {
+                _ if try_only => Some(Duration::ZERO),
+                None => None,
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        tracing::info!(member = member.path(), "deadline passed; rolling back");
                         taken.roll_back().await;
-                        return Ok(false);
+                        return Ok(None);
                     }
-                    Err(err) => {
-                        tracing::info!(member = member.path(), %err, "member failed; rolling back");
-                        taken.roll_back().await;
-                        return Err(err);
-                    }
+                    Some(left)
                 }
-            }
-            // No await between here and the insert: a hold cannot get lost.
-            let existing = self.shared.holds.get_mut(&owner).map(|mut hold| {
-                hold.count += 1;
-                hold.count
-            });
-            match existing {
-                // The same owner won a concurrent acquire meanwhile (futures
-                // joined in one task): count it once more and give back ours.
-                Some(count) => {
-                    tracing::debug!(count, "owner already holds; returning the extra holds");
+            };
+            match member.take(remaining).await {
+                Ok(Some(hold)) => taken.push(hold),
+                Ok(None) => {
+                    tracing::info!(
+                        member = member.path(),
+                        "member not had in time; rolling back"
+                    );
                     taken.roll_back().await;
+                    return Ok(None);
                 }
-                None => {
-                    let members = taken.disarm();
-                    self.shared.holds.insert(owner, Hold { members, count: 1 });
-                    tracing::info!("multi-lock acquired");
+                Err(err) => {
+                    tracing::info!(member = member.path(), %err, "member failed; rolling back");
+                    taken.roll_back().await;
+                    return Err(err);
                 }
             }
-            Ok(true)
         }
-        .instrument(span)
-        .await
+        tracing::info!("multi-lock acquired");
+        Ok(Some(MultiHold {
+            owner,
+            label: self.shared.label.clone(),
+            members: taken.disarm(),
+        }))
     }
 
     /// Releases one hold of the current owner; the last one releases every
@@ -346,10 +385,11 @@ impl InterProcessMultiLock {
     /// # Errors
     /// [`Error::NotOwner`] if the current owner does not hold the multi-lock
     /// (nothing changes). Otherwise the first member release error, in
-    /// release order; the other members were still released, and any further
-    /// errors are logged (`tracing::warn!`). After the last release the owner
-    /// no longer holds the multi-lock whatever the outcome: a member whose
-    /// release failed is left as its own release left it.
+    /// release order (for example [`Error::LockLost`] for a member whose
+    /// hold was lost before); the other members were still released, and
+    /// any further errors are logged (`tracing::warn!`). After the last
+    /// release the owner no longer holds the multi-lock whatever the
+    /// outcome.
     ///
     /// # Cancel safety
     /// The count changes at the first poll; a release of the last hold
@@ -359,17 +399,8 @@ impl InterProcessMultiLock {
         let owner = Owner::current();
         let span = tracing::info_span!("multi_lock.release", paths = %self.shared.label, ?owner);
         async move {
-            match self.shared.holds.get_mut(&owner) {
-                None => return Err(Error::NotOwner),
-                Some(mut hold) if hold.count > 1 => {
-                    hold.count -= 1;
-                    tracing::debug!(count = hold.count, "reentrant release");
-                    return Ok(());
-                }
-                Some(_) => {}
-            }
-            let Some((_, hold)) = self.shared.holds.remove(&owner) else {
-                return Err(Error::NotOwner);
+            let Some(hold) = self.shared.holds.release()? else {
+                return Ok(());
             };
             let mut releasing = Taken::new(owner);
             releasing.holds = hold.members;
@@ -392,6 +423,64 @@ impl InterProcessMultiLock {
         .await
     }
 
+    /// Why the current owner's hold can no longer be trusted (the first
+    /// member found lost), `None` while it can; [`LockLoss::NotHeld`]
+    /// without a hold. No I/O.
+    pub fn loss(&self) -> Option<LockLoss> {
+        self.shared
+            .holds
+            .with_current(|hold| hold.check().err())
+            .unwrap_or(Some(LockLoss::NotHeld))
+    }
+
+    /// Whether the current owner holds the multi-lock and every member's
+    /// hold can still be trusted. No I/O.
+    pub fn is_valid(&self) -> bool {
+        self.loss().is_none()
+    }
+
+    /// Completes as soon as any member of the current owner's hold is lost,
+    /// with that member's reason ([`LockLoss::NotHeld`] at once without a
+    /// hold). Looked up now, so it may be moved elsewhere.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        let signals = self.shared.holds.with_current(|hold| {
+            hold.members
+                .iter()
+                .map(MemberHold::lost)
+                .collect::<Vec<_>>()
+        });
+        match signals {
+            Some(signals) if !signals.is_empty() => futures::future::select_all(signals)
+                .map(|(loss, _, _)| loss)
+                .boxed(),
+            _ => futures::future::ready(LockLoss::NotHeld).boxed(),
+        }
+    }
+
+    /// A [`Fence`] over every member of the current owner's hold: a fenced
+    /// write succeeds only while all of them are held.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] without a hold; [`Error::LockLost`] if a member is
+    /// known to be lost; [`Error::InvalidArgument`] if the members live on
+    /// different frameworks.
+    pub fn fence(&self) -> Result<Fence> {
+        let fences = self
+            .shared
+            .holds
+            .with_current(|hold| {
+                hold.members
+                    .iter()
+                    .map(MemberHold::fence)
+                    .collect::<Result<Vec<_>>>()
+            })
+            .ok_or(Error::NotOwner)??;
+        Fence::combine(fences)
+    }
+
     /// Whether every member reports itself acquired in this process (by any
     /// owner), as Curator's `isAcquiredInThisProcess`.
     pub fn is_acquired_in_this_process(&self) -> bool {
@@ -404,7 +493,7 @@ impl InterProcessMultiLock {
     /// Whether the current owner (task, or thread outside a task) holds the
     /// multi-lock.
     pub fn is_owned_by_current_task(&self) -> bool {
-        self.shared.holds.contains_key(&Owner::current())
+        self.shared.holds.is_held_by_current()
     }
 
     /// The participant nodes of every member, member after member in
@@ -481,6 +570,28 @@ impl MemberHold {
                 .map_or(guard.node_path(), |(parent, _)| parent)
                 .to_owned(),
             MemberHold::Lock(lock) => lock.path().to_owned(),
+        }
+    }
+
+    fn check(&self) -> std::result::Result<(), LockLoss> {
+        match self {
+            MemberHold::Guard(guard) => guard.hold().check(),
+            MemberHold::Lock(lock) => lock.loss().map_or(Ok(()), Err),
+        }
+    }
+
+    /// The member's loss signal, looked up now (in the owner's task).
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        match self {
+            MemberHold::Guard(guard) => guard.lost().boxed(),
+            MemberHold::Lock(lock) => lock.lost(),
+        }
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        match self {
+            MemberHold::Guard(guard) => Ok(guard.fence()),
+            MemberHold::Lock(lock) => lock.fence(),
         }
     }
 
@@ -602,6 +713,22 @@ impl InterProcessLock for InterProcessMultiLock {
 
     fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
         InterProcessMultiLock::acquire_timeout(self, timeout).boxed()
+    }
+
+    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
+        InterProcessMultiLock::try_acquire(self).boxed()
+    }
+
+    fn loss(&self) -> Option<LockLoss> {
+        InterProcessMultiLock::loss(self)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        InterProcessMultiLock::lost(self)
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        InterProcessMultiLock::fence(self)
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {

@@ -1,29 +1,31 @@
 //! [`InterProcessMutex`]: a reentrant mutex across processes and hosts.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use tokio::time::Instant;
 use zk_curator_framework::lock_internals::{
-    AcquiredNode, LockInternals, LockInternalsDriver, LockLoss, Revocation, RevocationListener,
-    StandardLockInternalsDriver,
+    Fence, FencingToken, Hold, LockInternals, LockInternalsDriver, LockLoss, Revocation,
+    RevocationListener, StandardLockInternalsDriver,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
+use crate::held::Held;
 use crate::lock::InterProcessLock;
-use crate::owner::Owner;
+use crate::reentrant::Reentrant;
 
 /// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`).
 pub const LOCK_NAME: &str = "lock-";
 
 struct Shared {
     internals: LockInternals,
-    owners: DashMap<Owner, Hold>,
-    guards: AtomicUsize,
+    owners: Reentrant<Hold>,
+    guards: Arc<AtomicUsize>,
     revocation: std::sync::Mutex<Option<Revocation>>,
 }
 
@@ -35,17 +37,12 @@ impl Shared {
             .clone()
     }
 
-    async fn acquire_node(&self, timeout: Option<Duration>) -> Result<Option<AcquiredNode>> {
+    async fn acquire_hold(&self, timeout: Option<Duration>) -> Result<Option<Hold>> {
         let revocation = self.revocation();
         self.internals
             .acquire_revocable(&[], timeout, revocation.as_ref())
             .await
     }
-}
-
-struct Hold {
-    node: AcquiredNode,
-    count: u64,
 }
 
 /// A mutex shared by every process that uses the same ZooKeeper path
@@ -58,18 +55,26 @@ struct Hold {
 ///   numbers); each waiter watches only the one ahead of it, so a release
 ///   wakes exactly one waiter.
 /// * **Reentrant per owner**: [`acquire`](Self::acquire) by an owner that
-///   already holds the lock only bumps a count (no I/O); each acquire needs a
-///   matching [`release`](Self::release) from the same owner. The owner is the
-///   current tokio task, or the thread outside a task (see [`Owner`]). Other
-///   tasks of this process queue like other processes.
+///   already holds the lock only bumps a count (no I/O), after checking that
+///   the hold is still valid: a hold lost meanwhile (session ended, node
+///   deleted, loss signalled) fails the re-entry with [`Error::LockLost`]
+///   instead of pretending. Each acquire needs a matching
+///   [`release`](Self::release) from the same owner. The owner is the
+///   current tokio task, or the thread outside a task (see
+///   [`Owner`](crate::Owner)); futures joined in one task share its one hold.
+///   Other tasks of this process queue like other processes.
+/// * **Try-lock**: [`try_acquire`](Self::try_acquire) and
+///   [`try_lock`](Self::try_lock) take one round trip and never wait.
 /// * **Guard API**: [`lock`](Self::lock) returns a [`MutexGuard`] that owns
 ///   its hold, whichever task holds the guard; it is not reentrant.
 /// * **Fencing**: every hold has a token ([`MutexGuard::fencing_token`],
 ///   [`fencing_token`](Self::fencing_token)) that grows strictly from one
 ///   holder to the next.
-/// * **Session loss**: the lock node is ephemeral. If the session is lost
-///   while holding, the node is gone and another process may take the lock;
-///   watch the framework's connection state (or [`MutexGuard::is_valid`]).
+/// * **Loss signal and fencing**: every hold, task-bound or guard, answers
+///   `is_valid()` and `lost()` and gives a [`Fence`] for ZooKeeper writes
+///   that succeed only while it is held. The lock node is ephemeral: if the
+///   session is lost while holding, another process may take the lock;
+///   stop when `lost()` fires.
 ///
 /// Cheap to clone: clones share the owner map.
 ///
@@ -98,7 +103,7 @@ impl fmt::Debug for InterProcessMutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InterProcessMutex")
             .field("path", &self.path())
-            .field("holders", &self.shared.owners.len())
+            .field("holders", &self.shared.owners.holders())
             .field("guards", &self.shared.guards.load(Ordering::Relaxed))
             .finish()
     }
@@ -128,8 +133,8 @@ impl InterProcessMutex {
         Ok(InterProcessMutex {
             shared: Arc::new(Shared {
                 internals,
-                owners: DashMap::new(),
-                guards: AtomicUsize::new(0),
+                owners: Reentrant::new(),
+                guards: Arc::new(AtomicUsize::new(0)),
                 revocation: std::sync::Mutex::new(None),
             }),
         })
@@ -143,9 +148,12 @@ impl InterProcessMutex {
     /// Waits until the current owner holds the lock (or holds it once more).
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed; [`Error::Timeout`] if no
-    /// session could be had within the connection timeout; ZooKeeper errors
-    /// that retrying could not overcome (e.g. [`Error::NoAuth`]).
+    /// [`Error::LockLost`] when the owner's hold was lost (its session
+    /// ended, its node was deleted, or its loss was signalled): the stale
+    /// hold is forgotten, so a new `acquire` queues afresh; [`Error::Closed`]
+    /// if the framework is closed; [`Error::Timeout`] if no session could be
+    /// had within the connection timeout; ZooKeeper errors that retrying
+    /// could not overcome (e.g. [`Error::NoAuth`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future (in `select!`, under `timeout`, by
@@ -154,12 +162,12 @@ impl InterProcessMutex {
     /// mutex.acquire())` is therefore a correct timed acquire; so is
     /// [`acquire_timeout`](Self::acquire_timeout).
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_inner(None).await.map(|_| ())
+        self.acquire_until(None).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
     /// (session waits, retries and queueing included). Returns `false` on
-    /// timeout.
+    /// timeout. A zero timeout is [`try_acquire`](Self::try_acquire).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -167,23 +175,46 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_inner(Some(timeout)).await
+        if timeout.is_zero() {
+            return self.try_acquire().await;
+        }
+        self.acquire_until(Instant::now().checked_add(timeout))
+            .await
     }
 
-    async fn acquire_inner(&self, timeout: Option<Duration>) -> Result<bool> {
-        let owner = Owner::current();
-        if let Some(mut hold) = self.shared.owners.get_mut(&owner) {
-            hold.count += 1;
-            tracing::debug!(path = %self.path(), ?owner, count = hold.count, "reentrant acquire");
-            return Ok(true);
-        }
-        let Some(node) = self.shared.acquire_node(timeout).await? else {
-            return Ok(false);
-        };
-        // No await between the grant and the insert: cancellation cannot
-        // lose a granted node.
-        self.shared.owners.insert(owner, Hold { node, count: 1 });
-        Ok(true)
+    /// Takes the lock if it is free right now, without waiting: one round
+    /// trip (the create and the listing go out together); if the lock is
+    /// taken, our node is deleted again before this returns `false`. An
+    /// owner that already holds the lock re-enters as with
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<bool> {
+        let shared = &self.shared;
+        shared
+            .owners
+            .acquire(Some(Instant::now()), |_| {
+                shared.acquire_hold(Some(Duration::ZERO))
+            })
+            .await
+    }
+
+    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<bool> {
+        let shared = &self.shared;
+        shared
+            .owners
+            .acquire(deadline, |remaining| async move {
+                match remaining {
+                    // Out of time already: a try is all that is left.
+                    Some(left) if left.is_zero() => shared.acquire_hold(Some(Duration::ZERO)).await,
+                    other => shared.acquire_hold(other).await,
+                }
+            })
+            .await
     }
 
     /// Releases one hold of the current owner; the last release deletes the
@@ -191,53 +222,75 @@ impl InterProcessMutex {
     ///
     /// # Errors
     /// [`Error::NotOwner`] if the current owner does not hold the lock
-    /// (nothing changes); [`Error::Closed`] if the framework is closed (the
-    /// hold is dropped; the node went with the session).
+    /// (nothing changes); [`Error::LockLost`] if the last hold had been lost
+    /// before this release (returned at once, see
+    /// [`LockInternals::release`]); [`Error::Closed`] if the framework is
+    /// closed (the hold is dropped; the node went with the session).
     ///
     /// # Cancel safety
     /// The count changes at the first poll; a dropped release of the last
     /// hold still deletes the node in the background.
     pub async fn release(&self) -> Result<()> {
-        let owner = Owner::current();
-        match self.shared.owners.get_mut(&owner) {
-            None => return Err(Error::NotOwner),
-            Some(mut hold) if hold.count > 1 => {
-                hold.count -= 1;
-                return Ok(());
-            }
-            Some(_) => {}
+        match self.shared.owners.release()? {
+            None => Ok(()),
+            Some(hold) => self.shared.internals.release(&hold).await,
         }
-        let Some((_, hold)) = self.shared.owners.remove(&owner) else {
-            return Err(Error::NotOwner);
-        };
-        self.shared.internals.release(&hold.node).await
     }
 
     /// Whether any owner of this process holds the lock through this mutex
     /// (or one of its guards is alive).
     pub fn is_acquired_in_this_process(&self) -> bool {
-        !self.shared.owners.is_empty() || self.shared.guards.load(Ordering::Acquire) > 0
+        self.shared.owners.holders() > 0 || self.shared.guards.load(Ordering::Acquire) > 0
     }
 
     /// Whether the current owner (task, or thread outside a task) holds it.
     pub fn is_owned_by_current_task(&self) -> bool {
-        self.shared.owners.contains_key(&Owner::current())
+        self.shared.owners.is_held_by_current()
+    }
+
+    /// How many times the current owner holds the lock (0 if not at all).
+    pub fn hold_count(&self) -> u64 {
+        self.shared.owners.count()
     }
 
     /// The fencing token of the current owner's hold, if it holds the lock.
-    pub fn fencing_token(&self) -> Option<i64> {
-        self.shared
-            .owners
-            .get(&Owner::current())
-            .map(|h| h.node.fencing_token())
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.shared.owners.with_current(Hold::fencing_token)
     }
 
     /// The node of the current owner's hold, if it holds the lock.
     pub fn lock_node(&self) -> Option<String> {
+        self.shared.owners.with_current(|h| h.path().to_owned())
+    }
+
+    /// Whether the current owner holds the lock and its hold can still be
+    /// trusted (see [`Hold::check`]); no I/O.
+    pub fn is_valid(&self) -> bool {
         self.shared
             .owners
-            .get(&Owner::current())
-            .map(|h| h.node.path().to_owned())
+            .with_current(Hold::is_valid)
+            .unwrap_or(false)
+    }
+
+    /// Completes when the current owner's hold can no longer be trusted,
+    /// with the reason ([`LockLoss::NotHeld`] at once if the owner holds
+    /// nothing). The hold is looked up now, so the future may be moved into
+    /// a `select!` or another task.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
+        lost_of(self.shared.owners.with_current(Hold::clone))
+    }
+
+    /// A [`Fence`] over the current owner's hold: ZooKeeper writes through
+    /// it succeed only while the hold is held.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] if the current owner does not hold the lock;
+    /// [`Error::LockLost`] if its hold is known to be lost.
+    pub fn fence(&self) -> Result<Fence> {
+        fence_of(self.shared.owners.with_current(Hold::clone))
     }
 
     /// The full paths of all participants, sorted: the first holds the lock.
@@ -289,13 +342,17 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<MutexGuard> {
-        match self.shared.acquire_node(None).await? {
-            Some(node) => Ok(self.guard(node)),
-            None => Err(Error::Timeout(Duration::MAX)),
-        }
+        let revocation = self.shared.revocation();
+        let hold = self
+            .shared
+            .internals
+            .acquire_held(&[], revocation.as_ref())
+            .await?;
+        Ok(self.guard(hold))
     }
 
-    /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on timeout.
+    /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
+    /// timeout. A zero timeout is [`try_lock`](Self::try_lock).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -305,18 +362,55 @@ impl InterProcessMutex {
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
         Ok(self
             .shared
-            .acquire_node(Some(timeout))
+            .acquire_hold(Some(timeout))
             .await?
-            .map(|node| self.guard(node)))
+            .map(|hold| self.guard(hold)))
     }
 
-    fn guard(&self, node: AcquiredNode) -> MutexGuard {
-        self.shared.guards.fetch_add(1, Ordering::AcqRel);
+    /// A guard if the lock is free right now, without waiting (one round
+    /// trip; otherwise our node is deleted again before this returns
+    /// `None`).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_lock(&self) -> Result<Option<MutexGuard>> {
+        self.try_lock_for(Duration::ZERO).await
+    }
+
+    fn guard(&self, hold: Hold) -> MutexGuard {
         MutexGuard {
-            shared: self.shared.clone(),
-            node: Some(node),
+            held: Held::new(
+                self.shared.internals.clone(),
+                hold,
+                Some(self.shared.guards.clone()),
+            ),
         }
     }
+}
+
+/// The loss signal of a hold looked up now ([`LockLoss::NotHeld`] without one).
+pub(crate) fn lost_of(hold: Option<Hold>) -> impl Future<Output = LockLoss> + Send + 'static {
+    async move {
+        match hold {
+            Some(hold) => hold.lost().await,
+            None => LockLoss::NotHeld,
+        }
+    }
+}
+
+/// The fence of a hold looked up now.
+pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
+    let hold = hold.ok_or(Error::NotOwner)?;
+    if let Err(loss) = hold.check() {
+        return Err(Error::LockLost(format!(
+            "{} is no longer held: {loss}",
+            hold.path()
+        )));
+    }
+    Ok(hold.fence())
 }
 
 /// A hold of an [`InterProcessMutex`] owned by this value, not by a task.
@@ -326,44 +420,44 @@ impl InterProcessMutex {
 #[must_use = "dropping the guard releases the lock"]
 #[clippy::has_significant_drop]
 pub struct MutexGuard {
-    shared: Arc<Shared>,
-    node: Option<AcquiredNode>,
+    held: Held,
 }
 
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("node", &self.node.as_ref().map(|n| n.path()))
+            .field("node", &self.held.node_path())
             .finish()
     }
 }
 
 impl MutexGuard {
-    fn node(&self) -> Option<&AcquiredNode> {
-        self.node.as_ref()
-    }
-
     /// The fencing token of this hold: strictly greater than the token of
     /// every earlier holder of the same path. Pass it to the resource you
     /// protect so that it can refuse a stale holder's writes.
-    pub fn fencing_token(&self) -> i64 {
-        self.node().map_or(0, AcquiredNode::fencing_token)
+    pub fn fencing_token(&self) -> FencingToken {
+        self.held.fencing_token()
     }
 
     /// The lock node's full path.
     pub fn node_path(&self) -> &str {
-        self.node().map_or("", AcquiredNode::path)
+        self.held.node_path()
     }
 
-    /// Whether the hold can still be trusted: the session that created the
-    /// node is still the framework's session and the connection state is not
-    /// an error under the framework's [`ErrorPolicy`]. It does not detect a
-    /// node deleted by hand.
+    /// The hold itself (for [`Hold::check`], [`Hold::session`] …).
+    pub fn hold(&self) -> &Hold {
+        self.held.hold()
+    }
+
+    /// Whether the hold can still be trusted: the framework is open, the
+    /// session that created the node is still current, and the connection
+    /// state has not been an error under the framework's [`ErrorPolicy`]
+    /// since the grant. No I/O: a node deleted by hand is seen by
+    /// [`lost`](Self::lost), a fenced write or the release.
     ///
     /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
     pub fn is_valid(&self) -> bool {
-        self.node()
-            .is_some_and(|node| self.shared.internals.is_valid(node))
+        self.held.is_valid()
     }
 
     /// Completes when this hold can no longer be trusted, with the reason:
@@ -385,45 +479,28 @@ impl MutexGuard {
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
-        let internals = self.shared.internals.clone();
-        let node = self.node().cloned();
-        async move {
-            match node {
-                Some(node) => internals.lost(&node).await,
-                None => LockLoss::NodeDeleted,
-            }
-        }
+    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
+        self.held.lost()
+    }
+
+    /// A [`Fence`] over this hold: ZooKeeper writes through it succeed only
+    /// while the hold is held.
+    pub fn fence(&self) -> Fence {
+        self.held.fence()
     }
 
     /// Releases the hold and deletes the node (in the background if
     /// ZooKeeper cannot be reached right now).
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed; errors no retry can fix,
-    /// such as [`Error::NoAuth`].
+    /// [`Error::LockLost`] if the hold had been lost before the release
+    /// (returned at once); [`Error::Closed`] if the framework is closed;
+    /// errors no retry can fix, such as [`Error::NoAuth`].
     ///
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the background.
-    pub async fn release(mut self) -> Result<()> {
-        let Some(node) = self.node.take() else {
-            return Ok(());
-        };
-        self.shared.guards.fetch_sub(1, Ordering::AcqRel);
-        self.shared.internals.release(&node).await
-    }
-}
-
-impl Drop for MutexGuard {
-    fn drop(&mut self) {
-        if let Some(node) = self.node.take() {
-            self.shared.guards.fetch_sub(1, Ordering::AcqRel);
-            tracing::debug!(node = %node.path(), "guard dropped; releasing in the background");
-            self.shared
-                .internals
-                .framework()
-                .delete_in_background(node.path());
-        }
+    pub async fn release(self) -> Result<()> {
+        self.held.release().await
     }
 }
 
@@ -434,6 +511,25 @@ impl InterProcessLock for InterProcessMutex {
 
     fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
         InterProcessMutex::acquire_timeout(self, timeout).boxed()
+    }
+
+    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
+        InterProcessMutex::try_acquire(self).boxed()
+    }
+
+    fn loss(&self) -> Option<LockLoss> {
+        self.shared
+            .owners
+            .with_current(Hold::loss)
+            .unwrap_or(Some(LockLoss::NotHeld))
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        InterProcessMutex::lost(self).boxed()
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        InterProcessMutex::fence(self)
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {

@@ -73,13 +73,18 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    standard_gets_the_lock, AcquiredNode, ContenderGuard, LockInternals, LockInternalsDriver,
-    PredicateResults, Revocation, RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
+    standard_gets_the_lock, Acquire, ContenderGuard, Fence, FencingToken, Hold, LockInternals,
+    LockInternalsDriver, LockLoss, PredicateResults, Revocation, RevocationListener,
+    StandardLockInternalsDriver, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::{Error, Framework, Result};
+
+use crate::held::Held;
 
 const LOCKS_CHILD: &str = "locks";
 const LEASES_CHILD: &str = "leases";
@@ -307,8 +312,9 @@ impl InterProcessSemaphoreV2 {
     /// therefore a correct timed acquire; so is
     /// [`acquire_timeout`](Self::acquire_timeout).
     pub async fn acquire(&self) -> Result<Lease> {
-        let mut leases = self.acquire_leases(1, None).await?.unwrap_or_default();
-        leases.pop().ok_or_else(|| Error::Timeout(Duration::MAX))
+        self.check_open()?;
+        let leases = self.acquire_restarting(1).instrument(self.span(1)).await?;
+        first(leases)
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
@@ -321,10 +327,27 @@ impl InterProcessSemaphoreV2 {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
-        Ok(self
-            .acquire_leases(1, Some(timeout))
+        self.acquire_leases(1, timeout)
             .await?
-            .and_then(|mut leases| leases.pop()))
+            .map(first)
+            .transpose()
+    }
+
+    /// A lease if one is free right now, without waiting: one round trip for
+    /// the internal mutex (`None` at once if another acquirer holds it), one
+    /// for the lease (create and listing together); nodes of a try that
+    /// gets nothing are deleted before it returns.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<Option<Lease>> {
+        self.acquire_leases(1, Duration::ZERO)
+            .await?
+            .map(first)
+            .transpose()
     }
 
     /// Waits for `n` leases, all or nothing.
@@ -345,9 +368,8 @@ impl InterProcessSemaphoreV2 {
     /// lease node the call created and its internal mutex node.
     pub async fn acquire_many(&self, n: u32) -> Result<Vec<Lease>> {
         self.check_count(n)?;
-        self.acquire_leases(n, None)
-            .await?
-            .ok_or_else(|| Error::Timeout(Duration::MAX))
+        self.check_open()?;
+        self.acquire_restarting(n).instrument(self.span(n)).await
     }
 
     /// Like [`acquire_many`](Self::acquire_many), with one deadline for the
@@ -364,7 +386,7 @@ impl InterProcessSemaphoreV2 {
         timeout: Duration,
     ) -> Result<Option<Vec<Lease>>> {
         self.check_count(n)?;
-        self.acquire_leases(n, Some(timeout)).await
+        self.acquire_leases(n, timeout).await
     }
 
     /// Returns every lease of `leases` (Curator's `returnAll`), concurrently.
@@ -411,37 +433,44 @@ impl InterProcessSemaphoreV2 {
         Ok(())
     }
 
-    /// `n` leases within `timeout` (forever with `None`); `None` on timeout.
-    async fn acquire_leases(
-        &self,
-        n: u32,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Vec<Lease>>> {
+    fn check_open(&self) -> Result<()> {
         if self.shared.framework.is_closed() {
             return Err(Error::Closed);
         }
-        let span = tracing::info_span!(
+        Ok(())
+    }
+
+    fn span(&self, n: u32) -> tracing::Span {
+        tracing::info_span!(
             "semaphore.acquire",
             path = %self.path(),
             leases = n,
             max_leases = self.shared.max_leases
-        );
-        let acquire = self.acquire_restarting(n).instrument(span.clone());
-        let result = match timeout {
-            None => acquire.await.map(Some),
+        )
+    }
+
+    /// `n` leases within `timeout`; `None` on timeout. A zero timeout is a
+    /// single try.
+    async fn acquire_leases(&self, n: u32, timeout: Duration) -> Result<Option<Vec<Lease>>> {
+        self.check_open()?;
+        let span = self.span(n);
+        let result = if timeout.is_zero() {
+            self.try_attempt(n).instrument(span.clone()).await
+        } else {
             // Everything the call created is under a drop guard: the timeout
             // simply drops the future.
-            Some(timeout) => match tokio::time::timeout(timeout, acquire).await {
+            let acquire = self.acquire_restarting(n).instrument(span.clone());
+            match tokio::time::timeout(timeout, acquire).await {
                 Ok(result) => result.map(Some),
                 Err(_) => Ok(None),
-            },
+            }
         };
         span.in_scope(|| match &result {
             Ok(Some(leases)) => {
                 let nodes: Vec<&str> = leases.iter().map(Lease::node_name).collect();
                 tracing::info!(?nodes, "leases acquired");
             }
-            Ok(None) => tracing::info!(?timeout, "lease acquire timed out"),
+            Ok(None) => tracing::info!(?timeout, "no lease in time"),
             Err(err) => tracing::info!(%err, "lease acquire failed"),
         });
         result
@@ -463,50 +492,91 @@ impl InterProcessSemaphoreV2 {
         }
     }
 
+    fn revocation(&self) -> Option<Revocation> {
+        self.shared
+            .revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// One acquire under one hold of the internal mutex, on one session.
     async fn attempt(&self, n: u32) -> Result<Vec<Lease>> {
-        let framework = &self.shared.framework;
-        let mutex = self
-            .shared
-            .lock
-            .acquire(&[], None)
-            .await?
-            .ok_or(Error::Timeout(Duration::MAX))?;
+        let mutex = self.shared.lock.acquire_held(&[], None).await?;
+        self.leases_under(&mutex, n, false)
+            .await
+            .map(|leases| leases.unwrap_or_default())
+    }
+
+    /// A single try: the internal mutex and the lease(s) without waiting.
+    async fn try_attempt(&self, n: u32) -> Result<Option<Vec<Lease>>> {
+        match self.shared.lock.try_acquire(&[]).await? {
+            Some(mutex) => self.leases_under(&mutex, n, true).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Takes `n` leases while holding the internal mutex `mutex`, on the
+    /// mutex's session only (a lease taken on another session would not be
+    /// covered by the mutex), then gives the mutex back. With `try_only`,
+    /// `None` (and nothing left behind) when a lease is not free at once.
+    async fn leases_under(
+        &self,
+        mutex: &Hold,
+        n: u32,
+        try_only: bool,
+    ) -> Result<Option<Vec<Lease>>> {
         // No await since the grant: the mutex node is always guarded.
-        let mutex_guard = ContenderGuard::node(framework, mutex.path());
+        let mutex_guard = ContenderGuard::node(&self.shared.framework, mutex.path());
         tracing::debug!(node = %mutex.path(), "internal mutex held");
-        let session = match framework.current_session() {
-            Some(session) if session.generation() == mutex.generation() => session,
-            _ => return Err(Error::SessionExpired),
-        };
+        let session = mutex.session().ok_or(Error::SessionExpired)?;
+        let revocation = self.revocation();
+        let timeout = try_only.then_some(Duration::ZERO);
         let mut leases = Vec::with_capacity(n as usize);
         while leases.len() < n as usize {
-            let revocation = self
-                .shared
-                .revocation
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let node = self
-                .shared
-                .leases
-                .acquire_revocable(&self.shared.data, None, revocation.as_ref())
-                .await?
-                .ok_or(Error::Timeout(Duration::MAX))?;
-            // No await since the grant: from here the lease deletes itself on drop.
-            let lease = Lease::new(framework.clone(), node);
-            if lease.generation() != session.generation() {
-                // Created on a newer session: our mutex hold died with the old one.
-                return Err(Error::SessionExpired);
+            let request = Acquire::new()
+                .data(&self.shared.data)
+                .timeout(timeout)
+                .revocation(revocation.as_ref())
+                .on_session(&session);
+            match self.shared.leases.acquire_with(request).await? {
+                Some(hold) => {
+                    // No await since the grant: from here the lease deletes
+                    // itself on drop.
+                    let lease = Lease::new(self.shared.leases.clone(), hold);
+                    tracing::debug!(node = %lease.node_name(), "lease granted");
+                    leases.push(lease);
+                }
+                // Only a try ends without a lease (its node is gone again);
+                // the leases taken so far go back when dropped.
+                None if try_only => {
+                    drop(leases);
+                    self.give_back(mutex, mutex_guard).await;
+                    return Ok(None);
+                }
+                None => {}
             }
-            tracing::debug!(node = %lease.node_name(), "lease granted");
-            leases.push(lease);
         }
-        let released = self.shared.lock.release(&mutex).await;
-        mutex_guard.disarm();
-        released?;
-        Ok(leases)
+        self.give_back(mutex, mutex_guard).await;
+        Ok(Some(leases))
     }
+
+    /// Releases the internal mutex. Its own loss does not matter to leases
+    /// already granted (they have their own holds), so it is only logged.
+    async fn give_back(&self, mutex: &Hold, guard: ContenderGuard) {
+        let released = self.shared.lock.release(mutex).await;
+        guard.disarm();
+        if let Err(err) = released {
+            tracing::debug!(%err, "internal mutex release");
+        }
+    }
+}
+
+/// The one lease of a single-lease acquire (which returns exactly one).
+fn first(mut leases: Vec<Lease>) -> Result<Lease> {
+    leases
+        .pop()
+        .ok_or_else(|| Error::LockLost("the acquire ended without a lease".into()))
 }
 
 /// Counts the restarts of one acquire against the framework's retry policy.
@@ -556,71 +626,68 @@ impl<'a> Restarts<'a> {
 #[must_use = "dropping a lease returns it (in the background)"]
 #[clippy::has_significant_drop]
 pub struct Lease {
-    framework: Framework,
-    node: Option<AcquiredNode>,
+    held: Held,
 }
 
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
-            .field("node", &self.node.as_ref().map(AcquiredNode::path))
+            .field("node", &self.held.node_path())
             .finish()
     }
 }
 
 impl Lease {
-    fn new(framework: Framework, node: AcquiredNode) -> Self {
+    fn new(leases: LockInternals, hold: Hold) -> Self {
         Lease {
-            framework,
-            node: Some(node),
+            held: Held::new(leases, hold, None),
         }
-    }
-
-    fn node(&self) -> Option<&AcquiredNode> {
-        self.node.as_ref()
-    }
-
-    fn generation(&self) -> u64 {
-        self.node().map_or(0, AcquiredNode::generation)
     }
 
     /// The lease node's name (`_c_<uuid>-lease-<seq>`; Curator's
     /// `getNodeName`).
     pub fn node_name(&self) -> &str {
-        self.node().map_or("", AcquiredNode::name)
+        self.held.hold().node().name()
     }
 
     /// The lease node's full path (relative to the framework's namespace).
     pub fn node_path(&self) -> &str {
-        self.node().map_or("", AcquiredNode::path)
+        self.held.node_path()
+    }
+
+    /// The hold behind the lease.
+    pub fn hold(&self) -> &Hold {
+        self.held.hold()
     }
 
     /// The lease node's creation zxid: later leases of the same semaphore
     /// get greater tokens. Unlike a mutex, up to `max_leases` holders are
     /// valid at once, so a resource can use it to order or to refuse holders
     /// from before a point, not to single one out.
-    pub fn fencing_token(&self) -> i64 {
-        self.node().map_or(0, AcquiredNode::fencing_token)
+    pub fn fencing_token(&self) -> FencingToken {
+        self.held.fencing_token()
     }
 
-    /// Whether the lease can still be trusted: the session that created the
-    /// node is still the framework's session and the connection state is not
-    /// an error under the framework's [`ErrorPolicy`]. It does not detect a
-    /// node deleted by hand.
-    ///
-    /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
+    /// Whether the lease can still be trusted (the same rules as every hold:
+    /// see [`Hold::check`]); no I/O.
     pub fn is_valid(&self) -> bool {
-        let Some(node) = self.node() else {
-            return false;
-        };
-        let framework = &self.framework;
-        let same_session = framework
-            .current_session()
-            .is_some_and(|s| s.generation() == node.generation());
-        let state_ok = framework
-            .state()
-            .is_some_and(|s| !framework.error_policy().is_error_state(s));
-        same_session && state_ok
+        self.held.is_valid()
+    }
+
+    /// Completes when the lease can no longer be trusted, with the reason
+    /// (error connection state, session replaced, node deleted, framework
+    /// closed). Run it beside the work the lease admits.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
+        self.held.lost()
+    }
+
+    /// A [`Fence`] over this lease: ZooKeeper writes through it succeed only
+    /// while the lease is held.
+    pub fn fence(&self) -> Fence {
+        self.held.fence()
     }
 
     /// Reads the lease node's data (the semaphore's node data when it was
@@ -636,7 +703,9 @@ impl Lease {
     pub async fn data(&self) -> Result<Vec<u8>> {
         let node_path = self.node_path().to_owned();
         let (data, _stat) = self
-            .framework
+            .held
+            .hold()
+            .framework()
             .call_with_retry(|client| {
                 let node_path = node_path.clone();
                 async move { client.get_data(&node_path).await }
@@ -646,82 +715,21 @@ impl Lease {
     }
 
     /// Returns the lease: deletes its node (in the background if ZooKeeper
-    /// cannot be reached right now). A node that is already gone (its
-    /// session ended, or someone deleted it) counts as returned, with a
-    /// warning.
+    /// cannot be reached right now). A node that is already gone counts as
+    /// returned.
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed (the node went with its
-    /// session); errors no retry can fix, such as [`Error::NoAuth`].
+    /// [`Error::LockLost`] if the lease had been lost before (returned at
+    /// once, without waiting for a new session); [`Error::Closed`] if the
+    /// framework is closed (the node went with its session); errors no
+    /// retry can fix, such as [`Error::NoAuth`].
     ///
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the
     /// background.
-    pub async fn release(mut self) -> Result<()> {
-        let Some(node) = self.node.take() else {
-            return Ok(());
-        };
-        let framework = self.framework.clone();
-        let span = tracing::info_span!("semaphore.release", node = %node.path());
-        async move {
-            if framework.is_closed() {
-                return Err(Error::Closed);
-            }
-            let guard = ContenderGuard::node(&framework, node.path());
-            let node_path = node.path().to_owned();
-            let delete = framework.call_with_retry(|client| {
-                let node_path = node_path.clone();
-                async move { client.delete(&node_path, None).await }
-            });
-            let limit = framework.connection_timeout();
-            match tokio::time::timeout(limit, delete).await {
-                Ok(Ok(())) => {
-                    guard.disarm();
-                    tracing::info!("lease returned");
-                    Ok(())
-                }
-                Ok(Err(Error::NoNode)) => {
-                    guard.disarm();
-                    tracing::warn!(
-                        "lease node already gone (returned before, deleted by someone else, or its session ended)"
-                    );
-                    Ok(())
-                }
-                Ok(Err(Error::Closed)) => {
-                    guard.disarm();
-                    Err(Error::Closed)
-                }
-                Ok(Err(err))
-                    if err.is_retryable()
-                        || err.is_session_terminal()
-                        || matches!(err, Error::Timeout(_)) =>
-                {
-                    tracing::warn!(%err, "could not reach ZooKeeper; returning the lease in the background");
-                    drop(guard);
-                    Ok(())
-                }
-                Ok(Err(err)) => {
-                    guard.disarm();
-                    Err(err)
-                }
-                Err(_) => {
-                    tracing::warn!(?limit, "lease return timed out; deleting in the background");
-                    drop(guard);
-                    Ok(())
-                }
-            }
-        }
-        .instrument(span)
-        .await
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(node) = self.node.take() {
-            tracing::debug!(node = %node.path(), "lease dropped; returning it in the background");
-            self.framework.delete_in_background(node.path());
-        }
+    pub async fn release(self) -> Result<()> {
+        let span = tracing::info_span!("semaphore.release", node = %self.node_path());
+        self.held.release().instrument(span).await
     }
 }
 
@@ -735,6 +743,7 @@ mod tests {
 
     #[allow(dead_code)]
     fn futures_are_send(semaphore: InterProcessSemaphoreV2, lease: Lease) {
+        assert_send(&semaphore.try_acquire());
         assert_send(&semaphore.acquire());
         assert_send(&semaphore.acquire_timeout(Duration::from_secs(1)));
         assert_send(&semaphore.acquire_many(2));

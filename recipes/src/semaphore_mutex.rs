@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -29,11 +30,13 @@ use crate::semaphore::{InterProcessSemaphoreV2, Lease};
 ///   and let another finish it.
 /// * **Release when not held** is refused with [`Error::NotOwner`].
 /// * **Fair** and **cancel safe** as the semaphore.
-/// * **Session loss**: the lease node is ephemeral; if the session is lost
-///   while holding, another process may take the mutex. This instance still
-///   reports [`is_acquired_in_this_process`](Self::is_acquired_in_this_process)
-///   until released (watch the framework's connection state, or
-///   [`is_valid`](Self::is_valid)).
+/// * **Loss signal and fencing**: [`is_valid`](Self::is_valid),
+///   [`lost`](Self::lost) and [`fence`](Self::fence) for the current hold.
+///   The lease node is ephemeral; if the session is lost while holding,
+///   another process may take the mutex. This instance still reports
+///   [`is_acquired_in_this_process`](Self::is_acquired_in_this_process)
+///   until released.
+/// * **Try-lock**: [`try_acquire`](Self::try_acquire) never waits.
 ///
 /// Cheap to clone: clones share the hold.
 ///
@@ -128,6 +131,25 @@ impl InterProcessSemaphoreMutex {
         }
     }
 
+    /// Takes the mutex only if it is free right now, without waiting (see
+    /// [`InterProcessSemaphoreV2::try_acquire`]); `false` otherwise, with
+    /// nothing left behind.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<bool> {
+        match self.semaphore.try_acquire().await? {
+            Some(lease) => {
+                self.store(lease);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// Releases the mutex, from any task, and deletes the lease node (in the
     /// background if ZooKeeper cannot be reached right now).
     ///
@@ -176,8 +198,30 @@ impl InterProcessSemaphoreMutex {
     }
 
     /// The fencing token of the current hold, if held.
-    pub fn fencing_token(&self) -> Option<i64> {
+    pub fn fencing_token(&self) -> Option<FencingToken> {
         self.slot().as_ref().map(Lease::fencing_token)
+    }
+
+    fn hold(&self) -> Option<Hold> {
+        self.slot().as_ref().map(|lease| lease.hold().clone())
+    }
+
+    /// Completes when the current hold can no longer be trusted
+    /// ([`LockLoss::NotHeld`] at once when not held). Looked up now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
+        crate::mutex::lost_of(self.hold())
+    }
+
+    /// A [`Fence`] over the current hold.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`] when not held; [`Error::LockLost`] if the hold is
+    /// known to be lost.
+    pub fn fence(&self) -> Result<Fence> {
+        crate::mutex::fence_of(self.hold())
     }
 
     /// The full path of the current hold's lease node, if held.
@@ -206,6 +250,22 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
 
     fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
         InterProcessSemaphoreMutex::acquire_timeout(self, timeout).boxed()
+    }
+
+    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
+        InterProcessSemaphoreMutex::try_acquire(self).boxed()
+    }
+
+    fn loss(&self) -> Option<LockLoss> {
+        self.hold().map_or(Some(LockLoss::NotHeld), |h| h.loss())
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        InterProcessSemaphoreMutex::lost(self).boxed()
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        InterProcessSemaphoreMutex::fence(self)
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {

@@ -278,6 +278,11 @@ impl Framework {
         }
     }
 
+    /// Whether two handles are clones of one framework.
+    pub fn same_framework(&self, other: &Framework) -> bool {
+        Arc::ptr_eq(self.inner(), other.inner())
+    }
+
     /// Whether [`Framework::close`] was called (or the last handle dropped).
     pub fn is_closed(&self) -> bool {
         self.inner().status.load(Ordering::Acquire) == CLOSED

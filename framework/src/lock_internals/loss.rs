@@ -1,17 +1,12 @@
-//! The lock-loss signal: a future that completes when a hold can no longer
-//! be trusted.
+//! [`LockLoss`]: why a hold can no longer be trusted.
 //!
-//! Curator leaves this to every user (add a connection-state listener, treat
-//! `SUSPENDED` as "maybe lost"), and most get it wrong. Here a holder simply
-//! awaits [`LockInternals::lost`](super::LockInternals::lost) next to its
-//! work, e.g. in a `select!`, and stops when it fires.
+//! Curator leaves loss detection to every user (add a connection-state
+//! listener, treat `SUSPENDED` as "maybe lost"), and most get it wrong. Here
+//! every hold answers [`Hold::lost`](super::Hold::lost) and
+//! [`Hold::is_valid`](super::Hold::is_valid) with the reasons below.
 
 use std::fmt;
 
-use zookeeper_client as zk;
-
-use super::AcquiredNode;
-use crate::framework::Framework;
 use crate::state::ConnectionState;
 
 /// Why a hold can no longer be trusted.
@@ -29,6 +24,8 @@ pub enum LockLoss {
     NodeDeleted,
     /// The framework was closed.
     Closed,
+    /// Nothing is held (the caller holds no such lock, or it was released).
+    NotHeld,
 }
 
 impl fmt::Display for LockLoss {
@@ -38,66 +35,7 @@ impl fmt::Display for LockLoss {
             LockLoss::SessionReplaced => f.write_str("the session that held the lock is gone"),
             LockLoss::NodeDeleted => f.write_str("the lock node was deleted"),
             LockLoss::Closed => f.write_str("the framework was closed"),
-        }
-    }
-}
-
-/// Checks the conditions that need no I/O.
-pub(crate) fn check_now(framework: &Framework, node: &AcquiredNode) -> Option<LockLoss> {
-    if framework.is_closed() {
-        return Some(LockLoss::Closed);
-    }
-    if let Some(state) = framework.state() {
-        if framework.error_policy().is_error_state(state) {
-            return Some(LockLoss::ConnectionState(state));
-        }
-    }
-    if node.is_ephemeral()
-        && framework.current_session().map(|s| s.generation()) != Some(node.generation())
-    {
-        return Some(LockLoss::SessionReplaced);
-    }
-    None
-}
-
-/// Completes with the first reason the hold of `node` is lost.
-pub(crate) async fn wait(framework: Framework, node: AcquiredNode) -> LockLoss {
-    let mut states = framework.state_watcher();
-    let closed = framework.closed();
-    tokio::pin!(closed);
-    loop {
-        states.borrow_and_update();
-        if let Some(loss) = check_now(&framework, &node) {
-            return loss;
-        }
-        // Watch the node itself (a suspended session queues the request
-        // until it reconnects, so this never spins).
-        let deleted = async {
-            let Some(session) = framework.current_session() else {
-                return std::future::pending::<()>().await;
-            };
-            loop {
-                match session.client().check_and_watch_stat(node.path()).await {
-                    Ok((None, _)) => return,
-                    Ok((Some(_), watcher)) => {
-                        let event = watcher.changed().await;
-                        match event.event_type {
-                            zk::EventType::NodeDeleted => return,
-                            zk::EventType::Session => return std::future::pending().await,
-                            _ => continue, // data changed (e.g. a revocation request): watch again
-                        }
-                    }
-                    Err(_) => {
-                        // Connection trouble shows up as a state change; wait for it.
-                        return std::future::pending().await;
-                    }
-                }
-            }
-        };
-        tokio::select! {
-            _ = deleted => return LockLoss::NodeDeleted,
-            _ = states.changed() => {}
-            _ = &mut closed => return LockLoss::Closed,
+            LockLoss::NotHeld => f.write_str("nothing is held"),
         }
     }
 }

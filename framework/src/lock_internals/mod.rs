@@ -30,7 +30,9 @@
 //!   session that created it.
 
 mod driver;
+mod fence;
 mod guard;
+mod hold;
 mod loss;
 mod revocation;
 
@@ -45,12 +47,20 @@ pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
+pub use self::fence::{Fence, FencingToken};
 pub use self::guard::ContenderGuard;
+pub use self::hold::Hold;
 pub use self::loss::LockLoss;
 pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};
 use crate::path;
+
+/// How many times one create may find the lock path missing and create its
+/// parents before the retry policy is asked (a parent reaped by the server
+/// between two creates). Creating parents is part of the first acquire on a
+/// path, not a failure, so it does not spend the retry budget.
+const PARENT_ROUNDS: u32 = 3;
 
 /// The largest node data a lock accepts (ZooKeeper's default packet limit is
 /// 1 MiB including the request's other fields).
@@ -181,7 +191,8 @@ impl LockInternals {
 
     /// Creates a participant node carrying `data` and waits until it holds
     /// the lock, for at most `timeout` (forever with `None`). Returns
-    /// `Ok(None)` on timeout (the node is then deleted in the background).
+    /// `Ok(None)` on timeout (the node is then deleted in the background). A
+    /// zero timeout is a [`try_acquire`](Self::try_acquire).
     ///
     /// # Errors
     /// [`Error::Closed`] if the framework is closed; [`Error::InvalidArgument`]
@@ -194,12 +205,9 @@ impl LockInternals {
     /// Cancel safe: dropping the future at any point deletes our node in the
     /// background (or, if the create's outcome is still unknown, finds it by
     /// its unique prefix and deletes it). Nothing else changes.
-    pub async fn acquire(
-        &self,
-        data: &[u8],
-        timeout: Option<Duration>,
-    ) -> Result<Option<AcquiredNode>> {
-        self.acquire_revocable(data, timeout, None).await
+    pub async fn acquire(&self, data: &[u8], timeout: Option<Duration>) -> Result<Option<Hold>> {
+        self.acquire_with(Acquire::new().data(data).timeout(timeout))
+            .await
     }
 
     /// Like [`LockInternals::acquire`], and if `revocation` is given, watches
@@ -217,31 +225,84 @@ impl LockInternals {
         data: &[u8],
         timeout: Option<Duration>,
         revocation: Option<&Revocation>,
-    ) -> Result<Option<AcquiredNode>> {
-        if data.len() > MAX_NODE_DATA {
+    ) -> Result<Option<Hold>> {
+        self.acquire_with(
+            Acquire::new()
+                .data(data)
+                .timeout(timeout)
+                .revocation(revocation),
+        )
+        .await
+    }
+
+    /// Waits as long as it takes (no timeout) and returns the hold.
+    ///
+    /// # Errors
+    /// As [`LockInternals::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`LockInternals::acquire`].
+    pub async fn acquire_held(&self, data: &[u8], revocation: Option<&Revocation>) -> Result<Hold> {
+        loop {
+            // Without a timeout an acquire only ends with a hold or an error.
+            let request = Acquire::new().data(data).revocation(revocation);
+            if let Some(hold) = self.acquire_with(request).await? {
+                return Ok(hold);
+            }
+        }
+    }
+
+    /// Tries once, without waiting: the create and the listing go out
+    /// together (one round trip), then either the lock is held or our node
+    /// is deleted again before this returns (in the background only if
+    /// ZooKeeper cannot be reached within the connection timeout).
+    ///
+    /// # Errors
+    /// As [`LockInternals::acquire`]; a session lost during the try is
+    /// returned as [`Error::SessionExpired`], not retried.
+    ///
+    /// # Cancel safety
+    /// As [`LockInternals::acquire`].
+    pub async fn try_acquire(&self, data: &[u8]) -> Result<Option<Hold>> {
+        self.acquire_with(Acquire::new().data(data).timeout(Some(Duration::ZERO)))
+            .await
+    }
+
+    /// The general form of [`acquire`](Self::acquire): data, timeout,
+    /// revocation, and optionally the one session the acquire must happen
+    /// on (see [`Acquire::on_session`]).
+    ///
+    /// # Errors
+    /// As [`LockInternals::acquire`]; with a pinned session,
+    /// [`Error::SessionExpired`] once that session is no longer current.
+    ///
+    /// # Cancel safety
+    /// As [`LockInternals::acquire`].
+    pub async fn acquire_with(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
+        if request.data.len() > MAX_NODE_DATA {
             return Err(Error::InvalidArgument(format!(
                 "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
-                data.len()
+                request.data.len()
             )));
         }
         self.framework.inner().check_open()?;
-        let span =
-            tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name);
+        let timeout = request.timeout;
+        let try_only = timeout == Some(Duration::ZERO);
+        let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
         let acquire = self
-            .acquire_restarting(data, revocation)
+            .acquire_restarting(&request, try_only)
             .instrument(span.clone());
         let result = match timeout {
-            None => acquire.await.map(Some),
-            Some(timeout) => match tokio::time::timeout(timeout, acquire).await {
-                Ok(result) => result.map(Some),
-                Err(_) => Ok(None),
-            },
+            Some(timeout) if !try_only => tokio::time::timeout(timeout, acquire)
+                .await
+                .unwrap_or(Ok(None)),
+            _ => acquire.await,
         };
         span.in_scope(|| match &result {
-            Ok(Some(node)) => {
-                tracing::info!(node = %node.path, token = node.czxid, "lock acquired")
+            Ok(Some(hold)) => {
+                tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired")
             }
-            Ok(None) => tracing::info!(?timeout, "lock acquire timed out"),
+            Ok(None) => tracing::info!(?timeout, "lock not acquired in time"),
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
         result
@@ -249,15 +310,29 @@ impl LockInternals {
 
     async fn acquire_restarting(
         &self,
-        data: &[u8],
-        revocation: Option<&Revocation>,
-    ) -> Result<AcquiredNode> {
+        request: &Acquire<'_>,
+        try_only: bool,
+    ) -> Result<Option<Hold>> {
         let started = std::time::Instant::now();
         let mut restarts = 0u32;
         loop {
-            let err = match self.attempt(data, revocation).await {
-                Ok(node) => return Ok(node),
+            let session = match request.session {
+                Some(pinned) => {
+                    let current = self.framework.current_session();
+                    if current.map(|s| s.generation()) != Some(pinned.generation()) {
+                        return Err(Error::SessionExpired);
+                    }
+                    pinned.clone()
+                }
+                None => self.framework.session().await?,
+            };
+            let err = match self
+                .attempt(&session, request.data, request.revocation, try_only)
+                .await
+            {
+                Ok(hold) => return Ok(hold),
                 Err(Failure::Fail(err)) => return Err(err),
+                Err(Failure::Restart(err)) if try_only => return Err(err),
                 Err(Failure::Restart(err)) => err,
             };
             let Some(delay) = self
@@ -276,13 +351,15 @@ impl LockInternals {
         }
     }
 
-    /// One acquire on one session.
+    /// One acquire on one session: `Ok(None)` only for a try that found the
+    /// lock taken (our node is deleted again by then).
     async fn attempt(
         &self,
+        session: &Session,
         data: &[u8],
         revocation: Option<&Revocation>,
-    ) -> Result<AcquiredNode, Failure> {
-        let session = self.framework.session().await?;
+        try_only: bool,
+    ) -> Result<Option<Hold>, Failure> {
         let node_kind = self.driver.participant_node();
         let name_prefix = format!(
             "{}{}-{}",
@@ -304,7 +381,7 @@ impl LockInternals {
         // Armed before anything is sent: from here on, any exit cleans up.
         let mut guard = ContenderGuard::protected(&self.framework, &self.base_path, &name_prefix);
         let created = self
-            .create_participant(&session, &create_name, &name_prefix, mode, data)
+            .create_participant(session, &create_name, &name_prefix, mode, data)
             .await?;
         let our_path = path::join(&self.base_path, &created.name);
         guard.set_node(&our_path);
@@ -334,83 +411,142 @@ impl LockInternals {
                 .gets_the_lock(&sorted, &created.name, self.max_leases)
                 .map_err(Failure::Fail)?;
             if decision.holds_lock {
+                let epoch = self.framework.loss_epoch();
                 guard.disarm();
-                return Ok(AcquiredNode {
+                let node = AcquiredNode {
                     path: our_path,
                     czxid: created.czxid,
                     session_id: session.id(),
                     generation: session.generation(),
                     ephemeral: node_kind.is_ephemeral(),
-                });
-            }
-            let watcher = if decision.watch_children {
-                let base = self.base_path.to_string();
-                let watched = self
-                    .framework
-                    .call_on_session(&session, |client| {
-                        let base = base.clone();
-                        async move { client.list_and_watch_children(&base).await }
-                    })
-                    .await;
-                let (fresh, watcher) = match watched {
-                    Ok(found) => found,
-                    Err(Error::NoNode) => {
-                        return Err(Failure::Restart(Error::LockLost(format!(
-                            "{} does not exist",
-                            self.base_path
-                        ))))
-                    }
-                    Err(err) => return Err(err.into()),
                 };
-                if self.sort_children(fresh.clone()) != sorted {
-                    // Something changed since we looked: decide again first.
-                    children = fresh;
-                    continue;
-                }
-                tracing::debug!("waiting for a change among the participants");
-                watcher
+                return Ok(Some(Hold::new(self.framework.clone(), node, epoch)));
+            }
+            if try_only {
+                self.withdraw(session, guard, &our_path).await;
+                return Ok(None);
+            }
+            let fresh = if decision.watch_children {
+                self.wait_for_children_change(session, &sorted).await?
             } else {
                 let Some(watch_name) = decision.path_to_watch else {
                     return Err(Failure::Fail(Error::InvalidArgument(
                         "the lock driver neither granted the lock nor named a node to watch".into(),
                     )));
                 };
-                let watch_path = path::join(&self.base_path, &watch_name);
-                tracing::debug!(watch = %watch_path, "waiting for the node ahead");
-                let watched = self
-                    .framework
-                    .call_on_session(&session, |client| {
-                        let watch_path = watch_path.clone();
-                        async move { client.get_and_watch_data(&watch_path).await }
-                    })
-                    .await;
-                match watched {
-                    Ok((_, _, watcher)) => watcher,
-                    Err(Error::NoNode) => {
-                        // Already gone: look again at once.
-                        children = self.list_children_on(&session).await?;
-                        continue;
-                    }
-                    Err(err) => return Err(err.into()),
-                }
+                // A parked waiter keeps nothing but its watch: holding on to
+                // the listing would cost every waiter a copy of the queue.
+                drop(sorted);
+                self.wait_for_node_ahead(session, &watch_name).await?;
+                None
             };
-            // A parked waiter keeps nothing but its watch: holding on to the
-            // listing would cost every waiter a copy of the whole queue.
-            drop(sorted);
-            tokio::select! {
-                event = watcher.changed() => {
-                    if event.event_type == zk::EventType::Session {
-                        if event.session_state.is_terminated() {
-                            return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
-                        }
-                    } else {
-                        self.framework.inner().metrics.add_lock_wakeup();
-                    }
-                }
-                _ = self.framework.session_gone(&session) => return Err(Error::SessionExpired.into()),
-                _ = self.framework.closed() => return Err(Error::Closed.into()),
+            children = match fresh {
+                Some(fresh) => fresh,
+                None => self.list_children_on(session).await?,
+            };
+        }
+    }
+
+    /// Waits until the node `watch_name` ahead of ours is gone (at once if it
+    /// already is).
+    async fn wait_for_node_ahead(
+        &self,
+        session: &Session,
+        watch_name: &str,
+    ) -> Result<(), Failure> {
+        let watch_path = path::join(&self.base_path, watch_name);
+        tracing::debug!(watch = %watch_path, "waiting for the node ahead");
+        let watched = self
+            .framework
+            .call_on_session(session, |client| {
+                let watch_path = watch_path.clone();
+                async move { client.get_and_watch_data(&watch_path).await }
+            })
+            .await;
+        match watched {
+            Ok((_, _, watcher)) => self.wait_event(session, watcher).await,
+            // Already gone: look again at once.
+            Err(Error::NoNode) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Watches the children list; returns a fresh listing at once if it
+    /// differs from `sorted` (something changed since the last look), or
+    /// `None` once a change has been notified.
+    async fn wait_for_children_change(
+        &self,
+        session: &Session,
+        sorted: &[String],
+    ) -> Result<Option<Vec<String>>, Failure> {
+        let base = self.base_path.to_string();
+        let watched = self
+            .framework
+            .call_on_session(session, |client| {
+                let base = base.clone();
+                async move { client.list_and_watch_children(&base).await }
+            })
+            .await;
+        let (fresh, watcher) = match watched {
+            Ok(found) => found,
+            Err(Error::NoNode) => {
+                return Err(Failure::Restart(Error::LockLost(format!(
+                    "{} does not exist",
+                    self.base_path
+                ))))
             }
-            children = self.list_children_on(&session).await?;
+            Err(err) => return Err(err.into()),
+        };
+        if self.sort_children(fresh.clone()) != sorted {
+            // Changed between our listing and the watch: decide again first.
+            return Ok(Some(fresh));
+        }
+        tracing::debug!("waiting for a change among the participants");
+        self.wait_event(session, watcher).await?;
+        Ok(None)
+    }
+
+    /// Waits for one watch event, the session's end or the framework's close.
+    async fn wait_event(
+        &self,
+        session: &Session,
+        watcher: zk::OneshotWatcher,
+    ) -> Result<(), Failure> {
+        tokio::select! {
+            event = watcher.changed() => {
+                if event.event_type == zk::EventType::Session {
+                    if event.session_state.is_terminated() {
+                        return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
+                    }
+                } else {
+                    self.framework.inner().metrics.add_lock_wakeup();
+                }
+                Ok(())
+            }
+            _ = self.framework.session_gone(session) => Err(Error::SessionExpired.into()),
+            _ = self.framework.closed() => Err(Error::Closed.into()),
+        }
+    }
+
+    /// Deletes the node of a try that did not get the lock, before returning
+    /// (in the background if ZooKeeper cannot be reached in time).
+    async fn withdraw(&self, session: &Session, guard: ContenderGuard, our_path: &str) {
+        let node_path = our_path.to_owned();
+        let delete = self.framework.call_on_session(session, |client| {
+            let node_path = node_path.clone();
+            async move {
+                match client.delete(&node_path, None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                    Err(err) => Err(err),
+                }
+            }
+        });
+        match tokio::time::timeout(self.framework.connection_timeout(), delete).await {
+            Ok(Ok(())) => {
+                guard.disarm();
+                tracing::debug!(node = %our_path, "lock taken; our node is withdrawn");
+            }
+            _ => drop(guard),
         }
     }
 
@@ -432,6 +568,7 @@ impl LockInternals {
         );
         let started = std::time::Instant::now();
         let mut retries = 0u32;
+        let mut parent_rounds = 0u32;
         let mut maybe_created = false;
         loop {
             self.framework.inner().check_open()?;
@@ -480,11 +617,16 @@ impl LockInternals {
                     });
                 }
                 Err(zk::Error::NoNode) => {
-                    // A level reaped by the server between two creates shows
-                    // up as NoNode: the next round creates it again.
+                    // The lock path (or a level reaped by the server between
+                    // two creates) is missing: create it and go again, outside
+                    // the retry budget for the first few rounds.
                     match self.create_parents(session).await {
                         Ok(()) | Err(Error::NoNode) => {}
                         Err(err) => return Err(err),
+                    }
+                    parent_rounds += 1;
+                    if parent_rounds <= PARENT_ROUNDS {
+                        continue;
                     }
                     Error::NoNode
                 }
@@ -607,29 +749,6 @@ impl LockInternals {
         }
     }
 
-    /// Whether a hold of `node` can still be trusted: the framework is open,
-    /// the connection state is not an error under its
-    /// [`ErrorPolicy`](crate::ErrorPolicy), and (for an ephemeral node) the
-    /// session that created it is still current. No I/O: it does not see a
-    /// node deleted by hand (see [`LockInternals::lost`]).
-    pub fn is_valid(&self, node: &AcquiredNode) -> bool {
-        loss::check_now(&self.framework, node).is_none()
-    }
-
-    /// Completes when a hold of `node` can no longer be trusted, with the
-    /// reason: an error connection state, its session replaced, the node
-    /// deleted (watched on ZooKeeper), or the framework closed. Run it beside
-    /// the work the lock protects and stop when it fires.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes (dropping it removes its watch).
-    pub fn lost(
-        &self,
-        node: &AcquiredNode,
-    ) -> impl std::future::Future<Output = LockLoss> + Send + 'static {
-        loss::wait(self.framework.clone(), node.clone())
-    }
-
     /// Sorts child names with the driver's sort key.
     pub fn sort_children(&self, mut children: Vec<String>) -> Vec<String> {
         children.sort_by_cached_key(|name| self.driver.sort_key(name, &self.lock_name));
@@ -665,26 +784,54 @@ impl LockInternals {
             .collect())
     }
 
-    /// Deletes a held node. If the connection is down (or the delete does not
-    /// finish within the connection timeout), the delete continues in the
-    /// background and this returns `Ok`: the lock is released as far as this
-    /// process is concerned, and the node goes as soon as ZooKeeper can be
-    /// reached (or with its session). A node already gone counts as deleted.
+    /// Releases a hold: deletes its node. If the connection is down (or the
+    /// delete does not finish within the connection timeout), the delete
+    /// continues in the background and this returns: the lock is released as
+    /// far as this process is concerned, and the node goes as soon as
+    /// ZooKeeper can be reached (or with its session). A node already gone
+    /// counts as deleted.
+    ///
+    /// A hold that was already lost is released without waiting for a new
+    /// session: if its (ephemeral) node died with its session, there is
+    /// nothing to delete; otherwise the node is deleted now if connected, in
+    /// the background if not. Either way the result is [`Error::LockLost`],
+    /// so the caller learns that the hold did not last until the release.
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed (ephemeral nodes went with
-    /// its session); errors no retry can fix, such as [`Error::NoAuth`].
+    /// [`Error::LockLost`] for a hold found lost (see above; nothing is left
+    /// to do); [`Error::Closed`] if the framework is closed (ephemeral nodes
+    /// went with its session); errors no retry can fix, such as
+    /// [`Error::NoAuth`].
     ///
     /// # Cancel safety
     /// Cancel safe: once polled, dropping the future hands the delete to the
     /// background cleaner.
-    pub async fn release(&self, node: &AcquiredNode) -> Result<()> {
-        let span = tracing::info_span!("lock.release", node = %node.path);
+    pub async fn release(&self, hold: &Hold) -> Result<()> {
+        let span = tracing::info_span!("lock.release", node = %hold.path());
         async {
             self.framework.inner().check_open()?;
-            let guard = ContenderGuard::node(&self.framework, &node.path);
-            let node_path = node.path.clone();
-            let delete = self.framework.call_with_retry(|client| {
+            let loss = hold.check().err();
+            let lost = |loss: LockLoss| {
+                Error::LockLost(format!("{} was lost before its release: {loss}", hold.path()))
+            };
+            let Some(session) = hold.session() else {
+                tracing::info!("the node died with its session; nothing to delete");
+                return Err(lost(loss.unwrap_or(LockLoss::SessionReplaced)));
+            };
+            let guard = ContenderGuard::node(&self.framework, hold.path());
+            if let Some(loss) = loss {
+                let connected = self
+                    .framework
+                    .state()
+                    .is_some_and(crate::ConnectionState::is_connected);
+                if !connected {
+                    tracing::info!(%loss, "lost hold released while disconnected; deleting in the background");
+                    drop(guard);
+                    return Err(lost(loss));
+                }
+            }
+            let node_path = hold.path().to_owned();
+            let delete = self.framework.call_on_session(&session, |client| {
                 let node_path = node_path.clone();
                 async move {
                     match client.delete(&node_path, None).await {
@@ -694,7 +841,7 @@ impl LockInternals {
                 }
             });
             let limit = self.framework.connection_timeout();
-            match tokio::time::timeout(limit, delete).await {
+            let outcome = match tokio::time::timeout(limit, delete).await {
                 Ok(Ok(())) => {
                     guard.disarm();
                     tracing::info!("lock released");
@@ -702,9 +849,9 @@ impl LockInternals {
                 }
                 Ok(Err(Error::Closed)) => {
                     guard.disarm();
-                    Err(Error::Closed)
+                    return Err(Error::Closed);
                 }
-                Ok(Err(err)) if err.is_retryable() || err.is_session_terminal() || matches!(err, Error::Timeout(_)) => {
+                Ok(Err(err)) if err.is_transient() => {
                     tracing::warn!(%err, "release could not reach ZooKeeper; deleting in the background");
                     drop(guard);
                     Ok(())
@@ -718,10 +865,58 @@ impl LockInternals {
                     drop(guard);
                     Ok(())
                 }
+            };
+            match loss {
+                Some(loss) => outcome.and(Err(lost(loss))),
+                None => outcome,
             }
         }
         .instrument(span)
         .await
+    }
+}
+
+/// What to acquire and how (see [`LockInternals::acquire_with`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Acquire<'a> {
+    data: &'a [u8],
+    timeout: Option<Duration>,
+    revocation: Option<&'a Revocation>,
+    session: Option<&'a Session>,
+}
+
+impl<'a> Acquire<'a> {
+    /// No data, no timeout, not revocable, on the framework's current
+    /// session (and its successors).
+    pub fn new() -> Self {
+        Acquire::default()
+    }
+
+    /// The participant node's data.
+    pub fn data(mut self, data: &'a [u8]) -> Self {
+        self.data = data;
+        self
+    }
+
+    /// How long to wait in all (`None`: forever; zero: a single try).
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Watch the node for revocation requests.
+    pub fn revocation(mut self, revocation: Option<&'a Revocation>) -> Self {
+        self.revocation = revocation;
+        self
+    }
+
+    /// Acquire on this session only: if it ends, the acquire fails with
+    /// [`Error::SessionExpired`] instead of starting over on the next one
+    /// (for a step that is only valid under something else held on that
+    /// session, such as the semaphore's internal mutex).
+    pub fn on_session(mut self, session: &'a Session) -> Self {
+        self.session = Some(session);
+        self
     }
 }
 

@@ -1,0 +1,240 @@
+//! [`Hold`]: a granted participant node, and the one answer to "may I still
+//! act as its holder?".
+//!
+//! Every kind of hold the recipes hand out (a guard, a task-bound hold, a
+//! lease, a member of a multi-lock) wraps a `Hold`, so `is_valid()`,
+//! `lost()` and fencing mean the same thing everywhere:
+//!
+//! * the framework is open;
+//! * nobody has seen the node deleted;
+//! * for an ephemeral node (every standard recipe's), the session that
+//!   created it is still the framework's session, and the connection state
+//!   has not entered an error state under the framework's
+//!   [`ErrorPolicy`](crate::ErrorPolicy) since the grant (the
+//!   [`loss_epoch`](crate::Framework::loss_epoch) has not moved) and is not
+//!   in one now. A persistent node (a custom driver's) outlives sessions, so
+//!   connection trouble does not end its hold.
+//!
+//! Once any of these fails, the hold is lost for good (the first reason is
+//! latched): a hold that went through a `Suspended` episode stays lost even
+//! after the connection comes back, because its holder may already have
+//! stopped, and another process may have acted meanwhile if the suspension
+//! hid an expiry.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use zookeeper_client as zk;
+
+use super::fence::{Fence, FencingToken};
+use super::loss::LockLoss;
+use super::AcquiredNode;
+use crate::framework::{Framework, Session};
+
+/// A participant node that was granted the lock, with its loss latch. Cheap
+/// to clone; clones share the latch.
+#[derive(Clone)]
+pub struct Hold {
+    inner: Arc<HoldInner>,
+}
+
+struct HoldInner {
+    framework: Framework,
+    node: AcquiredNode,
+    /// The framework's loss epoch when the node was granted.
+    epoch: u64,
+    /// The first reason the hold was found lost (set once).
+    lost: watch::Sender<Option<LockLoss>>,
+}
+
+impl fmt::Debug for Hold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hold")
+            .field("node", &self.inner.node.path())
+            .field("token", &self.inner.node.fencing_token())
+            .field("lost", &*self.inner.lost.borrow())
+            .finish()
+    }
+}
+
+impl Hold {
+    /// Wraps a node granted at loss epoch `epoch`.
+    pub(crate) fn new(framework: Framework, node: AcquiredNode, epoch: u64) -> Hold {
+        Hold {
+            inner: Arc::new(HoldInner {
+                framework,
+                node,
+                epoch,
+                lost: watch::Sender::new(None),
+            }),
+        }
+    }
+
+    /// The granted node.
+    pub fn node(&self) -> &AcquiredNode {
+        &self.inner.node
+    }
+
+    /// The node's full path (relative to the framework's namespace).
+    pub fn path(&self) -> &str {
+        self.inner.node.path()
+    }
+
+    /// The framework the hold belongs to.
+    pub fn framework(&self) -> &Framework {
+        &self.inner.framework
+    }
+
+    /// The hold's fencing token (see [`FencingToken`]).
+    pub fn fencing_token(&self) -> FencingToken {
+        FencingToken::new(self.inner.node.fencing_token())
+    }
+
+    /// Whether two handles are clones of one hold.
+    pub fn same_hold(&self, other: &Hold) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Checks, without I/O, whether the hold can still be trusted; the first
+    /// reason it cannot is latched and returned from then on.
+    ///
+    /// # Errors
+    /// The [`LockLoss`] that ended the hold.
+    pub fn check(&self) -> Result<(), LockLoss> {
+        if let Some(loss) = *self.inner.lost.borrow() {
+            return Err(loss);
+        }
+        match self.loss_now() {
+            None => Ok(()),
+            Some(loss) => Err(self.mark_lost(loss)),
+        }
+    }
+
+    /// Whether the hold can still be trusted (see [`Hold::check`]). No I/O: a
+    /// node deleted by hand is seen only once [`Hold::lost`], a fenced write
+    /// or a release has looked at it.
+    pub fn is_valid(&self) -> bool {
+        self.check().is_ok()
+    }
+
+    /// The reason the hold was lost, if it was found lost.
+    pub fn loss(&self) -> Option<LockLoss> {
+        self.check().err()
+    }
+
+    /// Records that the hold is lost (the first reason wins) and returns the
+    /// reason in force.
+    pub fn mark_lost(&self, loss: LockLoss) -> LockLoss {
+        let mut kept = loss;
+        self.inner.lost.send_if_modified(|current| match current {
+            Some(first) => {
+                kept = *first;
+                false
+            }
+            None => {
+                tracing::info!(node = %self.inner.node.path(), %loss, "hold lost");
+                *current = Some(loss);
+                true
+            }
+        });
+        kept
+    }
+
+    fn loss_now(&self) -> Option<LockLoss> {
+        let framework = &self.inner.framework;
+        if framework.is_closed() {
+            return Some(LockLoss::Closed);
+        }
+        if !self.inner.node.is_ephemeral() {
+            // A persistent node does not depend on any session: only its
+            // deletion (seen by `lost`, a fence or a release) ends the hold.
+            return None;
+        }
+        if self.session().is_none() {
+            return Some(LockLoss::SessionReplaced);
+        }
+        let state = framework.state();
+        if let Some(state) = state.filter(|s| framework.error_policy().is_error_state(*s)) {
+            return Some(LockLoss::ConnectionState(state));
+        }
+        if framework.loss_epoch() != self.inner.epoch {
+            // An error state came and went since the grant; with the same
+            // session still current it can only have been a suspension.
+            return Some(LockLoss::ConnectionState(
+                crate::state::ConnectionState::Suspended,
+            ));
+        }
+        None
+    }
+
+    /// The framework's current session if it is the one that created the
+    /// node (always the current session for a persistent node).
+    pub fn session(&self) -> Option<Session> {
+        let session = self.inner.framework.current_session()?;
+        (!self.inner.node.is_ephemeral() || session.generation() == self.inner.node.generation())
+            .then_some(session)
+    }
+
+    /// Completes when the hold can no longer be trusted, with the reason: an
+    /// error connection state, its session replaced, the node deleted
+    /// (watched on ZooKeeper), the framework closed, or a loss found by
+    /// anyone else holding a clone. Run it beside the protected work, e.g.
+    /// in a `select!`, and stop when it fires.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes (dropping it drops its watch).
+    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
+        let hold = self.clone();
+        async move { hold.wait_lost().await }
+    }
+
+    async fn wait_lost(&self) -> LockLoss {
+        let framework = self.inner.framework.clone();
+        let mut states = framework.state_watcher();
+        let mut latch = self.inner.lost.subscribe();
+        let closed = framework.closed();
+        tokio::pin!(closed);
+        loop {
+            states.borrow_and_update();
+            latch.borrow_and_update();
+            if let Err(loss) = self.check() {
+                return loss;
+            }
+            let deleted = watch_deletion(self.session(), self.path().to_owned());
+            tokio::select! {
+                _ = deleted => return self.mark_lost(LockLoss::NodeDeleted),
+                _ = states.changed() => {}
+                _ = latch.changed() => {}
+                _ = &mut closed => return self.mark_lost(LockLoss::Closed),
+            }
+        }
+    }
+
+    /// A fence over this hold alone (see [`Fence`]).
+    pub fn fence(&self) -> Fence {
+        Fence::new(vec![self.clone()])
+    }
+}
+
+/// Completes when `path` is deleted on `session`. Connection trouble and a
+/// session's end show up as state changes, which the caller watches; this
+/// then waits forever.
+async fn watch_deletion(session: Option<Session>, path: String) {
+    let Some(session) = session else {
+        return std::future::pending().await;
+    };
+    loop {
+        match session.client().check_and_watch_stat(&path).await {
+            Ok((None, _)) => return,
+            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
+                zk::EventType::NodeDeleted => return,
+                zk::EventType::Session => return std::future::pending().await,
+                // Data changed (a revocation request, say): watch again.
+                _ => continue,
+            },
+            Err(_) => return std::future::pending().await,
+        }
+    }
+}

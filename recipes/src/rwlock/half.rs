@@ -1,0 +1,361 @@
+//! The two halves of a read-write lock, [`ReadLock`] and [`WriteLock`]:
+//! one API, written once over a marker type ([`ReadHalf`] or [`WriteHalf`]).
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use zk_curator_framework::lock_internals::{
+    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
+};
+use zk_curator_framework::Result;
+
+use super::guard::RwGuard;
+use super::{Kind, Shared};
+use crate::lock::InterProcessLock;
+use crate::mutex::{fence_of, lost_of};
+
+mod sealed {
+    /// Only [`ReadHalf`](super::ReadHalf) and [`WriteHalf`](super::WriteHalf) are halves.
+    pub trait Sealed {
+        fn kind() -> super::Kind;
+    }
+}
+
+/// Marks a half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock):
+/// [`ReadHalf`] or [`WriteHalf`].
+pub trait Half: sealed::Sealed + Send + Sync + 'static {
+    /// `"read"` or `"write"`, for logs.
+    const NAME: &'static str;
+}
+
+/// The shared (read) half's marker.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadHalf;
+
+/// The exclusive (write) half's marker.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteHalf;
+
+impl sealed::Sealed for ReadHalf {
+    fn kind() -> Kind {
+        Kind::Read
+    }
+}
+
+impl sealed::Sealed for WriteHalf {
+    fn kind() -> Kind {
+        Kind::Write
+    }
+}
+
+impl Half for ReadHalf {
+    const NAME: &'static str = "read";
+}
+
+impl Half for WriteHalf {
+    const NAME: &'static str = "write";
+}
+
+/// The shared half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock):
+/// held by many at once, as long as no writer is ahead in the queue.
+///
+/// Reading while holding the write lock (same owner) is a downgrade: granted
+/// at once, level with the write node; this holds for a guard taken with
+/// [`lock`](LockHalf::lock) by that owner too. Readers behind a queued
+/// writer wait for it (no writer starvation); a task that already holds the
+/// read lock re-enters without queueing, but a *guard* is a new participant
+/// and queues behind any waiting writer.
+pub type ReadLock = LockHalf<ReadHalf>;
+
+/// The exclusive half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+///
+/// An owner that holds only the read lock is refused the write lock with
+/// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) at once
+/// (an upgrade would wait behind its own read node forever). The check sees
+/// task holds only: a task holding a [`ReadGuard`](crate::ReadGuard) that
+/// asks for the write lock waits for that guard.
+pub type WriteLock = LockHalf<WriteHalf>;
+
+/// One half of a read-write lock; see [`ReadLock`] and [`WriteLock`].
+pub struct LockHalf<H> {
+    shared: Arc<Shared>,
+    half: PhantomData<fn() -> H>,
+}
+
+impl<H> Clone for LockHalf<H> {
+    fn clone(&self) -> Self {
+        LockHalf {
+            shared: self.shared.clone(),
+            half: PhantomData,
+        }
+    }
+}
+
+impl<H: Half> fmt::Debug for LockHalf<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = self.shared.side(H::kind());
+        f.debug_struct(if H::NAME == "read" {
+            "ReadLock"
+        } else {
+            "WriteLock"
+        })
+        .field("path", &self.path())
+        .field("holders", &side.owners.holders())
+        .field("guards", &side.guards.load(Ordering::Relaxed))
+        .finish()
+    }
+}
+
+impl<H: Half> LockHalf<H> {
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        LockHalf {
+            shared,
+            half: PhantomData,
+        }
+    }
+
+    fn side(&self) -> &super::Side {
+        self.shared.side(H::kind())
+    }
+
+    /// The lock's path.
+    pub fn path(&self) -> &str {
+        self.shared.path()
+    }
+
+    /// Waits until the current owner holds this half (or holds it once more).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`](crate::Error::LockLost) when the owner's hold was
+    /// lost (the stale hold is forgotten; acquire again);
+    /// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) for
+    /// the write half while the owner holds only the read half;
+    /// [`Error::Closed`](crate::Error::Closed) if the framework is closed;
+    /// [`Error::Timeout`](crate::Error::Timeout) if no session could be had
+    /// within the connection timeout; ZooKeeper errors that retrying could
+    /// not overcome (e.g. [`Error::NoAuth`](crate::Error::NoAuth)).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future (in `select!`, under `timeout`, by
+    /// aborting the task) deletes our waiting node in the background and
+    /// leaves the owner's count unchanged.
+    pub async fn acquire(&self) -> Result<()> {
+        self.shared.acquire(H::kind(), None).await.map(|_| ())
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
+    /// (session waits, retries and queueing included). Returns `false` on
+    /// timeout. A zero timeout is [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.shared.acquire(H::kind(), Some(timeout)).await
+    }
+
+    /// Takes this half only if it can be had right now: one round trip, and
+    /// if it cannot, our node is deleted again before this returns `false`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self) -> Result<bool> {
+        self.shared.acquire(H::kind(), Some(Duration::ZERO)).await
+    }
+
+    /// Releases one hold of the current owner; the last release deletes the
+    /// node (in the background if ZooKeeper cannot be reached right now).
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`](crate::Error::NotOwner) if the current owner does
+    /// not hold this half (nothing changes);
+    /// [`Error::LockLost`](crate::Error::LockLost) if the last hold had been
+    /// lost before (returned at once); [`Error::Closed`](crate::Error::Closed)
+    /// if the framework is closed.
+    ///
+    /// # Cancel safety
+    /// The count changes at the first poll; a dropped release of the last
+    /// hold still deletes the node in the background.
+    pub async fn release(&self) -> Result<()> {
+        self.shared.release(H::kind()).await
+    }
+
+    /// Whether any owner of this process holds this half through this lock
+    /// (or one of its guards is alive).
+    pub fn is_acquired_in_this_process(&self) -> bool {
+        let side = self.side();
+        side.owners.holders() > 0 || side.guards.load(Ordering::Acquire) > 0
+    }
+
+    /// Makes every later acquire of this half revocable: a
+    /// [`Revoker`](zk_curator_framework::lock_internals::Revoker) writing a
+    /// revocation request into its node calls `listener` with the node's
+    /// path, on a task of its own (see
+    /// [`InterProcessMutex::make_revocable`](crate::InterProcessMutex::make_revocable)).
+    pub fn make_revocable(&self, listener: impl RevocationListener) {
+        self.side().set_revocation(Some(Revocation::new(listener)));
+    }
+
+    /// Stops making later acquires revocable.
+    pub fn clear_revocable(&self) {
+        self.side().set_revocation(None);
+    }
+
+    /// Whether the current owner (task, or thread outside a task) holds this
+    /// half (guards do not count).
+    pub fn is_owned_by_current_task(&self) -> bool {
+        self.side().owners.is_held_by_current()
+    }
+
+    /// The fencing token of the current owner's hold, if it has one.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.side().owners.with_current(Hold::fencing_token)
+    }
+
+    /// The node of the current owner's hold, if it has one.
+    pub fn lock_node(&self) -> Option<String> {
+        self.side().owners.with_current(|h| h.path().to_owned())
+    }
+
+    /// Whether the current owner holds this half and the hold can still be
+    /// trusted; no I/O.
+    pub fn is_valid(&self) -> bool {
+        self.side()
+            .owners
+            .with_current(Hold::is_valid)
+            .unwrap_or(false)
+    }
+
+    /// Completes when the current owner's hold can no longer be trusted
+    /// ([`LockLoss::NotHeld`] at once without one). Looked up now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
+        lost_of(self.side().owners.with_current(Hold::clone))
+    }
+
+    /// A [`Fence`] over the current owner's hold.
+    ///
+    /// # Errors
+    /// [`Error::NotOwner`](crate::Error::NotOwner) without a hold;
+    /// [`Error::LockLost`](crate::Error::LockLost) if it is known lost.
+    pub fn fence(&self) -> Result<Fence> {
+        fence_of(self.side().owners.with_current(Hold::clone))
+    }
+
+    /// The full paths of this half's participants only, in queue order
+    /// (readers and writers interleave in the queue; the other half's nodes
+    /// are left out).
+    ///
+    /// # Errors
+    /// ZooKeeper errors that retrying could not overcome;
+    /// [`Error::Closed`](crate::Error::Closed).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.shared.participant_nodes(H::kind()).await
+    }
+
+    /// Waits for this half and returns a guard that owns the hold. Not
+    /// reentrant: the guard is a participant of its own.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn lock(&self) -> Result<RwGuard<H>> {
+        loop {
+            // Without a timeout only a hold or an error ends the wait.
+            if let Some(held) = self.shared.lock(H::kind(), None).await? {
+                return Ok(RwGuard::new(held, self.shared.clone()));
+            }
+        }
+    }
+
+    /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
+    /// timeout. A zero timeout is [`try_lock`](Self::try_lock).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<RwGuard<H>>> {
+        Ok(self
+            .shared
+            .lock(H::kind(), Some(timeout))
+            .await?
+            .map(|held| RwGuard::new(held, self.shared.clone())))
+    }
+
+    /// A guard if this half can be had right now (one round trip; otherwise
+    /// nothing is left behind and this returns `None`).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_lock(&self) -> Result<Option<RwGuard<H>>> {
+        self.try_lock_for(Duration::ZERO).await
+    }
+}
+
+impl<H: Half> InterProcessLock for LockHalf<H> {
+    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
+        LockHalf::acquire(self).boxed()
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
+        LockHalf::acquire_timeout(self, timeout).boxed()
+    }
+
+    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
+        LockHalf::try_acquire(self).boxed()
+    }
+
+    fn loss(&self) -> Option<LockLoss> {
+        self.side()
+            .owners
+            .with_current(Hold::loss)
+            .unwrap_or(Some(LockLoss::NotHeld))
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        LockHalf::lost(self).boxed()
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        LockHalf::fence(self)
+    }
+
+    fn release(&self) -> BoxFuture<'_, Result<()>> {
+        LockHalf::release(self).boxed()
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        LockHalf::is_acquired_in_this_process(self)
+    }
+
+    fn path(&self) -> &str {
+        LockHalf::path(self)
+    }
+
+    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        LockHalf::participant_nodes(self).boxed()
+    }
+}

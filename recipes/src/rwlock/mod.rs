@@ -1,0 +1,393 @@
+//! [`InterProcessReadWriteLock`]: many readers or one writer, across
+//! processes and hosts.
+//!
+//! * `mod.rs`: the lock and the state both halves share (owner maps, the
+//!   downgrade and upgrade rules);
+//! * [`half`]: the two halves' API ([`ReadLock`], [`WriteLock`]), written
+//!   once over a marker type;
+//! * [`guard`]: the guards ([`ReadGuard`], [`WriteGuard`], downgrade);
+//! * [`driver`]: how readers and writers queue together.
+
+mod driver;
+mod guard;
+mod half;
+
+use std::fmt;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+use zk_curator_framework::lock_internals::{
+    Hold, LockInternals, LockInternalsDriver, Revocation, MAX_NODE_DATA,
+};
+use zk_curator_framework::path::split;
+use zk_curator_framework::{Error, Framework, Result};
+
+use self::driver::{DowngradeDriver, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
+pub use self::guard::{ReadGuard, RwGuard, WriteGuard};
+pub use self::half::{Half, LockHalf, ReadHalf, ReadLock, WriteHalf, WriteLock};
+use crate::held::Held;
+use crate::reentrant::Reentrant;
+
+/// Which half of the lock (crate-internal: the module is private).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Read,
+    Write,
+}
+
+/// One half's state: its acquire machinery, the task holds and the guards.
+struct Side {
+    internals: LockInternals,
+    owners: Reentrant<Hold>,
+    guards: Arc<AtomicUsize>,
+    revocation: std::sync::Mutex<Option<Revocation>>,
+}
+
+impl Side {
+    fn revocation(&self) -> Option<Revocation> {
+        self.revocation
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_revocation(&self, revocation: Option<Revocation>) {
+        *self.revocation.lock().unwrap_or_else(|e| e.into_inner()) = revocation;
+    }
+}
+
+struct Shared {
+    data: Arc<[u8]>,
+    read: Side,
+    write: Side,
+}
+
+/// A read-write lock shared by every process that uses the same ZooKeeper
+/// path (Curator's `InterProcessReadWriteLock`; same node layout, so Rust and
+/// JVM services contend correctly).
+///
+/// [`read_lock`](Self::read_lock) and [`write_lock`](Self::write_lock) hand
+/// out the two halves. Both queue under the one path, in arrival order:
+/// writers as `_c_<uuid>-__WRIT__<seq>`, readers as `_c_<uuid>-__READ__<seq>`,
+/// all sorted together by sequence.
+///
+/// # Behaviour
+///
+/// * **Many readers or one writer, FIFO**: a writer holds the lock once it is
+///   first in the queue; a reader holds it once no writer is ahead of it. A
+///   reader arriving after a queued writer waits for that writer, so a
+///   stream of readers cannot starve writers.
+/// * **No herd**: a writer watches its immediate predecessor (reader or
+///   writer); a reader watches the *nearest* writer ahead of it. Curator's
+///   reader watches the *first* writer in the queue instead, so the release
+///   of the head writer wakes every blocked reader, including those queued
+///   behind later writers, which then only find another writer to watch.
+///   With the nearest writer, a release wakes exactly the readers it admits
+///   (the batch between that writer and the next) and the next writer's
+///   single watch. Correctness is unchanged: while the writer a reader
+///   watches is there, the answer is "wait" whatever else happens, and when
+///   it goes, the reader lists the queue again (and watches the next writer
+///   ahead, if any).
+/// * **Reentrant per owner**, for each half separately, as
+///   [`InterProcessMutex`](crate::InterProcessMutex) (the same engine): the
+///   owner is the current tokio task, or the thread outside a task (see
+///   [`Owner`](crate::Owner)); a re-entry into a hold that was lost fails
+///   with [`Error::LockLost`].
+/// * **Downgrade**: an owner holding the write lock may take the read lock.
+///   It is granted at once, and its read node is created with the write
+///   node's sequence, so it sorts level with it: a writer queued behind
+///   cannot slip in when the write lock is then released (CURATOR-621).
+///   [`WriteGuard::downgrade`] does the same for guards.
+/// * **No upgrade**: an owner holding only the read lock who asks for the
+///   write lock gets [`Error::UpgradeNotSupported`] at once (its write node
+///   would wait behind its own read node forever; Curator hangs).
+/// * **Guard API**: [`ReadLock::lock`] and [`WriteLock::lock`] return guards
+///   that own their holds, whichever task holds them; they are not
+///   reentrant.
+/// * **Fencing**: every hold has a token (its node's creation zxid). A
+///   writer's token is greater than that of every hold (read or write)
+///   before it, and a reader's token greater than that of every writer
+///   before it.
+/// * **Loss signal and fencing**: every hold (task-bound or guard, either
+///   half) answers `is_valid()` and `lost()` and gives a
+///   [`Fence`](crate::Fence). The nodes are ephemeral: if the session is lost
+///   while holding, others may take the lock; stop when `lost()` fires. A
+///   write hold lost that way cannot be downgraded: the read acquire fails
+///   with [`Error::LockLost`].
+/// * **Try-lock**: `try_acquire()` / `try_lock()` on either half take one
+///   round trip and never wait.
+///
+/// Cheap to clone: clones, and the halves they hand out, share the owner
+/// maps.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use zk_curator_recipes::InterProcessReadWriteLock;
+///
+/// let lock = InterProcessReadWriteLock::new(framework, "/locks/catalogue")?;
+/// let (read, write) = (lock.read_lock(), lock.write_lock());
+///
+/// // Exclusive, then downgrade to shared without letting a writer in between:
+/// write.acquire().await?;
+/// read.acquire().await?;
+/// write.release().await?;
+/// // ... readers may join; writers wait ...
+/// read.release().await?;
+///
+/// // Guard style:
+/// let guard = read.lock().await?;
+/// println!("reading under token {}", guard.fencing_token());
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct InterProcessReadWriteLock {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for InterProcessReadWriteLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterProcessReadWriteLock")
+            .field("path", &self.path())
+            .field("readers", &self.shared.read.owners.holders())
+            .field("writers", &self.shared.write.owners.holders())
+            .field("data_len", &self.shared.data.len())
+            .finish()
+    }
+}
+
+impl InterProcessReadWriteLock {
+    /// The name of read participants (`_c_<uuid>-__READ__<seq>`).
+    pub const READ_LOCK_NAME: &'static str = READ_LOCK_NAME;
+    /// The name of write participants (`_c_<uuid>-__WRIT__<seq>`).
+    pub const WRITE_LOCK_NAME: &'static str = WRITE_LOCK_NAME;
+
+    /// A read-write lock on `path` (its participants become children of
+    /// `path`), with empty node data.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path that breaks ZooKeeper's rules, is `/`,
+    /// or lies in the server's reserved `/zookeeper` tree. Nothing is sent.
+    pub fn new(framework: Framework, path: &str) -> Result<Self> {
+        Self::with_data(framework, path, &[])
+    }
+
+    /// A read-write lock on `path` whose every participant node (read and
+    /// write) stores a copy of `data` (for example the holder's identity,
+    /// for operators listing the queue).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`Error::InvalidArgument`] for data larger than
+    /// [`MAX_NODE_DATA`]. Nothing is sent.
+    pub fn with_data(framework: Framework, path: &str, data: &[u8]) -> Result<Self> {
+        if data.len() > MAX_NODE_DATA {
+            return Err(Error::InvalidArgument(format!(
+                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
+                data.len()
+            )));
+        }
+        let side = |lock_name: &str, max_leases: u32, driver: Arc<dyn LockInternalsDriver>| {
+            LockInternals::new(framework.clone(), path, lock_name, max_leases, driver).map(
+                |internals| Side {
+                    internals,
+                    owners: Reentrant::new(),
+                    guards: Arc::new(AtomicUsize::new(0)),
+                    revocation: std::sync::Mutex::new(None),
+                },
+            )
+        };
+        let write = side(WRITE_LOCK_NAME, 1, Arc::new(WriteDriver))?;
+        let read = side(READ_LOCK_NAME, u32::MAX, Arc::new(ReadDriver))?;
+        Ok(InterProcessReadWriteLock {
+            shared: Arc::new(Shared {
+                data: data.into(),
+                read,
+                write,
+            }),
+        })
+    }
+
+    /// The lock's path.
+    pub fn path(&self) -> &str {
+        self.shared.write.internals.base_path()
+    }
+
+    /// The read (shared) half. Cheap; every call shares the same state.
+    pub fn read_lock(&self) -> ReadLock {
+        LockHalf::new(self.shared.clone())
+    }
+
+    /// The write (exclusive) half. Cheap; every call shares the same state.
+    pub fn write_lock(&self) -> WriteLock {
+        LockHalf::new(self.shared.clone())
+    }
+}
+
+impl Shared {
+    fn side(&self, kind: Kind) -> &Side {
+        match kind {
+            Kind::Read => &self.read,
+            Kind::Write => &self.write,
+        }
+    }
+
+    fn path(&self) -> &str {
+        self.write.internals.base_path()
+    }
+
+    /// A task acquire of `kind` for the current owner (reentrant).
+    async fn acquire(&self, kind: Kind, timeout: Option<Duration>) -> Result<bool> {
+        let deadline = match timeout {
+            Some(timeout) => Some(
+                Instant::now()
+                    .checked_add(timeout)
+                    .unwrap_or_else(Instant::now),
+            ),
+            None => None,
+        };
+        let try_only = timeout.is_some_and(|t| t.is_zero());
+        self.side(kind)
+            .owners
+            .acquire(deadline, |remaining| {
+                let remaining = if try_only {
+                    Some(Duration::ZERO)
+                } else {
+                    remaining
+                };
+                self.acquire_hold(kind, remaining)
+            })
+            .await
+    }
+
+    /// Acquires a fresh hold of `kind`, applying the downgrade and upgrade
+    /// rules of the current owner's task holds.
+    async fn acquire_hold(&self, kind: Kind, timeout: Option<Duration>) -> Result<Option<Hold>> {
+        match kind {
+            Kind::Write => {
+                if self.read.owners.is_held_by_current() && !self.write.owners.is_held_by_current()
+                {
+                    tracing::debug!(path = %self.path(), "write lock refused: upgrade");
+                    return Err(Error::UpgradeNotSupported);
+                }
+                let revocation = self.write.revocation();
+                self.write
+                    .internals
+                    .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                    .await
+            }
+            Kind::Read => match self.write.owners.with_current(Hold::clone) {
+                Some(write_hold) => self.downgrade(&write_hold, timeout).await,
+                None => {
+                    let revocation = self.read.revocation();
+                    self.read
+                        .internals
+                        .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                        .await
+                }
+            },
+        }
+    }
+
+    /// Takes a read node level with `write_hold` (held by the caller): it
+    /// sorts with the write node, ahead of every writer queued behind it.
+    async fn downgrade(
+        &self,
+        write_hold: &Hold,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Hold>> {
+        let span = tracing::info_span!("rwlock.downgrade", write_node = %write_hold.path());
+        async {
+            if let Err(loss) = write_hold.check() {
+                return Err(Error::LockLost(format!(
+                    "the write lock {} was lost ({loss}); it cannot be downgraded",
+                    write_hold.path()
+                )));
+            }
+            let framework = self.read.internals.framework();
+            let driver = DowngradeDriver::new(write_hold.node().name())?;
+            let internals = LockInternals::new(
+                framework.clone(),
+                self.path(),
+                READ_LOCK_NAME,
+                u32::MAX,
+                Arc::new(driver),
+            )?;
+            let revocation = self.read.revocation();
+            internals
+                .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                .await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn release(&self, kind: Kind) -> Result<()> {
+        let side = self.side(kind);
+        match side.owners.release()? {
+            None => Ok(()),
+            Some(hold) => side.internals.release(&hold).await,
+        }
+    }
+
+    async fn participant_nodes(&self, kind: Kind) -> Result<Vec<String>> {
+        let side = self.side(kind);
+        let lock_name = side.internals.lock_name();
+        let mut nodes = side.internals.participant_nodes().await?;
+        nodes.retain(|p| split(p).1.contains(lock_name));
+        Ok(nodes)
+    }
+
+    /// A guard's hold of `kind` (not reentrant; downgrade rules apply).
+    async fn lock(self: &Arc<Self>, kind: Kind, timeout: Option<Duration>) -> Result<Option<Held>> {
+        Ok(self
+            .acquire_hold(kind, timeout)
+            .await?
+            .map(|hold| self.held(kind, hold)))
+    }
+
+    /// Wraps a granted hold into a guard's (no await in between).
+    fn held(&self, kind: Kind, hold: Hold) -> Held {
+        let side = self.side(kind);
+        Held::new(side.internals.clone(), hold, Some(side.guards.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[allow(dead_code)]
+    fn futures_are_send(lock: InterProcessReadWriteLock) {
+        let (r, w) = (lock.read_lock(), lock.write_lock());
+        assert_send(&r.acquire());
+        assert_send(&r.acquire_timeout(Duration::from_secs(1)));
+        assert_send(&r.try_acquire());
+        assert_send(&r.release());
+        assert_send(&r.lock());
+        assert_send(&r.participant_nodes());
+        assert_send(&w.acquire());
+        assert_send(&w.release());
+        assert_send(&w.try_lock_for(Duration::from_secs(1)));
+    }
+
+    #[allow(dead_code)]
+    fn downgrade_is_send(guard: WriteGuard) {
+        assert_send(&guard.downgrade());
+    }
+
+    #[test]
+    fn handles_are_send_sync() {
+        assert_send_sync_static::<InterProcessReadWriteLock>();
+        assert_send_sync_static::<ReadLock>();
+        assert_send_sync_static::<WriteLock>();
+        assert_send_sync_static::<ReadGuard>();
+        assert_send_sync_static::<WriteGuard>();
+    }
+}
