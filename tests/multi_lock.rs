@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{children, eventually, framework, raw_client, server, unique_path, PATIENCE};
+use common::{
+    bounded, children, eventually, framework, raw_client, server, unique_path,
+    wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator::framework::zk;
@@ -34,150 +37,160 @@ async fn all_empty(raw: &zk::Client, paths: &[&str]) -> bool {
 #[tokio::test]
 async fn acquire_and_release_two_paths() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-basic");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
+    bounded(BOUND, async move {
+        let base = unique_path("multi-basic");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
 
-    // Given out of order: acquired in ascending path order.
-    let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
-    assert_eq!(multi.paths(), vec![a.as_str(), b.as_str()]);
-    assert_eq!(InterProcessLock::path(&multi), a);
-    assert!(!multi.is_acquired_in_this_process());
+        // Given out of order: acquired in ascending path order.
+        let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
+        assert_eq!(multi.paths(), vec![a.as_str(), b.as_str()]);
+        assert_eq!(InterProcessLock::path(&multi), a);
+        assert!(!multi.is_acquired_in_this_process());
 
-    multi.acquire().await.unwrap();
-    assert!(multi.is_acquired_in_this_process());
-    assert!(multi.is_owned_by_current_task());
-    assert_eq!(children(&raw, &a).await.len(), 1);
-    assert_eq!(children(&raw, &b).await.len(), 1);
-    assert_eq!(multi.participant_nodes().await.unwrap().len(), 2);
+        multi.acquire().await.unwrap();
+        assert!(multi.is_acquired_in_this_process());
+        assert!(multi.is_owned_by_current_task());
+        assert_eq!(children(&raw, &a).await.len(), 1);
+        assert_eq!(children(&raw, &b).await.len(), 1);
+        assert_eq!(multi.participant_nodes().await.unwrap().len(), 2);
 
-    // Reentrant for the owner, no new nodes.
-    assert!(multi.acquire_timeout(Duration::from_secs(1)).await.unwrap());
-    assert_eq!(children(&raw, &a).await.len(), 1);
+        // Reentrant for the owner, no new nodes.
+        assert!(multi.acquire_timeout(Duration::from_secs(1)).await.unwrap());
+        assert_eq!(children(&raw, &a).await.len(), 1);
 
-    // Another task of this process is excluded, and cannot release.
-    let other = {
-        let multi = multi.clone();
-        tokio::spawn(async move {
-            let release = multi.release().await;
-            let got = multi
-                .acquire_timeout(Duration::from_millis(300))
-                .await
-                .unwrap();
-            (release, got)
-        })
-    };
-    let (release, got) = tokio::time::timeout(PATIENCE, other)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(release, Err(Error::NotOwner));
-    assert!(!got, "another task must not get a held multi-lock");
+        // Another task of this process is excluded, and cannot release.
+        let other = {
+            let multi = multi.clone();
+            tokio::spawn(async move {
+                let release = multi.release().await;
+                let got = multi
+                    .acquire_timeout(Duration::from_millis(300))
+                    .await
+                    .unwrap();
+                (release, got)
+            })
+        };
+        let (release, got) = tokio::time::timeout(PATIENCE, other)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(release, Err(Error::NotOwner));
+        assert!(!got, "another task must not get a held multi-lock");
 
-    multi.release().await.unwrap();
-    assert!(multi.is_owned_by_current_task(), "still held once");
-    assert_eq!(children(&raw, &b).await.len(), 1);
-    multi.release().await.unwrap();
-    assert!(!multi.is_owned_by_current_task());
-    assert!(!multi.is_acquired_in_this_process());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    assert_eq!(multi.release().await, Err(Error::NotOwner));
-    fw.close().await;
+        multi.release().await.unwrap();
+        assert!(multi.is_owned_by_current_task(), "still held once");
+        assert_eq!(children(&raw, &b).await.len(), 1);
+        multi.release().await.unwrap();
+        assert!(!multi.is_owned_by_current_task());
+        assert!(!multi.is_acquired_in_this_process());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        assert_eq!(multi.release().await, Err(Error::NotOwner));
+        fw.close().await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opposite_orders_never_deadlock() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-order");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    const ROUNDS: usize = 20;
-    let inside = Arc::new(AtomicBool::new(false));
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let mut frameworks = Vec::new();
-    let mut tasks = Vec::new();
-    for id in 0..3 {
-        // Each contender is its own session, like a separate process.
-        let fw = framework(&server.connect_string()).await;
-        frameworks.push(fw.clone());
-        let multi = match id {
-            0 => InterProcessMultiLock::from_paths(fw, &[&a, &b]).unwrap(),
-            1 => InterProcessMultiLock::from_paths(fw, &[&b, &a]).unwrap(),
-            // Generic members, given in the "wrong" order too.
-            _ => InterProcessMultiLock::new(vec![
-                Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
-                Arc::new(InterProcessMutex::new(fw, &a).unwrap()),
-            ])
-            .unwrap(),
-        };
-        let (inside, overlaps) = (inside.clone(), overlaps.clone());
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..ROUNDS {
-                multi.acquire().await.unwrap();
-                if inside.swap(true, Ordering::SeqCst) {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
+    bounded(LONG_BOUND, async move {
+        let base = unique_path("multi-order");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        const ROUNDS: usize = 20;
+        let inside = Arc::new(AtomicBool::new(false));
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let mut frameworks = Vec::new();
+        let mut tasks = Vec::new();
+        for id in 0..3 {
+            // Each contender is its own session, like a separate process.
+            let fw = framework(&server.connect_string()).await;
+            frameworks.push(fw.clone());
+            let multi = match id {
+                0 => InterProcessMultiLock::from_paths(fw, &[&a, &b]).unwrap(),
+                1 => InterProcessMultiLock::from_paths(fw, &[&b, &a]).unwrap(),
+                // Generic members, given in the "wrong" order too.
+                _ => InterProcessMultiLock::new(vec![
+                    Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
+                    Arc::new(InterProcessMutex::new(fw, &a).unwrap()),
+                ])
+                .unwrap(),
+            };
+            let (inside, overlaps) = (inside.clone(), overlaps.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    multi.acquire().await.unwrap();
+                    if inside.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.store(false, Ordering::SeqCst);
+                    multi.release().await.unwrap();
                 }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                inside.store(false, Ordering::SeqCst);
-                multi.release().await.unwrap();
-            }
-        }));
-    }
-    let all = futures::future::join_all(tasks);
-    let results = tokio::time::timeout(Duration::from_secs(120), all)
-        .await
-        .expect("multi-locks over [a, b] and [b, a] must not deadlock");
-    for result in results {
-        result.unwrap();
-    }
-    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "mutual exclusion");
-    let raw = raw_client(&server.connect_string()).await;
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    for fw in frameworks {
-        fw.close().await;
-    }
+            }));
+        }
+        let all = futures::future::join_all(tasks);
+        let results = tokio::time::timeout(Duration::from_secs(120), all)
+            .await
+            .expect("multi-locks over [a, b] and [b, a] must not deadlock");
+        for result in results {
+            result.unwrap();
+        }
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0, "mutual exclusion");
+        let raw = raw_client(&server.connect_string()).await;
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn killed_session_lets_the_waiter_in() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-killed");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let other_fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let holder = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
-    let waiter = InterProcessMultiLock::from_paths(other_fw.clone(), &[&b, &a]).unwrap();
+    bounded(BOUND, async move {
+        let base = unique_path("multi-killed");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let other_fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let holder = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
+        let waiter = InterProcessMultiLock::from_paths(other_fw.clone(), &[&b, &a]).unwrap();
 
-    holder.acquire().await.unwrap();
-    let waiting = {
-        let waiter = waiter.clone();
-        tokio::spawn(async move {
-            waiter.acquire().await?;
-            waiter.release().await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting.is_finished(), "the waiter must wait");
+        holder.acquire().await.unwrap();
+        let waiting = {
+            let waiter = waiter.clone();
+            tokio::spawn(async move {
+                waiter.acquire().await?;
+                waiter.release().await
+            })
+        };
+        // The waiter queues for the lowest path first: its node there is listed.
+        wait_for_participants(&raw, &a, 2).await;
+        assert!(!waiting.is_finished(), "the waiter must wait");
 
-    let client = fw.client().await.unwrap();
-    zk_curator_testing::expire_session(&server.connect_string(), &client)
-        .await
-        .unwrap();
-    tokio::time::timeout(PATIENCE, waiting)
-        .await
-        .expect("the waiter gets both locks once the holder's session is gone")
-        .unwrap()
-        .unwrap();
-    // The holder's release finds its nodes gone with the session: it ends
-    // promptly, and the holder no longer counts as holding.
-    let _ = tokio::time::timeout(PATIENCE, holder.release())
-        .await
-        .expect("release must not hang");
-    assert!(!holder.is_owned_by_current_task());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    fw.close().await;
-    other_fw.close().await;
+        let client = fw.client().await.unwrap();
+        zk_curator_testing::expire_session(&server.connect_string(), &client)
+            .await
+            .unwrap();
+        tokio::time::timeout(PATIENCE, waiting)
+            .await
+            .expect("the waiter gets both locks once the holder's session is gone")
+            .unwrap()
+            .unwrap();
+        // The holder's release finds its nodes gone with the session: it ends
+        // promptly, and the holder no longer counts as holding.
+        let _ = tokio::time::timeout(PATIENCE, holder.release())
+            .await
+            .expect("release must not hang");
+        assert!(!holder.is_owned_by_current_task());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
 }
 
 /// A lock whose acquire fails, and which records whether the good lock was
@@ -235,38 +248,41 @@ impl InterProcessLock for FailsToLock {
 #[tokio::test]
 async fn some_locks_fail_to_lock() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-fail-lock");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
-    let bad = Arc::new(FailsToLock {
-        path: b.clone(),
-        good: good.clone(),
-        good_was_held: AtomicBool::new(false),
-    });
-    // Given bad first; the good one (lower path) is still taken first.
-    let multi = InterProcessMultiLock::new(vec![bad.clone(), Arc::new(good.clone())]).unwrap();
+    bounded(BOUND, async move {
+        let base = unique_path("multi-fail-lock");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
+        let bad = Arc::new(FailsToLock {
+            path: b.clone(),
+            good: good.clone(),
+            good_was_held: AtomicBool::new(false),
+        });
+        // Given bad first; the good one (lower path) is still taken first.
+        let multi = InterProcessMultiLock::new(vec![bad.clone(), Arc::new(good.clone())]).unwrap();
 
-    assert_eq!(multi.acquire().await, Err(Error::NoAuth));
-    assert!(
-        bad.good_was_held.load(Ordering::SeqCst),
-        "the good lock was held when the bad one was tried"
-    );
-    assert!(!good.is_acquired_in_this_process(), "and was rolled back");
-    assert!(!multi.is_owned_by_current_task());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        assert_eq!(multi.acquire().await, Err(Error::NoAuth));
+        assert!(
+            bad.good_was_held.load(Ordering::SeqCst),
+            "the good lock was held when the bad one was tried"
+        );
+        assert!(!good.is_acquired_in_this_process(), "and was rolled back");
+        assert!(!multi.is_owned_by_current_task());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
 
-    // The same for a timed acquire.
-    bad.good_was_held.store(false, Ordering::SeqCst);
-    assert_eq!(
-        multi.acquire_timeout(Duration::from_secs(5)).await,
-        Err(Error::NoAuth)
-    );
-    assert!(bad.good_was_held.load(Ordering::SeqCst));
-    assert!(!good.is_acquired_in_this_process());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    fw.close().await;
+        // The same for a timed acquire.
+        bad.good_was_held.store(false, Ordering::SeqCst);
+        assert_eq!(
+            multi.acquire_timeout(Duration::from_secs(5)).await,
+            Err(Error::NoAuth)
+        );
+        assert!(bad.good_was_held.load(Ordering::SeqCst));
+        assert!(!good.is_acquired_in_this_process());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        fw.close().await;
+    })
+    .await;
 }
 
 /// A real mutex whose release fails (and releases nothing).
@@ -318,97 +334,103 @@ impl InterProcessLock for FailsToRelease {
 #[tokio::test]
 async fn some_releases_fail() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-fail-release");
-    let (a, b, c) = (
-        format!("{base}/a"),
-        format!("{base}/b"),
-        format!("{base}/c"),
-    );
-    let fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
-    let faulty_b = Arc::new(FailsToRelease {
-        inner: InterProcessMutex::new(fw.clone(), &b).unwrap(),
-        error: Error::NoAuth,
-    });
-    let faulty_c = Arc::new(FailsToRelease {
-        inner: InterProcessMutex::new(fw.clone(), &c).unwrap(),
-        error: Error::BadVersion,
-    });
-    let multi = InterProcessMultiLock::new(vec![
-        Arc::new(good.clone()),
-        faulty_b.clone(),
-        faulty_c.clone(),
-    ])
-    .unwrap();
+    bounded(BOUND, async move {
+        let base = unique_path("multi-fail-release");
+        let (a, b, c) = (
+            format!("{base}/a"),
+            format!("{base}/b"),
+            format!("{base}/c"),
+        );
+        let fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
+        let faulty_b = Arc::new(FailsToRelease {
+            inner: InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            error: Error::NoAuth,
+        });
+        let faulty_c = Arc::new(FailsToRelease {
+            inner: InterProcessMutex::new(fw.clone(), &c).unwrap(),
+            error: Error::BadVersion,
+        });
+        let multi = InterProcessMultiLock::new(vec![
+            Arc::new(good.clone()),
+            faulty_b.clone(),
+            faulty_c.clone(),
+        ])
+        .unwrap();
 
-    multi.acquire().await.unwrap();
-    assert_eq!(children(&raw, &a).await.len(), 1);
-    // Released in reverse order: c fails first, then b, and a is still
-    // released; the first failure (c's) is returned.
-    assert_eq!(multi.release().await, Err(Error::BadVersion));
-    assert!(!good.is_acquired_in_this_process(), "good lock released");
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(
-        faulty_b.inner.is_owned_by_current_task(),
-        "faulty b still held"
-    );
-    assert!(
-        faulty_c.inner.is_owned_by_current_task(),
-        "faulty c still held"
-    );
-    assert_eq!(children(&raw, &b).await.len(), 1);
-    assert!(!multi.is_owned_by_current_task(), "the multi-hold is gone");
-    assert_eq!(multi.release().await, Err(Error::NotOwner));
+        multi.acquire().await.unwrap();
+        assert_eq!(children(&raw, &a).await.len(), 1);
+        // Released in reverse order: c fails first, then b, and a is still
+        // released; the first failure (c's) is returned.
+        assert_eq!(multi.release().await, Err(Error::BadVersion));
+        assert!(!good.is_acquired_in_this_process(), "good lock released");
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            faulty_b.inner.is_owned_by_current_task(),
+            "faulty b still held"
+        );
+        assert!(
+            faulty_c.inner.is_owned_by_current_task(),
+            "faulty c still held"
+        );
+        assert_eq!(children(&raw, &b).await.len(), 1);
+        assert!(!multi.is_owned_by_current_task(), "the multi-hold is gone");
+        assert_eq!(multi.release().await, Err(Error::NotOwner));
 
-    faulty_b.inner.release().await.unwrap();
-    faulty_c.inner.release().await.unwrap();
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b, &c])).await);
-    fw.close().await;
+        faulty_b.inner.release().await.unwrap();
+        faulty_c.inner.release().await.unwrap();
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b, &c])).await);
+        fw.close().await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn times_out_when_one_path_is_held_elsewhere() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-timeout");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let other_fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
-    let held = holder.lock().await.unwrap();
-    let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
+    bounded(BOUND, async move {
+        let base = unique_path("multi-timeout");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let other_fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
+        let held = holder.lock().await.unwrap();
+        let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
 
-    let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
-    let deadline = Duration::from_secs(1);
-    let started = Instant::now();
-    assert!(!multi.acquire_timeout(deadline).await.unwrap());
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed >= deadline - Duration::from_millis(100),
-        "{elapsed:?}"
-    );
-    assert!(elapsed < deadline + Duration::from_secs(10), "{elapsed:?}");
-    assert!(!multi.is_owned_by_current_task());
-    assert!(!multi.is_acquired_in_this_process());
+        let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
+        let deadline = Duration::from_secs(1);
+        let started = Instant::now();
+        assert!(!multi.acquire_timeout(deadline).await.unwrap());
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= deadline - Duration::from_millis(100),
+            "{elapsed:?}"
+        );
+        assert!(elapsed < deadline + Duration::from_secs(10), "{elapsed:?}");
+        assert!(!multi.is_owned_by_current_task());
+        assert!(!multi.is_acquired_in_this_process());
 
-    // Nothing of ours remains under either path.
-    assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(
-        eventually(PATIENCE, || async {
-            children(&raw, &b).await == vec![held_node.clone()]
-        })
-        .await
-    );
+        // Nothing of ours remains under either path.
+        assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &b).await == vec![held_node.clone()]
+            })
+            .await
+        );
 
-    // Once the other session lets go, it works.
-    held.release().await.unwrap();
-    assert!(multi.acquire_timeout(PATIENCE).await.unwrap());
-    multi.release().await.unwrap();
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    fw.close().await;
-    other_fw.close().await;
+        // Once the other session lets go, it works.
+        held.release().await.unwrap();
+        assert!(multi.acquire_timeout(PATIENCE).await.unwrap());
+        multi.release().await.unwrap();
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
 }
 
 /// A mutex that dawdles before acquiring (overrunning the timeout it is
@@ -476,63 +498,66 @@ impl InterProcessLock for Recording {
 #[tokio::test]
 async fn one_deadline_for_the_whole_set() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-deadline");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let other_fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let held = InterProcessMutex::new(other_fw.clone(), &b)
-        .unwrap()
-        .lock()
-        .await
-        .unwrap();
+    bounded(BOUND, async move {
+        let base = unique_path("multi-deadline");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let other_fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let held = InterProcessMutex::new(other_fw.clone(), &b)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
 
-    let slow_a = Recording::new(
-        InterProcessMutex::new(fw.clone(), &a).unwrap(),
-        Duration::from_millis(600),
-    );
-    let rec_b = Recording::new(
-        InterProcessMutex::new(fw.clone(), &b).unwrap(),
-        Duration::ZERO,
-    );
-    let multi = InterProcessMultiLock::new(vec![rec_b.clone(), slow_a.clone()]).unwrap();
-    assert!(!multi.acquire_timeout(Duration::from_secs(1)).await.unwrap());
-    let given_a = slow_a.given.lock().unwrap().clone();
-    assert!(
-        given_a.len() == 1
-            && given_a[0] <= Duration::from_secs(1)
-            && given_a[0] > Duration::from_millis(900),
-        "{given_a:?}"
-    );
-    let given_b = rec_b.given.lock().unwrap().clone();
-    assert_eq!(given_b.len(), 1);
-    assert!(
-        given_b[0] <= Duration::from_millis(400),
-        "b gets only what is left of the one deadline: {given_b:?}"
-    );
-    assert!(!slow_a.inner.is_acquired_in_this_process(), "a rolled back");
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        let slow_a = Recording::new(
+            InterProcessMutex::new(fw.clone(), &a).unwrap(),
+            Duration::from_millis(600),
+        );
+        let rec_b = Recording::new(
+            InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            Duration::ZERO,
+        );
+        let multi = InterProcessMultiLock::new(vec![rec_b.clone(), slow_a.clone()]).unwrap();
+        assert!(!multi.acquire_timeout(Duration::from_secs(1)).await.unwrap());
+        let given_a = slow_a.given.lock().unwrap().clone();
+        assert!(
+            given_a.len() == 1
+                && given_a[0] <= Duration::from_secs(1)
+                && given_a[0] > Duration::from_millis(900),
+            "{given_a:?}"
+        );
+        let given_b = rec_b.given.lock().unwrap().clone();
+        assert_eq!(given_b.len(), 1);
+        assert!(
+            given_b[0] <= Duration::from_millis(400),
+            "b gets only what is left of the one deadline: {given_b:?}"
+        );
+        assert!(!slow_a.inner.is_acquired_in_this_process(), "a rolled back");
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
 
-    // A deadline already spent before the last member: it is not even tried.
-    let slow_a = Recording::new(
-        InterProcessMutex::new(fw.clone(), &a).unwrap(),
-        Duration::from_millis(500),
-    );
-    let rec_b = Recording::new(
-        InterProcessMutex::new(fw.clone(), &b).unwrap(),
-        Duration::ZERO,
-    );
-    let multi = InterProcessMultiLock::new(vec![slow_a.clone(), rec_b.clone()]).unwrap();
-    assert!(!multi
-        .acquire_timeout(Duration::from_millis(300))
-        .await
-        .unwrap());
-    assert!(rec_b.given.lock().unwrap().is_empty());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        // A deadline already spent before the last member: it is not even tried.
+        let slow_a = Recording::new(
+            InterProcessMutex::new(fw.clone(), &a).unwrap(),
+            Duration::from_millis(500),
+        );
+        let rec_b = Recording::new(
+            InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            Duration::ZERO,
+        );
+        let multi = InterProcessMultiLock::new(vec![slow_a.clone(), rec_b.clone()]).unwrap();
+        assert!(!multi
+            .acquire_timeout(Duration::from_millis(300))
+            .await
+            .unwrap());
+        assert!(rec_b.given.lock().unwrap().is_empty());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
 
-    held.release().await.unwrap();
-    fw.close().await;
-    other_fw.close().await;
+        held.release().await.unwrap();
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
 }
 
 /// Runs `acquire` until the first member's node shows up under `first`,
@@ -561,62 +586,65 @@ async fn drop_acquire_after_first_member(
 #[tokio::test]
 async fn dropped_acquire_releases_what_was_taken() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-cancel");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let other_fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let held = InterProcessMutex::new(other_fw.clone(), &b)
-        .unwrap()
-        .lock()
-        .await
-        .unwrap();
-    let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
-
-    let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
-    drop_acquire_after_first_member(&multi, &raw, &a).await;
-    assert!(!multi.is_owned_by_current_task());
-    assert!(!multi.is_acquired_in_this_process());
-    assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(
-        eventually(PATIENCE, || async {
-            children(&raw, &b).await == vec![held_node.clone()]
-        })
-        .await,
-        "only the other session's node remains under b: {:?}",
-        children(&raw, &b).await
-    );
-
-    // Also under tokio::time::timeout, and by aborting a task.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), multi.acquire())
+    bounded(BOUND, async move {
+        let base = unique_path("multi-cancel");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let other_fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let held = InterProcessMutex::new(other_fw.clone(), &b)
+            .unwrap()
+            .lock()
             .await
-            .is_err()
-    );
-    let task = {
-        let multi = multi.clone();
-        tokio::spawn(async move { multi.acquire().await })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    task.abort();
-    assert!(task.await.unwrap_err().is_cancelled());
-    assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(
-        eventually(PATIENCE, || async {
-            children(&raw, &b).await == vec![held_node.clone()]
-        })
-        .await
-    );
+            .unwrap();
+        let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
 
-    // The multi-lock is fine afterwards.
-    held.release().await.unwrap();
-    multi.acquire().await.unwrap();
-    multi.release().await.unwrap();
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    fw.close().await;
-    other_fw.close().await;
+        let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
+        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        assert!(!multi.is_owned_by_current_task());
+        assert!(!multi.is_acquired_in_this_process());
+        assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &b).await == vec![held_node.clone()]
+            })
+            .await,
+            "only the other session's node remains under b: {:?}",
+            children(&raw, &b).await
+        );
+
+        // Also under tokio::time::timeout, and by aborting a task.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), multi.acquire())
+                .await
+                .is_err()
+        );
+        let task = {
+            let multi = multi.clone();
+            tokio::spawn(async move { multi.acquire().await })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &b).await == vec![held_node.clone()]
+            })
+            .await
+        );
+
+        // The multi-lock is fine afterwards.
+        held.release().await.unwrap();
+        multi.acquire().await.unwrap();
+        multi.release().await.unwrap();
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
 }
 
 /// A lock whose hold is a guard, releasable from any task (like a
@@ -696,140 +724,149 @@ impl InterProcessLock for GuardLock {
 #[tokio::test]
 async fn dropped_acquire_of_generic_members() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-cancel-generic");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-    let fw = framework(&server.connect_string()).await;
-    let other_fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let held = InterProcessMutex::new(other_fw.clone(), &b)
-        .unwrap()
-        .lock()
-        .await
+    bounded(BOUND, async move {
+        let base = unique_path("multi-cancel-generic");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let fw = framework(&server.connect_string()).await;
+        let other_fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let held = InterProcessMutex::new(other_fw.clone(), &b)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+
+        // Members whose release any task may call: released by a spawned task.
+        let free_a = Arc::new(GuardLock {
+            mutex: InterProcessMutex::new(fw.clone(), &a).unwrap(),
+            guard: Mutex::new(None),
+        });
+        let free_b = Arc::new(GuardLock {
+            mutex: InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            guard: Mutex::new(None),
+        });
+        let multi = InterProcessMultiLock::new(vec![free_b, free_a.clone()]).unwrap();
+        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(!free_a.is_acquired_in_this_process());
+
+        // Task-bound members (InterProcessMutex through the trait): the spawned
+        // task acts as the owner, so their release is accepted too.
+        let bound_a = InterProcessMutex::new(fw.clone(), &a).unwrap();
+        let multi = InterProcessMultiLock::new(vec![
+            Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
+            Arc::new(bound_a.clone()),
+        ])
         .unwrap();
+        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            eventually(PATIENCE, || async { !bound_a.is_owned_by_current_task() }).await,
+            "a was given back on our behalf"
+        );
+        assert!(!bound_a.is_acquired_in_this_process());
+        assert_eq!(
+            multi.release().await,
+            Err(Error::NotOwner),
+            "nothing is held"
+        );
 
-    // Members whose release any task may call: released by a spawned task.
-    let free_a = Arc::new(GuardLock {
-        mutex: InterProcessMutex::new(fw.clone(), &a).unwrap(),
-        guard: Mutex::new(None),
-    });
-    let free_b = Arc::new(GuardLock {
-        mutex: InterProcessMutex::new(fw.clone(), &b).unwrap(),
-        guard: Mutex::new(None),
-    });
-    let multi = InterProcessMultiLock::new(vec![free_b, free_a.clone()]).unwrap();
-    drop_acquire_after_first_member(&multi, &raw, &a).await;
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(!free_a.is_acquired_in_this_process());
-
-    // Task-bound members (InterProcessMutex through the trait): the spawned
-    // task acts as the owner, so their release is accepted too.
-    let bound_a = InterProcessMutex::new(fw.clone(), &a).unwrap();
-    let multi = InterProcessMultiLock::new(vec![
-        Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
-        Arc::new(bound_a.clone()),
-    ])
-    .unwrap();
-    drop_acquire_after_first_member(&multi, &raw, &a).await;
-    assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
-    assert!(
-        eventually(PATIENCE, || async { !bound_a.is_owned_by_current_task() }).await,
-        "a was given back on our behalf"
-    );
-    assert!(!bound_a.is_acquired_in_this_process());
-    assert_eq!(
-        multi.release().await,
-        Err(Error::NotOwner),
-        "nothing is held"
-    );
-
-    held.release().await.unwrap();
-    multi.acquire().await.unwrap();
-    assert_eq!(children(&raw, &a).await.len(), 1);
-    multi.release().await.unwrap();
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
-    fw.close().await;
-    other_fw.close().await;
+        held.release().await.unwrap();
+        multi.acquire().await.unwrap();
+        assert_eq!(children(&raw, &a).await.len(), 1);
+        multi.release().await.unwrap();
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b])).await);
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn multi_locks_nest() {
     let Some(server) = server() else { return };
-    let base = unique_path("multi-nest");
-    let (a, b, c) = (
-        format!("{base}/a"),
-        format!("{base}/b"),
-        format!("{base}/c"),
-    );
-    let fw = framework(&server.connect_string()).await;
-    let raw = raw_client(&server.connect_string()).await;
-    let inner = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &c]).unwrap();
-    let outer: Arc<dyn InterProcessLock> = Arc::new(
-        InterProcessMultiLock::new(vec![
-            Arc::new(inner.clone()),
-            Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
-        ])
-        .unwrap(),
-    );
-    assert_eq!(outer.path(), a);
-    assert!(outer.acquire_timeout(PATIENCE).await.unwrap());
-    assert!(outer.is_acquired_in_this_process());
-    assert!(inner.is_owned_by_current_task());
-    assert_eq!(outer.participant_nodes().await.unwrap().len(), 3);
-    outer.release().await.unwrap();
-    assert!(!inner.is_acquired_in_this_process());
-    assert!(eventually(PATIENCE, gone(&raw, &[&a, &b, &c])).await);
+    bounded(BOUND, async move {
+        let base = unique_path("multi-nest");
+        let (a, b, c) = (
+            format!("{base}/a"),
+            format!("{base}/b"),
+            format!("{base}/c"),
+        );
+        let fw = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let inner = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &c]).unwrap();
+        let outer: Arc<dyn InterProcessLock> = Arc::new(
+            InterProcessMultiLock::new(vec![
+                Arc::new(inner.clone()),
+                Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
+            ])
+            .unwrap(),
+        );
+        assert_eq!(outer.path(), a);
+        assert!(outer.acquire_timeout(PATIENCE).await.unwrap());
+        assert!(outer.is_acquired_in_this_process());
+        assert!(inner.is_owned_by_current_task());
+        assert_eq!(outer.participant_nodes().await.unwrap().len(), 3);
+        outer.release().await.unwrap();
+        assert!(!inner.is_acquired_in_this_process());
+        assert!(eventually(PATIENCE, gone(&raw, &[&a, &b, &c])).await);
 
-    // An inner multi-lock whose lowest path is also a member is refused.
-    let overlapping = InterProcessMultiLock::new(vec![
-        Arc::new(inner.clone()),
-        Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
-    ]);
-    assert!(matches!(overlapping, Err(Error::InvalidArgument(_))));
-    fw.close().await;
+        // An inner multi-lock whose lowest path is also a member is refused.
+        let overlapping = InterProcessMultiLock::new(vec![
+            Arc::new(inner.clone()),
+            Arc::new(InterProcessMutex::new(fw.clone(), &b).unwrap()),
+        ]);
+        assert!(matches!(overlapping, Err(Error::InvalidArgument(_))));
+        fw.close().await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn bad_input_is_refused() {
     let Some(server) = server() else { return };
-    let fw = framework(&server.connect_string()).await;
-    let base = unique_path("multi-bad");
-    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    bounded(BOUND, async move {
+        let fw = framework(&server.connect_string()).await;
+        let base = unique_path("multi-bad");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
 
-    let err = InterProcessMultiLock::from_paths(fw.clone(), &[]).unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-    let err = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b, &a]).unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-    for bad in ["", "relative", "/", "/trailing/", "/zookeeper/x", "/a//b"] {
-        let err = InterProcessMultiLock::from_paths(fw.clone(), &[&a, bad]).unwrap_err();
-        assert!(matches!(err, Error::InvalidPath(_)), "{bad:?} gave {err:?}");
-    }
-    let err = InterProcessMultiLock::new(Vec::new()).unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-    let err = InterProcessMultiLock::new(vec![
-        Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
-        Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
-    ])
-    .unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
-    let err = InterProcessMultiLock::from_mutexes(vec![
-        InterProcessMutex::new(fw.clone(), &b).unwrap(),
-        InterProcessMutex::new(fw.clone(), &b).unwrap(),
-    ])
-    .unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let err = InterProcessMultiLock::from_paths(fw.clone(), &[]).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let err = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b, &a]).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        for bad in ["", "relative", "/", "/trailing/", "/zookeeper/x", "/a//b"] {
+            let err = InterProcessMultiLock::from_paths(fw.clone(), &[&a, bad]).unwrap_err();
+            assert!(matches!(err, Error::InvalidPath(_)), "{bad:?} gave {err:?}");
+        }
+        let err = InterProcessMultiLock::new(Vec::new()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let err = InterProcessMultiLock::new(vec![
+            Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
+            Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        let err = InterProcessMultiLock::from_mutexes(vec![
+            InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            InterProcessMutex::new(fw.clone(), &b).unwrap(),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
 
-    // Nothing was sent.
-    let raw = raw_client(&server.connect_string()).await;
-    assert_eq!(raw.check_stat(&base).await.unwrap(), None);
+        // Nothing was sent.
+        let raw = raw_client(&server.connect_string()).await;
+        assert_eq!(raw.check_stat(&base).await.unwrap(), None);
 
-    // A release without a hold, and an acquire on a closed framework.
-    let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
-    assert_eq!(multi.release().await, Err(Error::NotOwner));
-    fw.close().await;
-    assert_eq!(multi.acquire().await, Err(Error::Closed));
-    assert_eq!(
-        multi.acquire_timeout(Duration::from_secs(1)).await,
-        Err(Error::Closed)
-    );
-    assert!(all_empty(&raw, &[&a, &b]).await);
+        // A release without a hold, and an acquire on a closed framework.
+        let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
+        assert_eq!(multi.release().await, Err(Error::NotOwner));
+        fw.close().await;
+        assert_eq!(multi.acquire().await, Err(Error::Closed));
+        assert_eq!(
+            multi.acquire_timeout(Duration::from_secs(1)).await,
+            Err(Error::Closed)
+        );
+        assert!(all_empty(&raw, &[&a, &b]).await);
+    })
+    .await;
 }

@@ -18,14 +18,19 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{children, eventually, framework_with, raw_client, unique_path, PATIENCE};
+use common::{bounded, children, eventually, framework_with, raw_client, unique_path, PATIENCE};
 use futures::StreamExt;
+use zk_curator::framework::zk;
 use zk_curator::{ConnectionState, Framework, InterProcessSemaphoreV2, Lease};
 use zk_curator_testing::{zookeeper_available, TestingCluster};
 
 /// Each test runs three JVMs; one test at a time keeps a 2-core machine
 /// responsive enough for short session timeouts.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The bound of each test body (taken after [`SERIAL`]): three JVMs started
+/// (up to 30 s each try), killed and restarted on a slow 2-core machine.
+const CLUSTER_BOUND: Duration = Duration::from_secs(300);
 
 /// Whether a real ensemble can be started here. With `ZK_REQUIRE_REAL=1` a
 /// missing ZooKeeper fails the test instead of skipping it.
@@ -53,6 +58,33 @@ async fn frameworks(connect: &str, count: usize, session_timeout: Duration) -> V
         );
     }
     frameworks
+}
+
+/// Whether exactly two lease nodes are listed, both owned by current sessions
+/// of `frameworks`: the holder's, and a contender's queued behind it (a
+/// contender waits for a lease holding the semaphore's internal mutex, so
+/// only one of them has a lease node at a time). Nodes of expired sessions do
+/// not count.
+async fn one_queued_behind_the_holder(
+    raw: &zk::Client,
+    leases: &str,
+    frameworks: &[Framework],
+) -> bool {
+    let nodes = children(raw, leases).await;
+    if nodes.len() != 2 {
+        return false;
+    }
+    let live: Vec<i64> = frameworks
+        .iter()
+        .filter_map(|fw| fw.current_session().map(|s| s.id()))
+        .collect();
+    for node in nodes {
+        match raw.check_stat(&format!("{leases}/{node}")).await {
+            Ok(Some(stat)) if live.contains(&stat.ephemeral_owner) => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 async fn close_all(frameworks: &[Framework]) {
@@ -94,129 +126,152 @@ async fn killed_cluster_loses_the_lease_and_exactly_one_client_gets_it_back() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    const CLIENTS: usize = 10;
-    let session_timeout = Duration::from_secs(3);
-    let began = Instant::now();
-    let cluster = TestingCluster::start_default_async().await.unwrap();
-    eprintln!("cluster serving after {:?}", began.elapsed());
-    let connect = cluster.connect_string();
-    let path = unique_path("sem-cluster-killed");
-    let fws = frameworks(&connect, CLIENTS, session_timeout).await;
-    let semaphores: Vec<InterProcessSemaphoreV2> = fws
-        .iter()
-        .map(|fw| InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap())
-        .collect();
+    bounded(CLUSTER_BOUND, async move {
+        const CLIENTS: usize = 10;
+        let session_timeout = Duration::from_secs(3);
+        let began = Instant::now();
+        let cluster = TestingCluster::start_default_async().await.unwrap();
+        eprintln!("cluster serving after {:?}", began.elapsed());
+        let connect = cluster.connect_string();
+        let path = unique_path("sem-cluster-killed");
+        let fws = frameworks(&connect, CLIENTS, session_timeout).await;
+        let semaphores: Vec<InterProcessSemaphoreV2> = fws
+            .iter()
+            .map(|fw| InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap())
+            .collect();
 
-    // Client 0 holds the only lease; the others queue behind it.
-    let holder = semaphores[0]
-        .acquire_timeout(PATIENCE)
-        .await
-        .unwrap()
-        .expect("the first client gets the lease");
-    assert!(holder.is_valid());
-    let won = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut contenders: Vec<_> = semaphores[1..]
-        .iter()
-        .map(|s| tokio::spawn(contend(s.clone(), won.clone(), stop.clone())))
-        .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(won.load(Ordering::SeqCst), 0, "the lease is held");
-
-    // Kill the whole ensemble: everyone is Suspended, then Lost after the
-    // session timeout; the held lease can no longer be trusted.
-    let mut states: Vec<_> = fws.iter().map(|fw| Box::pin(fw.state_changes())).collect();
-    let killed = Instant::now();
-    cluster.stop_all();
-    for (i, states) in states.iter_mut().enumerate() {
-        let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
-        assert_eq!(next, Some(ConnectionState::Suspended), "client {i}");
-    }
-    eprintln!(
-        "all clients Suspended {:?} after the kill",
-        killed.elapsed()
-    );
-    assert!(!holder.is_valid(), "Suspended invalidates the lease");
-    for (i, states) in states.iter_mut().enumerate() {
-        let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
-        assert_eq!(next, Some(ConnectionState::Lost), "client {i}");
-    }
-    let lost_after = killed.elapsed();
-    eprintln!("all clients Lost {lost_after:?} after the kill");
-    assert!(
-        lost_after >= session_timeout.mul_f64(0.9),
-        "Lost after only {lost_after:?}"
-    );
-    assert!(!holder.is_valid(), "the lease went with the lost session");
-    // The holder drops it (count 0), as Curator's clients do on LOST.
-    drop(holder);
-    assert_eq!(
-        won.load(Ordering::SeqCst),
-        0,
-        "nothing is acquired while the ensemble is down"
-    );
-
-    // Bring the ensemble back; every client, the old holder included, wants
-    // the lease: exactly one gets it, once the old sessions' nodes are gone.
-    let restarted = Instant::now();
-    cluster.restart_all_async().await.unwrap();
-    eprintln!(
-        "cluster serving again {:?} after restart_all",
-        restarted.elapsed()
-    );
-    contenders.push(tokio::spawn(contend(
-        semaphores[0].clone(),
-        won.clone(),
-        stop.clone(),
-    )));
-    assert!(
-        eventually(PATIENCE, || async { won.load(Ordering::SeqCst) >= 1 }).await,
-        "no client got the lease back within {PATIENCE:?}: something orphaned blocks it"
-    );
-    eprintln!(
-        "lease acquired again {:?} after restart_all",
-        restarted.elapsed()
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        won.load(Ordering::SeqCst),
-        1,
-        "exactly one client holds the lease"
-    );
-    stop.store(true, Ordering::SeqCst);
-    let mut winners = Vec::new();
-    for contender in contenders {
-        // The losers are inside a bounded acquire; they give up within it.
-        let lease = tokio::time::timeout(PATIENCE, contender)
+        // Client 0 holds the only lease; the others queue behind it.
+        let holder = semaphores[0]
+            .acquire_timeout(PATIENCE)
             .await
-            .expect("contender stops")
-            .unwrap();
-        winners.extend(lease);
-    }
-    assert_eq!(winners.len(), 1);
-    let winner = winners.pop().unwrap();
-    assert!(winner.is_valid());
+            .unwrap()
+            .expect("the first client gets the lease");
+        assert!(holder.is_valid());
+        let won = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut contenders: Vec<_> = semaphores[1..]
+            .iter()
+            .map(|s| tokio::spawn(contend(s.clone(), won.clone(), stop.clone())))
+            .collect();
+        let leases = format!("{path}/leases");
+        {
+            // A contender is queued behind the holder, and none got in.
+            let raw = raw_client(&connect).await;
+            assert!(
+                eventually(PATIENCE, || one_queued_behind_the_holder(
+                    &raw, &leases, &fws
+                ))
+                .await,
+                "no contender queued behind the holder: {:?}",
+                children(&raw, &leases).await
+            );
+        }
+        assert_eq!(won.load(Ordering::SeqCst), 0, "the lease is held");
 
-    // Nothing is left behind: only the winner's lease node remains.
-    for fw in &fws {
-        assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-    }
-    let raw = raw_client(&connect).await;
-    let leases = format!("{path}/leases");
-    let expected = vec![winner.node_name().to_owned()];
-    let settled = eventually(PATIENCE, || async {
-        children(&raw, &leases).await == expected
-            && children(&raw, &format!("{path}/locks")).await.is_empty()
+        // Kill the whole ensemble: everyone is Suspended, then Lost after the
+        // session timeout; the held lease can no longer be trusted.
+        let mut states: Vec<_> = fws.iter().map(|fw| Box::pin(fw.state_changes())).collect();
+        let killed = Instant::now();
+        cluster.stop_all();
+        for (i, states) in states.iter_mut().enumerate() {
+            let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
+            assert_eq!(next, Some(ConnectionState::Suspended), "client {i}");
+        }
+        eprintln!(
+            "all clients Suspended {:?} after the kill",
+            killed.elapsed()
+        );
+        assert!(!holder.is_valid(), "Suspended invalidates the lease");
+        for (i, states) in states.iter_mut().enumerate() {
+            let next = tokio::time::timeout(PATIENCE, states.next()).await.unwrap();
+            assert_eq!(next, Some(ConnectionState::Lost), "client {i}");
+        }
+        let lost_after = killed.elapsed();
+        eprintln!("all clients Lost {lost_after:?} after the kill");
+        assert!(
+            lost_after >= session_timeout.mul_f64(0.9),
+            "Lost after only {lost_after:?}"
+        );
+        assert!(!holder.is_valid(), "the lease went with the lost session");
+        // The holder drops it (count 0), as Curator's clients do on LOST.
+        drop(holder);
+        assert_eq!(
+            won.load(Ordering::SeqCst),
+            0,
+            "nothing is acquired while the ensemble is down"
+        );
+
+        // Bring the ensemble back; every client, the old holder included, wants
+        // the lease: exactly one gets it, once the old sessions' nodes are gone.
+        let restarted = Instant::now();
+        cluster.restart_all_async().await.unwrap();
+        eprintln!(
+            "cluster serving again {:?} after restart_all",
+            restarted.elapsed()
+        );
+        contenders.push(tokio::spawn(contend(
+            semaphores[0].clone(),
+            won.clone(),
+            stop.clone(),
+        )));
+        assert!(
+            eventually(PATIENCE, || async { won.load(Ordering::SeqCst) >= 1 }).await,
+            "no client got the lease back within {PATIENCE:?}: something orphaned blocks it"
+        );
+        eprintln!(
+            "lease acquired again {:?} after restart_all",
+            restarted.elapsed()
+        );
+        // Another contender, on its new session, is queued behind the winner,
+        // and did not get in.
+        let raw = raw_client(&connect).await;
+        assert!(
+            eventually(PATIENCE, || one_queued_behind_the_holder(
+                &raw, &leases, &fws
+            ))
+            .await,
+            "no contender queued behind the winner: {:?}",
+            children(&raw, &leases).await
+        );
+        assert_eq!(
+            won.load(Ordering::SeqCst),
+            1,
+            "exactly one client holds the lease"
+        );
+        stop.store(true, Ordering::SeqCst);
+        let mut winners = Vec::new();
+        for contender in contenders {
+            // The losers are inside a bounded acquire; they give up within it.
+            let lease = tokio::time::timeout(PATIENCE, contender)
+                .await
+                .expect("contender stops")
+                .unwrap();
+            winners.extend(lease);
+        }
+        assert_eq!(winners.len(), 1);
+        let winner = winners.pop().unwrap();
+        assert!(winner.is_valid());
+
+        // Nothing is left behind: only the winner's lease node remains.
+        for fw in &fws {
+            assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+        }
+        let expected = vec![winner.node_name().to_owned()];
+        let settled = eventually(PATIENCE, || async {
+            children(&raw, &leases).await == expected
+                && children(&raw, &format!("{path}/locks")).await.is_empty()
+        })
+        .await;
+        assert!(
+            settled,
+            "leases {:?}, expected {expected:?}",
+            children(&raw, &leases).await
+        );
+        winner.release().await.unwrap();
+        close_all(&fws).await;
+        eprintln!("killed-cluster test took {:?}", began.elapsed());
     })
     .await;
-    assert!(
-        settled,
-        "leases {:?}, expected {expected:?}",
-        children(&raw, &leases).await
-    );
-    winner.release().await.unwrap();
-    close_all(&fws).await;
-    eprintln!("killed-cluster test took {:?}", began.elapsed());
 }
 
 /// Shared tallies of the looping clients.
@@ -270,89 +325,99 @@ async fn operations_cease_while_the_cluster_is_down_and_resume_on_a_quorum() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    const CLIENTS: usize = 10;
-    let began = Instant::now();
-    let cluster = TestingCluster::start_default_async().await.unwrap();
-    let connect = cluster.connect_string();
-    let path = unique_path("sem-cluster-ops");
-    // Sessions outlive the outage below, so the clients reconnect with them.
-    let fws = frameworks(&connect, CLIENTS, Duration::from_secs(10)).await;
-    let tally = Arc::new(Tally::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = fws
-        .iter()
-        .map(|fw| {
-            let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap();
-            tokio::spawn(semaphore_client(semaphore, tally.clone(), stop.clone()))
-        })
-        .collect();
+    bounded(CLUSTER_BOUND, async move {
+        const CLIENTS: usize = 10;
+        let began = Instant::now();
+        let cluster = TestingCluster::start_default_async().await.unwrap();
+        let connect = cluster.connect_string();
+        let path = unique_path("sem-cluster-ops");
+        // Sessions outlive the outage below, so the clients reconnect with them.
+        let fws = frameworks(&connect, CLIENTS, Duration::from_secs(10)).await;
+        let tally = Arc::new(Tally::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = fws
+            .iter()
+            .map(|fw| {
+                let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap();
+                tokio::spawn(semaphore_client(semaphore, tally.clone(), stop.clone()))
+            })
+            .collect();
 
-    let acquired = || tally.acquired.load(Ordering::SeqCst);
-    assert!(
-        eventually(PATIENCE, || async { acquired() >= 20 }).await,
-        "the clients take turns (only {} acquisitions)",
-        acquired()
-    );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let before_outage = acquired();
-    eprintln!(
-        "{before_outage} acquisitions before the outage ({:?} in)",
-        began.elapsed()
-    );
+        let acquired = || tally.acquired.load(Ordering::SeqCst);
+        assert!(
+            eventually(PATIENCE, || async { acquired() >= 20 }).await,
+            "the clients take turns (only {} acquisitions)",
+            acquired()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before_outage = acquired();
+        eprintln!(
+            "{before_outage} acquisitions before the outage ({:?} in)",
+            began.elapsed()
+        );
 
-    // The whole ensemble stops: once in-flight replies are through, no
-    // acquisition completes.
-    cluster.stop_all();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let at_outage = acquired();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        acquired(),
-        at_outage,
-        "an acquisition completed while the ensemble was down"
-    );
-    eprintln!(
-        "no acquisitions during the outage ({} in the 0.5 s after the kill)",
-        at_outage - before_outage
-    );
+        // The whole ensemble stops: once in-flight replies are through, no
+        // acquisition completes.
+        cluster.stop_all();
+        assert!(
+            eventually(PATIENCE, || async {
+                fws.iter()
+                    .all(|fw| fw.state() == Some(ConnectionState::Suspended))
+            })
+            .await,
+            "every client notices the outage"
+        );
+        let at_outage = acquired();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            acquired(),
+            at_outage,
+            "an acquisition completed while the ensemble was down"
+        );
+        eprintln!(
+            "no acquisitions during the outage ({} between the kill and every client noticing it)",
+            at_outage - before_outage
+        );
 
-    // Two of three nodes are a quorum: operations resume.
-    let restarted = Instant::now();
-    cluster.restart_nodes_async(&[0, 1]).await.unwrap();
-    eprintln!(
-        "nodes 0 and 1 serving {:?} after their restart",
-        restarted.elapsed()
-    );
-    assert!(!cluster.is_running(2));
-    assert!(
-        eventually(PATIENCE, || async { acquired() >= at_outage + 20 }).await,
-        "acquisitions did not resume on two nodes ({} since the restart)",
-        acquired() - at_outage
-    );
-    eprintln!(
-        "20 more acquisitions {:?} after the restart",
-        restarted.elapsed()
-    );
+        // Two of three nodes are a quorum: operations resume.
+        let restarted = Instant::now();
+        cluster.restart_nodes_async(&[0, 1]).await.unwrap();
+        eprintln!(
+            "nodes 0 and 1 serving {:?} after their restart",
+            restarted.elapsed()
+        );
+        assert!(!cluster.is_running(2));
+        assert!(
+            eventually(PATIENCE, || async { acquired() >= at_outage + 20 }).await,
+            "acquisitions did not resume on two nodes ({} since the restart)",
+            acquired() - at_outage
+        );
+        eprintln!(
+            "20 more acquisitions {:?} after the restart",
+            restarted.elapsed()
+        );
 
-    stop.store(true, Ordering::SeqCst);
-    for client in clients {
-        tokio::time::timeout(PATIENCE, client)
-            .await
-            .expect("client loop stops")
-            .unwrap();
-    }
-    assert_eq!(
-        tally.peak.load(Ordering::SeqCst),
-        1,
-        "never more than one holder"
-    );
-    assert_eq!(tally.active.load(Ordering::SeqCst), 0);
-    eprintln!(
-        "{} acquisitions, {} acquire errors, {} leases invalid at release, {:?} in all",
-        acquired(),
-        tally.errors.load(Ordering::SeqCst),
-        tally.invalid.load(Ordering::SeqCst),
-        began.elapsed()
-    );
-    close_all(&fws).await;
+        stop.store(true, Ordering::SeqCst);
+        for client in clients {
+            tokio::time::timeout(PATIENCE, client)
+                .await
+                .expect("client loop stops")
+                .unwrap();
+        }
+        assert_eq!(
+            tally.peak.load(Ordering::SeqCst),
+            1,
+            "never more than one holder"
+        );
+        assert_eq!(tally.active.load(Ordering::SeqCst), 0);
+        eprintln!(
+            "{} acquisitions, {} acquire errors, {} leases invalid at release, {:?} in all",
+            acquired(),
+            tally.errors.load(Ordering::SeqCst),
+            tally.invalid.load(Ordering::SeqCst),
+            began.elapsed()
+        );
+        close_all(&fws).await;
+    })
+    .await;
 }

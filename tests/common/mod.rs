@@ -1,6 +1,7 @@
 //! Shared harness for the integration tests: one test server per test binary
 //! (the embedded server by default, a real ZooKeeper with
-//! `ZK_TEST_SERVER=real`), a unique path per test, and small polling helpers.
+//! `ZK_TEST_SERVER=real`), a unique path per test, a bound around each test
+//! body, and small polling helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::future::Future;
@@ -14,6 +15,17 @@ use zk_curator_testing::{Backend, TestingServer};
 /// How long tests wait for anything that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// The bound of an ordinary test body (see [`bounded`]): a few [`PATIENCE`]
+/// waits with room to spare for the real ZooKeeper on a slow 2-core machine.
+pub const BOUND: Duration = Duration::from_secs(90);
+
+/// The bound of a test body doing many rounds or many sessions' worth of work.
+pub const LONG_BOUND: Duration = Duration::from_secs(180);
+
+/// The parent of every [`unique_path`]. [`server`] creates it with an open
+/// ACL before any test runs, so no test can create it with a restrictive one.
+pub const SHARED_PARENT: &str = "/tests";
+
 /// The binary's shared server, or `None` (with a printed notice) when the
 /// real backend was asked for but ZooKeeper is not installed.
 pub fn server() -> Option<&'static TestingServer> {
@@ -23,9 +35,36 @@ pub fn server() -> Option<&'static TestingServer> {
             if !real_server_available() {
                 return None;
             }
-            Some(TestingServer::start().expect("start the test server"))
+            let server = TestingServer::start().expect("start the test server");
+            create_open_shared_parent(&server.connect_string());
+            Some(server)
         })
         .as_ref()
+}
+
+/// Creates [`SHARED_PARENT`] readable and writable by anyone. Were it left
+/// to the first lock to create it, a test with a restrictive ACL provider
+/// (creator-only, or read-only parents) could give it that ACL, and every
+/// other test would get `NoAuth`. Runs on a thread and runtime of its own,
+/// as [`server`] may be called from any runtime.
+fn create_open_shared_parent(connect: &str) {
+    let connect = connect.to_owned();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = raw_client(&connect).await;
+            let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            match client.create(SHARED_PARENT, &[], &open).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(err) => panic!("create {SHARED_PARENT}: {err}"),
+            }
+        });
+    })
+    .join()
+    .expect("create the shared test parent");
 }
 
 /// Whether the chosen backend can be started. With `ZK_REQUIRE_REAL=1` (as
@@ -54,12 +93,41 @@ pub async fn own_server() -> Option<TestingServer> {
     )
 }
 
-/// A path no other test uses.
+/// A path no other test uses, under the shared [`SHARED_PARENT`].
 pub fn unique_path(name: &str) -> String {
-    format!(
-        "/tests/{name}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
+    format!("{SHARED_PARENT}/{name}-{}", unique_suffix())
+}
+
+/// A top-level path no other test uses, with no parent shared with other
+/// tests: for tests whose ACLs would get in other tests' way if applied to a
+/// shared parent (auto-created parents take the ACL provider's ACL).
+pub fn unique_root(name: &str) -> String {
+    format!("/{name}-{}", unique_suffix())
+}
+
+fn unique_suffix() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..12].to_owned()
+}
+
+/// Runs a test body, failing the test if it has not finished within `limit`
+/// (a hang then fails by itself, naming the bound and where it was set,
+/// instead of waiting for CI's limit):
+///
+/// ```ignore
+/// let Some(server) = server() else { return };
+/// bounded(BOUND, async move { /* the test */ }).await;
+/// ```
+#[track_caller]
+pub fn bounded<T>(limit: Duration, body: impl Future<Output = T>) -> impl Future<Output = T> {
+    let caller = std::panic::Location::caller();
+    async move {
+        match tokio::time::timeout(limit, body).await {
+            Ok(out) => out,
+            Err(_) => {
+                panic!("the test body at {caller} did not finish within its bound of {limit:?}")
+            }
+        }
+    }
 }
 
 /// A started, connected framework on `connect`.
@@ -98,6 +166,24 @@ pub async fn children(client: &zk::Client, path: &str) -> Vec<String> {
         Err(zk::Error::NoNode) => Vec::new(),
         Err(err) => panic!("list {path}: {err}"),
     }
+}
+
+/// Waits (up to [`PATIENCE`]) until `path` has exactly `count` children, and
+/// returns them: the participants of the lock at `path` (for a semaphore,
+/// pass its `leases` node). Lets a test see that a waiter has queued (its
+/// node is listed) before it asserts that the waiter is still waiting.
+pub async fn wait_for_participants(client: &zk::Client, path: &str, count: usize) -> Vec<String> {
+    let reached = eventually(PATIENCE, || async {
+        children(client, path).await.len() == count
+    })
+    .await;
+    let now = children(client, path).await;
+    assert!(
+        reached,
+        "{path} never had {count} participants within {PATIENCE:?}; now {}: {now:?}",
+        now.len()
+    );
+    now
 }
 
 /// Polls `check` every 50 ms until it is true; false after `limit`.
