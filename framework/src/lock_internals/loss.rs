@@ -71,13 +71,18 @@ pub(crate) async fn wait(framework: Framework, node: AcquiredNode) -> LockLoss {
             return loss;
         }
         // Watch the node itself (a suspended session queues the request
-        // until it reconnects, so this never spins).
+        // until it reconnects, so this never spins). The session is held for
+        // the request only, never while waiting for the watch: a hold kept
+        // by the caller must not keep the session open after `close()`.
         let deleted = async {
-            let Some(session) = framework.current_session() else {
-                return std::future::pending::<()>().await;
-            };
             loop {
-                match session.client().check_and_watch_stat(node.path()).await {
+                let watched = {
+                    let Some(session) = framework.current_session() else {
+                        return std::future::pending::<()>().await;
+                    };
+                    session.client().check_and_watch_stat(node.path()).await
+                };
+                match watched {
                     Ok((None, _)) => return,
                     Ok((Some(_), watcher)) => {
                         let event = watcher.changed().await;
