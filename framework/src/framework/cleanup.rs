@@ -3,27 +3,56 @@
 //! Dropping an acquire future, dropping a guard, or releasing while the
 //! connection is down must not leave a node behind, yet `Drop` cannot wait
 //! for ZooKeeper. Such deletes are queued here: a plain channel send, which
-//! works even outside a tokio runtime. The cleaner deletes each node on the
-//! current session, retrying through connection loss with a capped backoff
-//! (a loop, not recursion) until the node is gone or the framework closes.
+//! works even outside a tokio runtime.
+//!
+//! One task owns every pending delete, in a map keyed by the job itself (a
+//! path, or parent and protection prefix), so the same node handed over
+//! twice is one job and the map never holds more than one entry per
+//! distinct node. Each job has its own next attempt time: exponential
+//! backoff with jitter after a failure, so that many jobs failing together
+//! do not retry together. When the framework announces a usable connection
+//! again (`Reconnected`, or a new session) every waiting job is due at once.
+//! Retryable failures (connection loss, timeouts, a lost session) never make
+//! the cleaner give up; only an error no retry can fix does (e.g. `NoAuth`).
 //! A missing node counts as deleted.
+//!
+//! When the framework closes, the cleaner makes a final flush: every pending
+//! job is tried once more on the session being closed, within a bounded
+//! time, before that session ends. Ephemeral nodes would go with the session
+//! anyway; the flush is what removes persistent ones.
 
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::Inner;
+use super::{Inner, Session};
 use crate::error::{Error, Result};
 use crate::path;
 
+/// Backoff after the first failure of a job; doubles per failure.
 const FIRST_DELAY: Duration = Duration::from_millis(50);
-const MAX_DELAY: Duration = Duration::from_secs(2);
+/// The longest a failed job waits before its next attempt (reconnecting
+/// makes it due earlier).
+const MAX_DELAY: Duration = Duration::from_secs(5);
+/// How many attempts run at once (each is one or two pipelined requests).
+const MAX_IN_FLIGHT: usize = 64;
+/// The longest the final flush may take on `close()`.
+pub(super) const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+/// Rounds of the final flush: jobs handed over while flushing (by work that
+/// the close interrupted) get another round, up to this many.
+const FLUSH_ROUNDS: usize = 4;
 
-/// A node to delete in the background.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A node to delete in the background. Also the key of the cleaner's map.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum CleanupJob {
     /// A node whose path is known.
     Node {
@@ -40,72 +69,296 @@ pub(crate) enum CleanupJob {
     },
 }
 
-pub(super) async fn run(inner: Arc<Inner>, mut jobs: mpsc::UnboundedReceiver<CleanupJob>) {
+/// The schedule of one pending job.
+#[derive(Debug)]
+struct Entry {
+    /// Failed attempts so far.
+    failures: u32,
+    /// When the next attempt may start.
+    due: Instant,
+    /// Whether an attempt is running now.
+    running: bool,
+}
+
+/// The cleaner's state: pending jobs and the seed of their jitter.
+struct Queue {
+    jobs: HashMap<CleanupJob, Entry>,
+    seed: u64,
+}
+
+impl Queue {
+    fn new() -> Self {
+        // Per-process randomness for the jitter, so that two processes
+        // cleaning the same lock do not retry in step.
+        let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+        Queue {
+            jobs: HashMap::new(),
+            seed,
+        }
+    }
+
+    /// Adds a job handed over by the framework; a job already pending is
+    /// not added twice (the handover's count is given back at once).
+    fn add(&mut self, inner: &Inner, job: CleanupJob) {
+        if self.jobs.contains_key(&job) {
+            tracing::trace!(?job, "already pending; merged");
+            release_count(inner, 1);
+            return;
+        }
+        self.jobs.insert(
+            job,
+            Entry {
+                failures: 0,
+                due: Instant::now(),
+                running: false,
+            },
+        );
+    }
+
+    /// The earliest due time of a job not running, if any.
+    fn next_due(&self) -> Option<Instant> {
+        self.jobs
+            .values()
+            .filter(|e| !e.running)
+            .map(|e| e.due)
+            .min()
+    }
+
+    /// Makes every waiting job due now.
+    fn all_due_now(&mut self) {
+        let now = Instant::now();
+        for entry in self.jobs.values_mut().filter(|e| !e.running) {
+            entry.due = entry.due.min(now);
+        }
+    }
+
+    /// Exponential backoff for the `failures`-th failure, with jitter: a
+    /// value between half and all of the capped delay, derived from the job,
+    /// the attempt count and the process seed.
+    fn backoff(&self, job: &CleanupJob, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(16);
+        let full = FIRST_DELAY.saturating_mul(1u32 << exp).min(MAX_DELAY);
+        let mut hasher = DefaultHasher::new();
+        (self.seed, job, failures).hash(&mut hasher);
+        let half = full / 2;
+        let half_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(hasher.finish() % half_nanos)
+    }
+}
+
+/// Gives back `n` handovers counted by `schedule_cleanup`.
+fn release_count(inner: &Inner, n: usize) {
+    inner
+        .pending_cleanups
+        .send_modify(|count| *count = count.saturating_sub(n));
+}
+
+/// What an attempt came to.
+enum Outcome {
+    /// Done: `true` if a node was deleted, `false` if none existed.
+    Done(bool),
+    /// Try again later.
+    Retry(Error),
+    /// Retrying cannot help.
+    GiveUp(Error),
+}
+
+fn classify(result: Result<bool>) -> Outcome {
+    match result {
+        Ok(deleted) => Outcome::Done(deleted),
+        Err(err) if err.is_transient() || matches!(err, Error::Closed) => Outcome::Retry(err),
+        Err(err) => Outcome::GiveUp(err),
+    }
+}
+
+/// Records the end of a job (deleted, absent, or given up).
+fn finish(inner: &Inner, queue: &mut Queue, job: &CleanupJob, outcome: Outcome) {
+    match outcome {
+        Outcome::Done(deleted) => {
+            if deleted {
+                inner
+                    .metrics
+                    .background_deletes
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::debug!(?job, deleted, "background cleanup done");
+        }
+        Outcome::GiveUp(err) => {
+            tracing::warn!(?job, %err, "background delete gave up: retrying cannot fix this");
+        }
+        Outcome::Retry(err) => {
+            inner
+                .metrics
+                .background_delete_retries
+                .fetch_add(1, Ordering::Relaxed);
+            let failures = queue.jobs.get(job).map_or(1, |e| e.failures + 1);
+            let delay = queue.backoff(job, failures);
+            if let Some(entry) = queue.jobs.get_mut(job) {
+                entry.failures = failures;
+                entry.due = Instant::now() + delay;
+                entry.running = false;
+            }
+            if failures % 10 == 1 {
+                tracing::warn!(?job, %err, failures, ?delay, "background delete failed; will retry");
+            }
+            return;
+        }
+    }
+    if queue.jobs.remove(job).is_some() {
+        release_count(inner, 1);
+    }
+}
+
+/// The cleaner task: runs until the framework closes, then flushes.
+pub(super) async fn run(inner: Arc<Inner>, mut handovers: mpsc::UnboundedReceiver<CleanupJob>) {
     let mut closed = inner.closed_tx.subscribe();
+    let mut states = inner.state_tx.subscribe();
+    let mut queue = Queue::new();
+    let mut running = FuturesUnordered::new();
+    let attempt_limit = inner.config.connection_timeout;
     loop {
+        let next_due = if running.len() < MAX_IN_FLIGHT {
+            queue.next_due()
+        } else {
+            None
+        };
         tokio::select! {
-            job = jobs.recv() => match job {
-                Some(job) => {
+            biased;
+            _ = closed.wait_for(|c| *c) => break,
+            Some((job, outcome)) = running.next(), if !running.is_empty() => {
+                finish(&inner, &mut queue, &job, outcome);
+            }
+            job = handovers.recv() => match job {
+                Some(job) => queue.add(&inner, job),
+                None => break,
+            },
+            changed = states.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let connected = states.borrow_and_update().is_some_and(|s| s.is_connected());
+                if connected && !queue.jobs.is_empty() {
+                    tracing::debug!(jobs = queue.jobs.len(), "connected again: every pending delete is due");
+                    queue.all_due_now();
+                }
+            }
+            _ = sleep_until_opt(next_due) => {
+                let now = Instant::now();
+                let due: Vec<CleanupJob> = queue
+                    .jobs
+                    .iter_mut()
+                    .filter(|(_, e)| !e.running && e.due <= now)
+                    .take(MAX_IN_FLIGHT - running.len())
+                    .map(|(job, e)| {
+                        e.running = true;
+                        job.clone()
+                    })
+                    .collect();
+                for job in due {
                     let inner = inner.clone();
-                    tokio::spawn(async move {
-                        let mut closed = inner.closed_tx.subscribe();
-                        tokio::select! {
-                            _ = perform(&inner, &job) => {}
-                            _ = closed.wait_for(|c| *c) => {}
-                        }
-                        inner.pending_cleanups.send_modify(|n| *n = n.saturating_sub(1));
+                    running.push(async move {
+                        let result = match tokio::time::timeout(attempt_limit, attempt(&inner, &job)).await {
+                            Ok(result) => result,
+                            Err(_) => Err(Error::Timeout(attempt_limit)),
+                        };
+                        (job, classify(result))
                     });
                 }
-                None => return,
-            },
-            _ = closed.wait_for(|c| *c) => {
-                inner.pending_cleanups.send_replace(0);
-                return;
             }
         }
     }
+    // Attempts still running hold the session; they are retried below.
+    drop(running);
+    final_flush(&inner, &mut handovers, &mut queue).await;
+    // Nothing more is accepted: later handovers fail to send.
+    handovers.close();
+    while handovers.try_recv().is_ok() {}
+    let left = queue.jobs.len();
+    if left > 0 {
+        tracing::warn!(
+            left,
+            "framework closed with background deletes still pending (ephemeral nodes go with the session)"
+        );
+    }
+    inner.pending_cleanups.send_replace(0);
 }
 
-async fn perform(inner: &Inner, job: &CleanupJob) {
-    let mut delay = FIRST_DELAY;
-    let mut failures = 0u32;
-    loop {
-        match attempt(inner, job).await {
-            Ok(deleted) => {
-                if deleted {
-                    inner
-                        .metrics
-                        .background_deletes
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-                tracing::debug!(?job, deleted, "background cleanup done");
-                return;
+/// Tries every pending job once more on the session being closed, bounded
+/// by [`FLUSH_LIMIT`] (or the connection timeout, if shorter). Jobs handed
+/// over meanwhile (by work the close interrupted) get further rounds.
+async fn final_flush(
+    inner: &Inner,
+    handovers: &mut mpsc::UnboundedReceiver<CleanupJob>,
+    queue: &mut Queue,
+) {
+    let session = inner.take_closing_session();
+    let limit = FLUSH_LIMIT.min(inner.config.connection_timeout);
+    let deadline = Instant::now() + limit;
+    let Some(session) = session.filter(|s| !s.is_terminated()) else {
+        return;
+    };
+    let started = Instant::now();
+    let mut tried = 0usize;
+    for _ in 0..FLUSH_ROUNDS {
+        // Let tasks woken by the close (interrupted acquires) hand over
+        // their nodes before looking.
+        tokio::task::yield_now().await;
+        while let Ok(job) = handovers.try_recv() {
+            queue.add(inner, job);
+        }
+        let round: Vec<CleanupJob> = queue.jobs.keys().cloned().collect();
+        if round.is_empty() {
+            break;
+        }
+        tried += round.len();
+        let mut attempts = futures::stream::iter(round.into_iter().map(|job| {
+            let session = &session;
+            async move {
+                let result = attempt_on(session, &job).await;
+                (job, classify(result))
             }
-            Err(Error::Closed) => return,
-            Err(err)
-                if !(err.is_retryable()
-                    || err.is_session_terminal()
-                    || matches!(err, Error::Timeout(_))) =>
-            {
-                // Retrying cannot fix this (e.g. NoAuth): say so and stop.
-                tracing::warn!(?job, %err, "background delete gave up");
-                return;
-            }
-            Err(err) => {
-                failures += 1;
-                if failures % 10 == 1 {
-                    tracing::warn!(?job, %err, failures, "background delete failed; will retry");
+        }))
+        .buffer_unordered(MAX_IN_FLIGHT);
+        let finished = tokio::time::timeout_at(deadline, async {
+            let mut retry = Vec::new();
+            while let Some((job, outcome)) = attempts.next().await {
+                match outcome {
+                    Outcome::Retry(err) => retry.push((job, err)),
+                    other => finish(inner, queue, &job, other),
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(MAX_DELAY);
+            }
+            retry
+        })
+        .await;
+        match finished {
+            // Failed jobs stay in the map; one try per round is the promise.
+            Ok(retry) if retry.len() == queue.jobs.len() => break,
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!(?limit, "final background flush ran out of time");
+                break;
             }
         }
     }
+    tracing::debug!(tried, left = queue.jobs.len(), took = ?started.elapsed(), "final background flush done");
 }
 
-/// One try; `Ok(true)` if a node was deleted, `Ok(false)` if none existed.
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One try on the current session; `Ok(true)` if a node was deleted,
+/// `Ok(false)` if none existed.
 async fn attempt(inner: &Inner, job: &CleanupJob) -> Result<bool> {
     let session = inner.session().await?;
+    attempt_on(&session, job).await
+}
+
+/// One try on `session`.
+async fn attempt_on(session: &Session, job: &CleanupJob) -> Result<bool> {
     let client = &session.client;
     let target = match job {
         CleanupJob::Node { path } => path.clone(),
@@ -131,5 +384,38 @@ async fn attempt(inner: &Inner, job: &CleanupJob) -> Result<bool> {
         Ok(()) => Ok(true),
         Err(zk::Error::NoNode) => Ok(false),
         Err(err) => Err(session.map_err(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let queue = Queue::new();
+        let job = CleanupJob::Node {
+            path: "/a/b".into(),
+        };
+        let mut previous_cap = Duration::ZERO;
+        for failures in 1..40 {
+            let delay = queue.backoff(&job, failures);
+            let cap = FIRST_DELAY
+                .saturating_mul(1u32 << (failures - 1).min(16))
+                .min(MAX_DELAY);
+            assert!(delay >= cap / 2 && delay <= cap, "{failures}: {delay:?}");
+            assert!(cap >= previous_cap);
+            previous_cap = cap;
+        }
+        // Different nodes failing together spread out.
+        let spread: std::collections::HashSet<Duration> = (0..20)
+            .map(|i| {
+                let job = CleanupJob::Node {
+                    path: format!("/a/{i}"),
+                };
+                queue.backoff(&job, 5)
+            })
+            .collect();
+        assert!(spread.len() > 10, "{spread:?}");
     }
 }

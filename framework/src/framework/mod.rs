@@ -94,6 +94,7 @@ impl fmt::Debug for Session {
 pub struct Metrics {
     lock_wakeups: AtomicU64,
     background_deletes: AtomicU64,
+    background_delete_retries: AtomicU64,
 }
 
 impl Metrics {
@@ -109,6 +110,14 @@ impl Metrics {
         self.background_deletes.load(Ordering::Relaxed)
     }
 
+    /// How many background delete attempts failed with an error worth
+    /// retrying (connection loss, a timeout, a lost session) and were
+    /// scheduled again. It grows during an outage; the cleaner never gives
+    /// up on such errors.
+    pub fn background_delete_retries(&self) -> u64 {
+        self.background_delete_retries.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn add_lock_wakeup(&self) {
         self.lock_wakeups.fetch_add(1, Ordering::Relaxed);
     }
@@ -119,8 +128,16 @@ pub(crate) struct Inner {
     status: AtomicU8,
     session_tx: watch::Sender<Option<Session>>,
     state_tx: watch::Sender<Option<ConnectionState>>,
-    events_tx: broadcast::Sender<ConnectionState>,
+    /// The broadcast of state changes; dropped on close, which ends every
+    /// stream and the listener dispatch.
+    events: Mutex<Events>,
     closed_tx: watch::Sender<bool>,
+    /// The session being closed, taken out of `session_tx` by
+    /// [`Inner::shut_down`] for the cleaner's final flush. Whoever takes it
+    /// last drops the last client clone, which ends the session.
+    closing_session: Mutex<Option<Session>>,
+    /// The state of the session being closed, for `close()` to wait on.
+    closing_watcher: Mutex<Option<zk::StateWatcher>>,
     listeners: Arc<Listeners>,
     cleanup_tx: mpsc::UnboundedSender<CleanupJob>,
     cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<CleanupJob>>>,
@@ -196,14 +213,19 @@ impl Framework {
 
     fn from_config(config: Config) -> Framework {
         let (cleanup_tx, cleanup_rx) = mpsc::unbounded_channel();
-        let (events_tx, _) = broadcast::channel(64);
+        let (events_tx, _) = broadcast::channel(EVENTS_CAPACITY);
         let inner = Inner {
             config,
             status: AtomicU8::new(LATENT),
             session_tx: watch::Sender::new(None),
             state_tx: watch::Sender::new(None),
-            events_tx,
+            events: Mutex::new(Events {
+                tx: Some(events_tx),
+                losses: 0,
+            }),
             closed_tx: watch::Sender::new(false),
+            closing_session: Mutex::new(None),
+            closing_watcher: Mutex::new(None),
             listeners: Arc::new(Listeners::default()),
             cleanup_tx,
             cleanup_rx: Mutex::new(Some(cleanup_rx)),
@@ -251,9 +273,11 @@ impl Framework {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        // Subscribed before the supervisor runs, so listeners hear every change.
+        let events = inner.subscribe_events();
         let mut tasks = inner.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.push(runtime.spawn(supervisor::run(inner.clone())));
-        tasks.push(runtime.spawn(dispatch_listeners(inner.clone())));
+        tasks.push(runtime.spawn(dispatch_listeners(inner.clone(), events)));
         if let Some(rx) = cleanup_rx {
             tasks.push(runtime.spawn(cleanup::run(inner.clone(), rx)));
         }
@@ -261,20 +285,81 @@ impl Framework {
         Ok(())
     }
 
-    /// Closes the framework: stops the background tasks and closes the
-    /// session (its ephemeral nodes go with it). Every later operation fails
-    /// with [`Error::Closed`]. Idempotent.
+    /// Closes the framework and ends its session, then returns.
+    ///
+    /// In order: new work is refused and work in progress is interrupted
+    /// (it fails with [`Error::Closed`]); the state stream and the listener
+    /// dispatch end; the background cleaner tries every pending delete once
+    /// more on the still-open session (the final flush, at most 2 s or the
+    /// connection timeout if shorter; this is what removes persistent nodes
+    /// handed to it); the framework drops every client of the session it
+    /// holds, which sends the server a close request; finally `close()`
+    /// waits until the session reports its end. When it returns, the server
+    /// has confirmed the close, so ephemeral nodes are gone and a process may
+    /// exit at once. If the server cannot be reached, each of the two waits
+    /// is bounded (the wait for the session's end by the connection timeout,
+    /// capped at 3 s), and the session then ends on the server by timing
+    /// out.
+    ///
+    /// A [`zk::Client`] obtained from [`Framework::client`] and still kept by
+    /// the caller keeps the session open: `close()` then returns after the
+    /// bounded wait and the session ends when that client is dropped.
+    ///
+    /// Every later operation fails with [`Error::Closed`]. Idempotent: a
+    /// second call waits for the same end.
     ///
     /// # Cancel safety
-    /// Closing takes effect at the first poll; dropping the future only skips
-    /// waiting for the background tasks to finish.
+    /// Closing takes effect at the first poll. Dropping the future only skips
+    /// the waiting: the final flush and the end of the session still happen
+    /// in the background.
     pub async fn close(&self) {
         let inner = self.inner();
+        let started = Instant::now();
         inner.shut_down();
+        let watcher = inner
+            .closing_watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let end_limit = inner.config.connection_timeout.min(SESSION_END_WAIT_MAX);
         let tasks: Vec<_> =
             std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for task in tasks {
-            let _ = task.await;
+        let tasks_deadline =
+            started + cleanup::FLUSH_LIMIT.min(inner.config.connection_timeout) + TASKS_GRACE;
+        for mut task in tasks {
+            if tokio::time::timeout_at(tasks_deadline, &mut task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a background task did not stop in time; aborted");
+                task.abort();
+            }
+        }
+        // Normally the cleaner took and dropped it after its flush.
+        drop(inner.take_closing_session());
+        let Some(mut watcher) = watcher else {
+            tracing::info!(took = ?started.elapsed(), "framework closed (no session)");
+            return;
+        };
+        let ended = tokio::time::timeout(end_limit, async {
+            loop {
+                let state = watcher.peek_state();
+                if state.is_terminated() {
+                    return state;
+                }
+                watcher.changed().await;
+            }
+        })
+        .await;
+        match ended {
+            Ok(state) => {
+                tracing::info!(?state, took = ?started.elapsed(), "framework closed; session ended")
+            }
+            Err(_) => tracing::warn!(
+                ?end_limit,
+                took = ?started.elapsed(),
+                "framework closed; the server did not confirm the session's end in time"
+            ),
         }
     }
 
@@ -328,20 +413,18 @@ impl Framework {
         self.inner().state_tx.subscribe()
     }
 
-    /// Every state change from now on, as a stream. A consumer that falls
-    /// more than 64 changes behind skips the oldest ones.
+    /// Every state change from now on, as a stream; it ends once the
+    /// framework is closed (at once if it already is).
+    ///
+    /// A consumer that falls more than 64 changes behind skips the oldest
+    /// ones, with one exception: if a skipped change was
+    /// [`ConnectionState::Lost`], the consumer receives `Lost` before the
+    /// next change it does get. A loss is never lost to lag.
     pub fn state_changes(&self) -> impl Stream<Item = ConnectionState> + Send + 'static {
-        let rx = self.inner().events_tx.subscribe();
-        futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(state) => return Some((state, rx)),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(skipped = n, "state stream lagged");
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
+        let events = self.inner().subscribe_events();
+        futures::stream::unfold(events, |mut events| async move {
+            let state = events.recv().await?;
+            Some((state, events))
         })
     }
 
@@ -398,11 +481,7 @@ impl Framework {
 
     /// The current session, if one is established (it may be suspended).
     pub fn current_session(&self) -> Option<Session> {
-        self.inner()
-            .session_tx
-            .borrow()
-            .clone()
-            .filter(|s| !s.is_terminated())
+        self.inner().current_session()
     }
 
     /// The current session, waiting up to the connection timeout for one.
@@ -470,8 +549,10 @@ impl Framework {
     }
 
     /// Hands a node to the background cleaner, which deletes it (retrying
-    /// through connection loss) while the framework is open. Missing nodes
-    /// count as deleted.
+    /// through connection loss, with backoff, without giving up) while the
+    /// framework is open, and tries once more in the final flush of
+    /// [`Framework::close`]. The same path handed over twice is one job.
+    /// Missing nodes count as deleted.
     pub fn delete_in_background(&self, path: impl Into<String>) {
         self.inner()
             .schedule_cleanup(CleanupJob::Node { path: path.into() });
@@ -520,24 +601,102 @@ impl Inner {
         }
     }
 
+    /// Marks the framework closed (once): refuses new work and new
+    /// sessions, moves the current session aside for the cleaner's final
+    /// flush, wakes everything waiting on `closed`, ends the state
+    /// broadcast. Does not wait; see [`Framework::close`].
     fn shut_down(&self) {
-        if self.status.swap(CLOSED, Ordering::AcqRel) != CLOSED {
-            tracing::info!("framework closing");
-            self.closed_tx.send_replace(true);
-            self.session_tx.send_replace(None);
+        if self.status.swap(CLOSED, Ordering::AcqRel) == CLOSED {
+            return;
+        }
+        tracing::info!("framework closing");
+        // The status is CLOSED before this swap: the supervisor publishes a
+        // session only while the status is not (see `publish_session`), so
+        // no session can appear after this.
+        if let Some(session) = self.session_tx.send_replace(None) {
+            *self
+                .closing_watcher
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(session.client.state_watcher());
+            *self
+                .closing_session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(session);
+        }
+        self.closed_tx.send_replace(true);
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).tx = None;
+        // Never started: nobody will read the handovers.
+        drop(
+            self.cleanup_rx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+    }
+
+    /// Makes `session` the current one, unless the framework is closed.
+    /// Returns whether it was published.
+    pub(crate) fn publish_session(&self, session: Session) -> bool {
+        let mut published = false;
+        self.session_tx.send_if_modified(|current| {
+            if self.status.load(Ordering::Acquire) == CLOSED {
+                return false;
+            }
+            *current = Some(session);
+            published = true;
+            true
+        });
+        published
+    }
+
+    /// The session set aside by [`Inner::shut_down`], if nobody took it yet.
+    pub(crate) fn take_closing_session(&self) -> Option<Session> {
+        self.closing_session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// The current session, if any and not terminated (no waiting).
+    pub(crate) fn current_session(&self) -> Option<Session> {
+        self.session_tx
+            .borrow()
+            .clone()
+            .filter(|s| !s.is_terminated())
+    }
+
+    /// A receiver of every state change from now on (ended at once if the
+    /// framework is closed).
+    pub(crate) fn subscribe_events(&self) -> StateEvents {
+        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        StateEvents {
+            rx: events.tx.as_ref().map(broadcast::Sender::subscribe),
+            seen_losses: events.losses,
+            pending: None,
         }
     }
 
-    /// The one place where the connection state changes.
+    /// The one place where the connection state changes. Serialised by the
+    /// events lock, so the broadcast carries the changes in order.
     pub(crate) fn change_state(&self, event: StateEvent) {
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
         let current = *self.state_tx.borrow();
         if let Some(next) = next_state(current, event) {
             tracing::info!(from = ?current, to = %next, ?event, "connection state changed");
             if self.config.error_policy.is_error_state(next) {
                 self.loss_epoch.fetch_add(1, Ordering::AcqRel);
             }
+            if next == ConnectionState::Lost {
+                events.losses += 1;
+            }
             self.state_tx.send_replace(Some(next));
-            let _ = self.events_tx.send(next);
+            let losses = events.losses;
+            if let Some(tx) = &events.tx {
+                let _ = tx.send(StateChange {
+                    state: next,
+                    losses,
+                });
+            }
         }
     }
 
@@ -596,33 +755,227 @@ impl Inner {
         }
     }
 
+    /// Hands a delete to the cleaner. Accepted until the cleaner's final
+    /// flush is over (work interrupted by `close()` still gets its node
+    /// deleted); after that, dropped with a debug line: the session's end
+    /// removes ephemeral nodes.
     pub(crate) fn schedule_cleanup(&self, job: CleanupJob) {
-        if self.status.load(Ordering::Acquire) == CLOSED {
-            // Closing the session removes its ephemeral nodes.
-            tracing::debug!(?job, "framework closed; background cleanup skipped");
-            return;
-        }
         self.pending_cleanups.send_modify(|n| *n += 1);
-        if self.cleanup_tx.send(job).is_err() {
+        if let Err(refused) = self.cleanup_tx.send(job) {
+            tracing::debug!(job = ?refused.0, "background cleaner stopped; delete skipped");
             self.pending_cleanups
                 .send_modify(|n| *n = n.saturating_sub(1));
         }
     }
 }
 
-async fn dispatch_listeners(inner: Arc<Inner>) {
-    let mut rx = inner.events_tx.subscribe();
-    let mut closed = inner.closed_tx.subscribe();
-    loop {
-        tokio::select! {
-            event = rx.recv() => match event {
-                Ok(state) => inner.listeners.notify(state),
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(skipped = n, "listener dispatch lagged");
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
-            },
-            _ = closed.wait_for(|c| *c) => return,
+/// How many state changes the broadcast keeps for a slow consumer.
+const EVENTS_CAPACITY: usize = 64;
+/// The longest `close()` waits for the server to confirm the session's end.
+const SESSION_END_WAIT_MAX: Duration = Duration::from_secs(3);
+/// Extra time the background tasks get to stop, beyond the final flush.
+const TASKS_GRACE: Duration = Duration::from_millis(500);
+
+/// The state broadcast and the number of `Lost` changes sent on it.
+struct Events {
+    tx: Option<broadcast::Sender<StateChange>>,
+    losses: u64,
+}
+
+/// One state change as broadcast: the state and how many `Lost` changes
+/// there have been up to and including this one.
+#[derive(Clone, Copy, Debug)]
+struct StateChange {
+    state: ConnectionState,
+    losses: u64,
+}
+
+/// One consumer of the state broadcast. If it lags, the broadcast skips
+/// changes; comparing the loss count of the next change with the count it
+/// has seen tells whether a `Lost` was among them, and then `Lost` is
+/// delivered first. At most one change is held back for that, so nothing
+/// grows.
+pub(crate) struct StateEvents {
+    rx: Option<broadcast::Receiver<StateChange>>,
+    seen_losses: u64,
+    pending: Option<ConnectionState>,
+}
+
+impl StateEvents {
+    /// The next change, or `None` once the framework is closed and every
+    /// change sent before was delivered.
+    pub(crate) async fn recv(&mut self) -> Option<ConnectionState> {
+        if let Some(state) = self.pending.take() {
+            return Some(state);
         }
+        let rx = self.rx.as_mut()?;
+        loop {
+            match rx.recv().await {
+                Ok(change) => {
+                    let own = u64::from(change.state == ConnectionState::Lost);
+                    let missed = change.losses.saturating_sub(own) > self.seen_losses;
+                    self.seen_losses = change.losses;
+                    if missed && change.state != ConnectionState::Lost {
+                        tracing::warn!(next = %change.state, "a LOST skipped by lag is delivered first");
+                        self.pending = Some(change.state);
+                        return Some(ConnectionState::Lost);
+                    }
+                    return Some(change.state);
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(skipped = n, "state consumer lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.rx = None;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Calls the listeners for every state change, in order; a `Lost` skipped
+/// because the listeners were slow is still delivered. Ends once the
+/// framework is closed and every earlier change was delivered.
+async fn dispatch_listeners(inner: Arc<Inner>, mut events: StateEvents) {
+    while let Some(state) = events.recv().await {
+        inner.listeners.notify(state);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::mpsc as std_mpsc;
+
+    use futures::{FutureExt, StreamExt};
+
+    use super::*;
+
+    fn framework() -> Framework {
+        Framework::builder()
+            .connect_string("127.0.0.1:1")
+            .build()
+            .unwrap()
+    }
+
+    /// Connected, then `Suspended`, `Lost`, `Reconnected` (a new session),
+    /// then more than the broadcast keeps of blips: the `Lost` is among the
+    /// changes a lagging consumer skips.
+    fn drive_past_a_loss(inner: &Inner) -> usize {
+        let mut changes = 0;
+        let mut step = |event| {
+            let before = *inner.state_tx.borrow();
+            inner.change_state(event);
+            if *inner.state_tx.borrow() != before {
+                changes += 1;
+            }
+        };
+        step(StateEvent::Session(zk::SessionState::SyncConnected));
+        step(StateEvent::Session(zk::SessionState::Disconnected));
+        step(StateEvent::SuspendedTooLong);
+        step(StateEvent::NewSession);
+        for _ in 0..EVENTS_CAPACITY {
+            step(StateEvent::Session(zk::SessionState::Disconnected));
+            step(StateEvent::Session(zk::SessionState::SyncConnected));
+        }
+        changes
+    }
+
+    #[tokio::test]
+    async fn a_lagging_stream_still_gets_lost() {
+        let fw = framework();
+        let mut stream = Box::pin(fw.state_changes());
+        let changes = drive_past_a_loss(fw.inner());
+        assert!(changes > EVENTS_CAPACITY + 3, "{changes}");
+        // Read what is there without waiting (the stream is still open).
+        let mut seen = Vec::new();
+        for _ in 0..changes + 2 {
+            match stream.next().now_or_never() {
+                Some(Some(state)) => seen.push(state),
+                _ => break,
+            }
+        }
+        assert!(seen.len() <= EVENTS_CAPACITY + 1, "{}", seen.len());
+        assert_eq!(
+            seen.first(),
+            Some(&ConnectionState::Lost),
+            "the skipped LOST comes first: {seen:?}"
+        );
+        assert_eq!(
+            seen.iter().filter(|s| **s == ConnectionState::Lost).count(),
+            1
+        );
+        // Closing ends the stream after what was left.
+        fw.inner().shut_down();
+        assert_eq!(stream.next().now_or_never(), Some(None));
+    }
+
+    #[tokio::test]
+    async fn a_consumer_that_keeps_up_gets_no_extra_lost() {
+        let fw = framework();
+        let mut stream = Box::pin(fw.state_changes());
+        let inner = fw.inner();
+        inner.change_state(StateEvent::Session(zk::SessionState::SyncConnected));
+        inner.change_state(StateEvent::Session(zk::SessionState::Disconnected));
+        inner.change_state(StateEvent::SuspendedTooLong);
+        inner.change_state(StateEvent::NewSession);
+        inner.shut_down();
+        let seen: Vec<_> = stream.by_ref().take(10).collect().await;
+        use ConnectionState::*;
+        assert_eq!(seen, vec![Connected, Suspended, Lost, Reconnected]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_listener_still_gets_lost() {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            let fw = framework();
+            let inner = fw.inner().clone();
+            let (release_tx, release_rx) = std_mpsc::channel::<()>();
+            let release_rx = Mutex::new(release_rx);
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+            let first_tx = Mutex::new(Some(first_tx));
+            let listener = {
+                let seen = seen.clone();
+                fw.add_listener(move |state| {
+                    seen.lock().unwrap().push(state);
+                    if let Some(tx) = first_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                        // Stuck in the first call until the test says so.
+                        let _ = release_rx
+                            .lock()
+                            .unwrap()
+                            .recv_timeout(Duration::from_secs(20));
+                    }
+                })
+            };
+            let events = inner.subscribe_events();
+            let dispatch = tokio::spawn(dispatch_listeners(inner.clone(), events));
+            inner.change_state(StateEvent::Session(zk::SessionState::SyncConnected));
+            first_rx.await.unwrap();
+            // The listener is stuck on Connected; everything else overflows.
+            inner.change_state(StateEvent::Session(zk::SessionState::Disconnected));
+            inner.change_state(StateEvent::SuspendedTooLong);
+            inner.change_state(StateEvent::NewSession);
+            for _ in 0..EVENTS_CAPACITY {
+                inner.change_state(StateEvent::Session(zk::SessionState::Disconnected));
+                inner.change_state(StateEvent::Session(zk::SessionState::SyncConnected));
+            }
+            release_tx.send(()).unwrap();
+            // Closing ends the dispatch once it delivered what was left.
+            inner.shut_down();
+            dispatch.await.unwrap();
+            let seen = seen.lock().unwrap().clone();
+            assert_eq!(seen.first(), Some(&ConnectionState::Connected));
+            assert!(
+                seen.contains(&ConnectionState::Lost),
+                "the listener never heard LOST: {seen:?}"
+            );
+            assert_eq!(seen.last(), Some(&ConnectionState::Reconnected));
+            drop(listener);
+        })
+        .await
+        .unwrap();
     }
 }

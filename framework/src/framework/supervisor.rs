@@ -50,7 +50,11 @@ pub(super) async fn run(inner: Arc<Inner>) {
             || tracing::info!(timeout = ?session.client.session_timeout(), "session established"),
         );
         let first_state = session.client.state();
-        inner.session_tx.send_replace(Some(session.clone()));
+        if !inner.publish_session(session.clone()) {
+            // Closed while connecting: dropping the client ends the session.
+            tracing::debug!("framework closed while connecting; new session dropped");
+            return;
+        }
         if generation == 1 {
             inner.change_state(StateEvent::Session(first_state));
         } else {

@@ -202,7 +202,7 @@ impl Hold {
             if let Err(loss) = self.check() {
                 return loss;
             }
-            let deleted = watch_deletion(self.session(), self.path().to_owned());
+            let deleted = watch_deletion(self.clone());
             tokio::select! {
                 _ = deleted => return self.mark_lost(LockLoss::NodeDeleted),
                 _ = states.changed() => {}
@@ -218,15 +218,20 @@ impl Hold {
     }
 }
 
-/// Completes when `path` is deleted on `session`. Connection trouble and a
-/// session's end show up as state changes, which the caller watches; this
-/// then waits forever.
-async fn watch_deletion(session: Option<Session>, path: String) {
-    let Some(session) = session else {
-        return std::future::pending().await;
-    };
+/// Completes when the hold's node is deleted. The session is held for each
+/// request only, never while waiting for the watch, so that a forgotten
+/// `lost()` future cannot keep a session open after `close()`. Connection
+/// trouble and a session's end show up as state changes, which the caller
+/// watches; this then waits forever.
+async fn watch_deletion(hold: Hold) {
     loop {
-        match session.client().check_and_watch_stat(&path).await {
+        let watched = {
+            let Some(session) = hold.session() else {
+                return std::future::pending().await;
+            };
+            session.client().check_and_watch_stat(hold.path()).await
+        };
+        match watched {
             Ok((None, _)) => return,
             Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
                 zk::EventType::NodeDeleted => return,

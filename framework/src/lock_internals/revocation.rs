@@ -18,7 +18,7 @@ use std::sync::Arc;
 use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::framework::{Framework, Session};
+use crate::framework::{Framework, Inner, Session};
 use crate::path;
 
 /// The data a revoker writes into a participant's node (Curator's value).
@@ -90,7 +90,9 @@ impl Revoker {
 }
 
 /// Watches our own node until it goes away, calling the listener on every
-/// revocation request.
+/// revocation request. The task keeps neither a framework handle nor the
+/// session while it waits: it asks for the session before each request, so
+/// it never delays the end of the session in `close()`.
 pub(crate) fn spawn_watch(
     framework: Framework,
     session: Session,
@@ -101,11 +103,15 @@ pub(crate) fn spawn_watch(
         tracing::warn!(node = %node_path, "no tokio runtime: revocation watch not started");
         return;
     };
+    let closed = framework.closed();
+    let gone = framework.session_gone(&session);
+    let inner = framework.inner().clone();
+    let generation = session.generation();
+    drop(session);
+    drop(framework);
     runtime.spawn(async move {
-        let closed = framework.closed();
-        let gone = framework.session_gone(&session);
         tokio::select! {
-            _ = watch_loop(&session, &node_path, &revocation) => {}
+            _ = watch_loop(&inner, generation, &node_path, &revocation) => {}
             _ = closed => {}
             _ = gone => {}
         }
@@ -113,16 +119,28 @@ pub(crate) fn spawn_watch(
     });
 }
 
-async fn watch_loop(session: &Session, node_path: &str, revocation: &Revocation) {
+async fn watch_loop(inner: &Inner, generation: u64, node_path: &str, revocation: &Revocation) {
     loop {
-        let (data, watcher) = match session.client().get_and_watch_data(node_path).await {
-            Ok((data, _, watcher)) => (data, watcher),
-            Err(zk::Error::NoNode) => return,
-            Err(err) => {
-                if session.map_err(err.clone()).is_retryable() {
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
+        let read = {
+            let Some(session) = inner
+                .current_session()
+                .filter(|s| s.generation() == generation)
+            else {
+                return;
+            };
+            match session.client().get_and_watch_data(node_path).await {
+                Ok((data, _, watcher)) => Ok((data, watcher)),
+                Err(err) => Err((session.map_err(err.clone()).is_retryable(), err)),
+            }
+        };
+        let (data, watcher) = match read {
+            Ok(found) => found,
+            Err((_, zk::Error::NoNode)) => return,
+            Err((true, _)) => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+            Err((false, err)) => {
                 tracing::debug!(%err, node = %node_path, "revocation watch stopped");
                 return;
             }
