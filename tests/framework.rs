@@ -170,7 +170,12 @@ async fn dropped_connections_keep_the_session_and_the_lock() {
         raw.check_stat(guard.node_path()).await.unwrap().is_some(),
         "the lock node survived"
     );
-    guard.release().await.unwrap();
+    let node = guard.node_path().to_owned();
+    assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+    assert!(
+        raw.check_stat(&node).await.unwrap().is_none(),
+        "deleted anyway"
+    );
     fw.close().await;
 }
 

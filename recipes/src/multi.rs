@@ -590,7 +590,7 @@ impl MemberHold {
 
     fn fence(&self) -> Result<Fence> {
         match self {
-            MemberHold::Guard(guard) => Ok(guard.fence()),
+            MemberHold::Guard(guard) => crate::mutex::fence_of(Some(guard.hold().clone())),
             MemberHold::Lock(lock) => lock.fence(),
         }
     }
