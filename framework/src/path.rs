@@ -303,54 +303,67 @@ pub fn parents(path: &str) -> impl DoubleEndedIterator<Item = &str> + '_ {
         .map(move |i| &path[..i])
 }
 
-/// The counter ZooKeeper appends to the name of a sequential node.
+/// The counter ZooKeeper appends to the name of a sequential node, read as
+/// an **unsigned** 32-bit number: the one parser every driver uses.
 ///
 /// Sequences compare as numbers, so `lock-0000000010` sorts after
 /// `lock-0000000009` whatever their prefixes; this is how lock and leader
 /// recipes decide who is first.
 ///
-/// ZooKeeper's counter is the parent's 32-bit child version, printed as at
-/// least ten digits with leading zeros; after 2³¹ creations under the same
-/// parent it wraps to negative numbers, printed with a `-` sign (so order
-/// breaks down at the wrap whatever the client does; recipes should use
-/// parents that are not shared forever). `Display` writes the same text:
-/// ten digits, a sign and zero padding to ten characters for negative
-/// numbers, and nineteen digits for values above `i32::MAX`, which keeps
-/// such wider counters sortable as text.
+/// ZooKeeper's counter is the parent's signed 32-bit child version, printed
+/// with `%010d`: ten digits with leading zeros, and after 2³¹ creations
+/// under one parent a wrapped, negative number (`-2147483648`, then up
+/// towards `-000000001`). Read as signed, the first wrapped node would sort
+/// *first* and jump the queue. Read here as the unsigned value of the same
+/// 32 bits, the order goes on past the wrap: `-2147483648` is 2³¹, right
+/// after `2147483647`, and `-000000001` is 2³² − 1. `Display` writes
+/// ZooKeeper's text back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Sequence(i64);
+pub struct Sequence(u32);
 
 impl Sequence {
     /// Wraps a counter value.
-    pub const fn new(value: i64) -> Self {
+    pub const fn new(value: u32) -> Self {
         Self(value)
     }
 
     /// The counter value.
-    pub const fn value(self) -> i64 {
+    pub const fn value(self) -> u32 {
         self.0
     }
 
-    /// Reads the sequence number at the end of a sequential node's name (or
-    /// full path), or `None` if the name does not end with one.
+    /// Reads `counter`, exactly the text ZooKeeper appended (what follows the
+    /// caller's own name prefix), or `None` if it is not a counter:
     ///
-    /// The rules, tried in order:
-    ///
-    /// 1. A run of exactly 19 trailing ASCII digits (preceded by a non-digit
-    ///    or the start) whose value exceeds `i32::MAX` is a wide counter, as
-    ///    written by [`Display`](fmt::Display).
-    /// 2. Otherwise, if the last 10 characters are ASCII digits, they are the
-    ///    counter (`lock-0000000042` → 42).
-    /// 3. Otherwise, if the last 10 characters are `-` followed by 9 digits,
-    ///    the counter wrapped to a negative value (`lock--000000007` → -7).
-    ///
-    /// Limits of this reading, which follow from the text alone being
-    /// ambiguous: a negative counter of ten digits (-1 000 000 000 and
-    /// below) reads as positive, because its sign cannot be told apart from
-    /// a `-` separator; and a name whose own prefix ends in exactly nine
-    /// digits right before a 10-digit counter looks like a 19-digit one. The
-    /// recipes end their prefixes with a non-digit (`lock-`), which avoids
-    /// the second case.
+    /// * ten or more ASCII digits up to `2147483647`: that number;
+    /// * `-` and nine digits: a wrapped counter (`-000000007` → 2³² − 7);
+    /// * `-` and ten digits: `-2147483648` is 2³¹; otherwise the `-` is taken
+    ///   for a separator before a ten-digit counter (a lock name without its
+    ///   trailing `-`), which is what it almost always is. Wrapped values
+    ///   from −1 000 000 000 to −2 147 483 647 therefore read as positive: a
+    ///   queue would need more than three billion nodes to meet them.
+    pub fn parse(counter: &str) -> Option<Sequence> {
+        let (negative, digits) = match counter.strip_prefix('-') {
+            Some(digits) => (true, digits),
+            None => (false, counter),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let value = parse_digits(digits.as_bytes())?;
+        let max = i64::from(i32::MAX);
+        match (negative, digits.len()) {
+            (false, len) if len >= 10 && value <= max => u32::try_from(value).ok().map(Sequence),
+            (true, 9) if value > 0 => u32::try_from((1i64 << 32) - value).ok().map(Sequence),
+            (true, 10) if value == max + 1 => Some(Sequence(1 << 31)),
+            (true, 10) if value <= max => u32::try_from(value).ok().map(Sequence),
+            _ => None,
+        }
+    }
+
+    /// Reads the counter at the end of a sequential node's name (or full
+    /// path), or `None` if the name does not end with one: the last ten
+    /// digits, or a `-` and the last nine or ten (see [`Sequence::parse`]).
     pub fn parse_suffix(name: &str) -> Option<Sequence> {
         let bytes = name.as_bytes();
         let run = bytes
@@ -358,21 +371,19 @@ impl Sequence {
             .rev()
             .take_while(|b| b.is_ascii_digit())
             .count();
-
-        if run == 19 {
-            if let Some(value) = parse_digits(&bytes[bytes.len() - 19..]) {
-                if value > i64::from(i32::MAX) {
-                    return Some(Sequence(value));
-                }
-            }
-        }
-        if run >= 10 {
-            return parse_digits(&bytes[bytes.len() - 10..]).map(Sequence);
-        }
-        if run == 9 && bytes.len() >= 10 && bytes[bytes.len() - 10] == b'-' {
-            return parse_digits(&bytes[bytes.len() - 9..]).map(|v| Sequence(-v));
-        }
-        None
+        let take = match run {
+            9 => 9,
+            r if r >= 10 => 10,
+            _ => return None,
+        };
+        let start = bytes.len() - take;
+        let signed = start > 0 && bytes[start - 1] == b'-';
+        let counter = if signed && (take == 9 || run == 10) {
+            &name[start - 1..]
+        } else {
+            &name[start..]
+        };
+        Sequence::parse(counter)
     }
 }
 
@@ -384,22 +395,19 @@ fn parse_digits(digits: &[u8]) -> Option<i64> {
 }
 
 impl fmt::Display for Sequence {
+    /// ZooKeeper's own text (`%010d` of the signed counter).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 > i64::from(i32::MAX) {
-            write!(f, "{:019}", self.0)
-        } else {
-            write!(f, "{:010}", self.0)
-        }
+        write!(f, "{:010}", self.0 as i32)
     }
 }
 
-impl From<i64> for Sequence {
-    fn from(value: i64) -> Self {
+impl From<u32> for Sequence {
+    fn from(value: u32) -> Self {
         Self(value)
     }
 }
 
-impl From<Sequence> for i64 {
+impl From<Sequence> for u32 {
     fn from(sequence: Sequence) -> Self {
         sequence.0
     }
@@ -722,17 +730,9 @@ mod tests {
     fn sequence_display_matches_zookeeper() {
         assert_eq!(Sequence::new(0).to_string(), "0000000000");
         assert_eq!(Sequence::new(42).to_string(), "0000000042");
-        assert_eq!(Sequence::new(i64::from(i32::MAX)).to_string(), "2147483647");
-        assert_eq!(
-            Sequence::new(i64::from(i32::MAX) + 1).to_string(),
-            "0000000002147483648"
-        );
-        assert_eq!(Sequence::new(i64::MAX).to_string(), "9223372036854775807");
-        assert_eq!(Sequence::new(-7).to_string(), "-000000007");
-        assert_eq!(
-            Sequence::new(i64::from(i32::MIN)).to_string(),
-            "-2147483648"
-        );
+        assert_eq!(Sequence::new(i32::MAX as u32).to_string(), "2147483647");
+        assert_eq!(Sequence::new(1 << 31).to_string(), "-2147483648");
+        assert_eq!(Sequence::new(u32::MAX - 6).to_string(), "-000000007");
     }
 
     #[test]
@@ -746,19 +746,11 @@ mod tests {
             parse(&format!("{PROTECTED_PREFIX}{ID}-lock-0000000007")),
             Some(7)
         );
-        // Names whose own text ends in digits before the counter.
         assert_eq!(parse("item2024-0000000003"), Some(3));
-        assert_eq!(parse("v12345678900000000005"), Some(5));
-        // Wide counters.
-        assert_eq!(parse("lock-0000000002147483648"), Some(2_147_483_648));
-        assert_eq!(parse("lock-9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse("lock-0000000000000000005"), Some(5));
-        // Wrapped (negative) counters.
-        assert_eq!(parse("lock--000000007"), Some(-7));
-        assert_eq!(parse("-000000001"), Some(-1));
-        // '-' and nine digits can only be a wrapped counter: a non-negative one has ten digits.
-        assert_eq!(parse("lock-123456789"), Some(-123_456_789));
-        // Not sequential.
+        // Wrapped counters continue after i32::MAX.
+        assert_eq!(parse("lock--2147483648"), Some(1 << 31));
+        assert_eq!(parse("lock--000000007"), Some(u32::MAX - 6));
+        assert_eq!(parse("lock-123456789"), Some(u32::MAX - 123_456_788));
         for name in [
             "",
             "lock",
@@ -769,40 +761,46 @@ mod tests {
         ] {
             assert_eq!(parse(name), None, "{name:?}");
         }
-        // Non-ASCII digits do not count.
         assert_eq!(parse("lock-000000000٣"), None);
+        // Exact counters.
+        assert_eq!(
+            Sequence::parse("-2147483648").map(Sequence::value),
+            Some(1 << 31)
+        );
+        assert_eq!(Sequence::parse("-0000000005").map(Sequence::value), Some(5));
+        assert_eq!(Sequence::parse("2147483648"), None);
+        assert_eq!(Sequence::parse("12345"), None);
     }
 
     #[test]
     fn sequence_round_trips_through_display() {
-        let mut values = vec![0, 1, 9, 10, 999_999_999, 1_000_000_000, i64::MAX, -1];
-        values.extend([i64::from(i32::MAX), i64::from(i32::MAX) + 1, -999_999_999]);
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut values = vec![0, 1, 9, 10, 999_999_999, 1 << 31, u32::MAX, i32::MAX as u32];
+        let mut x: u32 = 0x2545_F491;
         for _ in 0..2000 {
             x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            values.push(i64::try_from(x >> 1).unwrap() >> (x % 64));
+            x ^= x >> 17;
+            x ^= x << 5;
+            values.push(x);
         }
         for v in values {
-            let name = format!("lock-{}", Sequence::new(v));
-            assert_eq!(
-                Sequence::parse_suffix(&name),
-                Some(Sequence::new(v)),
-                "{name}"
-            );
+            let text = Sequence::new(v).to_string();
+            // Exact text is unambiguous except for wrapped values whose
+            // text has ten digits after the sign (see `parse`).
+            let wrapped_wide = v > 1 << 31 && text.len() == 11;
+            if !wrapped_wide {
+                assert_eq!(Sequence::parse(&text), Some(Sequence::new(v)), "{text}");
+            }
         }
     }
 
     #[test]
-    fn sequences_order_as_numbers() {
+    fn sequences_order_as_unsigned_numbers() {
         let nine = Sequence::parse_suffix("b-lock-0000000009").unwrap();
         let ten = Sequence::parse_suffix("a-lock-0000000010").unwrap();
         assert!(ten > nine);
-        let wide = Sequence::parse_suffix("lock-0000000002147483648").unwrap();
-        assert!(wide > Sequence::new(i64::from(i32::MAX)));
-        assert!(Sequence::new(-1) < Sequence::new(0));
-
+        let last = Sequence::parse_suffix("lock-2147483647").unwrap();
+        let wrapped = Sequence::parse_suffix("lock--2147483648").unwrap();
+        assert!(wrapped > last, "the wrap does not jump the queue");
         let mut names = [
             "z-0000000100",
             "a-0000000010",
@@ -819,7 +817,7 @@ mod tests {
                 "z-0000000100"
             ]
         );
-        assert_eq!(i64::from(Sequence::from(5)), 5);
+        assert_eq!(u32::from(Sequence::from(5)), 5);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::path::strip_protection;
+use crate::path::{strip_protection, Sequence};
 
 /// How a participant node is created. The name is always
 /// `_c_<uuid>-<lock name>` followed by the sequence.
@@ -39,13 +39,13 @@ impl ParticipantNode {
 /// How a child name sorts among the participants.
 ///
 /// Participants sort by the sequence after the *last* occurrence of the lock
-/// name (numerically); names without a parsable sequence sort after them by
-/// their full text (foreign children under a lock path still take part,
-/// as in Curator).
+/// name (as unsigned numbers, see [`Sequence`]); names without a parsable
+/// sequence sort after them by their full text (foreign children under a
+/// lock path still take part, as in Curator).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SortKey {
-    /// A participant with a sequence (the server's 10-digit counter).
-    Sequence(i64),
+    /// A participant with a sequence (the server's counter).
+    Sequence(Sequence),
     /// Anything else, by name.
     Foreign(String),
 }
@@ -132,18 +132,16 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
 }
 
 /// Sorts by the sequence after the last occurrence of `lock_name` (the
-/// protection prefix is skipped first), numerically.
+/// protection prefix is skipped first), read by [`Sequence::parse`]: the
+/// one sequence parser, unsigned, so a counter that wrapped past 2³¹ sorts
+/// after the nodes before the wrap instead of jumping the queue.
 pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
     let unprotected = strip_protection(name);
     let suffix = match unprotected.rfind(lock_name) {
         Some(at) if !lock_name.is_empty() => &unprotected[at + lock_name.len()..],
         _ => unprotected,
     };
-    let digits = suffix.strip_prefix('-').unwrap_or(suffix);
-    let parsed = (digits.len() >= 10 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| suffix.parse::<i64>().ok())
-        .flatten();
-    match parsed {
+    match Sequence::parse(suffix) {
         Some(seq) => SortKey::Sequence(seq),
         None => SortKey::Foreign(name.to_owned()),
     }
@@ -222,6 +220,22 @@ mod tests {
                 node(10),
                 "garbage".to_owned()
             ]
+        );
+    }
+
+    #[test]
+    fn a_wrapped_sequence_sorts_last_not_first() {
+        let driver = StandardLockInternalsDriver;
+        let before = format!("_c_{UUID}-lock-2147483647");
+        let wrapped = format!("_c_{UUID}-lock--2147483648");
+        let later = format!("_c_{UUID}-lock--000000001");
+        let mut names = vec![later.clone(), wrapped.clone(), before.clone()];
+        names.sort_by_key(|n| driver.sort_key(n, "lock-"));
+        assert_eq!(names, vec![before.clone(), wrapped.clone(), later]);
+        // The holder is the node before the wrap; the wrapped one waits.
+        assert_eq!(
+            standard_gets_the_lock(&names, &wrapped, 1).unwrap(),
+            PredicateResults::watch(before)
         );
     }
 

@@ -157,6 +157,7 @@ impl LockInternalsDriver for DowngradeDriver {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use zk_curator_framework::path::Sequence;
 
     const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
@@ -195,11 +196,11 @@ mod tests {
         // The last lock name wins, as in Curator's two-step strip.
         assert_eq!(
             rw_sort_key("__WRIT__x__READ__0000000004"),
-            SortKey::Sequence(4)
+            SortKey::Sequence(Sequence::new(4))
         );
         assert_eq!(
             rw_sort_key("__READ__x__WRIT__0000000004"),
-            SortKey::Sequence(4)
+            SortKey::Sequence(Sequence::new(4))
         );
     }
 
