@@ -1,0 +1,780 @@
+//! The chaos harness: contenders on separate sessions, each behind its own
+//! fault proxy, loop lock → read a shared counter → await → fenced write →
+//! release on every recipe at once, while faults are injected: blackholes
+//! longer than the session timeout, connection resets, short stalls,
+//! sessions expired by the server, and simulated process pauses (a holder
+//! that sleeps between its read and its write while its session is
+//! expired: the case fencing exists for).
+//!
+//! Used by `tests/chaos.rs` (a bounded run in CI) and `examples/chaos.rs`
+//! (a long run that prints the same figures). `ZK_CHAOS_BREAK=fence` makes
+//! holders write without the fence, `ZK_CHAOS_BREAK=loss` makes them ignore
+//! the loss signal: the checks must then fail.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use zk_curator::framework::zk;
+use zk_curator::recipes::InterProcessMultiLock;
+use zk_curator::{
+    Error, Fence, FencingToken, Framework, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreV2, Lease, LockLoss, MutexGuard, WriteGuard, WriteLock,
+};
+use zk_curator_testing::{FaultProxy, TestingServer};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub duration: Duration,
+    pub contenders: usize,
+    pub session_timeout: Duration,
+    pub seed: u64,
+    pub break_fence: bool,
+    pub break_loss: bool,
+}
+
+impl Config {
+    /// From `ZK_CHAOS_SECS`, `ZK_CHAOS_SEED` and `ZK_CHAOS_BREAK`.
+    pub fn from_env(default_secs: u64) -> Config {
+        let secs = std::env::var("ZK_CHAOS_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default_secs);
+        let seed = std::env::var("ZK_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+                    | 1
+            });
+        let broken = std::env::var("ZK_CHAOS_BREAK").unwrap_or_default();
+        Config {
+            duration: Duration::from_secs(secs),
+            contenders: 3,
+            session_timeout: Duration::from_secs(2),
+            seed,
+            break_fence: broken.split(',').any(|b| b == "fence"),
+            break_loss: broken.split(',').any(|b| b == "loss"),
+        }
+    }
+}
+
+/// A small xorshift generator: reproducible from the printed seed.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from + 1))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    MutexGuard,
+    MutexTask,
+    WriteLock,
+    Semaphore2,
+    MultiLock,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::MutexGuard,
+        Kind::MutexTask,
+        Kind::WriteLock,
+        Kind::Semaphore2,
+        Kind::MultiLock,
+    ];
+
+    fn holders(self) -> usize {
+        match self {
+            Kind::Semaphore2 => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// One critical section, as the holder lived it.
+#[derive(Clone, Debug)]
+struct Interval {
+    who: usize,
+    start: Instant,
+    end: Instant,
+    /// The holder watched the loss signal throughout (no simulated pause).
+    obeyed: bool,
+}
+
+/// A write the server accepted.
+#[derive(Clone, Debug)]
+struct Accepted {
+    value: u64,
+    token: FencingToken,
+    /// The holder's hold was known lost (session replaced, node deleted)
+    /// before the write was sent.
+    lost_before: bool,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    intervals: Vec<Interval>,
+    accepted: Vec<Accepted>,
+    refused: u64,
+    interference: u64,
+    losses: BTreeMap<String, u64>,
+    acquired: u64,
+    timed_out: u64,
+    acquire_errors: u64,
+    late_acquires: Vec<Duration>,
+    pauses: u64,
+}
+
+/// What a run saw, per kind, and what it found wrong.
+#[derive(Debug, Default)]
+pub struct Report {
+    logs: BTreeMap<Kind, Log>,
+    pub faults: BTreeMap<&'static str, u64>,
+    pub leftover_nodes: Vec<String>,
+    pub leftover_sessions: usize,
+    pub seed: u64,
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Every broken rule, in words (empty when the run was safe).
+    pub fn violations(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (kind, log) in &self.logs {
+            let limit = kind.holders();
+            let most = max_concurrent(&log.intervals);
+            if most > limit {
+                found.push(format!(
+                    "{kind:?}: {most} holders that obeyed the loss signal acted at once (limit {limit})"
+                ));
+            }
+            let stale = log.accepted.iter().filter(|a| a.lost_before).count();
+            if stale > 0 {
+                found.push(format!("{kind:?}: {stale} stale write(s) accepted"));
+            }
+            if limit == 1 {
+                let mut writes = log.accepted.clone();
+                writes.sort_by_key(|a| a.value);
+                let regressions = writes
+                    .windows(2)
+                    .filter(|w| w[1].token < w[0].token)
+                    .count();
+                if regressions > 0 {
+                    found.push(format!(
+                        "{kind:?}: {regressions} accepted write(s) from an older holder after a newer one"
+                    ));
+                }
+                if log.interference > 0 {
+                    found.push(format!(
+                        "{kind:?}: {} time(s) someone else wrote during a valid hold",
+                        log.interference
+                    ));
+                }
+            }
+            if !log.late_acquires.is_empty() {
+                found.push(format!(
+                    "{kind:?}: {} acquire(s) overran their deadline: {:?}",
+                    log.late_acquires.len(),
+                    log.late_acquires
+                ));
+            }
+            if log.acquired == 0 {
+                found.push(format!("{kind:?}: never acquired (the run proved nothing)"));
+            }
+        }
+        if !self.leftover_nodes.is_empty() {
+            found.push(format!("nodes left behind: {:?}", self.leftover_nodes));
+        }
+        if self.leftover_sessions > 0 {
+            found.push(format!("{} session(s) left behind", self.leftover_sessions));
+        }
+        found
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "chaos run: {:.1?}, seed {}, faults {:?}",
+            self.elapsed, self.seed, self.faults
+        )?;
+        writeln!(
+            f,
+            "{:<11} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  losses",
+            "kind",
+            "holds",
+            "accepted",
+            "refused",
+            "stale",
+            "overlaps",
+            "timeout",
+            "errors",
+            "pauses"
+        )?;
+        for (kind, log) in &self.logs {
+            let stale = log.accepted.iter().filter(|a| a.lost_before).count();
+            writeln!(
+                f,
+                "{:<11} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  {:?}",
+                format!("{kind:?}"),
+                log.acquired,
+                log.accepted.len(),
+                log.refused,
+                stale,
+                max_concurrent(&log.intervals).saturating_sub(kind.holders()),
+                log.timed_out,
+                log.acquire_errors,
+                log.pauses,
+                log.losses
+            )?;
+        }
+        write!(
+            f,
+            "left behind: {} node(s), {} session(s)",
+            self.leftover_nodes.len(),
+            self.leftover_sessions
+        )
+    }
+}
+
+/// The most intervals of holders that obeyed the loss signal, of different
+/// holders, active at one instant.
+fn max_concurrent(intervals: &[Interval]) -> usize {
+    let mut edges: Vec<(Instant, i32)> = intervals
+        .iter()
+        .filter(|i| i.obeyed)
+        .flat_map(|i| [(i.start, 1), (i.end, -1)])
+        .collect();
+    // Ends before starts at the same instant.
+    edges.sort_by_key(|&(at, delta)| (at, delta));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, delta) in edges {
+        now += delta;
+        most = most.max(now);
+    }
+    most.max(0) as usize
+}
+
+/// A lock of one kind, as one contender sees it.
+#[derive(Clone)]
+enum Lock {
+    Mutex(InterProcessMutex),
+    Write(WriteLock),
+    Semaphore(InterProcessSemaphoreV2),
+    Multi(InterProcessMultiLock),
+}
+
+/// A hold of one kind.
+enum Taken {
+    Guard(MutexGuard),
+    Task(InterProcessMutex),
+    Write(WriteGuard),
+    Lease(Lease),
+    Multi(InterProcessMultiLock),
+}
+
+impl Taken {
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        match self {
+            Taken::Guard(g) => g.lost().boxed(),
+            Taken::Task(m) => m.lost().boxed(),
+            Taken::Write(g) => g.lost().boxed(),
+            Taken::Lease(l) => l.lost().boxed(),
+            Taken::Multi(m) => m.lost(),
+        }
+    }
+
+    fn fence(&self) -> zk_curator::Result<Fence> {
+        match self {
+            Taken::Guard(g) => Ok(g.fence()),
+            Taken::Task(m) => m.fence(),
+            Taken::Write(g) => Ok(g.fence()),
+            Taken::Lease(l) => Ok(l.fence()),
+            Taken::Multi(m) => m.fence(),
+        }
+    }
+
+    fn token(&self) -> FencingToken {
+        match self {
+            Taken::Guard(g) => g.fencing_token(),
+            Taken::Task(m) => m.fencing_token().unwrap_or(FencingToken::new(0)),
+            Taken::Write(g) => g.fencing_token(),
+            Taken::Lease(l) => l.fencing_token(),
+            // The highest member token orders multi-lock holders.
+            Taken::Multi(m) => m
+                .fence()
+                .ok()
+                .and_then(|f| f.fencing_tokens().into_iter().max())
+                .unwrap_or(FencingToken::new(0)),
+        }
+    }
+
+    /// The reason the hold is known gone for good (not a mere suspension).
+    fn gone(&self) -> bool {
+        let loss = match self {
+            Taken::Guard(g) => g.hold().loss(),
+            Taken::Task(m) => zk_curator::InterProcessLock::loss(m),
+            Taken::Write(g) => g.hold().loss(),
+            Taken::Lease(l) => l.hold().loss(),
+            Taken::Multi(m) => m.loss(),
+        };
+        matches!(
+            loss,
+            Some(LockLoss::SessionReplaced | LockLoss::NodeDeleted | LockLoss::Closed)
+        )
+    }
+
+    async fn release(self) {
+        let _ = match self {
+            Taken::Guard(g) => g.release().await,
+            Taken::Task(m) => m.release().await,
+            Taken::Write(g) => g.release().await,
+            Taken::Lease(l) => l.release().await,
+            Taken::Multi(m) => m.release().await,
+        };
+    }
+}
+
+impl Lock {
+    /// `None` on timeout.
+    async fn take(&self, kind: Kind, timeout: Duration) -> zk_curator::Result<Option<Taken>> {
+        Ok(match (self, kind) {
+            (Lock::Mutex(m), Kind::MutexTask) => m
+                .acquire_timeout(timeout)
+                .await?
+                .then(|| Taken::Task(m.clone())),
+            (Lock::Mutex(m), _) => m.try_lock_for(timeout).await?.map(Taken::Guard),
+            (Lock::Write(w), _) => w.try_lock_for(timeout).await?.map(Taken::Write),
+            (Lock::Semaphore(s), _) => s.acquire_timeout(timeout).await?.map(Taken::Lease),
+            (Lock::Multi(m), _) => m
+                .acquire_timeout(timeout)
+                .await?
+                .then(|| Taken::Multi(m.clone())),
+        })
+    }
+}
+
+struct Contender {
+    proxy: FaultProxy,
+    framework: Framework,
+}
+
+struct Shared {
+    config: Config,
+    stop: AtomicBool,
+    logs: Mutex<BTreeMap<Kind, Log>>,
+    pause_requests: mpsc::UnboundedSender<usize>,
+    rounds: AtomicU64,
+}
+
+impl Shared {
+    fn log(&self, kind: Kind, f: impl FnOnce(&mut Log)) {
+        f(self.logs.lock().unwrap().entry(kind).or_default());
+    }
+}
+
+/// Runs the chaos against `server` and reports.
+pub async fn run(server: &TestingServer, config: Config) -> Report {
+    let started = Instant::now();
+    let root = format!(
+        "/chaos-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let mut contenders = Vec::new();
+    for _ in 0..config.contenders {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let framework = Framework::builder()
+            .connect_string(proxy.connect_string())
+            .session_timeout(config.session_timeout)
+            .connection_timeout(Duration::from_secs(3))
+            .build()
+            .unwrap();
+        framework.start().unwrap();
+        framework
+            .block_until_connected(Duration::from_secs(20))
+            .await
+            .unwrap();
+        contenders.push(Contender { proxy, framework });
+    }
+    let raw = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(20))
+        .connect(&server.connect_string())
+        .await
+        .unwrap();
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    raw.mkdir(&format!("{root}/data"), &open).await.unwrap();
+    for kind in Kind::ALL {
+        raw.create(&counter_path(&root, kind), b"0 0", &open)
+            .await
+            .unwrap();
+    }
+    let (pause_tx, mut pause_rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        stop: AtomicBool::new(false),
+        logs: Mutex::new(BTreeMap::new()),
+        pause_requests: pause_tx,
+        rounds: AtomicU64::new(0),
+    });
+    let mut tasks = Vec::new();
+    for (who, contender) in contenders.iter().enumerate() {
+        for kind in Kind::ALL {
+            let lock = lock_of(&contender.framework, &root, kind);
+            let (shared, framework) = (shared.clone(), contender.framework.clone());
+            let rng = Rng(config.seed ^ ((who as u64 + 1) << 32) ^ (kind as u64 + 1));
+            tasks.push(tokio::spawn(contend(
+                shared,
+                who,
+                kind,
+                framework,
+                lock,
+                rng,
+                root.clone(),
+            )));
+        }
+    }
+
+    // The fault injector: random faults, plus the expiry each simulated
+    // pause asks for.
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut rng = Rng(config.seed);
+    let end = started + config.duration;
+    let t = config.session_timeout;
+    let mut next = Instant::now() + rng.millis(700, 2000);
+    loop {
+        if Instant::now() >= end {
+            break;
+        }
+        tokio::select! {
+            Some(who) = pause_rx.recv() => {
+                expire(server, &contenders[who].framework).await;
+                *faults.entry("pause+expiry").or_default() += 1;
+                continue;
+            }
+            _ = tokio::time::sleep_until(next.min(end)) => {}
+        }
+        if Instant::now() >= end {
+            break;
+        }
+        next = Instant::now() + rng.millis(700, 2000);
+        let who = rng.below(contenders.len() as u64) as usize;
+        let proxy = &contenders[who].proxy;
+        match rng.below(4) {
+            0 => {
+                proxy.blackhole(true);
+                tokio::time::sleep(t + t / 2 + rng.millis(0, 500)).await;
+                proxy.blackhole(false);
+                *faults.entry("blackhole").or_default() += 1;
+            }
+            1 => {
+                proxy.drop_connections();
+                *faults.entry("reset").or_default() += 1;
+            }
+            2 => {
+                proxy.set_paused(true);
+                tokio::time::sleep(t / 4).await;
+                proxy.set_paused(false);
+                *faults.entry("stall").or_default() += 1;
+            }
+            _ => {
+                expire(server, &contenders[who].framework).await;
+                *faults.entry("expiry").or_default() += 1;
+            }
+        }
+    }
+    shared.stop.store(true, Ordering::SeqCst);
+    for contender in &contenders {
+        contender.proxy.blackhole(false);
+    }
+    // Every contender ends its round; a round is bounded by its deadlines.
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    }
+    for contender in &contenders {
+        contender.framework.close().await;
+    }
+    // What is left: participants under every lock path, and sessions.
+    let mut leftover_nodes = Vec::new();
+    for dir in lock_dirs(&root) {
+        if let Ok(children) = raw.list_children(&dir).await {
+            leftover_nodes.extend(children.into_iter().map(|c| format!("{dir}/{c}")));
+        }
+    }
+    let leftover_sessions = server.as_embedded().map_or(0, |e| {
+        e.session_ids()
+            .into_iter()
+            .filter(|&id| id != raw.session_id().0)
+            .count()
+    });
+    let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
+    Report {
+        logs,
+        faults,
+        leftover_nodes,
+        leftover_sessions,
+        seed: config.seed,
+        elapsed: started.elapsed(),
+    }
+}
+
+fn counter_path(root: &str, kind: Kind) -> String {
+    format!("{root}/data/{kind:?}")
+}
+
+fn lock_dirs(root: &str) -> Vec<String> {
+    vec![
+        format!("{root}/mutex-guard"),
+        format!("{root}/mutex-task"),
+        format!("{root}/rw"),
+        format!("{root}/sem/locks"),
+        format!("{root}/sem/leases"),
+        format!("{root}/multi-a"),
+        format!("{root}/multi-b"),
+    ]
+}
+
+fn lock_of(framework: &Framework, root: &str, kind: Kind) -> Lock {
+    let fw = framework.clone();
+    match kind {
+        Kind::MutexGuard => {
+            Lock::Mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-guard")).unwrap())
+        }
+        Kind::MutexTask => {
+            Lock::Mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-task")).unwrap())
+        }
+        Kind::WriteLock => Lock::Write(
+            InterProcessReadWriteLock::new(fw, &format!("{root}/rw"))
+                .unwrap()
+                .write_lock(),
+        ),
+        Kind::Semaphore2 => {
+            Lock::Semaphore(InterProcessSemaphoreV2::new(fw, &format!("{root}/sem"), 2).unwrap())
+        }
+        Kind::MultiLock => Lock::Multi(
+            InterProcessMultiLock::from_paths(
+                fw,
+                &[&format!("{root}/multi-b"), &format!("{root}/multi-a")],
+            )
+            .unwrap(),
+        ),
+    }
+}
+
+/// Expires a contender's current session on the server.
+async fn expire(server: &TestingServer, framework: &Framework) {
+    let Some(session) = framework.current_session() else {
+        return;
+    };
+    match server.as_embedded() {
+        Some(embedded) => {
+            embedded.expire_session(session.id());
+        }
+        None => {
+            let _ = zk_curator_testing::expire_session(&server.connect_string(), session.client())
+                .await;
+        }
+    }
+}
+
+/// What became of a critical section's write.
+enum Written {
+    Accepted(Accepted),
+    Refused,
+    Interfered,
+    Failed,
+}
+
+async fn contend(
+    shared: Arc<Shared>,
+    who: usize,
+    kind: Kind,
+    framework: Framework,
+    lock: Lock,
+    mut rng: Rng,
+    root: String,
+) {
+    let t = shared.config.session_timeout;
+    let deadline = 3 * t;
+    let counter = counter_path(&root, kind);
+    while !shared.stop.load(Ordering::SeqCst) {
+        let asked = Instant::now();
+        let taken = lock.take(kind, deadline).await;
+        let waited = asked.elapsed();
+        if waited > deadline + Duration::from_millis(1500) {
+            shared.log(kind, |log| log.late_acquires.push(waited));
+        }
+        let taken = match taken {
+            Ok(Some(taken)) => taken,
+            Ok(None) => {
+                shared.log(kind, |log| log.timed_out += 1);
+                continue;
+            }
+            Err(err) => {
+                tracing::debug!(?kind, who, %err, "acquire failed");
+                shared.log(kind, |log| log.acquire_errors += 1);
+                tokio::time::sleep(rng.millis(50, 200)).await;
+                continue;
+            }
+        };
+        let start = Instant::now();
+        shared.rounds.fetch_add(1, Ordering::Relaxed);
+        shared.log(kind, |log| log.acquired += 1);
+        let exclusive = kind.holders() == 1;
+        let pause = exclusive && rng.below(12) == 0;
+        let lost = if shared.config.break_loss {
+            futures::future::pending().boxed()
+        } else {
+            taken.lost()
+        };
+        let mut lost = lost.fuse();
+        // Read, then await something, watching the loss signal.
+        let read = async {
+            let (data, stat) = framework
+                .call_with_retry(|client| {
+                    let counter = counter.clone();
+                    async move { client.get_data(&counter).await }
+                })
+                .await
+                .ok()?;
+            tokio::time::sleep(rng.millis(5, 120)).await;
+            Some((data, stat))
+        };
+        let read = tokio::select! {
+            read = read => read,
+            loss = &mut lost => {
+                note_loss(&shared, kind, loss);
+                None
+            }
+        };
+        let mut obeyed = true;
+        let mut written = None;
+        if let Some((data, stat)) = read {
+            if pause {
+                // A process pause: the holder neither watches nor acts while
+                // its session is expired; then it writes at once.
+                obeyed = false;
+                shared.log(kind, |log| log.pauses += 1);
+                let _ = shared.pause_requests.send(who);
+                tokio::time::sleep(t * 2 + t / 2).await;
+                written = Some(
+                    write(
+                        &shared, &framework, &taken, &counter, &data, &stat, exclusive,
+                    )
+                    .await,
+                );
+            } else {
+                written = tokio::select! {
+                    w = write(&shared, &framework, &taken, &counter, &data, &stat, exclusive) => Some(w),
+                    loss = &mut lost => {
+                        note_loss(&shared, kind, loss);
+                        None
+                    }
+                };
+            }
+        }
+        let end = Instant::now();
+        match written {
+            Some(Written::Accepted(accepted)) => {
+                shared.log(kind, |log| log.accepted.push(accepted))
+            }
+            Some(Written::Refused) => shared.log(kind, |log| log.refused += 1),
+            Some(Written::Interfered) if obeyed => shared.log(kind, |log| log.interference += 1),
+            _ => {}
+        }
+        shared.log(kind, |log| {
+            log.intervals.push(Interval {
+                who,
+                start,
+                end,
+                obeyed,
+            })
+        });
+        taken.release().await;
+    }
+}
+
+fn note_loss(shared: &Shared, kind: Kind, loss: LockLoss) {
+    let reason = match loss {
+        LockLoss::ConnectionState(state) => format!("{state}"),
+        other => format!("{other:?}"),
+    };
+    shared.log(kind, |log| *log.losses.entry(reason).or_default() += 1);
+}
+
+/// The critical section's write: the counter plus one, with this holder's
+/// token, conditional on the version read (for exclusive kinds), through
+/// the hold's fence (or, with `ZK_CHAOS_BREAK=fence`, straight through the
+/// framework's current session).
+async fn write(
+    shared: &Shared,
+    framework: &Framework,
+    taken: &Taken,
+    counter: &str,
+    data: &[u8],
+    stat: &zk::Stat,
+    exclusive: bool,
+) -> Written {
+    let value = std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.split(' ').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let token = taken.token();
+    let next = format!("{} {}", value + 1, token);
+    let version = exclusive.then_some(stat.version);
+    let lost_before = taken.gone();
+    let result = if shared.config.break_fence {
+        match framework.client().await {
+            Ok(client) => client
+                .set_data(counter, next.as_bytes(), version)
+                .await
+                .map(|_| ())
+                .map_err(Error::from),
+            Err(err) => Err(err),
+        }
+    } else {
+        match taken.fence() {
+            Ok(fence) => fence
+                .set_data(counter, next.as_bytes(), version)
+                .await
+                .map(|_| ()),
+            Err(err) => Err(err),
+        }
+    };
+    match result {
+        Ok(()) => Written::Accepted(Accepted {
+            value: value + 1,
+            token,
+            lost_before,
+        }),
+        Err(Error::LockLost(_)) => Written::Refused,
+        Err(Error::BadVersion) => Written::Interfered,
+        Err(_) => Written::Failed,
+    }
+}
