@@ -142,10 +142,11 @@ struct Shared {
 ///   [`acquire_many`](Self::acquire_many) and the module notes.
 /// * **Not owned by a task**: a `Lease` may be moved to and released from any
 ///   task.
-/// * **Fencing**: [`Lease::fencing_token`] is the lease node's creation zxid.
-/// * **Session loss**: a lease dies with its session and another process may
-///   take it; the holder is not interrupted. Check [`Lease::is_valid`] or
-///   watch the framework's connection state.
+/// * **Fencing and loss signal**: [`Lease::fencing_token`] is the lease
+///   node's creation zxid; [`Lease::fence`] makes ZooKeeper writes
+///   conditional on the lease. A lease dies with its session and another
+///   process may take it: stop when [`Lease::lost`] fires.
+/// * **Try**: [`try_acquire`](Self::try_acquire) never waits.
 /// * **Everyone must agree on `max_leases`**: as in Curator, nothing checks
 ///   that processes sharing a path use the same number.
 ///

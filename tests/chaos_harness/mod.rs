@@ -120,6 +120,9 @@ impl Kind {
 #[derive(Clone, Debug)]
 struct Interval {
     who: usize,
+    token: FencingToken,
+    /// How the critical section ended early, if it did.
+    loss: Option<LockLoss>,
     start: Instant,
     end: Instant,
     /// The holder watched the loss signal throughout (no simulated pause).
@@ -159,6 +162,8 @@ pub struct Report {
     pub leftover_sessions: usize,
     pub seed: u64,
     pub elapsed: Duration,
+    started: Option<Instant>,
+    timeline: Vec<(Instant, &'static str, usize)>,
 }
 
 impl Report {
@@ -170,7 +175,8 @@ impl Report {
             let most = max_concurrent(&log.intervals);
             if most > limit {
                 found.push(format!(
-                    "{kind:?}: {most} holders that obeyed the loss signal acted at once (limit {limit})"
+                    "{kind:?}: {most} holders that obeyed the loss signal acted at once (limit {limit}){}",
+                    self.explain_overlap(&log.intervals, limit)
                 ));
             }
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
@@ -214,6 +220,49 @@ impl Report {
             found.push(format!("{} session(s) left behind", self.leftover_sessions));
         }
         found
+    }
+}
+
+impl Report {
+    /// The holds active together at the first instant beyond `limit`, and
+    /// the faults around it, for the record.
+    fn explain_overlap(&self, intervals: &[Interval], limit: usize) -> String {
+        let Some(zero) = self.started else {
+            return String::new();
+        };
+        let at = |i: Instant| i.saturating_duration_since(zero);
+        let obeyed: Vec<&Interval> = intervals.iter().filter(|i| i.obeyed).collect();
+        for candidate in &obeyed {
+            let moment = candidate.start;
+            let active: Vec<&&Interval> = obeyed
+                .iter()
+                .filter(|i| i.start <= moment && moment < i.end)
+                .collect();
+            if active.len() > limit {
+                let first = active.iter().map(|i| i.start).min().unwrap_or(moment);
+                let holds: Vec<String> = active
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "#{} token {} {:?}..{:?} ended by {:?}",
+                            i.who,
+                            i.token,
+                            at(i.start),
+                            at(i.end),
+                            i.loss
+                        )
+                    })
+                    .collect();
+                let faults: Vec<String> = self
+                    .timeline
+                    .iter()
+                    .filter(|(t, _, _)| *t + Duration::from_secs(8) > first && *t <= moment)
+                    .map(|(t, what, who)| format!("{what}@#{who} {:?}", at(*t)))
+                    .collect();
+                return format!(": {holds:?}; faults before: {faults:?}");
+            }
+        }
+        String::new()
     }
 }
 
@@ -463,6 +512,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     // The fault injector: random faults, plus the expiry each simulated
     // pause asks for.
     let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut timeline: Vec<(Instant, &'static str, usize)> = Vec::new();
     let mut rng = Rng(config.seed);
     let end = started + config.duration;
     let t = config.session_timeout;
@@ -473,7 +523,8 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         }
         tokio::select! {
             Some(who) = pause_rx.recv() => {
-                expire(server, &contenders[who].framework).await;
+                timeline.push((Instant::now(), "pause+expiry", who));
+                expire(server, &contenders[who]).await;
                 *faults.entry("pause+expiry").or_default() += 1;
                 continue;
             }
@@ -485,7 +536,13 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         next = Instant::now() + rng.millis(700, 2000);
         let who = rng.below(contenders.len() as u64) as usize;
         let proxy = &contenders[who].proxy;
-        match rng.below(4) {
+        let fault = rng.below(4);
+        timeline.push((
+            Instant::now(),
+            ["blackhole", "reset", "stall", "expiry"][fault as usize],
+            who,
+        ));
+        match fault {
             0 => {
                 proxy.blackhole(true);
                 tokio::time::sleep(t + t / 2 + rng.millis(0, 500)).await;
@@ -503,7 +560,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
                 *faults.entry("stall").or_default() += 1;
             }
             _ => {
-                expire(server, &contenders[who].framework).await;
+                expire(server, &contenders[who]).await;
                 *faults.entry("expiry").or_default() += 1;
             }
         }
@@ -540,6 +597,8 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         leftover_sessions,
         seed: config.seed,
         elapsed: started.elapsed(),
+        started: Some(started),
+        timeline,
     }
 }
 
@@ -586,20 +645,36 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind) -> Lock {
     }
 }
 
-/// Expires a contender's current session on the server.
-async fn expire(server: &TestingServer, framework: &Framework) {
-    let Some(session) = framework.current_session() else {
-        return;
+/// Expires a contender's session on the server the way a server does it:
+/// once the client has gone silent. The contender's traffic is blackholed
+/// until its framework reports the connection `Suspended`, then the server
+/// expires the session, then traffic flows again. (Expiring a session whose
+/// client still hears the server, which ZooKeeper itself never does, gives
+/// no client a chance to signal the loss before the next holder is let in;
+/// only the fence protects there, and the process pauses test that.)
+async fn expire(server: &TestingServer, contender: &Contender) {
+    let framework = &contender.framework;
+    contender.proxy.blackhole(true);
+    let silent = async {
+        let mut states = framework.state_watcher();
+        let _ = states
+            .wait_for(|s| !s.is_some_and(|s| s.is_connected()))
+            .await;
     };
-    match server.as_embedded() {
-        Some(embedded) => {
-            embedded.expire_session(session.id());
-        }
-        None => {
-            let _ = zk_curator_testing::expire_session(&server.connect_string(), session.client())
-                .await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), silent).await;
+    if let Some(session) = framework.current_session() {
+        match server.as_embedded() {
+            Some(embedded) => {
+                embedded.expire_session(session.id());
+            }
+            None => {
+                let _ =
+                    zk_curator_testing::expire_session(&server.connect_string(), session.client())
+                        .await;
+            }
         }
     }
+    contender.proxy.blackhole(false);
 }
 
 /// What became of a critical section's write.
@@ -653,6 +728,8 @@ async fn contend(
             taken.lost()
         };
         let mut lost = lost.fuse();
+        let token = taken.token();
+        let mut ended_by = None;
         // Read, then await something, watching the loss signal.
         let read = async {
             let (data, stat) = framework
@@ -669,6 +746,7 @@ async fn contend(
             read = read => read,
             loss = &mut lost => {
                 note_loss(&shared, kind, loss);
+                ended_by = Some(loss);
                 None
             }
         };
@@ -693,6 +771,7 @@ async fn contend(
                     w = write(&shared, &framework, &taken, &counter, &data, &stat, exclusive) => Some(w),
                     loss = &mut lost => {
                         note_loss(&shared, kind, loss);
+                        ended_by = Some(loss);
                         None
                     }
                 };
@@ -710,6 +789,8 @@ async fn contend(
         shared.log(kind, |log| {
             log.intervals.push(Interval {
                 who,
+                token,
+                loss: ended_by,
                 start,
                 end,
                 obeyed,
