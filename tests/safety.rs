@@ -599,3 +599,74 @@ async fn a_slot_freed_before_the_children_watch_is_not_missed() {
     })
     .await;
 }
+
+/// After a lost create reply the acquire looks for its node by its unique
+/// prefix; a node with that name that belongs to another session must not
+/// be adopted (it would be a hold of someone else's node).
+#[tokio::test]
+async fn a_node_of_another_session_is_never_adopted() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        // A slow retry leaves time to swap the node before the client looks.
+        let fw = framework_with(&proxy.connect_string(), |b| {
+            b.retry_policy(RetryNTimes::new(5, Duration::from_millis(500)).unwrap())
+        })
+        .await;
+        let raw = raw_client(&connect).await;
+        let path = unique_path("impostor");
+        raw.mkdir(
+            &path,
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+        let fault = proxy
+            .lose_reply_to_next(zk_curator_testing::RequestMatcher::creates().path_contains("_c_"));
+        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let acquire = tokio::spawn(async move {
+            let guard = mutex.lock().await.unwrap();
+            let node = guard.node_path().to_owned();
+            (guard, node)
+        });
+        fault
+            .wait(PATIENCE)
+            .await
+            .expect("the create's reply was lost");
+        // Before the client can look again: our node is replaced by one of
+        // the same name owned by another session.
+        proxy.set_paused(true);
+        let ours = wait_for_participants(&raw, &path, 1).await.remove(0);
+        let impostor = format!("{path}/{ours}");
+        raw.delete(&impostor, None).await.unwrap();
+        let other = raw_client(&connect).await;
+        other
+            .create(
+                &impostor,
+                b"",
+                &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .unwrap();
+        proxy.set_paused(false);
+        // The acquire starts over with a node of its own, queued behind the
+        // impostor; it gets the lock once the impostor goes.
+        wait_for_participants(&raw, &path, 2).await;
+        assert!(
+            !acquire.is_finished(),
+            "waits behind the other session's node"
+        );
+        other.delete(&impostor, None).await.unwrap();
+        let (guard, node) = tokio::time::timeout(PATIENCE, acquire)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_ne!(node, impostor, "adopted another session's node");
+        let stat = raw.check_stat(&node).await.unwrap().unwrap();
+        assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
+        guard.release().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}

@@ -273,7 +273,9 @@ impl InterProcessMultiLock {
     ///
     /// # Errors
     /// The first member error, after the members already taken were released
-    /// (for example [`Error::Closed`] if a member's framework is closed,
+    /// (for example [`Error::LockLost`] if a member taken first was lost
+    /// while a later one was awaited, [`Error::Closed`] if a member's
+    /// framework is closed,
     /// [`Error::Timeout`] if no session could be had, ZooKeeper errors that
     /// retrying could not overcome).
     ///
@@ -370,6 +372,16 @@ impl InterProcessMultiLock {
                     return Err(err);
                 }
             }
+        }
+        // A member taken early may have been lost while a later one was
+        // awaited: the set is not handed out then.
+        if let Some(loss) = taken.holds.iter().find_map(|h| h.check().err()) {
+            tracing::info!(%loss, "a member was lost while acquiring the others; rolling back");
+            taken.roll_back().await;
+            return Err(Error::LockLost(format!(
+                "a member of {} was lost while the others were acquired: {loss}",
+                self.shared.label
+            )));
         }
         tracing::info!("multi-lock acquired");
         Ok(Some(MultiHold {

@@ -559,6 +559,18 @@ impl InterProcessSemaphoreV2 {
             }
         }
         self.give_back(mutex, mutex_guard).await;
+        // Giving the mutex back took a round trip: a lease lost meanwhile
+        // (its session replaced, say) is not handed out; dropping the leases
+        // returns them, and the acquire starts over (a try gives up).
+        if let Some(lost) = leases.iter().find(|lease| !lease.is_valid()) {
+            tracing::info!(node = %lost.node_path(), "lease lost before the acquire returned; starting over");
+            drop(leases);
+            return if try_only {
+                Ok(None)
+            } else {
+                Err(Error::SessionExpired)
+            };
+        }
         Ok(Some(leases))
     }
 

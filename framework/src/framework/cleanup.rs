@@ -371,12 +371,27 @@ async fn attempt_on(session: &Session, job: &CleanupJob) -> Result<bool> {
                 Err(zk::Error::NoNode) => return Ok(false),
                 Err(err) => return Err(session.map_err(err)),
             };
-            match children
+            let Some(child) = children
                 .iter()
                 .find(|c| c.starts_with(name_prefix.as_str()))
-            {
-                Some(child) => path::join(parent, child),
-                None => return Ok(false),
+            else {
+                return Ok(false);
+            };
+            let target = path::join(parent, child);
+            // The prefix is ours, but the node may not be: an ephemeral node
+            // of another session under our name (someone else's, or ours
+            // from a session already gone, which goes by itself) is left
+            // alone.
+            match client.check_stat(&target).await {
+                Ok(Some(stat))
+                    if stat.ephemeral_owner != 0 && stat.ephemeral_owner != session.id() =>
+                {
+                    tracing::warn!(node = %target, owner = format_args!("{:#x}", stat.ephemeral_owner), "protected node of another session left alone");
+                    return Ok(false);
+                }
+                Ok(Some(_)) => target,
+                Ok(None) => return Ok(false),
+                Err(err) => return Err(session.map_err(err)),
             }
         }
     };

@@ -412,15 +412,24 @@ impl LockInternals {
                 .map_err(Failure::Fail)?;
             if decision.holds_lock {
                 let epoch = self.framework.loss_epoch();
-                guard.disarm();
                 let node = AcquiredNode {
-                    path: our_path,
+                    path: our_path.clone(),
                     czxid: created.czxid,
                     session_id: session.id(),
                     generation: session.generation(),
                     ephemeral: node_kind.is_ephemeral(),
                 };
-                return Ok(Some(Hold::new(self.framework.clone(), node, epoch)));
+                let hold = Hold::new(self.framework.clone(), node, epoch);
+                // Never hand out a hold that is already lost (the session
+                // went, or the connection broke, while the answer was on its
+                // way): our node goes to the cleaner and we start over.
+                if let Err(loss) = hold.check() {
+                    return Err(Failure::Restart(Error::LockLost(format!(
+                        "{our_path} was lost as it was granted: {loss}"
+                    ))));
+                }
+                guard.disarm();
+                return Ok(Some(hold));
             }
             if try_only {
                 self.withdraw(session, guard, &our_path).await;
