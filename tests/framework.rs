@@ -170,7 +170,7 @@ async fn dropped_connections_keep_the_session_and_the_lock() {
         // have stopped), although the node survived.
         assert!(!guard.is_valid(), "a loss is latched");
         assert_eq!(
-            guard.hold().loss(),
+            guard.loss(),
             Some(LockLoss::ConnectionState(ConnectionState::Suspended))
         );
         let raw = raw_client(&server.connect_string()).await;

@@ -658,7 +658,7 @@ struct GuardLock {
 impl InterProcessLock for GuardLock {
     fn loss(&self) -> Option<LockLoss> {
         match &*self.guard.lock().unwrap() {
-            Some(guard) => guard.hold().loss(),
+            Some(guard) => guard.loss(),
             None => Some(LockLoss::NotHeld),
         }
     }

@@ -532,7 +532,7 @@ async fn killed_session_frees_leases() {
             held.iter().all(|l| !l.is_valid()),
             "they died with the session"
         );
-        assert!(leases.iter().all(Lease::is_valid));
+        assert!(leases.iter().all(|l| l.is_valid()));
         assert!(leases[0].fencing_token() > held[1].fencing_token());
         // Returning a dead lease returns at once and says it was lost.
         assert!(matches!(

@@ -1,11 +1,10 @@
 //! [`Held`]: a hold owned by a value (a guard, a lease) rather than a task,
 //! shared by every guard type of this crate.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockInternals, LockLoss};
+use zk_curator_framework::lock_internals::{Hold, LockInternals, LockLoss};
 use zk_curator_framework::Result;
 
 use crate::reentrant::ReentrantHold;
@@ -38,26 +37,6 @@ impl Held {
 
     pub(crate) fn hold(&self) -> &Hold {
         &self.hold
-    }
-
-    pub(crate) fn fencing_token(&self) -> FencingToken {
-        self.hold.fencing_token()
-    }
-
-    pub(crate) fn node_path(&self) -> &str {
-        self.hold.path()
-    }
-
-    pub(crate) fn is_valid(&self) -> bool {
-        self.hold.is_valid()
-    }
-
-    pub(crate) fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
-        self.hold.lost()
-    }
-
-    pub(crate) fn fence(&self) -> Fence {
-        self.hold.fence()
     }
 
     fn finish(&mut self) {

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::{Fence, LockLoss};
+use zk_curator_framework::lock_internals::{Fence, Hold, LockLoss};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -587,7 +587,7 @@ impl MemberHold {
 
     fn check(&self) -> std::result::Result<(), LockLoss> {
         match self {
-            MemberHold::Guard(guard) => guard.hold().check(),
+            MemberHold::Guard(guard) => guard.check(),
             MemberHold::Lock(lock) => lock.loss().map_or(Ok(()), Err),
         }
     }
@@ -602,7 +602,7 @@ impl MemberHold {
 
     fn fence(&self) -> Result<Fence> {
         match self {
-            MemberHold::Guard(guard) => crate::mutex::fence_of(Some(guard.hold().clone())),
+            MemberHold::Guard(guard) => crate::mutex::fence_of(Some(Hold::clone(guard))),
             MemberHold::Lock(lock) => lock.fence(),
         }
     }

@@ -67,7 +67,7 @@ impl Shared {
 ///   [`try_lock`](Self::try_lock) take one round trip and never wait.
 /// * **Guard API**: [`lock`](Self::lock) returns a [`MutexGuard`] that owns
 ///   its hold, whichever task holds the guard; it is not reentrant.
-/// * **Fencing**: every hold has a token ([`MutexGuard::fencing_token`],
+/// * **Fencing**: every hold has a token ([`Hold::fencing_token`],
 ///   [`fencing_token`](Self::fencing_token)) that grows strictly from one
 ///   holder to the next.
 /// * **Loss signal and fencing**: every hold, task-bound or guard, answers
@@ -392,12 +392,10 @@ impl InterProcessMutex {
 }
 
 /// The loss signal of a hold looked up now ([`LockLoss::NotHeld`] without one).
-pub(crate) fn lost_of(hold: Option<Hold>) -> impl Future<Output = LockLoss> + Send + 'static {
-    async move {
-        match hold {
-            Some(hold) => hold.lost().await,
-            None => LockLoss::NotHeld,
-        }
+pub(crate) async fn lost_of(hold: Option<Hold>) -> LockLoss {
+    match hold {
+        Some(hold) => hold.lost().await,
+        None => LockLoss::NotHeld,
     }
 }
 
@@ -415,8 +413,23 @@ pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
 
 /// A hold of an [`InterProcessMutex`] owned by this value, not by a task.
 ///
-/// Release it with [`MutexGuard::release`]; dropping it releases in the
-/// background.
+/// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token),
+/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
+/// [`fence`](Hold::fence) work on it directly. Release it with
+/// [`MutexGuard::release`]; dropping it releases in the background.
+///
+/// ```no_run
+/// # async fn demo(mutex: zk_curator_recipes::InterProcessMutex) -> zk_curator_recipes::Result<()> {
+/// # async fn do_the_work() {}
+/// let guard = mutex.lock().await?;
+/// println!("fencing token {}", guard.fencing_token());
+/// tokio::select! {
+///     _ = do_the_work() => {}
+///     reason = guard.lost() => eprintln!("stopped: lock lost ({reason})"),
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock"]
 #[clippy::has_significant_drop]
 pub struct MutexGuard {
@@ -426,67 +439,15 @@ pub struct MutexGuard {
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("node", &self.held.node_path())
+            .field("node", &self.held.hold().path())
             .finish()
     }
 }
 
 impl MutexGuard {
-    /// The fencing token of this hold: strictly greater than the token of
-    /// every earlier holder of the same path. Pass it to the resource you
-    /// protect so that it can refuse a stale holder's writes.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.held.fencing_token()
-    }
-
     /// The lock node's full path.
     pub fn node_path(&self) -> &str {
-        self.held.node_path()
-    }
-
-    /// The hold itself (for [`Hold::check`], [`Hold::session`] …).
-    pub fn hold(&self) -> &Hold {
-        self.held.hold()
-    }
-
-    /// Whether the hold can still be trusted: the framework is open, the
-    /// session that created the node is still current, and the connection
-    /// state has not been an error under the framework's [`ErrorPolicy`]
-    /// since the grant. No I/O: a node deleted by hand is seen by
-    /// [`lost`](Self::lost), a fenced write or the release.
-    ///
-    /// [`ErrorPolicy`]: zk_curator_framework::ErrorPolicy
-    pub fn is_valid(&self) -> bool {
-        self.held.is_valid()
-    }
-
-    /// Completes when this hold can no longer be trusted, with the reason:
-    /// an error connection state under the framework's error policy, the
-    /// session that created the node replaced, the node deleted by someone
-    /// else, or the framework closed. Run it beside the protected work:
-    ///
-    /// ```no_run
-    /// # async fn demo(mutex: zk_curator_recipes::InterProcessMutex) -> zk_curator_recipes::Result<()> {
-    /// # async fn do_the_work() {}
-    /// let guard = mutex.lock().await?;
-    /// tokio::select! {
-    ///     _ = do_the_work() => {}
-    ///     reason = guard.lost() => eprintln!("stopped: lock lost ({reason})"),
-    /// }
-    /// guard.release().await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
-        self.held.lost()
-    }
-
-    /// A [`Fence`] over this hold: ZooKeeper writes through it succeed only
-    /// while the hold is held.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
+        self.held.hold().path()
     }
 
     /// Releases the hold and deletes the node (in the background if
@@ -501,6 +462,14 @@ impl MutexGuard {
     /// Once polled, a dropped release still deletes the node in the background.
     pub async fn release(self) -> Result<()> {
         self.held.release().await
+    }
+}
+
+impl std::ops::Deref for MutexGuard {
+    type Target = Hold;
+
+    fn deref(&self) -> &Hold {
+        self.held.hold()
     }
 }
 

@@ -73,13 +73,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::future::Future;
-
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    standard_gets_the_lock, Acquire, ContenderGuard, Fence, FencingToken, Hold, LockInternals,
-    LockInternalsDriver, LockLoss, PredicateResults, Revocation, RevocationListener,
-    StandardLockInternalsDriver, MAX_NODE_DATA,
+    standard_gets_the_lock, Acquire, ContenderGuard, Hold, LockInternals, LockInternalsDriver,
+    PredicateResults, Revocation, RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::{Error, Framework, Result};
@@ -142,10 +139,10 @@ struct Shared {
 ///   [`acquire_many`](Self::acquire_many) and the module notes.
 /// * **Not owned by a task**: a `Lease` may be moved to and released from any
 ///   task.
-/// * **Fencing and loss signal**: [`Lease::fencing_token`] is the lease
-///   node's creation zxid; [`Lease::fence`] makes ZooKeeper writes
+/// * **Fencing and loss signal**: [`Hold::fencing_token`] is the lease
+///   node's creation zxid; [`Hold::fence`] makes ZooKeeper writes
 ///   conditional on the lease. A lease dies with its session and another
-///   process may take it: stop when [`Lease::lost`] fires.
+///   process may take it: stop when [`Hold::lost`] fires.
 /// * **Try**: [`try_acquire`](Self::try_acquire) never waits.
 /// * **Everyone must agree on `max_leases`**: as in Curator, nothing checks
 ///   that processes sharing a path use the same number.
@@ -634,8 +631,13 @@ impl<'a> Restarts<'a> {
 /// One lease of an [`InterProcessSemaphoreV2`]: an ephemeral node under
 /// `<path>/leases`.
 ///
-/// Return it with [`Lease::release`]; dropping it returns it in the
-/// background. It is not bound to a task: any task may release it.
+/// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token)
+/// (later leases get greater tokens; up to `max_leases` holders are valid
+/// at once, so a resource can use it to order holders, not to single one
+/// out), [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
+/// [`fence`](Hold::fence) work on it directly. Return it with
+/// [`Lease::release`]; dropping it returns it in the background. It is not
+/// bound to a task: any task may release it.
 #[must_use = "dropping a lease returns it (in the background)"]
 #[clippy::has_significant_drop]
 pub struct Lease {
@@ -645,7 +647,7 @@ pub struct Lease {
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
-            .field("node", &self.held.node_path())
+            .field("node", &self.held.hold().path())
             .finish()
     }
 }
@@ -665,42 +667,7 @@ impl Lease {
 
     /// The lease node's full path (relative to the framework's namespace).
     pub fn node_path(&self) -> &str {
-        self.held.node_path()
-    }
-
-    /// The hold behind the lease.
-    pub fn hold(&self) -> &Hold {
-        self.held.hold()
-    }
-
-    /// The lease node's creation zxid: later leases of the same semaphore
-    /// get greater tokens. Unlike a mutex, up to `max_leases` holders are
-    /// valid at once, so a resource can use it to order or to refuse holders
-    /// from before a point, not to single one out.
-    pub fn fencing_token(&self) -> FencingToken {
-        self.held.fencing_token()
-    }
-
-    /// Whether the lease can still be trusted (the same rules as every hold:
-    /// see [`Hold::check`]); no I/O.
-    pub fn is_valid(&self) -> bool {
-        self.held.is_valid()
-    }
-
-    /// Completes when the lease can no longer be trusted, with the reason
-    /// (error connection state, session replaced, node deleted, framework
-    /// closed). Run it beside the work the lease admits.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
-        self.held.lost()
-    }
-
-    /// A [`Fence`] over this lease: ZooKeeper writes through it succeed only
-    /// while the lease is held.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
+        self.held.hold().path()
     }
 
     /// Reads the lease node's data (the semaphore's node data when it was
@@ -743,6 +710,14 @@ impl Lease {
     pub async fn release(self) -> Result<()> {
         let span = tracing::info_span!("semaphore.release", node = %self.node_path());
         self.held.release().instrument(span).await
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = Hold;
+
+    fn deref(&self) -> &Hold {
+        self.held.hold()
     }
 }
 

@@ -191,19 +191,19 @@ impl InterProcessSemaphoreMutex {
         self.slot().is_some()
     }
 
-    /// Whether the hold can still be trusted (see [`Lease::is_valid`]);
+    /// Whether the hold can still be trusted (see [`Hold::is_valid`]);
     /// `false` when not held.
     pub fn is_valid(&self) -> bool {
-        self.slot().as_ref().is_some_and(Lease::is_valid)
+        self.slot().as_ref().is_some_and(|l| l.is_valid())
     }
 
     /// The fencing token of the current hold, if held.
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.slot().as_ref().map(Lease::fencing_token)
+        self.slot().as_ref().map(|l| l.fencing_token())
     }
 
     fn hold(&self) -> Option<Hold> {
-        self.slot().as_ref().map(|lease| lease.hold().clone())
+        self.slot().as_ref().map(|lease| Hold::clone(lease))
     }
 
     /// Completes when the current hold can no longer be trusted

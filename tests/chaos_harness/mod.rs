@@ -387,10 +387,10 @@ impl Taken {
     /// The reason the hold is known gone for good (not a mere suspension).
     fn gone(&self) -> bool {
         let loss = match self {
-            Taken::Guard(g) => g.hold().loss(),
+            Taken::Guard(g) => g.loss(),
             Taken::Task(m) => zk_curator::InterProcessLock::loss(m),
-            Taken::Write(g) => g.hold().loss(),
-            Taken::Lease(l) => l.hold().loss(),
+            Taken::Write(g) => g.loss(),
+            Taken::Lease(l) => l.loss(),
             Taken::Multi(m) => m.loss(),
         };
         matches!(

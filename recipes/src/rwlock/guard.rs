@@ -2,10 +2,9 @@
 //! downgrade from one to the other.
 
 use std::fmt;
-use std::future::Future;
 use std::marker::PhantomData;
 
-use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss};
+use zk_curator_framework::lock_internals::Hold;
 use zk_curator_framework::Result;
 
 use super::half::{Half, ReadHalf, WriteHalf};
@@ -23,7 +22,10 @@ pub type ReadGuard = RwGuard<ReadHalf>;
 /// [`ReadGuard`] without letting a queued writer in between.
 pub type WriteGuard = RwGuard<WriteHalf>;
 
-/// A guard of one half; see [`ReadGuard`] and [`WriteGuard`].
+/// A guard of one half; see [`ReadGuard`] and [`WriteGuard`]. It is a
+/// [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token),
+/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
+/// [`fence`](Hold::fence) work on it directly.
 #[must_use = "dropping the guard releases the lock"]
 #[clippy::has_significant_drop]
 pub struct RwGuard<H> {
@@ -39,7 +41,7 @@ impl<H: Half> fmt::Debug for RwGuard<H> {
         } else {
             "WriteGuard"
         })
-        .field("node", &self.held.node_path())
+        .field("node", &self.held.hold().path())
         .finish()
     }
 }
@@ -53,41 +55,9 @@ impl<H: Half> RwGuard<H> {
         }
     }
 
-    /// The fencing token of this hold (its node's creation zxid).
-    pub fn fencing_token(&self) -> FencingToken {
-        self.held.fencing_token()
-    }
-
     /// The lock node's full path.
     pub fn node_path(&self) -> &str {
-        self.held.node_path()
-    }
-
-    /// The hold itself.
-    pub fn hold(&self) -> &Hold {
-        self.held.hold()
-    }
-
-    /// Whether the hold can still be trusted (see
-    /// [`MutexGuard::is_valid`](crate::MutexGuard::is_valid)); no I/O.
-    pub fn is_valid(&self) -> bool {
-        self.held.is_valid()
-    }
-
-    /// Completes when this hold can no longer be trusted, with the reason
-    /// (error connection state, session replaced, node deleted, framework
-    /// closed). Run it beside the protected work.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
-        self.held.lost()
-    }
-
-    /// A [`Fence`] over this hold: ZooKeeper writes through it succeed only
-    /// while the hold is held.
-    pub fn fence(&self) -> Fence {
-        self.held.fence()
+        self.held.hold().path()
     }
 
     /// Releases the hold and deletes the node (in the background if
@@ -104,6 +74,14 @@ impl<H: Half> RwGuard<H> {
     /// background.
     pub async fn release(self) -> Result<()> {
         self.held.release().await
+    }
+}
+
+impl<H> std::ops::Deref for RwGuard<H> {
+    type Target = Hold;
+
+    fn deref(&self) -> &Hold {
+        self.held.hold()
     }
 }
 

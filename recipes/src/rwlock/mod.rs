@@ -241,14 +241,8 @@ impl Shared {
 
     /// A task acquire of `kind` for the current owner (reentrant).
     async fn acquire(&self, kind: Kind, timeout: Option<Duration>) -> Result<bool> {
-        let deadline = match timeout {
-            Some(timeout) => Some(
-                Instant::now()
-                    .checked_add(timeout)
-                    .unwrap_or_else(Instant::now),
-            ),
-            None => None,
-        };
+        // A deadline too far away to represent is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let try_only = timeout.is_some_and(|t| t.is_zero());
         self.side(kind)
             .owners
