@@ -559,16 +559,17 @@ async fn a_slot_freed_before_the_children_watch_is_not_missed() {
         proxy.clear_traffic();
         proxy.hold_replies(true);
         let waiter = tokio::spawn(async move { ours.acquire(&[], None).await });
-        // The create was answered by the server (the pipelined listing right
-        // behind it, with the holder still there); the replies wait at the
-        // proxy.
+        // The create and the pipelined listing were answered by the server
+        // (with the holder still there); the replies wait at the proxy.
         wait_for_participants(&raw, &path, 2).await;
         assert!(
             eventually(PATIENCE, || async {
                 proxy
                     .traffic()
                     .iter()
-                    .any(|t| matches!(t, Traffic::Reply { .. }))
+                    .filter(|t| matches!(t, Traffic::Reply { .. }))
+                    .count()
+                    >= 2
             })
             .await
         );

@@ -396,7 +396,9 @@ impl FaultProxy {
     /// Holds back everything the server sends (replies, notifications)
     /// while `true`, still forwarding requests: a client that waits for a
     /// reply before sending its next request stalls, one that pipelines does
-    /// not. Releasing forwards what was held, in order.
+    /// not. Held replies are still read and recorded in [`traffic`](Self::traffic)
+    /// (up to 16 MiB per connection). Releasing forwards what was held, in
+    /// order.
     pub fn hold_replies(&self, hold: bool) {
         self.shared.replies_held.send_replace(hold);
     }
@@ -552,11 +554,30 @@ async fn pump(
     let mut replies_held = shared.replies_held.subscribe();
     let mut splitter = FrameSplitter::default();
     let mut chunk = vec![0u8; 64 * 1024];
+    // Replies read (and recorded) while replies are held, not yet forwarded.
+    let mut held = Vec::new();
     loop {
         if !wait_unpaused(&mut paused).await {
             return PumpEnd::Shutdown;
         }
-        let n = match reader.read(&mut chunk).await {
+        let read = if held.is_empty() {
+            reader.read(&mut chunk).await
+        } else {
+            tokio::select! {
+                read = reader.read(&mut chunk) => read,
+                released = wait_unpaused(&mut replies_held) => {
+                    if !released {
+                        return PumpEnd::Shutdown;
+                    }
+                    if writer.write_all(&held).await.is_err() || writer.flush().await.is_err() {
+                        return PumpEnd::Closed;
+                    }
+                    held.clear();
+                    continue;
+                }
+            }
+        };
+        let n = match read {
             Ok(0) | Err(_) => {
                 // During a partition the other side must not learn about the close either.
                 return if wait_unpaused(&mut paused).await {
@@ -589,8 +610,20 @@ async fn pump(
         if !wait_unpaused(&mut paused).await {
             return PumpEnd::Shutdown;
         }
-        if matches!(direction, Direction::Replies) && !wait_unpaused(&mut replies_held).await {
-            return PumpEnd::Shutdown;
+        if matches!(direction, Direction::Replies) {
+            // Keep reading while replies are held, so every reply the server
+            // sent is recorded, up to a bound; then wait for the release.
+            if *replies_held.borrow() && !lose && held.len() < HELD_REPLIES_LIMIT {
+                held.extend_from_slice(&out);
+                continue;
+            }
+            if !wait_unpaused(&mut replies_held).await {
+                return PumpEnd::Shutdown;
+            }
+            if !held.is_empty() {
+                held.extend_from_slice(&out);
+                out = std::mem::take(&mut held);
+            }
         }
         if !out.is_empty()
             && (writer.write_all(&out).await.is_err() || writer.flush().await.is_err())
@@ -771,6 +804,10 @@ impl FrameSplitter {
 }
 
 /// Waits until traffic is not paused; `false` when the proxy is gone.
+/// How many bytes of replies a connection keeps while replies are held
+/// before it stops reading from the server.
+const HELD_REPLIES_LIMIT: usize = 16 * 1024 * 1024;
+
 async fn wait_unpaused(paused: &mut watch::Receiver<bool>) -> bool {
     paused.wait_for(|paused| !*paused).await.is_ok()
 }
