@@ -24,6 +24,7 @@
 mod acl;
 mod error;
 mod framework;
+pub mod identity;
 mod listener;
 pub mod lock_internals;
 pub mod path;
@@ -33,6 +34,7 @@ mod state;
 pub use self::acl::{AclProvider, FixedAcl};
 pub use self::error::{Error, Result};
 pub use self::framework::{Framework, FrameworkBuilder, Metrics, Session};
+pub use self::identity::HolderIdentity;
 pub use self::listener::{ConnectionStateListener, ListenerHandle};
 pub use self::state::{next_state, ConnectionState, ErrorPolicy, StateEvent};
 pub use zookeeper_client as zk;

@@ -9,6 +9,7 @@ use zookeeper_client as zk;
 use super::Framework;
 use crate::acl::{AclProvider, FixedAcl};
 use crate::error::{Error, Result};
+use crate::identity::HolderIdentity;
 use crate::path;
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 use crate::state::ErrorPolicy;
@@ -24,6 +25,9 @@ pub(crate) struct Config {
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     pub(crate) acl_provider: Arc<dyn AclProvider>,
     pub(crate) error_policy: ErrorPolicy,
+    /// What participant nodes carry when a recipe gives no data of its own.
+    pub(crate) identity: Option<HolderIdentity>,
+    pub(crate) default_node_data: Vec<u8>,
 }
 
 /// Builds a [`Framework`]; start from [`Framework::builder`].
@@ -40,6 +44,8 @@ pub struct FrameworkBuilder {
     auth: Vec<(String, Vec<u8>)>,
     acl_provider: Option<Arc<dyn AclProvider>>,
     error_policy: ErrorPolicy,
+    identity: bool,
+    identity_label: Option<String>,
 }
 
 impl FrameworkBuilder {
@@ -53,7 +59,25 @@ impl FrameworkBuilder {
             auth: Vec::new(),
             acl_provider: None,
             error_policy: ErrorPolicy::Standard,
+            identity: true,
+            identity_label: None,
         }
+    }
+
+    /// A label added to the [`HolderIdentity`] every participant node
+    /// carries (for example the job's name), cut to
+    /// [`MAX_LABEL_LEN`](crate::identity::MAX_LABEL_LEN) bytes. None by default.
+    pub fn identity_label(mut self, label: impl Into<String>) -> Self {
+        self.identity_label = Some(label.into());
+        self
+    }
+
+    /// Whether participant nodes carry this process's [`HolderIdentity`]
+    /// when a recipe gives no data of its own. Defaults to `true`; with
+    /// `false` they carry no data, as Curator's.
+    pub fn holder_identity(mut self, enabled: bool) -> Self {
+        self.identity = enabled;
+        self
     }
 
     /// The ensemble, as `host:port[,host:port…]`. Required.
@@ -174,6 +198,13 @@ impl FrameworkBuilder {
                 Duration::from_secs(5),
             )?),
         };
+        let identity = self
+            .identity
+            .then(|| HolderIdentity::of_this_process(self.identity_label.as_deref()));
+        let default_node_data = identity
+            .as_ref()
+            .map(HolderIdentity::to_bytes)
+            .unwrap_or_default();
         Ok(Framework::from_config(Config {
             connect_string,
             session_timeout: self.session_timeout,
@@ -183,6 +214,8 @@ impl FrameworkBuilder {
             auth: self.auth,
             acl_provider,
             error_policy: self.error_policy,
+            identity,
+            default_node_data,
         }))
     }
 }

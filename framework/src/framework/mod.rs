@@ -434,6 +434,19 @@ impl Framework {
         self.inner().listeners.add(Arc::new(listener))
     }
 
+    /// The identity participant nodes carry when a recipe gives no data of
+    /// its own (`None` when turned off with
+    /// [`FrameworkBuilder::holder_identity`]).
+    pub fn holder_identity(&self) -> Option<&crate::HolderIdentity> {
+        self.inner().config.identity.as_ref()
+    }
+
+    /// The data of participant nodes created without data of their own:
+    /// the [`holder_identity`](Self::holder_identity) as JSON, or nothing.
+    pub fn default_node_data(&self) -> &[u8] {
+        &self.inner().config.default_node_data
+    }
+
     /// The error policy recipes apply to held locks.
     pub fn error_policy(&self) -> ErrorPolicy {
         self.inner().config.error_policy

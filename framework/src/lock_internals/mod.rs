@@ -326,8 +326,14 @@ impl LockInternals {
                 }
                 None => self.framework.session().await?,
             };
+            // Without data of its own, a participant carries its creator's
+            // identity.
+            let data = match request.data {
+                [] => self.framework.default_node_data(),
+                data => data,
+            };
             let err = match self
-                .attempt(&session, request.data, request.revocation, try_only)
+                .attempt(&session, data, request.revocation, try_only)
                 .await
             {
                 Ok(hold) => return Ok(hold),
