@@ -30,6 +30,7 @@ pub mod lock_internals;
 pub mod path;
 pub mod retry;
 mod state;
+pub mod telemetry;
 
 pub use self::acl::{AclProvider, FixedAcl};
 pub use self::error::{Error, Result};

@@ -28,6 +28,7 @@ pub(crate) struct Config {
     /// What participant nodes carry when a recipe gives no data of its own.
     pub(crate) identity: Option<HolderIdentity>,
     pub(crate) default_node_data: Vec<u8>,
+    pub(crate) metrics_path_label: bool,
 }
 
 /// Builds a [`Framework`]; start from [`Framework::builder`].
@@ -46,6 +47,7 @@ pub struct FrameworkBuilder {
     error_policy: ErrorPolicy,
     identity: bool,
     identity_label: Option<String>,
+    metrics_path_label: bool,
 }
 
 impl FrameworkBuilder {
@@ -61,7 +63,16 @@ impl FrameworkBuilder {
             error_policy: ErrorPolicy::Standard,
             identity: true,
             identity_label: None,
+            metrics_path_label: true,
         }
+    }
+
+    /// Whether lock metrics carry the lock's path as their `path` label
+    /// (see [`telemetry`](crate::telemetry)). Defaults to `true`; turn it
+    /// off when lock paths are many, to keep the number of series small.
+    pub fn metrics_path_label(mut self, enabled: bool) -> Self {
+        self.metrics_path_label = enabled;
+        self
     }
 
     /// A label added to the [`HolderIdentity`] every participant node
@@ -216,6 +227,7 @@ impl FrameworkBuilder {
             error_policy: self.error_policy,
             identity,
             default_node_data,
+            metrics_path_label: self.metrics_path_label,
         }))
     }
 }

@@ -180,6 +180,7 @@ fn finish(inner: &Inner, queue: &mut Queue, job: &CleanupJob, outcome: Outcome) 
                     .metrics
                     .background_deletes
                     .fetch_add(1, Ordering::Relaxed);
+                crate::telemetry::background_delete();
             }
             tracing::debug!(?job, deleted, "background cleanup done");
         }

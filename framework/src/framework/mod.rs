@@ -696,6 +696,7 @@ impl Inner {
         let current = *self.state_tx.borrow();
         if let Some(next) = next_state(current, event) {
             tracing::info!(from = ?current, to = %next, ?event, "connection state changed");
+            crate::telemetry::state_change(next.to_string());
             if self.config.error_policy.is_error_state(next) {
                 self.loss_epoch.fetch_add(1, Ordering::AcqRel);
             }

@@ -32,6 +32,7 @@ use super::fence::{Fence, FencingToken};
 use super::loss::LockLoss;
 use super::AcquiredNode;
 use crate::framework::{Framework, Session};
+use crate::telemetry;
 
 /// A participant node that was granted the lock, with its loss latch. Cheap
 /// to clone; clones share the latch.
@@ -43,6 +44,9 @@ pub struct Hold {
 struct HoldInner {
     framework: Framework,
     node: AcquiredNode,
+    /// The `path` label of its metrics, and when it was granted.
+    label: String,
+    granted: std::time::Instant,
     /// The framework's loss epoch when the node was granted.
     epoch: u64,
     /// The first reason the hold was found lost (set once).
@@ -62,10 +66,14 @@ impl fmt::Debug for Hold {
 impl Hold {
     /// Wraps a node granted at loss epoch `epoch`.
     pub(crate) fn new(framework: Framework, node: AcquiredNode, epoch: u64) -> Hold {
+        let label = telemetry::path_label(&framework, crate::path::split(node.path()).0);
+        telemetry::hold_started(&label);
         Hold {
             inner: Arc::new(HoldInner {
                 framework,
                 node,
+                label,
+                granted: std::time::Instant::now(),
                 epoch,
                 lost: watch::Sender::new(None),
             }),
@@ -135,6 +143,7 @@ impl Hold {
             }
             None => {
                 tracing::info!(node = %self.inner.node.path(), %loss, "hold lost");
+                telemetry::hold_lost(&self.inner.label, loss.to_string());
                 *current = Some(loss);
                 true
             }
@@ -215,6 +224,12 @@ impl Hold {
     /// A fence over this hold alone (see [`Fence`]).
     pub fn fence(&self) -> Fence {
         Fence::new(vec![self.clone()])
+    }
+}
+
+impl Drop for HoldInner {
+    fn drop(&mut self) {
+        telemetry::hold_ended(&self.label, self.granted.elapsed());
     }
 }
 

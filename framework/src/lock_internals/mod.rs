@@ -289,6 +289,7 @@ impl LockInternals {
         let timeout = request.timeout;
         let try_only = timeout == Some(Duration::ZERO);
         let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
+        let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
         let acquire = self
             .acquire_restarting(&request, try_only)
             .instrument(span.clone());
@@ -298,6 +299,11 @@ impl LockInternals {
                 .unwrap_or(Ok(None)),
             _ => acquire.await,
         };
+        waiting.finish(match &result {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timed_out",
+            Err(_) => "failed",
+        });
         span.in_scope(|| match &result {
             Ok(Some(hold)) => {
                 tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired")

@@ -147,6 +147,7 @@ async fn watch_loop(inner: &Inner, generation: u64, node_path: &str, revocation:
         };
         if data == REVOKE_MESSAGE {
             tracing::info!(node = %node_path, "revocation requested");
+            crate::telemetry::revocation(path::split(node_path).0);
             revocation.0.revocation_requested(node_path);
         }
         let event = watcher.changed().await;
