@@ -7,8 +7,9 @@
 //!    created, and the children of `<path>` are listed **in the same breath**:
 //!    both requests are sent back to back before waiting for either answer.
 //!    ZooKeeper answers a session's requests in order, so the listing already
-//!    contains the new node; an uncontended lock costs one round trip
-//!    (Curator spends three).
+//!    contains the new node; an uncontended acquire costs one round trip
+//!    (Curator's costs two, the create and then the listing), and a whole
+//!    acquire-release cycle two (Curator's three).
 //! 2. The driver decides, from the sorted children, whether we hold the lock
 //!    or which single node to watch (the predecessor for a mutex: one release
 //!    wakes one waiter, no herd).
