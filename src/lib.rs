@@ -6,19 +6,100 @@
 //!   retry policies and the lock machinery ([`framework::lock_internals`]);
 //! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …).
 //!
-//! ```no_run
-//! # async fn demo() -> zk_curator::Result<()> {
+//! # A tour
+//!
+//! Every example below runs as it is (`cargo test --doc`), against the
+//! embedded ZooKeeper-protocol server of `zk-curator-testing`; point
+//! `connect_string` at your ensemble instead.
+//!
+//! **A mutex, its fencing token and a fenced write.** The guard is a
+//! [`Hold`]: it knows its token, whether it is still valid, and how to make
+//! a ZooKeeper write conditional on still holding the lock.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
+//! use zk_curator::framework::zk;
 //! use zk_curator::{Framework, InterProcessMutex};
 //!
-//! let framework = Framework::builder().connect_string("127.0.0.1:2181").build()?;
+//! let server = zk_curator_testing::EmbeddedServer::start().await?;
+//! let framework = Framework::builder().connect_string(server.connect_string()).build()?;
 //! framework.start()?;
 //! framework.block_until_connected(Duration::from_secs(10)).await?;
 //!
 //! let mutex = InterProcessMutex::new(framework.clone(), "/locks/report")?;
 //! let guard = mutex.lock().await?;
 //! println!("holding with fencing token {}", guard.fencing_token());
+//! let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+//! guard.fence().create("/report", b"written under the lock", &open).await?;
+//! assert!(guard.is_valid());
 //! guard.release().await?;
+//!
+//! // Without waiting: held at once, or nothing left behind.
+//! let guard = mutex.try_lock().await?.expect("free");
+//! assert!(mutex.try_lock().await?.is_none(), "not reentrant: a second guard waits");
+//! guard.release().await?;
+//! framework.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! **Stop when the lock is lost.** Run the work beside [`Hold::lost`]; it
+//! fires on a suspended or lost session, a deleted node or a closed
+//! framework.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # use std::time::Duration;
+//! # use zk_curator::{Framework, InterProcessMutex};
+//! # let server = zk_curator_testing::EmbeddedServer::start().await?;
+//! # let framework = Framework::builder().connect_string(server.connect_string()).build()?;
+//! # framework.start()?;
+//! # framework.block_until_connected(Duration::from_secs(10)).await?;
+//! let mutex = InterProcessMutex::new(framework.clone(), "/locks/job")?;
+//! let guard = mutex.lock().await?;
+//! let work = tokio::time::sleep(Duration::from_millis(50)); // the protected work
+//! tokio::select! {
+//!     _ = work => println!("done while holding"),
+//!     reason = guard.lost() => println!("stopped: {reason}"),
+//! }
+//! guard.release().await?;
+//! # framework.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! **Readers and writers, a semaphore, several locks at once.**
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # use std::time::Duration;
+//! # use zk_curator::Framework;
+//! # let server = zk_curator_testing::EmbeddedServer::start().await?;
+//! # let framework = Framework::builder().connect_string(server.connect_string()).build()?;
+//! # framework.start()?;
+//! # framework.block_until_connected(Duration::from_secs(10)).await?;
+//! use zk_curator::{InterProcessMultiLock, InterProcessReadWriteLock, InterProcessSemaphoreV2};
+//!
+//! let catalogue = InterProcessReadWriteLock::new(framework.clone(), "/locks/catalogue")?;
+//! let (read, write) = (catalogue.read_lock(), catalogue.write_lock());
+//! write.acquire().await?;
+//! read.acquire().await?; // downgrade: same task, level with the write node
+//! write.release().await?;
+//! read.release().await?;
+//!
+//! let connections = InterProcessSemaphoreV2::new(framework.clone(), "/semaphores/db", 2)?;
+//! let leases = connections.acquire_many(2).await?;
+//! assert!(connections.try_acquire().await?.is_none(), "both leases are out");
+//! InterProcessSemaphoreV2::return_all(leases).await?;
+//!
+//! let accounts = InterProcessMultiLock::from_paths(
+//!     framework.clone(),
+//!     &["/locks/accounts/bob", "/locks/accounts/alice"],
+//! )?;
+//! assert!(accounts.acquire_timeout(Duration::from_secs(5)).await?);
+//! accounts.release().await?;
 //! framework.close().await;
 //! # Ok(()) }
 //! ```
