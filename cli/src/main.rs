@@ -38,7 +38,8 @@ Exit codes:
   77   `lock`: the hold was revoked while the command ran (the command was stopped)
   126  `lock`: the command could not be executed
   127  `lock`: the command was not found
-  128+N `lock`: the command was ended by signal N (e.g. 130, 143)";
+  128+N `lock`: the command was ended by signal N (e.g. 130, 143), or
+        zk-curator got signal N while still waiting for the lock";
 
 /// Apache Curator's lock recipes on ZooKeeper, from the shell.
 #[derive(Debug, Parser)]

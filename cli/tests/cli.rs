@@ -314,6 +314,96 @@ async fn revoke_stops_the_holder_and_releases() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_one_lease_by_name() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, signalled) = gated_script(dir.path());
+        let other = tempfile::tempdir().unwrap();
+        let (script2, started2, release2, signalled2) = gated_script(other.path());
+        let path = unique("revoke-lease");
+        let first = spawn_lock(&path, &["--leases", "2"], &script);
+        let second = spawn_lock(&path, &["--leases", "2"], &script2);
+        wait_for_file(&started).await;
+        wait_for_file(&started2).await;
+        let listed = participants(&path, 2, "two leases").await;
+        let name = listed[0]["name"].as_str().unwrap();
+        let output = run(&["revoke", &path, "--node", name]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "asked 1 holder to release\n"
+        );
+        // Exactly the named lease's holder stops.
+        let left = participants(&path, 1, "one lease left").await;
+        assert_eq!(left[0]["node"], listed[1]["node"]);
+        let stopped = [&signalled, &signalled2]
+            .iter()
+            .filter(|file| file.exists())
+            .count();
+        assert_eq!(stopped, 1);
+        std::fs::write(&release, "").unwrap();
+        std::fs::write(&release2, "").unwrap();
+        let codes = [
+            finish(first).await.status.code(),
+            finish(second).await.status.code(),
+        ];
+        assert!(
+            codes.contains(&Some(77)) && codes.contains(&Some(0)),
+            "{codes:?}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn namespace_and_auth_settings() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let namespace = unique("ns");
+        let holder = zkc(&[
+            "--namespace",
+            &namespace,
+            "lock",
+            "/inner",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("ZK_AUTH", "someone:secret")
+        .spawn()
+        .unwrap();
+        wait_for_file(&started).await;
+        // Seen from the root, the lock lives under the namespace.
+        let listed = participants(&format!("{namespace}/inner"), 1, "the namespaced node").await;
+        assert!(listed[0]["node"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{namespace}/inner/_c_")));
+        let inside = run(&["--namespace", &namespace, "locks", "/inner", "--json"]).await;
+        let inside: Value = serde_json::from_slice(&inside.stdout).unwrap();
+        let inside = inside["participants"].as_array().unwrap();
+        assert_eq!(inside.len(), 1);
+        assert!(inside[0]["node"]
+            .as_str()
+            .unwrap()
+            .starts_with("/inner/_c_"));
+        std::fs::write(&release, "").unwrap();
+        assert!(finish(holder).await.status.success());
+
+        let output = zkc(&["locks", "/x"])
+            .env("ZK_AUTH", "no-colon")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(64));
+        assert!(stderr(&output).contains("ZK_AUTH"), "{}", stderr(&output));
+    })
+    .await;
+}
+
 /// Waits until the lock has exactly one participant and returns it.
 async fn the_holder(path: &str) -> Value {
     participants(path, 1, "the holder's node").await.remove(0)
@@ -399,6 +489,33 @@ async fn signals_are_passed_on_and_the_lock_released() {
         assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
         assert_eq!(std::fs::read_to_string(&signalled).unwrap().trim(), "INT");
         assert!(locks_json(&path).await.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_waiter_leaves_the_queue() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let path = unique("interrupted");
+        let holder = spawn_lock(&path, &[], &script);
+        wait_for_file(&started).await;
+        let ran = dir.path().join("waiter-ran");
+        let waiter = spawn_lock(&path, &[], &format!("touch {}", ran.display()));
+        participants(&path, 2, "the waiter queued").await;
+        let pid = waiter.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let output = finish(waiter).await;
+        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+        participants(&path, 1, "the waiter gone").await;
+        std::fs::write(&release, "").unwrap();
+        assert!(finish(holder).await.status.success());
+        assert!(!ran.exists(), "the interrupted waiter ran its command");
     })
     .await;
 }
