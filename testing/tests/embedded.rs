@@ -979,3 +979,20 @@ async fn super_user_passes_acls() {
         Error::NoAuth
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listens_on_a_chosen_port_and_refuses_a_taken_one() {
+    // Find a port that is free now, then ask the server for exactly it.
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    drop(probe);
+    let server = EmbeddedServer::builder().port(port).start().await.unwrap();
+    assert_eq!(server.port(), port);
+    assert_eq!(server.connect_string(), format!("127.0.0.1:{port}"));
+    let client = connect(&server).await;
+    bounded(client.create("/chosen", b"", &persistent()))
+        .await
+        .unwrap();
+    // The port is ours now: a second server cannot have it.
+    assert!(EmbeddedServer::builder().port(port).start().await.is_err());
+}

@@ -32,6 +32,8 @@ struct Settings {
     min_session_timeout: Duration,
     max_session_timeout: Duration,
     container_check_interval: Duration,
+    /// The port to listen on; 0 asks the system for a free one.
+    port: u16,
 }
 
 impl Default for Settings {
@@ -42,6 +44,7 @@ impl Default for Settings {
             min_session_timeout: Duration::from_millis(400),
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
+            port: 0,
         }
     }
 }
@@ -90,7 +93,15 @@ impl EmbeddedServerBuilder {
         self
     }
 
-    /// Starts the server on a free `127.0.0.1` port, on the current tokio runtime: it lives as
+    /// Listens on this `127.0.0.1` port instead of a free one the system picks (0, the
+    /// default, keeps picking). Starting fails if the port is taken.
+    pub fn port(mut self, port: u16) -> Self {
+        self.settings.port = port;
+        self
+    }
+
+    /// Starts the server on a free `127.0.0.1` port (or the one set with
+    /// [`port`](Self::port)), on the current tokio runtime: it lives as
     /// long as the handle and that runtime.
     ///
     /// # Errors
@@ -133,7 +144,7 @@ impl EmbeddedServerBuilder {
                 s.min_session_timeout, s.max_session_timeout
             )));
         }
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, s.port))
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|err| Error::io("cannot bind embedded server", err))?;
         let address = listener

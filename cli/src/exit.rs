@@ -1,0 +1,57 @@
+//! Exit codes and the error that carries one.
+//!
+//! The codes follow BSD's `sysexits.h` where one fits, so they stay clear of
+//! the small statuses commands usually exit with (which `lock` passes
+//! through), and the shell's conventions for a command that cannot run.
+
+use std::fmt;
+
+use zk_curator::Error;
+
+/// Bad arguments, no ensemble given, malformed `ZK_AUTH` (`EX_USAGE`).
+pub(crate) const USAGE: u8 = 64;
+/// ZooKeeper could not be reached within the connection timeout
+/// (`EX_UNAVAILABLE`).
+pub(crate) const UNAVAILABLE: u8 = 69;
+/// Any other failure (`EX_SOFTWARE`).
+pub(crate) const OTHER: u8 = 70;
+/// `lock --timeout` expired before the lock was acquired (`EX_TEMPFAIL`).
+pub(crate) const TIMEOUT: u8 = 75;
+/// The hold was lost while the command ran.
+pub(crate) const LOST: u8 = 76;
+/// The hold was revoked while the command ran.
+pub(crate) const REVOKED: u8 = 77;
+/// The command exists but could not be executed (the shell's code).
+pub(crate) const CANNOT_EXECUTE: u8 = 126;
+/// The command was not found (the shell's code).
+pub(crate) const NOT_FOUND: u8 = 127;
+
+/// A failure to report on stderr, with its exit code.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: u8, message: impl fmt::Display) -> Self {
+        Failure {
+            code,
+            message: message.to_string(),
+        }
+    }
+
+    pub(crate) fn usage(message: impl fmt::Display) -> Self {
+        Failure::new(USAGE, message)
+    }
+
+    /// A library error met while doing `what`.
+    pub(crate) fn zk(what: impl fmt::Display, err: Error) -> Self {
+        let code = match err {
+            Error::InvalidPath(_) | Error::InvalidArgument(_) => USAGE,
+            Error::Timeout(_) => UNAVAILABLE,
+            _ => OTHER,
+        };
+        Failure::new(code, format!("{what}: {err}"))
+    }
+}

@@ -1,0 +1,131 @@
+//! `zk-curator locks`: a lock's holders and waiters, as a table or JSON.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use zk_curator::Framework;
+
+use crate::exit::Failure;
+use crate::layout::{participants, Participant};
+use crate::LocksArgs;
+
+/// Lists the participants of `args.path` on stdout.
+pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
+    let found = participants(framework, &args.path, args.leases).await?;
+    let text = if args.json {
+        let listed: Vec<Value> = found.iter().map(to_json).collect();
+        json!({ "path": args.path, "participants": listed }).to_string()
+    } else {
+        table(&found)
+    };
+    println!("{text}");
+    Ok(0)
+}
+
+/// The identity a holder stored in its node: the framework's holder identity
+/// (`host`, `pid`, `label` — the label is `lock --id`), or else the data as
+/// text.
+fn identity(data: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(data) {
+        Ok(Value::Object(map))
+            if ["host", "pid", "label"]
+                .iter()
+                .any(|key| map.contains_key(*key)) =>
+        {
+            Value::Object(map)
+        }
+        _ => Value::String(String::from_utf8_lossy(data).into_owned()),
+    }
+}
+
+fn identity_text(data: &[u8]) -> String {
+    match identity(data) {
+        Value::Object(map) => {
+            let field = |key: &str| match map.get(key) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            let (label, host, pid) = (field("label"), field("host"), field("pid"));
+            let place = format!("{host}:{pid}");
+            if label.is_empty() {
+                place
+            } else {
+                format!("{label} ({place})")
+            }
+        }
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
+}
+
+fn session_hex(session: i64) -> String {
+    format!("{session:#x}")
+}
+
+fn to_json(p: &Participant) -> Value {
+    json!({
+        "kind": p.kind.as_str(),
+        "role": p.role.as_str(),
+        "node": p.node,
+        "name": p.name,
+        "sequence": p.sequence,
+        "session": session_hex(p.session),
+        "age_ms": p.age_ms(),
+        "fencing_token": p.czxid,
+        "identity": identity(&p.data),
+    })
+}
+
+fn table(found: &[Participant]) -> String {
+    let header = [
+        "KIND", "ROLE", "SEQ", "SESSION", "AGE", "TOKEN", "HOLDER", "NODE",
+    ]
+    .map(String::from);
+    let mut rows = vec![header.to_vec()];
+    for p in found {
+        // Whole seconds (or milliseconds under one) read best in a table.
+        let age = Duration::from_millis(p.age_ms());
+        let age = if age.as_secs() > 0 {
+            Duration::from_secs(age.as_secs())
+        } else {
+            age
+        };
+        rows.push(vec![
+            p.kind.as_str().to_owned(),
+            p.role.as_str().to_owned(),
+            p.sequence.map(|s| s.to_string()).unwrap_or_default(),
+            session_hex(p.session),
+            humantime::format_duration(age).to_string(),
+            p.czxid.to_string(),
+            identity_text(&p.data),
+            p.name.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|col| {
+            rows.iter()
+                .map(|r| r[col].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (col, cell) in row.iter().enumerate() {
+            if col + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[col]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if found.is_empty() {
+        out.push_str("(no holders or waiters)\n");
+    }
+    out.trim_end().to_owned()
+}
