@@ -646,14 +646,16 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind) -> Lock {
 }
 
 /// Expires a contender's session on the server the way a server does it:
-/// once the client has gone silent. The contender's traffic is blackholed
-/// until its framework reports the connection `Suspended`, then the server
-/// expires the session, then traffic flows again. (Expiring a session whose
+/// once the client has gone silent for the session timeout. The
+/// contender's traffic is blackholed until its framework reports the
+/// connection `Suspended` and the session timeout has passed, then the
+/// server expires the session, then traffic flows again. (Expiring a session whose
 /// client still hears the server, which ZooKeeper itself never does, gives
 /// no client a chance to signal the loss before the next holder is let in;
 /// only the fence protects there, and the process pauses test that.)
 async fn expire(server: &TestingServer, contender: &Contender) {
     let framework = &contender.framework;
+    let silent_since = Instant::now();
     contender.proxy.blackhole(true);
     let silent = async {
         let mut states = framework.state_watcher();
@@ -662,6 +664,9 @@ async fn expire(server: &TestingServer, contender: &Contender) {
             .await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(10), silent).await;
+    // A server expires a session a whole session timeout after it last
+    // heard from it, not the moment the client noticed the silence.
+    tokio::time::sleep_until(silent_since + framework_session_timeout(contender)).await;
     if let Some(session) = framework.current_session() {
         match server.as_embedded() {
             Some(embedded) => {
@@ -675,6 +680,13 @@ async fn expire(server: &TestingServer, contender: &Contender) {
         }
     }
     contender.proxy.blackhole(false);
+}
+
+fn framework_session_timeout(contender: &Contender) -> Duration {
+    contender
+        .framework
+        .current_session()
+        .map_or(Duration::from_secs(2), |s| s.client().session_timeout())
 }
 
 /// What became of a critical section's write.
@@ -810,8 +822,9 @@ fn note_loss(shared: &Shared, kind: Kind, loss: LockLoss) {
 
 /// The critical section's write: the counter plus one, with this holder's
 /// token, conditional on the version read (for exclusive kinds), through
-/// the hold's fence (or, with `ZK_CHAOS_BREAK=fence`, straight through the
-/// framework's current session).
+/// the hold's fence (or, with `ZK_CHAOS_BREAK=fence`, as a naive holder
+/// writes: straight through the framework's current session, with no
+/// version check).
 async fn write(
     shared: &Shared,
     framework: &Framework,
@@ -831,9 +844,11 @@ async fn write(
     let version = exclusive.then_some(stat.version);
     let lost_before = taken.gone();
     let result = if shared.config.break_fence {
+        // A naive holder: a plain write on whatever session is current,
+        // neither fenced nor conditional on the version it read.
         match framework.client().await {
             Ok(client) => client
-                .set_data(counter, next.as_bytes(), version)
+                .set_data(counter, next.as_bytes(), None)
                 .await
                 .map(|_| ())
                 .map_err(Error::from),
