@@ -4,23 +4,64 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use zk_curator::framework::zk;
 use zk_curator::Framework;
 
 use crate::exit::Failure;
 use crate::layout::{participants, Participant};
 use crate::LocksArgs;
 
-/// Lists the participants of `args.path` on stdout.
+/// Lists the participants of `args.path` on stdout; with `--watch`, again
+/// after every change among them, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
-    let found = participants(framework, &args.path, args.leases).await?;
-    let text = if args.json {
-        let listed: Vec<Value> = found.iter().map(to_json).collect();
-        json!({ "path": args.path, "participants": listed }).to_string()
-    } else {
-        table(&found)
-    };
-    println!("{text}");
-    Ok(0)
+    loop {
+        let found = participants(framework, &args.path, args.leases).await?;
+        let text = if args.json {
+            let listed: Vec<Value> = found.iter().map(to_json).collect();
+            json!({ "path": args.path, "participants": listed }).to_string()
+        } else {
+            table(&found)
+        };
+        println!("{text}");
+        if !args.watch {
+            return Ok(0);
+        }
+        if !args.json {
+            println!();
+        }
+        tokio::select! {
+            changed = wait_for_change(framework, &args.path) => changed?,
+            _ = tokio::signal::ctrl_c() => return Ok(0),
+        }
+    }
+}
+
+/// Waits until the children of the lock path (or of a semaphore's `leases`
+/// and `locks` children) change, or one of them appears or goes.
+async fn wait_for_change(framework: &Framework, path: &str) -> Result<(), Failure> {
+    let client = framework
+        .client()
+        .await
+        .map_err(|err| Failure::zk("cannot watch the lock", err))?;
+    let mut watches = Vec::new();
+    for dir in [
+        path.to_owned(),
+        format!("{path}/leases"),
+        format!("{path}/locks"),
+    ] {
+        let watcher = match client.list_and_watch_children(&dir).await {
+            Ok((_, watcher)) => watcher,
+            Err(zk::Error::NoNode) => match client.check_and_watch_stat(&dir).await {
+                Ok((_, watcher)) => watcher,
+                Err(err) => return Err(Failure::zk("cannot watch the lock", err.into())),
+            },
+            Err(err) => return Err(Failure::zk("cannot watch the lock", err.into())),
+        };
+        watches.push(Box::pin(async move { watcher.changed().await }));
+    }
+    drop(client);
+    futures::future::select_all(watches).await;
+    Ok(())
 }
 
 /// The identity a holder stored in its node: the framework's holder identity

@@ -144,6 +144,10 @@ pub(crate) struct LocksArgs {
     /// Print one JSON object (for scripts) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print again after every change among the participants (one JSON
+    /// object per line with `--json`), until Ctrl-C.
+    #[arg(long)]
+    pub(crate) watch: bool,
     /// For a semaphore: its number of leases, to tell holders from the
     /// waiting lease node. Without it, the lease node of the session at the
     /// head of the semaphore's internal queue is taken for the waiter.

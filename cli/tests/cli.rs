@@ -602,3 +602,59 @@ async fn server_serves_a_zookeeper_client() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn locks_watch_prints_again_on_every_change() {
+    bounded(async {
+        let path = unique("watch");
+        let mut watch = zkc(&["locks", &path, "--json", "--watch"]).spawn().unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let count = |line: &str| {
+            let parsed: Value = serde_json::from_str(line).unwrap();
+            parsed["participants"].as_array().unwrap().len()
+        };
+        // Nothing yet (the path does not even exist).
+        let first = lines.next_line().await.unwrap().unwrap();
+        assert_eq!(count(&first), 0);
+        // A holder appears: a new line lists it, without being asked.
+        let dir = tempfile::tempdir().unwrap();
+        let release = dir.path().join("release");
+        let mut holder = spawn_lock(
+            &path,
+            &[],
+            &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
+        );
+        let mut seen = 0;
+        while seen != 1 {
+            let line = tokio::time::timeout(WAIT_LIMIT, lines.next_line())
+                .await
+                .expect("a refresh after the holder came")
+                .unwrap()
+                .unwrap();
+            seen = count(&line);
+        }
+        // It leaves: another line, empty again.
+        std::fs::write(&release, b"").unwrap();
+        assert!(holder.wait().await.unwrap().success());
+        while seen != 0 {
+            let line = tokio::time::timeout(WAIT_LIMIT, lines.next_line())
+                .await
+                .expect("a refresh after the holder left")
+                .unwrap()
+                .unwrap();
+            seen = count(&line);
+        }
+        let pid = watch.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    })
+    .await;
+}
