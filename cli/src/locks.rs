@@ -16,6 +16,10 @@ use crate::LocksArgs;
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     loop {
         let found = participants(framework, &args.path, args.leases).await?;
+        let shown: Vec<String> = found
+            .iter()
+            .map(|p| format!("{}:{:?}", p.node, p.role))
+            .collect();
         let text = if args.json {
             let listed: Vec<Value> = found.iter().map(to_json).collect();
             json!({ "path": args.path, "participants": listed }).to_string()
@@ -30,7 +34,7 @@ pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, F
             println!();
         }
         tokio::select! {
-            changed = wait_for_change(framework, &args.path) => changed?,
+            changed = wait_for_change(framework, args, &shown) => changed?,
             _ = tokio::signal::ctrl_c() => return Ok(0),
         }
     }
@@ -38,7 +42,12 @@ pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, F
 
 /// Waits until the children of the lock path (or of a semaphore's `leases`
 /// and `locks` children) change, or one of them appears or goes.
-async fn wait_for_change(framework: &Framework, path: &str) -> Result<(), Failure> {
+async fn wait_for_change(
+    framework: &Framework,
+    args: &LocksArgs,
+    printed: &[String],
+) -> Result<(), Failure> {
+    let path = args.path.as_str();
     let client = framework
         .client()
         .await
@@ -60,6 +69,16 @@ async fn wait_for_change(framework: &Framework, path: &str) -> Result<(), Failur
         watches.push(Box::pin(async move { watcher.changed().await }));
     }
     drop(client);
+    // Look again now that the watches are set: a change between the last
+    // listing and the watches is not slept through.
+    let found = participants(framework, path, args.leases).await?;
+    let now: Vec<String> = found
+        .iter()
+        .map(|p| format!("{}:{:?}", p.node, p.role))
+        .collect();
+    if now != printed {
+        return Ok(());
+    }
     futures::future::select_all(watches).await;
     Ok(())
 }
