@@ -11,15 +11,21 @@ use crate::exit::Failure;
 use crate::layout::{participants, Participant};
 use crate::LocksArgs;
 
+/// What `--watch` compares between two listings: each participant's node
+/// and role (ages change all the time and are left out).
+fn queue_shape(found: &[Participant]) -> Vec<String> {
+    found
+        .iter()
+        .map(|p| format!("{}:{:?}", p.node, p.role))
+        .collect()
+}
+
 /// Lists the participants of `args.path` on stdout; with `--watch`, again
 /// after every change among them, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     loop {
         let found = participants(framework, &args.path, args.leases).await?;
-        let shown: Vec<String> = found
-            .iter()
-            .map(|p| format!("{}:{:?}", p.node, p.role))
-            .collect();
+        let shown = queue_shape(&found);
         let text = if args.json {
             let listed: Vec<Value> = found.iter().map(to_json).collect();
             json!({ "path": args.path, "participants": listed }).to_string()
@@ -72,11 +78,7 @@ async fn wait_for_change(
     // Look again now that the watches are set: a change between the last
     // listing and the watches is not slept through.
     let found = participants(framework, path, args.leases).await?;
-    let now: Vec<String> = found
-        .iter()
-        .map(|p| format!("{}:{:?}", p.node, p.role))
-        .collect();
-    if now != printed {
+    if queue_shape(&found) != printed {
         return Ok(());
     }
     futures::future::select_all(watches).await;
