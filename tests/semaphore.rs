@@ -928,6 +928,17 @@ async fn a_free_lease_costs_three_round_trips() {
         let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
         // Warm up (creates the parents), and keep one lease so they stay.
         let kept = semaphore.acquire().await.unwrap();
+        // The internal mutex's parent is a container the server reaps once
+        // it is empty: a foreign persistent child keeps it (it sorts behind
+        // every lock node, so it never counts as a holder).
+        let raw = raw_client(&server.connect_string()).await;
+        raw.create(
+            &format!("{}/keep", locks_of(&path)),
+            b"",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
         proxy.clear_traffic();
         let lease = semaphore.acquire().await.unwrap();
         let requests: Vec<(i32, Option<String>)> = proxy
