@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use zk_curator_testing::TestingServer;
+use zk_curator_testing::{close_granted_session, FaultProxy, TestingServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 /// The bound on each test body.
@@ -409,26 +409,36 @@ async fn the_holder(path: &str) -> Value {
     participants(path, 1, "the holder's node").await.remove(0)
 }
 
+/// The holder's session is expired on the server (on both backends: the
+/// proxy between the tool and the server saw the session's grant, which is
+/// all it takes to close it). `--session-timeout` is what the server granted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_session_stops_the_command() {
-    // Expiring another process's session needs its password, which only
-    // the embedded server can do without: real ZooKeeper is covered by the
-    // node-deletion test below.
-    let Some(embedded) = server().as_embedded() else {
-        eprintln!("NOTICE: session expiry by id needs the embedded server; skipped");
-        return;
-    };
     bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (script, started, _release, signalled) = gated_script(dir.path());
         let path = unique("expire");
-        let holder = spawn_lock(&path, &[], &script);
+        let mut args = vec!["lock", path.as_str(), "--session-timeout", "7s"];
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        let holder = zkc(&args)
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
         wait_for_file(&started).await;
         let session = session_id(&the_holder(&path).await);
-        assert!(
-            embedded.expire_session(session),
-            "unknown session {session:#x}"
+        let grant = proxy
+            .granted_sessions()
+            .into_iter()
+            .find(|grant| grant.session_id == session)
+            .expect("the holder's session went through the proxy");
+        assert_eq!(
+            grant.timeout_ms, 7000,
+            "--session-timeout was not asked for"
         );
+        close_granted_session(&server().connect_string(), &grant, WAIT_LIMIT)
+            .await
+            .unwrap();
         let output = finish(holder).await;
         assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
         assert!(
@@ -563,7 +573,7 @@ async fn connection_errors_are_clear_and_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn server_serves_a_zookeeper_client() {
+async fn server_serves_zookeeper_client_and_kazoo() {
     bounded(async {
         let mut server = Command::new(BIN)
             .args(["server", "--port", "0"])
@@ -588,6 +598,7 @@ async fn server_serves_a_zookeeper_client() {
         assert!(created.is_ok(), "{created:?}");
         assert_eq!(client.get_data("/served").await.unwrap().0, b"yes");
         drop(client);
+        kazoo_uses(&connect).await;
         let pid = server.id().unwrap().to_string();
         let sent = std::process::Command::new("kill")
             .args(["-INT", &pid])
@@ -657,4 +668,53 @@ async fn locks_watch_prints_again_on_every_change() {
         assert!(status.success(), "{status:?}");
     })
     .await;
+}
+
+/// A Python client (kazoo, Debian's `python3-kazoo`) on the served address:
+/// it reads what the Rust client wrote, then takes and releases a lock.
+/// Skipped with a notice when kazoo is missing, unless `ZK_REQUIRE_INTEROP=1`.
+async fn kazoo_uses(connect: &str) {
+    let has_kazoo = Command::new("/usr/bin/python3")
+        .args(["-c", "import kazoo"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|status| status.success());
+    if !has_kazoo {
+        assert!(
+            std::env::var("ZK_REQUIRE_INTEROP").as_deref() != Ok("1"),
+            "ZK_REQUIRE_INTEROP=1 but kazoo is missing: apt-get install -y python3-kazoo"
+        );
+        eprintln!("NOTICE: kazoo is not installed; the served-to-kazoo check is skipped");
+        return;
+    }
+    let script = r#"
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], timeout=10)
+zk.start(timeout=10)
+data, _ = zk.get("/served")
+lock = zk.Lock("/served-lock", "kazoo")
+assert lock.acquire(timeout=10)
+print("data=%s lock=%d" % (data.decode(), len(lock.contenders())))
+lock.release()
+zk.stop()
+zk.close()
+"#;
+    let output = tokio::time::timeout(
+        WAIT_LIMIT,
+        Command::new("/usr/bin/python3")
+            .args(["-c", script, connect])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("kazoo timed out")
+    .unwrap();
+    assert!(output.status.success(), "kazoo failed: {}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "data=yes lock=1"
+    );
 }

@@ -17,6 +17,26 @@
 //! `path` is the lock's path; turn it off with
 //! [`FrameworkBuilder::metrics_path_label`](crate::FrameworkBuilder::metrics_path_label)
 //! when lock paths are many (it is then `*`).
+//!
+//! # Tracing spans
+//!
+//! Every span is at `INFO` level, so a subscriber filtering on
+//! `zk_curator=info` sees acquires, releases and sessions; the events inside
+//! them (waits, wake-ups, retries, losses) are at `DEBUG` and `WARN`.
+//!
+//! | span | fields | around |
+//! |---|---|---|
+//! | `lock.acquire` | `path` (lock path), `lock` (node name prefix), `try_only` | one acquire of any recipe's node, to a hold, a timeout or an error |
+//! | `lock.release` | `node` (full node path) | the delete of one node |
+//! | `semaphore.acquire` | `path`, `leases` (asked for), `max_leases` | a semaphore acquire, internal mutex included |
+//! | `semaphore.release` | `node` | one lease's release |
+//! | `multi_lock.acquire` | `paths` (the members' paths), `timeout`, `owner` (task) | a multi-lock acquire, every member |
+//! | `multi_lock.release` | `paths`, `owner` | a multi-lock release, every member |
+//! | `multi_lock.background_release` | `owner` | members released after a cancelled acquire |
+//! | `rwlock.downgrade` | `write_node` | a write hold turned into a read hold |
+//! | `session` | `id` (hex), `generation` (sessions since the framework started) | the supervisor's life of one ZooKeeper session: establishment, state changes, expiry |
+//!
+//! A span added or changed anywhere in the workspace belongs in this table.
 
 #[cfg(feature = "metrics")]
 mod enabled {

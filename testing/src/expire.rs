@@ -24,6 +24,7 @@ use tracing::{debug, info};
 use zookeeper_client::{Client, SessionState};
 
 use crate::error::Error;
+use crate::proxy::SessionGrant;
 
 /// Default bound for [`expire_session`].
 pub const DEFAULT_EXPIRE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -117,6 +118,67 @@ pub async fn expire_session_within(
     }
 }
 
+/// Closes a session on the server at `connect_string` as its owner would,
+/// from the credentials a [`FaultProxy`](crate::FaultProxy) saw granted: the
+/// way to expire the session of a client in another process. Unlike
+/// [`expire_session_within`] it does not wait for the client to notice.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for a connect string that does not parse;
+/// [`Error::Timeout`] when the server did not confirm within `limit`.
+///
+/// # Cancel safety
+/// Dropping the future may leave the session either alive or closed.
+pub async fn close_granted_session(
+    connect_string: &str,
+    grant: &SessionGrant,
+    limit: Duration,
+) -> Result<(), Error> {
+    let servers = parse_connect_string(connect_string)?;
+    // ConnectRequest: protocolVersion i32, lastZxidSeen i64, timeOut i32,
+    // sessionId i64, passwd (i32 length + bytes), readOnly bool.
+    let password_len = i32::try_from(grant.password.len())
+        .map_err(|_| Error::InvalidConfig("implausible session password".to_owned()))?;
+    let mut body = Vec::with_capacity(33 + grant.password.len());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&0i64.to_be_bytes());
+    body.extend_from_slice(&grant.timeout_ms.to_be_bytes());
+    body.extend_from_slice(&grant.session_id.to_be_bytes());
+    body.extend_from_slice(&password_len.to_be_bytes());
+    body.extend_from_slice(&grant.password);
+    body.push(0);
+    let body_len = i32::try_from(body.len())
+        .map_err(|_| Error::InvalidConfig("implausible session password".to_owned()))?;
+    let mut handshake = body_len.to_be_bytes().to_vec();
+    handshake.extend_from_slice(&body);
+    if replay_until(&servers, &handshake, Instant::now() + limit).await {
+        Ok(())
+    } else {
+        Err(Error::Timeout {
+            what: format!("session {:#x} to close on the server", grant.session_id),
+            timeout: limit,
+        })
+    }
+}
+
+/// Replays `handshake` + `closeSession` until the server confirms (`true`)
+/// or `deadline` passes (`false`).
+async fn replay_until(servers: &[String], handshake: &[u8], deadline: Instant) -> bool {
+    loop {
+        match timeout_at(deadline, replay_and_close(servers, handshake)).await {
+            Ok(Ok(())) => return true,
+            Ok(Err(err)) => debug!(%err, "closing the session did not complete; retrying"),
+            Err(_) => return false,
+        }
+        if timeout_at(deadline, sleep(Duration::from_millis(50)))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+}
+
 const CLOSE_SESSION_XID: i32 = 1;
 const CLOSE_SESSION_OPCODE: i32 = -11;
 /// Generous bound for the handshake and reply frames read here.
@@ -138,20 +200,10 @@ async fn close_session_on_server(
         Ok(handshake) => handshake?,
         Err(_) => return Err(timeout()),
     };
-    loop {
-        match timeout_at(deadline, replay_and_close(&servers, &handshake)).await {
-            Err(_) => return Err(timeout()),
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(err)) => {
-                debug!(%err, "closing the session did not complete; retrying");
-                if timeout_at(deadline, sleep(Duration::from_millis(50)))
-                    .await
-                    .is_err()
-                {
-                    return Err(timeout());
-                }
-            }
-        }
+    if replay_until(&servers, &handshake, deadline).await {
+        Ok(())
+    } else {
+        Err(timeout())
     }
 }
 

@@ -51,6 +51,6 @@ pub use backend::{connect_string_or_start, Backend, TestingServer, BACKEND_ENV, 
 pub use cluster::{NodeMode, TestingCluster, TestingClusterBuilder};
 pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
-pub use expire::{expire_session, expire_session_within};
-pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, Traffic};
+pub use expire::{close_granted_session, expire_session, expire_session_within};
+pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, SessionGrant, Traffic};
 pub use server::{zookeeper_available, ZooKeeperServer, ZooKeeperServerBuilder};

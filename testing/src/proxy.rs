@@ -225,6 +225,46 @@ pub enum Traffic {
     },
 }
 
+/// A session the server granted to a client through the proxy, read from the
+/// `ConnectResponse` of a handshake: enough to act as that session's owner
+/// (see [`close_granted_session`](crate::expire::close_granted_session)),
+/// which the client library itself never reveals.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionGrant {
+    /// The session id.
+    pub session_id: i64,
+    /// The negotiated session timeout, in milliseconds.
+    pub timeout_ms: i32,
+    /// The session password.
+    pub password: Vec<u8>,
+}
+
+impl fmt::Debug for SessionGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionGrant")
+            .field("session_id", &format_args!("{:#x}", self.session_id))
+            .field("timeout_ms", &self.timeout_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionGrant {
+    /// Reads a `ConnectResponse` body: protocolVersion i32, timeOut i32,
+    /// sessionId i64, passwd (i32 length + bytes), readOnly. `None` for a
+    /// refused handshake (session id 0) or a body that does not parse.
+    fn parse(body: &[u8]) -> Option<SessionGrant> {
+        let timeout_ms = read_i32(body, 4)?;
+        let session_id = read_i64(body, 8)?;
+        let len = usize::try_from(read_i32(body, 16)?).ok()?;
+        let password = body.get(20..20usize.checked_add(len)?)?.to_vec();
+        (session_id != 0).then_some(SessionGrant {
+            session_id,
+            timeout_ms,
+            password,
+        })
+    }
+}
+
 /// The xid of pings; left out of [`Traffic`].
 const PING_XID: i32 = -2;
 
@@ -252,6 +292,7 @@ struct Shared {
     connections: Mutex<HashMap<u64, AbortHandle>>,
     armed: Mutex<Option<ArmedFault>>,
     traffic: Mutex<Vec<Traffic>>,
+    grants: Mutex<Vec<SessionGrant>>,
 }
 
 impl Shared {
@@ -328,6 +369,7 @@ impl FaultProxy {
             connections: Mutex::new(HashMap::new()),
             armed: Mutex::new(None),
             traffic: Mutex::new(Vec::new()),
+            grants: Mutex::new(Vec::new()),
         });
         let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
         info!(%local, %upstream, "fault proxy started");
@@ -409,6 +451,16 @@ impl FaultProxy {
     pub fn traffic(&self) -> Vec<Traffic> {
         self.shared
             .traffic
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Every session the server granted through this proxy, oldest first,
+    /// once per session (a reconnect into the same session adds nothing).
+    pub fn granted_sessions(&self) -> Vec<SessionGrant> {
+        self.shared
+            .grants
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
@@ -679,6 +731,15 @@ fn inspect_request(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Share
 
 fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Shared) -> Verdict {
     if frame.handshake {
+        if let Some(grant) = SessionGrant::parse(frame.body()) {
+            let mut grants = shared
+                .grants
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if !grants.iter().any(|g| g.session_id == grant.session_id) {
+                grants.push(grant);
+            }
+        }
         return Verdict::Forward;
     }
     let body = frame.body();
