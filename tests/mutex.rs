@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, raw_client, server, unique_path,
+    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{LockInternalsDriver, ParticipantNode};
@@ -193,8 +193,11 @@ async fn killed_session_lets_the_waiter_in() {
             let waiter = waiter.clone();
             tokio::spawn(async move { waiter.lock().await })
         };
+        // One framework: the waiter queues in-process, behind the holder's
+        // turn, with no node of its own. The expiry must hand it the turn.
         let raw = raw_client(&server.connect_string()).await;
-        wait_for_participants(&raw, &path, 2).await;
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
+        wait_for_participants(&raw, &path, 1).await;
         assert!(
             !waiting.is_finished(),
             "the waiter must wait while the holder holds it"
@@ -728,7 +731,8 @@ async fn two_lease_internals_wake_a_waiter_on_any_release() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("two-leases");
-        let fw = framework(&server.connect_string()).await;
+        // One node per acquire, so that the rule among nodes is what is tested.
+        let fw = framework_with(&server.connect_string(), |b| b.local_queue(false)).await;
         let lock = LockInternals::new(
             fw.clone(),
             &path,

@@ -29,6 +29,7 @@ pub(crate) struct Config {
     pub(crate) identity: Option<HolderIdentity>,
     pub(crate) default_node_data: Vec<u8>,
     pub(crate) metrics_path_label: bool,
+    pub(crate) local_queue: bool,
 }
 
 /// Builds a [`Framework`]; start from [`Framework::builder`].
@@ -48,6 +49,7 @@ pub struct FrameworkBuilder {
     identity: bool,
     identity_label: Option<String>,
     metrics_path_label: bool,
+    local_queue: bool,
 }
 
 impl FrameworkBuilder {
@@ -64,7 +66,30 @@ impl FrameworkBuilder {
             identity: true,
             identity_label: None,
             metrics_path_label: true,
+            local_queue: true,
         }
+    }
+
+    /// Whether tasks of this framework contending for one lock wait in an
+    /// in-process queue, first come first served, so that only a bounded
+    /// number of them have a participant node in ZooKeeper at a time (one for
+    /// a mutex or a write lock; the driver says how many, see
+    /// [`LockInternalsDriver::local_turns`](crate::lock_internals::LockInternalsDriver::local_turns)).
+    /// Defaults to `true`.
+    ///
+    /// With it, the server's queue and every listing grow with the number of
+    /// sessions instead of the number of waiting tasks, and a hand-off
+    /// between two tasks of one process is one round trip (the next task's
+    /// create follows the holder's delete on the wire). Every holder still
+    /// gets its own node and fencing token. Fairness becomes first come,
+    /// first served within the process, and arrival order among the
+    /// participants in ZooKeeper (each process's current one): a task of a
+    /// busy process may wait behind tasks of other processes that came after
+    /// it. Turn it off (one node per waiting task, as Curator) when tasks
+    /// must be served in global arrival order.
+    pub fn local_queue(mut self, enabled: bool) -> Self {
+        self.local_queue = enabled;
+        self
     }
 
     /// Whether lock metrics carry the lock's path as their `path` label
@@ -228,6 +253,7 @@ impl FrameworkBuilder {
             identity,
             default_node_data,
             metrics_path_label: self.metrics_path_label,
+            local_queue: self.local_queue,
         }))
     }
 }

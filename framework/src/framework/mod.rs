@@ -147,6 +147,9 @@ pub(crate) struct Inner {
     /// [`Framework::loss_epoch`]).
     loss_epoch: AtomicU64,
     pub(crate) metrics: Metrics,
+    /// The in-process queue in front of every lock (see
+    /// [`FrameworkBuilder::local_queue`]).
+    pub(crate) local_queues: Arc<crate::lock_internals::LocalQueues>,
 }
 
 impl fmt::Debug for Inner {
@@ -233,6 +236,7 @@ impl Framework {
             tasks: Mutex::new(Vec::new()),
             loss_epoch: AtomicU64::new(0),
             metrics: Metrics::default(),
+            local_queues: Arc::default(),
         };
         Framework {
             handle: Arc::new(Handle {
@@ -485,6 +489,13 @@ impl Framework {
     /// whoever sees the new state also sees the new epoch.
     pub fn loss_epoch(&self) -> u64 {
         self.inner().loss_epoch.load(Ordering::Acquire)
+    }
+
+    /// How many acquires of this framework wait in its in-process queue for
+    /// a turn on the lock at `path` (any lock name under it; see
+    /// [`FrameworkBuilder::local_queue`]). They have no node in ZooKeeper yet.
+    pub fn locally_queued(&self, path: &str) -> usize {
+        self.inner().local_queues.waiting(path)
     }
 
     /// Lock counters.

@@ -129,6 +129,25 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
     ) -> Result<PredicateResults> {
         standard_gets_the_lock(sorted_children, our_name, max_leases)
     }
+
+    /// How many acquires of one [`Framework`](crate::Framework) may have a
+    /// participant node at once; the others wait their turn in-process, first
+    /// come first served (see
+    /// [`FrameworkBuilder::local_queue`](crate::FrameworkBuilder::local_queue)).
+    /// `None` gives every acquire a node of its own, as Curator does.
+    ///
+    /// Return a number only if a participant that waits never needs another
+    /// participant of the same process and lock to get ahead first (a mutex:
+    /// the one local node either holds or waits for another process's). If
+    /// the number is at least `max_leases`, a try that finds no free turn
+    /// answers "taken" without asking ZooKeeper: every turn is out, so
+    /// `max_leases` participants of this process hold or wait for holders.
+    /// Defaults to `None`: a driver of your own keeps one node per acquire
+    /// unless it says otherwise.
+    fn local_turns(&self, max_leases: u32) -> Option<u32> {
+        let _ = max_leases;
+        None
+    }
 }
 
 /// Sorts by the sequence after the last occurrence of `lock_name` (the
@@ -185,11 +204,17 @@ pub fn standard_gets_the_lock(
 }
 
 /// The driver of Curator's mutex: ephemeral-sequential nodes, sorted by
-/// sequence, the first `max_leases` hold the lock.
+/// sequence, the first `max_leases` hold the lock. Within one framework,
+/// `max_leases` acquires at a time have a node (the rest queue in-process).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StandardLockInternalsDriver;
 
-impl LockInternalsDriver for StandardLockInternalsDriver {}
+impl LockInternalsDriver for StandardLockInternalsDriver {
+    /// The first `max_leases` participants hold, so `max_leases` turns.
+    fn local_turns(&self, max_leases: u32) -> Option<u32> {
+        Some(max_leases)
+    }
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

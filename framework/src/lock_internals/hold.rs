@@ -25,10 +25,11 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use zookeeper_client as zk;
 
 use super::fence::{Fence, FencingToken};
+use super::local_queue::LocalTurn;
 use super::loss::LockLoss;
 use super::AcquiredNode;
 use crate::framework::{Framework, Session};
@@ -51,6 +52,10 @@ struct HoldInner {
     epoch: u64,
     /// The first reason the hold was found lost (set once).
     lost: watch::Sender<Option<LockLoss>>,
+    /// The in-process turn the hold occupies, given back by the release,
+    /// when the hold is found lost, or when the last clone goes; with the
+    /// sender whose drop ends the task watching for the loss.
+    turn: std::sync::Mutex<Option<(LocalTurn, oneshot::Sender<()>)>>,
 }
 
 impl fmt::Debug for Hold {
@@ -76,8 +81,71 @@ impl Hold {
                 granted: std::time::Instant::now(),
                 epoch,
                 lost: watch::Sender::new(None),
+                turn: std::sync::Mutex::new(None),
             }),
         }
+    }
+
+    /// Keeps `turn` until the release, the last clone's drop, or the loss
+    /// of the hold, whichever comes first. A lost hold must not keep the
+    /// next task of this process from queueing in ZooKeeper (other processes'
+    /// waiters are not held back by it either), even if its holder has not
+    /// noticed the loss yet; a small task watches the session and the
+    /// connection state for it, without any request.
+    pub(crate) fn keep_turn(&self, turn: Option<LocalTurn>) {
+        let Some(turn) = turn else { return };
+        let (released_tx, released) = oneshot::channel::<()>();
+        *self.turn_slot() = Some((turn, released_tx));
+        if !self.inner.node.is_ephemeral() {
+            return;
+        }
+        let Some(session) = self.session() else {
+            self.give_turn_back();
+            return;
+        };
+        let framework = &self.inner.framework;
+        let weak = Arc::downgrade(&self.inner);
+        let mut states = framework.state_watcher();
+        let gone = framework.session_gone(&session);
+        let closed = framework.closed();
+        tokio::spawn(async move {
+            tokio::pin!(gone, closed, released);
+            loop {
+                tokio::select! {
+                    // Given back (or the hold dropped): nothing to do.
+                    _ = &mut released => return,
+                    _ = &mut gone => break,
+                    _ = &mut closed => break,
+                    changed = states.changed() => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        if changed.is_ok() && (Hold { inner }).check().is_ok() {
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+            if let Some(inner) = weak.upgrade() {
+                let hold = Hold { inner };
+                // Latches the reason for the holder to find.
+                let _ = hold.check();
+                tracing::debug!(node = %hold.path(), "hold lost; its local turn goes to the next task");
+                hold.give_turn_back();
+            }
+        });
+    }
+
+    /// Gives the in-process turn back (the next local waiter may go).
+    pub(crate) fn give_turn_back(&self) {
+        let turn = self.turn_slot().take();
+        drop(turn);
+    }
+
+    fn turn_slot(&self) -> std::sync::MutexGuard<'_, Option<(LocalTurn, oneshot::Sender<()>)>> {
+        self.inner
+            .turn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The granted node.

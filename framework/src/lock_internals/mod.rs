@@ -34,6 +34,7 @@ mod driver;
 mod fence;
 mod guard;
 mod hold;
+mod local_queue;
 mod loss;
 mod revocation;
 
@@ -51,6 +52,8 @@ pub use self::driver::{
 pub use self::fence::{Fence, FencingToken};
 pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
+pub(crate) use self::local_queue::LocalQueues;
+use self::local_queue::LocalTurn;
 pub use self::loss::LockLoss;
 pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
 use crate::error::{Error, Result};
@@ -291,9 +294,18 @@ impl LockInternals {
         let try_only = timeout == Some(Duration::ZERO);
         let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
         let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
-        let acquire = self
-            .acquire_restarting(&request, try_only)
-            .instrument(span.clone());
+        let acquire = async {
+            let turn = match self.local_turn(try_only).await {
+                LocalTurnOutcome::Taken => return Ok(None),
+                LocalTurnOutcome::Turn(turn) => turn,
+            };
+            let hold = self.acquire_restarting(&request, try_only).await?;
+            if let Some(hold) = &hold {
+                hold.keep_turn(turn);
+            }
+            Ok(hold)
+        }
+        .instrument(span.clone());
         let result = match timeout {
             Some(timeout) if !try_only => tokio::time::timeout(timeout, acquire)
                 .await
@@ -313,6 +325,36 @@ impl LockInternals {
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
         result
+    }
+
+    /// Waits for this acquire's turn in the framework's in-process queue, if
+    /// the driver wants one (see [`LockInternalsDriver::local_turns`]).
+    async fn local_turn(&self, try_only: bool) -> LocalTurnOutcome {
+        if !self.framework.inner().config.local_queue {
+            return LocalTurnOutcome::Turn(None);
+        }
+        let Some(turns) = self.driver.local_turns(self.max_leases) else {
+            return LocalTurnOutcome::Turn(None);
+        };
+        let turns = turns.max(1);
+        let key = (self.base_path.clone(), self.lock_name.clone(), turns);
+        let queues = &self.framework.inner().local_queues;
+        if !try_only {
+            tracing::debug!(turns, "waiting for our turn in this process");
+            return LocalTurnOutcome::Turn(Some(queues.turn(key).await));
+        }
+        match queues.try_turn(key) {
+            Some(turn) => LocalTurnOutcome::Turn(Some(turn)),
+            // Every turn is out: as many participants of this process hold
+            // the lock or wait for holders as the lock admits.
+            None if turns >= self.max_leases => {
+                tracing::debug!("every local turn is out; the lock is taken");
+                LocalTurnOutcome::Taken
+            }
+            // Fewer turns than holders: a try may still get in; it only
+            // needs a node for as long as it takes to ask.
+            None => LocalTurnOutcome::Turn(None),
+        }
     }
 
     async fn acquire_restarting(
@@ -459,6 +501,10 @@ impl LockInternals {
                 // A parked waiter keeps nothing but its watch: holding on to
                 // the listing would cost every waiter a copy of the queue.
                 drop(sorted);
+                // Whatever woke us, we list again: the deletion of the node
+                // ahead does not prove that ours still exists (someone may
+                // have deleted it meanwhile, and a later arrival would then
+                // hold beside us).
                 self.wait_for_node_ahead(session, &watch_name).await?;
                 None
             };
@@ -469,8 +515,8 @@ impl LockInternals {
         }
     }
 
-    /// Waits until the node `watch_name` ahead of ours is gone (at once if it
-    /// already is).
+    /// Waits until the node `watch_name` ahead of ours changes (at once if it
+    /// is already gone).
     async fn wait_for_node_ahead(
         &self,
         session: &Session,
@@ -830,7 +876,7 @@ impl LockInternals {
     /// background cleaner.
     pub async fn release(&self, hold: &Hold) -> Result<()> {
         let span = tracing::info_span!("lock.release", node = %hold.path());
-        async {
+        let result = async {
             self.framework.inner().check_open()?;
             let loss = hold.check().err();
             let lost = |loss: LockLoss| {
@@ -863,7 +909,18 @@ impl LockInternals {
                 }
             });
             let limit = self.framework.connection_timeout();
-            let outcome = match tokio::time::timeout(limit, delete).await {
+            let mut delete = std::pin::pin!(tokio::time::timeout(limit, delete));
+            // The first poll puts the delete on the wire; only then does the
+            // next task of this process get its turn, so its create follows
+            // our delete on the session and finds the lock free (one round
+            // trip per local hand-off).
+            let first = futures::poll!(delete.as_mut());
+            hold.give_turn_back();
+            let deleted = match first {
+                std::task::Poll::Ready(deleted) => deleted,
+                std::task::Poll::Pending => delete.await,
+            };
+            let outcome = match deleted {
                 Ok(Ok(())) => {
                     guard.disarm();
                     tracing::info!("lock released");
@@ -894,7 +951,10 @@ impl LockInternals {
             }
         }
         .instrument(span)
-        .await
+        .await;
+        // Whatever happened, the hold no longer occupies a turn.
+        hold.give_turn_back();
+        result
     }
 }
 
@@ -940,6 +1000,13 @@ impl<'a> Acquire<'a> {
         self.session = Some(session);
         self
     }
+}
+
+/// The in-process turn of one acquire: `Turn(None)` when it needs none.
+enum LocalTurnOutcome {
+    Turn(Option<LocalTurn>),
+    /// A try found every turn out: the lock is taken.
+    Taken,
 }
 
 /// Why one attempt failed: `Restart` when our node (or its session) is gone

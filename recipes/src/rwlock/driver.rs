@@ -53,6 +53,12 @@ impl LockInternalsDriver for WriteDriver {
     ) -> Result<PredicateResults> {
         standard_gets_the_lock(sorted_children, our_name, max_leases)
     }
+
+    /// One writer of a process at a time has a node; the others queue
+    /// in-process.
+    fn local_turns(&self, _max_leases: u32) -> Option<u32> {
+        Some(1)
+    }
 }
 
 /// The reader's rule: granted when no writer is ahead; otherwise it watches
