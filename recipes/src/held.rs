@@ -73,6 +73,6 @@ impl ReentrantHold for Hold {
     }
 
     fn forget(self) {
-        self.framework().delete_in_background(self.path());
+        self.release_in_background();
     }
 }

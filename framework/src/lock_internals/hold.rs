@@ -135,6 +135,15 @@ impl Hold {
         });
     }
 
+    /// Gives the hold up without waiting: its node goes to the framework's
+    /// background cleaner, and its place in the in-process queue to the next
+    /// task at once (even if clones of this hold live on, in a
+    /// [`Fence`], say).
+    pub fn release_in_background(&self) {
+        self.give_turn_back();
+        self.inner.framework.delete_in_background(self.path());
+    }
+
     /// Gives the in-process turn back (the next local waiter may go).
     pub(crate) fn give_turn_back(&self) {
         let turn = self.turn_slot().take();
@@ -204,7 +213,7 @@ impl Hold {
     /// reason in force.
     pub fn mark_lost(&self, loss: LockLoss) -> LockLoss {
         let mut kept = loss;
-        self.inner.lost.send_if_modified(|current| match current {
+        let first = self.inner.lost.send_if_modified(|current| match current {
             Some(first) => {
                 kept = *first;
                 false
@@ -216,6 +225,10 @@ impl Hold {
                 true
             }
         });
+        if first {
+            // A lost hold does not hold back the next task of this process.
+            self.give_turn_back();
+        }
         kept
     }
 
