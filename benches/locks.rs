@@ -625,6 +625,8 @@ impl Contender {
                 per_s: field::<f64>(&r, "cycles")? / secs,
                 p50_ms: field(&r, "p50_ms")?,
                 p99_ms: field(&r, "p99_ms")?,
+                acq_p50_ms: field(&r, "acq_p50_ms")?,
+                acq_p99_ms: field(&r, "acq_p99_ms")?,
                 cycles,
             });
         }
@@ -635,13 +637,16 @@ impl Contender {
             .ok_or("no session")?;
         let run = async move {
             let mut samples = Vec::with_capacity(cycles);
+            let mut acquires = Vec::with_capacity(cycles);
             let started = Instant::now();
             for _ in 0..cycles {
                 let t0 = Instant::now();
-                handle.acquire().await?.release().await?;
+                let held = handle.acquire().await?;
+                acquires.push(t0.elapsed());
+                held.release().await?;
                 samples.push(t0.elapsed());
             }
-            Ok::<_, BoxError>(Cycles::from_samples(samples, started.elapsed()))
+            Ok::<_, BoxError>(Cycles::from_samples(samples, acquires, started.elapsed()))
         };
         bounded(limit, run).await
     }
@@ -784,18 +789,30 @@ async fn contended_rust(
 
 struct Cycles {
     per_s: f64,
+    /// Of acquire+release.
     p50_ms: f64,
     p99_ms: f64,
+    /// Of the acquire alone.
+    acq_p50_ms: f64,
+    acq_p99_ms: f64,
     cycles: usize,
 }
 
 impl Cycles {
-    fn from_samples(mut samples: Vec<Duration>, total: Duration) -> Cycles {
+    fn from_samples(
+        mut samples: Vec<Duration>,
+        mut acquires: Vec<Duration>,
+        total: Duration,
+    ) -> Cycles {
         samples.sort_unstable();
+        acquires.sort_unstable();
+        let ms = |sorted: &[Duration], q| percentile(sorted, q).as_secs_f64() * 1e3;
         Cycles {
             per_s: samples.len() as f64 / total.as_secs_f64(),
-            p50_ms: percentile(&samples, 0.50).as_secs_f64() * 1e3,
-            p99_ms: percentile(&samples, 0.99).as_secs_f64() * 1e3,
+            p50_ms: ms(&samples, 0.50),
+            p99_ms: ms(&samples, 0.99),
+            acq_p50_ms: ms(&acquires, 0.50),
+            acq_p99_ms: ms(&acquires, 0.99),
             cycles: samples.len(),
         }
     }
@@ -1043,6 +1060,7 @@ async fn idle_rate(config: &Config, addr: Option<&str>) -> f64 {
 struct Findings {
     uncontended_rate: Vec<Option<Spread>>,
     uncontended_requests: Vec<Option<Spread>>,
+    uncontended_acq_p50: Vec<Option<Spread>>,
     latency_p50: Vec<Option<Spread>>,
     proxy_rtt_ms: Option<f64>,
     /// (N, per contender: hand-offs/s, requests/hand-off, watches/hand-off).
@@ -1094,19 +1112,22 @@ async fn uncontended_phase(
         })
         .collect();
     println!(
-        "{} {:>8} {:>8} {:>9}  note",
+        "{} {:>8} {:>8} {:>8} {:>9}  note",
         lead_header("cycles/s"),
+        "acq p50",
         "p50 ms",
         "p99 ms",
         "req/cycle"
     );
     for (i, c) in contenders.iter().enumerate() {
+        let acq = spread(&reps[i], |s| Some(s.figures.acq_p50_ms));
         let p50 = spread(&reps[i], |s| Some(s.figures.p50_ms));
         let p99 = spread(&reps[i], |s| Some(s.figures.p99_ms));
         println!(
-            "{:<34} {} {:>8} {:>8} {:>9}  {}{}",
+            "{:<34} {} {:>8} {:>8} {:>8} {:>9}  {}{}",
             c.label,
             lead_columns(&rates, i, 0),
+            opt(acq, 3),
             opt(p50, 3),
             opt(p99, 3),
             opt(requests[i], 2),
@@ -1116,10 +1137,15 @@ async fn uncontended_phase(
                 .unwrap_or_default()
         );
     }
-    println!("(cycles/s: higher is better; vs Cur./vs zkc = median / that row's median; p50/p99 = medians over the reps)");
+    println!("(cycles/s: higher is better; vs Cur./vs zkc = median / that row's median; acq p50 = of the acquire alone,");
+    println!(" p50/p99 = of acquire+release, in ms, medians over the reps; req/cycle = requests the server received per cycle)");
     findings.labels = contenders.iter().map(|c| c.label).collect();
     findings.uncontended_rate = rates;
     findings.uncontended_requests = requests;
+    findings.uncontended_acq_p50 = reps
+        .iter()
+        .map(|r| spread(r, |s| Some(s.figures.acq_p50_ms)))
+        .collect();
 }
 
 // ---------------------------------------------------------------------------
@@ -1145,7 +1171,7 @@ async fn latency_phase(
             return;
         }
     };
-    let proxy = match proxy::DelayProxy::start(upstream, config.delay).await {
+    let proxy = match proxy::DelayProxy::start(upstream, config.delay) {
         Ok(proxy) => proxy,
         Err(err) => {
             println!("n/a (proxy: {err})");
@@ -1180,23 +1206,40 @@ async fn latency_phase(
     .await;
     let p50: Vec<Option<Spread>> = reps
         .iter()
-        .map(|r| spread(r, |s| Some(s.figures.p50_ms)))
+        .map(|r| spread(r, |s| Some(s.figures.acq_p50_ms)))
         .collect();
     println!(
-        "{} {:>8} {:>9}  note",
-        lead_header("p50 ms"),
-        "p99 ms",
-        "cycles/s"
+        "{} {:>8} {:>11} {:>11} {:>7}  note",
+        lead_header("acq p50 ms"),
+        "acq p99",
+        "acq+rel p50",
+        "acq+rel p99",
+        "trips"
     );
     for (i, c) in contenders.iter().enumerate() {
-        let p99 = spread(&reps[i], |s| Some(s.figures.p99_ms));
-        let rate = spread(&reps[i], |s| Some(s.figures.per_s));
+        let acq_p99 = spread(&reps[i], |s| Some(s.figures.acq_p99_ms));
+        let cycle_p50 = spread(&reps[i], |s| Some(s.figures.p50_ms));
+        let cycle_p99 = spread(&reps[i], |s| Some(s.figures.p99_ms));
+        // Round trips of the acquire: the latency the proxy added to it,
+        // in the proxy's round trips.
+        let trips = match (
+            p50[i],
+            findings.uncontended_acq_p50.get(i).copied().flatten(),
+            findings.proxy_rtt_ms.filter(|r| *r > 0.0),
+        ) {
+            (Some(via), Some(direct), Some(rtt)) => {
+                format!("{:.1}", (via.median - direct.median) / rtt)
+            }
+            _ => "-".to_owned(),
+        };
         println!(
-            "{:<34} {} {:>8} {:>9}  {}{}",
+            "{:<34} {} {:>8} {:>11} {:>11} {:>7}  {}{}",
             c.label,
             lead_columns(&p50, i, 3),
-            opt(p99, 3),
-            opt(rate, 0),
+            opt(acq_p99, 3),
+            opt(cycle_p50, 3),
+            opt(cycle_p99, 3),
+            trips,
             noise_note(&p50, i),
             failures(&reps[i])
                 .map(|f| format!(" {f}"))
@@ -1204,20 +1247,8 @@ async fn latency_phase(
         );
     }
     println!(
-        "({} cycles a rep; p50 of acquire+release: LOWER is better; in round trips = p50 / the proxy's round trip)",
-        cycles
+        "({cycles} cycles a rep; latency: LOWER is better; trips = (acq p50 here - acq p50 without the proxy) / the proxy's round trip)"
     );
-    if let Some(rtt) = findings.proxy_rtt_ms.filter(|r| *r > 0.0) {
-        let trips: Vec<String> = contenders
-            .iter()
-            .zip(&p50)
-            .filter_map(|(c, s)| s.map(|s| format!("{} {:.1}", c.short, s.median / rtt)))
-            .collect();
-        println!(
-            "round trips per acquire+release (p50 / added round trip): {}",
-            trips.join(", ")
-        );
-    }
     findings.latency_p50 = p50;
     drop(proxy);
 }
@@ -1716,17 +1747,17 @@ fn print_targets(config: &Config, f: &Findings) {
         _ => "",
     };
     println!(
-        "uncontended: {} requests/cycle (target <= 3), {} x Curator's rate{} (target >= 1): {} / {}",
+        "uncontended: {} requests/cycle (target <= 3): {}; {} Curator's rate{} (target >= 1x): {}",
         opt(zk_req, 2),
+        verdict(zk_req.map(|r| r.median <= 3.05)),
         ratio(zk_rate.as_ref(), cur_rate.as_ref()),
         noise_of(zk_rate, cur_rate),
-        verdict(zk_req.map(|r| r.median <= 3.05)),
         verdict(zk_rate.zip(cur_rate).map(|(a, b)| a.median >= b.median))
     );
     let zk_p50 = f.latency_p50.get(ZK_CURATOR).copied().flatten();
     let cur_p50 = f.latency_p50.get(CURATOR).copied().flatten();
     println!(
-        "latency (+{} ms each way): p50 {} x Curator's{} (target <= 0.6): {}",
+        "latency (+{} ms each way): acquire p50 {} Curator's{} (target <= 0.6x): {}",
         config.delay.as_millis(),
         ratio(zk_p50.as_ref(), cur_p50.as_ref()),
         noise_of(zk_p50, cur_p50),
@@ -1739,7 +1770,7 @@ fn print_targets(config: &Config, f: &Findings) {
         let zk = row.get(ZK_CURATOR).copied().unwrap_or([None; 3]);
         let cur = row.get(CURATOR).copied().unwrap_or([None; 3]);
         println!(
-            "contended N = {n}: {} x Curator{} (target >= 1.2): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
+            "contended N = {n}: {} Curator{} (target >= 1.2x): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
             ratio(zk[0].as_ref(), cur[0].as_ref()),
             noise_of(zk[0], cur[0]),
             verdict(zk[0].zip(cur[0]).map(|(a, b)| a.median >= 1.2 * b.median)),
@@ -1751,7 +1782,7 @@ fn print_targets(config: &Config, f: &Findings) {
     }
     if let Some((single, many)) = f.tasks {
         println!(
-            "{} tasks on one session: {} x the {}-session rate (target >= 0.8): {}",
+            "{} tasks on one session: {} the {}-session rate (target >= 0.8x): {}",
             config.tasks,
             ratio(single.as_ref(), many.as_ref()),
             config.task_sessions,

@@ -8,7 +8,9 @@
 //!   (`ZK_SERVER_HEAP=1000` in `zkEnv.sh`), default GC and JIT;
 //! * `-XX:+ExitOnOutOfMemoryError`: as `zkServer.sh`'s
 //!   `-XX:OnOutOfMemoryError='kill -9 %p'`, a server out of heap is gone
-//!   (and the bench can say so) instead of limping on.
+//!   (and the bench can say so) instead of limping on;
+//! * `maxClientCnxns=0`: every contender keeps up to 32 sessions from
+//!   127.0.0.1, more than the default 60 connections per host.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -41,7 +43,7 @@ impl BenchServer {
             &config,
             format!(
                 "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 4lw.commands.whitelist=*\nadmin.enableServer=false\n",
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n",
                 data.display()
             ),
         )?;
@@ -85,7 +87,9 @@ impl BenchServer {
                 )
                 .into());
             }
-            if four_letter_blocking(&server.address(), "ruok").is_some_and(|r| r == "imok") {
+            if four_letter_blocking(&server.address(), "mntr")
+                .is_some_and(|r| r.contains("zk_server_state"))
+            {
                 return Ok(server);
             }
             if started.elapsed() > START_LIMIT {

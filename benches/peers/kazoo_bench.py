@@ -76,19 +76,28 @@ def sessions(connect, count):
 def uncontended(zk, path, cycles):
     lock = Lock(zk, path)
     samples = []
+    acquires = []
     start = time.perf_counter()
     for _ in range(cycles):
         t0 = time.perf_counter()
         acquire(lock)
+        acquires.append(time.perf_counter() - t0)
         lock.release()
         samples.append(time.perf_counter() - t0)
     secs = time.perf_counter() - start
     samples.sort()
-    return "RESULT kind=uncontended cycles=%d secs=%.6f p50_ms=%.4f p99_ms=%.4f" % (
-        cycles,
-        secs,
-        percentile(samples, 0.50) * 1e3,
-        percentile(samples, 0.99) * 1e3,
+    acquires.sort()
+    return (
+        "RESULT kind=uncontended cycles=%d secs=%.6f p50_ms=%.4f p99_ms=%.4f"
+        " acq_p50_ms=%.4f acq_p99_ms=%.4f"
+        % (
+            cycles,
+            secs,
+            percentile(samples, 0.50) * 1e3,
+            percentile(samples, 0.99) * 1e3,
+            percentile(acquires, 0.50) * 1e3,
+            percentile(acquires, 0.99) * 1e3,
+        )
     )
 
 
