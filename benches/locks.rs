@@ -308,7 +308,15 @@ async fn run() -> Result<(), BoxError> {
         &mut findings,
     )
     .await;
-    latency_phase(&config, &target, &root, &mut contenders, &mut findings).await;
+    latency_phase(
+        &config,
+        &target,
+        &root,
+        &mut contenders,
+        idle,
+        &mut findings,
+    )
+    .await;
     contended_phase(
         &config,
         &target,
@@ -1157,6 +1165,7 @@ async fn latency_phase(
     target: &Target,
     root: &str,
     contenders: &mut [Contender],
+    idle: f64,
     findings: &mut Findings,
 ) {
     println!();
@@ -1193,28 +1202,49 @@ async fn latency_phase(
         }
         _ => println!("one round trip: n/a ({direct:?} / {proxied:?})"),
     }
+    // Calibration: a create and a list sent back to back (as zk-curator's
+    // acquire sends them) must cost one round trip through the proxy.
+    let pair_dir = format!("{root}/latency-pair");
+    let direct = pipelined_p50(&target.connect, &pair_dir, 100).await;
+    let proxied = pipelined_p50(&via, &pair_dir, 100).await;
+    match (&direct, &proxied, findings.proxy_rtt_ms) {
+        (Ok(d), Ok(p), Some(rtt)) if rtt > 0.0 => println!(
+            "calibration, create + list sent back to back by zookeeper-client (p50 of 100): direct {d:.3} ms, through the proxy {p:.3} ms = {:.1} added round trips",
+            (p - d) / rtt
+        ),
+        _ => println!("calibration (create + list back to back): n/a ({direct:?} / {proxied:?})"),
+    }
     let (cycles, limit) = (config.latency_cycles, config.limit());
-    let reps = run_reps(config, None, 0.0, contenders, |c, _| {
+    // A session through the proxy for every contender, and a few cycles on
+    // it, before anything is measured.
+    for c in contenders.iter_mut() {
         let path = format!("{root}/latency/{}", c.short);
-        let via = via.clone();
-        Box::pin(async move {
-            // A few unmeasured cycles on the new session first.
-            c.uncontended(&via, &path, 10, limit).await?;
-            c.uncontended(&via, &path, cycles, limit).await
-        })
-    })
+        let _ = c.uncontended(&via, &path, 10, limit).await;
+    }
+    let reps = run_reps(
+        config,
+        target.four_letter.as_deref(),
+        idle,
+        contenders,
+        |c, _| {
+            let path = format!("{root}/latency/{}", c.short);
+            let via = via.clone();
+            Box::pin(async move { c.uncontended(&via, &path, cycles, limit).await })
+        },
+    )
     .await;
     let p50: Vec<Option<Spread>> = reps
         .iter()
         .map(|r| spread(r, |s| Some(s.figures.acq_p50_ms)))
         .collect();
     println!(
-        "{} {:>8} {:>11} {:>11} {:>7}  note",
+        "{} {:>8} {:>11} {:>11} {:>7} {:>9}  note",
         lead_header("acq p50 ms"),
         "acq p99",
         "acq+rel p50",
         "acq+rel p99",
-        "trips"
+        "trips",
+        "req/cycle"
     );
     for (i, c) in contenders.iter().enumerate() {
         let acq_p99 = spread(&reps[i], |s| Some(s.figures.acq_p99_ms));
@@ -1232,14 +1262,18 @@ async fn latency_phase(
             }
             _ => "-".to_owned(),
         };
+        let requests = spread(&reps[i], |s| {
+            per(s.traffic.map(|t| t.requests), s.figures.cycles as f64)
+        });
         println!(
-            "{:<34} {} {:>8} {:>11} {:>11} {:>7}  {}{}",
+            "{:<34} {} {:>8} {:>11} {:>11} {:>7} {:>9}  {}{}",
             c.label,
             lead_columns(&p50, i, 3),
             opt(acq_p99, 3),
             opt(cycle_p50, 3),
             opt(cycle_p99, 3),
             trips,
+            opt(requests, 2),
             noise_note(&p50, i),
             failures(&reps[i])
                 .map(|f| format!(" {f}"))
@@ -1272,6 +1306,39 @@ async fn exists_p50(connect: &str, n: usize) -> Result<f64, String> {
     }
     samples.sort_unstable();
     Ok(percentile(&samples, 0.5).as_secs_f64() * 1e3)
+}
+
+/// p50 (ms) of `n` ephemeral-sequential creates each sent together with a
+/// list of the parent (both queued before either is awaited).
+async fn pipelined_p50(connect: &str, dir: &str, n: usize) -> Result<f64, String> {
+    let pair = async {
+        let client = raw_client(connect).await?;
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let mut level = String::new();
+        for part in dir.trim_start_matches('/').split('/') {
+            level = format!("{level}/{part}");
+            match client.create(&level, b"", &persistent).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let prefix = format!("{dir}/n-");
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t0 = Instant::now();
+            let create = client.create(&prefix, b"", &ephemeral);
+            let list = client.list_children(dir);
+            let (created, listed) = futures::join!(create, list);
+            samples.push(t0.elapsed());
+            let (_, sequence) = created?;
+            listed?;
+            client.delete(&format!("{dir}/n-{sequence}"), None).await?;
+        }
+        samples.sort_unstable();
+        Ok::<_, BoxError>(percentile(&samples, 0.5).as_secs_f64() * 1e3)
+    };
+    bounded(Duration::from_secs(60), pair).await
 }
 
 // ---------------------------------------------------------------------------
