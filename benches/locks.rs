@@ -1624,9 +1624,11 @@ async fn scale_phase(
                 continue;
             };
             settle().await;
-            // Park and drain each get a bound that grows with K (the drain of
-            // 50,000 at a few hundred hand-offs/s takes minutes).
-            let limit = Duration::from_secs(60 + k as u64 / 50);
+            // Parking is bounded in time (before issue 9 it grows with the
+            // square of K: 10,000 waiters took ~25 s here); the drain's bound
+            // grows with K (50,000 at a few hundred hand-offs/s take minutes).
+            let park_limit = Duration::from_secs(if config.quick { 60 } else { 180 });
+            let drain_limit = Duration::from_secs(60 + k as u64 / 100);
             let path = format!(
                 "{root}/scale-{k}/{}",
                 if tune == Tune::Plain {
@@ -1644,7 +1646,8 @@ async fn scale_phase(
                         path.as_str(),
                         &sessions.to_string(),
                         &k.to_string(),
-                        &limit.as_secs().to_string(),
+                        &park_limit.as_secs().to_string(),
+                        &drain_limit.as_secs().to_string(),
                         &config.scale_rss_cap_mib.to_string(),
                         if tune == Tune::Plain {
                             "plain"
@@ -1652,9 +1655,8 @@ async fn scale_phase(
                             "per-task-node"
                         },
                     ]);
-                    match peers::run_process(&mut command, 2 * limit + Duration::from_secs(60))
-                        .await
-                    {
+                    let limit = park_limit + drain_limit + Duration::from_secs(120);
+                    match peers::run_process(&mut command, limit).await {
                         Ok(output) => peers::parse_result(&output),
                         Err(reason) => Err(reason),
                     }

@@ -24,26 +24,27 @@ use super::{counters, framework, within, BoxError, Scoped, Tune, ACQUIRE_LIMIT, 
 
 /// The hidden first argument that makes this binary the scale child:
 /// `locks --scale-child <connect> <four-letter addr> <path> <sessions> <waiters>
-/// <limit secs> <rss cap MiB> <plain|per-task-node>`.
+/// <park limit secs> <drain limit secs> <rss cap MiB> <plain|per-task-node>`.
 pub(crate) const SCALE_CHILD: &str = "--scale-child";
 
 /// Runs the child; prints one `RESULT` or `FAILED:` line; the exit status.
 pub(crate) async fn child(args: &[String]) -> i32 {
     let parsed = match args {
-        [connect, addr, path, sessions, waiters, limit, cap, variant] => {
+        [connect, addr, path, sessions, waiters, park, drain, cap, variant] => {
             match (
                 sessions.parse(),
                 waiters.parse(),
-                limit.parse(),
+                park.parse(),
+                drain.parse(),
                 cap.parse(),
             ) {
-                (Ok(s), Ok(w), Ok(l), Ok(c)) => Some((
+                (Ok(s), Ok(w), Ok(p), Ok(d), Ok(c)) => Some((
                     connect,
                     addr,
                     path,
                     s,
                     w,
-                    Duration::from_secs(l),
+                    (Duration::from_secs(p), Duration::from_secs(d)),
                     c,
                     variant,
                 )),
@@ -53,7 +54,7 @@ pub(crate) async fn child(args: &[String]) -> i32 {
         _ => None,
     };
     let Some((connect, addr, path, sessions, waiters, limit, cap, variant)) = parsed else {
-        eprintln!("FAILED: usage: locks {SCALE_CHILD} <connect> <addr> <path> <sessions> <waiters> <limit s> <cap MiB> <variant>");
+        eprintln!("FAILED: usage: locks {SCALE_CHILD} <connect> <addr> <path> <sessions> <waiters> <park s> <drain s> <cap MiB> <variant>");
         return 2;
     };
     let tune = if variant == "per-task-node" {
@@ -85,7 +86,7 @@ async fn park_and_drain(
     path: &str,
     sessions: usize,
     waiters: usize,
-    limit: Duration,
+    (park_limit, drain_limit): (Duration, Duration),
     cap_mib: i64,
     tune: Tune,
 ) -> Result<String, BoxError> {
@@ -184,9 +185,9 @@ async fn park_and_drain(
             quiet_samples = 0;
         }
         last = now;
-        if elapsed > limit {
+        if elapsed > park_limit {
             return Err(format!(
-                "not parked within {limit:?} ({} of {waiters} polled)",
+                "not parked within {park_limit:?} ({} of {waiters} polled)",
                 polled.load(Ordering::Relaxed)
             )
             .into());
@@ -211,9 +212,9 @@ async fn park_and_drain(
         if let Some(err) = failed(&failure) {
             return Err(format!("a waiter failed while draining: {err}").into());
         }
-        if drain_started.elapsed() > limit {
+        if drain_started.elapsed() > drain_limit {
             return Err(format!(
-                "not drained within {limit:?} ({} of {waiters} done)",
+                "not drained within {drain_limit:?} ({} of {waiters} done)",
                 done.load(Ordering::Relaxed)
             )
             .into());
