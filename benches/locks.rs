@@ -1208,10 +1208,19 @@ async fn latency_phase(
     let direct = pipelined_p50(&target.connect, &pair_dir, 100).await;
     let proxied = pipelined_p50(&via, &pair_dir, 100).await;
     match (&direct, &proxied, findings.proxy_rtt_ms) {
-        (Ok(d), Ok(p), Some(rtt)) if rtt > 0.0 => println!(
-            "calibration, create + list sent back to back by zookeeper-client (p50 of 100): direct {d:.3} ms, through the proxy {p:.3} ms = {:.1} added round trips",
-            (p - d) / rtt
-        ),
+        (Ok(d), Ok(p), Some(rtt)) if rtt > 0.0 => {
+            let trips = (p - d) / rtt;
+            println!(
+                "calibration, create + list sent back to back by zookeeper-client (p50 of 100): direct {d:.3} ms, through the proxy {p:.3} ms = {trips:.1} added round trips"
+            );
+            if trips > 1.5 {
+                println!("   (more than one: the list left the client a round trip after the create; zookeeper-client's socket");
+                println!("    does not set TCP_NODELAY, so Nagle's algorithm may hold a second small write until the first is");
+                println!(
+                    "    acknowledged; whether both go out in one write varies from run to run)"
+                );
+            }
+        }
         _ => println!("calibration (create + list back to back): n/a ({direct:?} / {proxied:?})"),
     }
     let (cycles, limit) = (config.latency_cycles, config.limit());

@@ -252,12 +252,13 @@ public class CuratorBench {
             clients.add(client(connect));
         }
         acquire(holder);
-        // One mutex per client, shared by its waiting threads (Curator's mutex is
-        // reentrant per thread, so each thread is its own participant), made
-        // before the baseline like the Rust side's.
+        // One mutex per waiting thread, made before the baseline: threads sharing
+        // one InterProcessMutex share its watcher, whose notifyAll() wakes all of
+        // them at every release (each lists the children again), and a queue of
+        // 1,000 then drains too slowly for the 30 s acquire bound.
         List<InterProcessMutex> mutexes = new ArrayList<>();
-        for (CuratorFramework client : clients) {
-            mutexes.add(new InterProcessMutex(client, path));
+        for (int i = 0; i < waiters; i++) {
+            mutexes.add(new InterProcessMutex(clients.get(i % clientCount), path));
         }
         settle();
         long rssBefore = rssKib();
@@ -266,7 +267,7 @@ public class CuratorBench {
         AtomicReference<Throwable> failure = new AtomicReference<>();
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i < waiters; i++) {
-            InterProcessMutex mutex = mutexes.get(i % clientCount);
+            InterProcessMutex mutex = mutexes.get(i);
             Thread thread = new Thread(() -> {
                 try {
                     acquire(mutex);
