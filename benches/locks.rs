@@ -1416,12 +1416,12 @@ async fn contended_phase(
                     .then(|| 100.0 * s.figures.switches as f64 / s.figures.holds as f64)
             });
             println!(
-                "{:<34} {} {:>7} {:>8} {:>8}%  {}{}",
+                "{:<34} {} {:>7} {:>8} {:>9}  {}{}",
                 c.label,
                 lead_columns(&rates, i, 0),
                 opt(req, 2),
                 opt(watches, 2),
-                opt(switched, 0),
+                switched.map_or_else(|| "n/a".to_owned(), |s| format!("{:.0}%", s.median)),
                 noise_note(&rates, i),
                 failures(&reps[i])
                     .map(|f| format!(" {f}"))
