@@ -1,38 +1,52 @@
-//! The lock benchmark (DESIGN.md §8): zk-curator against its peers, on one
-//! ZooKeeper, in one run. It prints figures and ratios; it asserts nothing.
+//! The lock benchmark (DESIGN.md §8, issue 9): zk-curator against its peers,
+//! on one ZooKeeper, in one run. It prints figures and ratios; it asserts
+//! nothing. BENCHMARKS.md describes the method and holds a full run.
 //!
 //! ```sh
-//! cargo bench --bench locks               # full run, about 2-3 minutes
-//! cargo bench --bench locks -- --quick    # short run for CI smoke checks
+//! cargo bench --bench locks                                   # full run, ~10 min
+//! cargo bench --bench locks -- --plot benches/handoffs.svg    # and write the plot
+//! cargo bench --bench locks -- --quick                        # CI smoke run, ~1 min
 //! ```
 //!
 //! With `ZK_CONNECT` set it uses that ensemble; otherwise it starts one
-//! [`ZooKeeperServer`] and every contender of the run uses it.
+//! Apache ZooKeeper configured like a production server (`locks/server.rs`:
+//! forceSync=yes, ZooKeeper's default 1000 MB heap).
 //!
-//! Contenders:
-//! * zk-curator's `InterProcessMutex`, through the guard API (`lock()` then
-//!   `guard.release()`) and through the reentrant API (`acquire()` /
-//!   `release()`);
-//! * `zookeeper-client`'s own `Client::lock` (Curator's node layout), in this
-//!   process;
-//! * Apache Curator 5.4's `InterProcessMutex` (`benches/peers/CuratorBench.java`,
-//!   compiled here against Debian's `libcurator-recipes-java`);
-//! * kazoo's `Lock` (`benches/peers/kazoo_bench.py`, Debian's `python3-kazoo`).
+//! Contenders, all on the same server, in the same run:
+//! * zk-curator's `InterProcessMutex` (guard API: `lock()`, `release()`);
+//! * `zookeeper-client`'s own `Client::lock` (Curator's node layout);
+//! * Apache Curator 5.4's `InterProcessMutex` (`peers/CuratorBench.java`);
+//! * kazoo's `Lock` (`peers/kazoo_bench.py`).
 //!
-//! The peers run as child processes and print their own figures as one
-//! `RESULT kind=... key=value ...` line, parsed here. A peer that is missing
-//! or fails is shown as `n/a` with the reason; every wait is bounded.
+//! Fairness: every contender keeps its sessions (and the peers their
+//! process: one warm JVM, one Python) for the whole run, and is warmed up
+//! (thousands of cycles and a contended run) before anything is measured.
+//! Every workload runs in reps, the contenders interleaved in a rotating
+//! order (rep 1: A B C D, rep 2: B C D A, ...); tables print the median
+//! with the min–max over the reps, and a difference counts only when the
+//! ranges do not overlap ("within noise" otherwise).
 //!
-//! Herd effect: besides zk-curator's own count of watch wake-ups
-//! (`Framework::metrics().lock_wakeups()`), the server's `mntr` counters of
-//! fired watches (`node_deleted_watch_count`, `node_children_watch_count`)
-//! are read before and after every contended run, which gives the watch
-//! notifications per release for every contender alike.
+//! Requests and watches are the server's own counts (`mntr`:
+//! `packets_received`, less the idle ping rate measured before the
+//! workloads, and the fired NodeDeleted/NodeChildrenChanged watches), read
+//! before and after each measurement, so every contender is counted alike.
+
+#[path = "locks/peers.rs"]
+mod peers;
+#[path = "locks/plot.rs"]
+mod plot;
+#[path = "locks/proxy.rs"]
+mod proxy;
+#[path = "locks/scale.rs"]
+mod scale;
+#[path = "locks/server.rs"]
+mod server;
+#[path = "locks/stats.rs"]
+mod stats;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,77 +54,192 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zk_curator::framework::zk;
 use zk_curator::recipes::MutexGuard;
-use zk_curator::{Framework, InterProcessMutex};
-use zk_curator_testing::{zookeeper_available, ZooKeeperServer};
+use zk_curator::{Framework, FrameworkBuilder, InterProcessMutex};
+use zk_curator_testing::zookeeper_available;
+
+use peers::{field, Peer, PeerSetup};
+use stats::{noise, ratio, Spread};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A figure, or why it could not be measured (printed as `n/a (reason)`).
 type Measured<T> = Result<T, String>;
 
-const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
-const SLF4J_JARS: [&str; 2] = [
-    "/usr/share/java/slf4j-nop.jar",
-    "/usr/share/java/slf4j-simple.jar",
-];
 /// No single acquire may take longer (the peers use the same bound).
 const ACQUIRE_LIMIT: Duration = Duration::from_secs(30);
 /// Connecting one session.
 const CONNECT_LIMIT: Duration = Duration::from_secs(20);
 /// Closing one session.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
+/// Every contender's session timeout (the peers use the same): long enough
+/// that idle sessions ping rarely, which keeps the request counts clean.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Row indexes of the fixed contenders (the ratios are against these).
+const ZK_CURATOR: usize = 0;
+const CURATOR: usize = 2;
+
+// ---------------------------------------------------------------------------
+// HOOK (issue 9): the "per-task node" contender.
+// ---------------------------------------------------------------------------
+
+/// zk-curator as it behaved before issue 9: every waiting task keeps a node
+/// of its own in ZooKeeper (no in-process queue in front of it). When the
+/// library exposes an option for that, return the builder with it set, e.g.
+/// `Some(builder.<per-task-node option>(true))`; the bench then adds a
+/// "zk-curator (per-task node)" contender to every workload, the scale
+/// workload included. `None`: the option does not exist (yet).
+fn per_task_node(builder: FrameworkBuilder) -> Option<FrameworkBuilder> {
+    let _ = builder;
+    None
+}
+
+/// How a zk-curator `Framework` is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tune {
+    /// The library's defaults.
+    Plain,
+    /// Through [`per_task_node`].
+    PerTaskNode,
+}
+
+impl Tune {
+    fn apply(self, builder: FrameworkBuilder) -> Result<FrameworkBuilder, BoxError> {
+        match self {
+            Tune::Plain => Ok(builder),
+            Tune::PerTaskNode => per_task_node(builder)
+                .ok_or_else(|| "the per-task-node option does not exist yet".into()),
+        }
+    }
+
+    fn available(self) -> bool {
+        self == Tune::Plain || per_task_node(Framework::builder()).is_some()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sizes
+// ---------------------------------------------------------------------------
 
 /// The sizes of one run.
 #[derive(Debug, Clone)]
 struct Config {
     quick: bool,
-    warmup: usize,
+    reps: usize,
+    /// Uncontended cycles each contender runs before anything is measured.
+    warmup_cycles: usize,
+    /// And a contended run of this long at N = 8.
+    warmup_contended: Duration,
     cycles: usize,
+    latency_cycles: usize,
+    /// Added by the proxy in each direction.
+    delay: Duration,
     contend: Duration,
     sessions: Vec<usize>,
-    /// Queue lengths for the memory measurement.
-    waiters: Vec<usize>,
-    waiter_sessions: usize,
+    /// Tasks on one session, against `task_sessions` sessions of one task.
+    tasks: usize,
+    task_sessions: usize,
+    /// Parked waiters.
+    scale: Vec<usize>,
+    scale_sessions: usize,
+    /// The client RSS at which a scale child gives up.
+    scale_rss_cap_mib: i64,
+    plot: Option<PathBuf>,
 }
 
 impl Config {
     fn from_args() -> Self {
-        // `cargo bench` passes `--bench`; only `--quick` matters here.
-        let quick = std::env::args().skip(1).any(|arg| arg == "--quick");
+        // `cargo bench` passes `--bench`; `--quick` and `--plot <file>` matter here.
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let quick = args.iter().any(|arg| arg == "--quick");
+        let plot = args
+            .iter()
+            .position(|arg| arg == "--plot")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from);
         Config {
             quick,
-            warmup: if quick { 20 } else { 100 },
-            cycles: if quick { 200 } else { 1000 },
+            reps: if quick { 1 } else { 3 },
+            warmup_cycles: if quick { 200 } else { 3000 },
+            warmup_contended: Duration::from_millis(if quick { 500 } else { 3000 }),
+            cycles: if quick { 100 } else { 1000 },
+            latency_cycles: if quick { 30 } else { 300 },
+            delay: Duration::from_millis(1),
             contend: Duration::from_secs(if quick { 1 } else { 3 }),
             sessions: vec![2, 8, 32],
-            // Two queue lengths show whether a waiter's cost depends on the
-            // queue (the quick run keeps the longer one only).
-            waiters: if quick { vec![200] } else { vec![50, 200] },
-            waiter_sessions: 4,
+            tasks: if quick { 100 } else { 1000 },
+            task_sessions: 32,
+            scale: if quick {
+                vec![200]
+            } else {
+                vec![1_000, 10_000, 50_000]
+            },
+            scale_sessions: 4,
+            scale_rss_cap_mib: 3072,
+            plot,
         }
     }
 
-    /// The bound on one peer process or one in-process phase.
-    fn phase_limit(&self) -> Duration {
+    /// The bound on one measurement of one contender.
+    fn limit(&self) -> Duration {
         self.contend + 2 * ACQUIRE_LIMIT + Duration::from_secs(60)
     }
-}
 
-/// The hidden first argument that makes this binary the zk-curator side of
-/// the memory measurement, in a fresh process like the peers':
-/// `locks --memory-child <connect> <path> <sessions> <waiters>`.
-const MEMORY_CHILD: &str = "--memory-child";
+    fn max_sessions(&self) -> usize {
+        self.sessions
+            .iter()
+            .copied()
+            .chain([self.task_sessions, 8])
+            .max()
+            .unwrap_or(1)
+    }
+}
 
 fn main() -> Result<(), BoxError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(MEMORY_CHILD) {
-        let code = runtime.block_on(memory_child(&args[2..]));
+    if args.get(1).map(String::as_str) == Some(scale::SCALE_CHILD) {
+        let code = runtime.block_on(scale::child(&args[2..]));
         std::process::exit(code);
     }
     runtime.block_on(run())
+}
+
+/// The server under test: ours (restarted if a workload kills it) or
+/// `ZK_CONNECT`'s.
+struct Target {
+    server: Option<server::BenchServer>,
+    /// `host:port,...` without a chroot.
+    connect: String,
+    /// The bench's paths start here (`ZK_CONNECT`'s chroot, if any).
+    chroot: String,
+    /// Where to send four-letter words.
+    four_letter: Option<String>,
+}
+
+impl Target {
+    fn start_own() -> Result<Target, BoxError> {
+        let server = server::BenchServer::start()?;
+        let address = server.address();
+        Ok(Target {
+            server: Some(server),
+            connect: address.clone(),
+            chroot: String::new(),
+            four_letter: Some(address),
+        })
+    }
+
+    /// Whether the server still runs and answers `ruok`.
+    async fn alive(&mut self) -> bool {
+        let running = self.server.as_mut().is_none_or(|s| s.is_running());
+        running
+            && match &self.four_letter {
+                Some(addr) => four_letter(addr, "ruok").await.is_ok_and(|r| r == "imok"),
+                None => true,
+            }
+    }
 }
 
 async fn run() -> Result<(), BoxError> {
@@ -123,10 +252,24 @@ async fn run() -> Result<(), BoxError> {
     let config = Config::from_args();
     let run_started = Instant::now();
 
-    // The server (if we start one) lives until the end of the run; dropping
-    // the handle stops it and removes its directory.
-    let (connect, server) = match std::env::var("ZK_CONNECT") {
-        Ok(connect) if !connect.is_empty() => (connect, None),
+    let mut target = match std::env::var("ZK_CONNECT") {
+        Ok(connect) if !connect.is_empty() => {
+            // A chroot in ZK_CONNECT becomes a prefix of our paths instead:
+            // the contenders disagree on chroots, and the four-letter words
+            // need the bare host.
+            let (hosts, chroot) = match connect.split_once('/') {
+                Some((hosts, chroot)) => {
+                    (hosts.to_owned(), format!("/{}", chroot.trim_matches('/')))
+                }
+                None => (connect, String::new()),
+            };
+            Target {
+                server: None,
+                four_letter: first_host(&hosts),
+                connect: hosts,
+                chroot: if chroot == "/" { String::new() } else { chroot },
+            }
+        }
         _ => {
             if !zookeeper_available() {
                 if std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
@@ -135,42 +278,77 @@ async fn run() -> Result<(), BoxError> {
                 println!("NOTICE: ZooKeeper is not installed (apt-get install -y zookeeper) and ZK_CONNECT is not set; nothing to measure");
                 return Ok(());
             }
-            // Always a real ZooKeeper: the peers must meet one, and an
-            // in-process server would share this process's cores and RSS.
-            let server = ZooKeeperServer::start_async().await?;
-            (server.connect_string(), Some(server))
+            tokio::task::spawn_blocking(Target::start_own).await??
         }
     };
-    // A chroot in ZK_CONNECT becomes a prefix of our paths instead: the
-    // contenders disagree on chroots (zk-curator wants `namespace(..)`), and
-    // the four-letter words need the bare host.
-    let (connect, chroot) = match connect.split_once('/') {
-        Some((hosts, chroot)) => (hosts.to_owned(), format!("/{}", chroot.trim_matches('/'))),
-        None => (connect, String::new()),
-    };
-    let chroot = if chroot == "/" { String::new() } else { chroot };
-    let four_letter = first_host(&connect);
     let root = format!(
-        "{chroot}/bench/locks-{}-{}",
+        "{}/bench/locks-{}-{}",
+        target.chroot,
         std::process::id(),
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
 
-    print_header(&config, &connect, server.is_some(), four_letter.as_deref()).await;
-    let peers = Peers::prepare().await;
-    peers.print();
+    print_header(&config, &target).await;
+    let (java, python) = tokio::join!(peers::prepare_java(), peers::prepare_python());
+    let mut contenders = start_contenders(&java, &python).await;
+    println!("contenders (in table order):");
+    for c in &contenders {
+        println!("  {:<36} {}", c.label, c.description);
+    }
 
-    // 1. Uncontended cycles.
-    uncontended_phase(&config, &connect, &root, &peers).await;
-    // 2. Contended hand-offs and the herd.
-    contended_phase(&config, &connect, &root, &peers, four_letter.as_deref()).await;
-    // 3. Memory (every contender in a fresh process of its own).
-    memory_phase(&config, &connect, &root, &peers, four_letter.as_deref()).await;
+    let mut findings = Findings::default();
+    warm_up(&config, &target, &root, &mut contenders).await;
+    let idle = idle_rate(&config, target.four_letter.as_deref()).await;
+    uncontended_phase(
+        &config,
+        &target,
+        &root,
+        &mut contenders,
+        idle,
+        &mut findings,
+    )
+    .await;
+    latency_phase(
+        &config,
+        &target,
+        &root,
+        &mut contenders,
+        idle,
+        &mut findings,
+    )
+    .await;
+    contended_phase(
+        &config,
+        &target,
+        &root,
+        &mut contenders,
+        idle,
+        &mut findings,
+    )
+    .await;
+    tasks_phase(
+        &config,
+        &target,
+        &root,
+        &mut contenders,
+        idle,
+        &mut findings,
+    )
+    .await;
+    // The contenders' sessions go before the scale workload, which may
+    // kill the server (before issue 9 it does).
+    for c in contenders {
+        c.close().await;
+    }
+    scale_phase(&config, &mut target, &root, &java, &python, &mut findings).await;
+    print_targets(&config, &findings);
 
-    if server.is_none() {
-        // Our own server goes away with its data; a shared ensemble keeps
-        // the persistent parents some recipes leave, so remove them.
-        if let Err(err) = bounded(Duration::from_secs(30), remove_tree(&connect, &root)).await {
+    if target.server.is_none() {
+        // A shared ensemble keeps the persistent parents some recipes
+        // leave, so remove them.
+        if let Err(err) =
+            bounded(Duration::from_secs(60), remove_tree(&target.connect, &root)).await
+        {
             println!("note: could not remove {root}: {err}");
         }
     }
@@ -180,15 +358,15 @@ async fn run() -> Result<(), BoxError> {
         run_started.elapsed().as_secs_f64(),
         if config.quick { " (--quick)" } else { "" }
     );
-    drop(server);
+    drop(target);
     Ok(())
 }
 
 // ---------------------------------------------------------------------------
-// Header: machine, server, peers
+// Header
 // ---------------------------------------------------------------------------
 
-async fn print_header(config: &Config, connect: &str, own: bool, four_letter: Option<&str>) {
+async fn print_header(config: &Config, target: &Target) {
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_owned())
@@ -202,18 +380,19 @@ async fn print_header(config: &Config, connect: &str, own: bool, four_letter: Op
                 .map(|model| model.trim().to_owned())
         })
         .unwrap_or_else(|| "unknown CPU".to_owned());
-    let version = match four_letter {
+    let version = match &target.four_letter {
         Some(addr) => mntr(addr)
             .await
             .ok()
             .and_then(|m| m.get("zk_version").cloned())
+            .map(|v| v.split('-').next().unwrap_or(&v).to_owned())
             .unwrap_or_else(|| "version unknown (mntr not answered)".to_owned()),
         None => "version unknown".to_owned(),
     };
     println!(
-        "zk-curator lock benchmark (DESIGN.md §8){}",
+        "zk-curator lock benchmark (DESIGN.md §8, issue 9){}",
         if config.quick {
-            " -- QUICK run (--quick)"
+            " -- QUICK run (--quick): 1 rep, tiny sizes, no noise estimate"
         } else {
             ""
         }
@@ -225,242 +404,141 @@ async fn print_header(config: &Config, connect: &str, own: bool, four_letter: Op
     println!(
         "machine:   {nproc} CPUs (nproc), Linux {kernel}, {cpu}; load average at start {load}"
     );
-    if own {
+    if target.server.is_some() {
         println!(
-            "ZooKeeper: {version}, a standalone ZooKeeperServer on {connect}, started by this run"
+            "ZooKeeper: {version} standalone on {}, started by this run: forceSync=yes, -Xmx{}, default GC/JIT",
+            target.connect,
+            server::HEAP
         );
-        println!("           (a JVM with -Xmx128m, SerialGC and the C1 compiler only, as zk-curator-testing runs it)");
     } else {
-        println!("ZooKeeper: {version}, ZK_CONNECT={connect} (a chroot in it prefixes the bench's paths)");
+        println!(
+            "ZooKeeper: {version}, ZK_CONNECT={} (a chroot in it prefixes the bench's paths)",
+            target.connect
+        );
     }
-    println!("NOTE: figures are from ONE run on a shared {nproc}-core machine: the ZooKeeper server, the");
-    println!("      JVM/Python peers and this program compete for the same cores. Indicative, not a verdict.");
+    println!("NOTE: the server, the JVM/Python peers and this program share the machine's {nproc} cores.");
     println!(
-        "sizes:     {} warm-up + {} measured cycles; contended runs of {} s at N = {:?}; {:?} waiters over {} sessions",
-        config.warmup,
-        config.cycles,
-        config.contend.as_secs(),
-        config.sessions,
-        config.waiters,
-        config.waiter_sessions
+        "method:    warm-up {} uncontended cycles + {:.1} s contended (N = 8) per contender; {} rep(s),",
+        config.warmup_cycles,
+        config.warmup_contended.as_secs_f64(),
+        config.reps
     );
-}
-
-/// The out-of-process peers: how to run them, or why they cannot run.
-struct Peers {
-    curator: Measured<JavaPeer>,
-    kazoo: Measured<PythonPeer>,
-}
-
-struct JavaPeer {
-    _classes: tempfile::TempDir,
-    classpath: String,
-    description: String,
-}
-
-struct PythonPeer {
-    python: String,
-    script: PathBuf,
-    description: String,
-}
-
-impl Peers {
-    async fn prepare() -> Peers {
-        let (curator, kazoo) = tokio::join!(prepare_java(), prepare_python());
-        Peers { curator, kazoo }
-    }
-
-    fn print(&self) {
-        println!("peers:     zookeeper-client 0.11.2 Client::lock (in this process)");
-        match &self.curator {
-            Ok(java) => println!("           {}", java.description),
-            Err(reason) => println!("           Apache Curator: n/a ({reason})"),
-        }
-        match &self.kazoo {
-            Ok(python) => println!("           {}", python.description),
-            Err(reason) => println!("           kazoo: n/a ({reason})"),
-        }
-    }
-}
-
-fn peers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers")
-}
-
-async fn prepare_java() -> Measured<JavaPeer> {
-    if !Path::new(CURATOR_JAR).exists() {
-        return Err(format!(
-            "{CURATOR_JAR} missing: apt-get install -y libcurator-recipes-java"
-        ));
-    }
-    let source = peers_dir().join("CuratorBench.java");
-    if !source.exists() {
-        return Err(format!("{} missing", source.display()));
-    }
-    let classes = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-    let slf4j = SLF4J_JARS
-        .into_iter()
-        .find(|jar| Path::new(jar).exists())
-        .unwrap_or_default();
-    let classpath = format!("{CURATOR_JAR}:{slf4j}");
-    let mut javac = tokio::process::Command::new("javac");
-    javac
-        .args(["-nowarn", "-cp", &classpath, "-d"])
-        .arg(classes.path())
-        .arg(&source);
-    run_process(&mut javac, Duration::from_secs(120))
-        .await
-        .map_err(|e| format!("javac: {e} (apt-get install -y default-jdk-headless)"))?;
-    // Debian ships the jar unversioned, with a versioned name beside it.
-    let curator_version = std::fs::read_dir("/usr/share/java")
-        .ok()
-        .and_then(|dir| {
-            dir.filter_map(|entry| entry.ok())
-                .filter_map(|entry| entry.file_name().into_string().ok())
-                .find_map(|name| {
-                    name.strip_prefix("curator-recipes-")?
-                        .strip_suffix(".jar")
-                        .map(str::to_owned)
-                })
-        })
-        .unwrap_or_else(|| "(version unknown)".to_owned());
-    let java_version = run_process(
-        tokio::process::Command::new("java").arg("-version"),
-        Duration::from_secs(30),
-    )
-    .await
-    .ok()
-    .and_then(|out| {
-        out.lines()
-            .find(|l| l.contains("version"))
-            .map(|l| l.trim().to_owned())
-    })
-    .unwrap_or_else(|| "java version unknown".to_owned());
-    Ok(JavaPeer {
-        classpath: format!("{}:{classpath}", classes.path().display()),
-        _classes: classes,
-        description: format!(
-            "Apache Curator {curator_version} InterProcessMutex (Debian jar; {java_version}; default JVM flags)"
-        ),
-    })
-}
-
-async fn prepare_python() -> Measured<PythonPeer> {
-    let script = peers_dir().join("kazoo_bench.py");
-    if !script.exists() {
-        return Err(format!("{} missing", script.display()));
-    }
-    // Debian's python3-kazoo lives in the system interpreter's dist-packages;
-    // a `python3` earlier on PATH (pyenv, venv) usually cannot import it.
-    let mut reasons = Vec::new();
-    for python in ["/usr/bin/python3", "python3"] {
-        let probe = run_process(
-            tokio::process::Command::new(python).args([
-                "-c",
-                "import sys, kazoo.version; print(kazoo.version.__version__, sys.version.split()[0])",
-            ]),
-            Duration::from_secs(30),
-        )
-        .await;
-        match probe {
-            Ok(out) => {
-                let mut words = out.split_whitespace();
-                let kazoo = words.next().unwrap_or("?").to_owned();
-                let version = words.next().unwrap_or("?").to_owned();
-                return Ok(PythonPeer {
-                    python: python.to_owned(),
-                    script,
-                    description: format!("kazoo {kazoo} Lock ({python}, Python {version})"),
-                });
-            }
-            Err(err) => reasons.push(format!("{python}: {}", last_line(&err))),
-        }
-    }
-    Err(format!(
-        "cannot import kazoo ({}); apt-get install -y python3-kazoo",
-        reasons.join("; ")
-    ))
+    println!(
+        "           contenders interleaved in a rotating order; median and min–max over the reps;"
+    );
+    println!("           \"within noise\" = the min–max ranges overlap");
 }
 
 // ---------------------------------------------------------------------------
-// The Rust contenders
+// Contenders
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// zk-curator `InterProcessMutex::lock()` → `MutexGuard::release()`.
-    Guard,
-    /// zk-curator `InterProcessMutex::acquire()` / `release()`.
-    Reentrant,
-    /// zookeeper-client `Client::lock` with Curator's prefix.
-    ZkClient,
+/// One contender of every workload.
+struct Contender {
+    label: &'static str,
+    /// A short name for paths.
+    short: &'static str,
+    description: String,
+    imp: Imp,
 }
 
-impl Kind {
-    fn label(self) -> &'static str {
-        match self {
-            Kind::Guard => "zk-curator mutex (guard API)",
-            Kind::Reentrant => "zk-curator mutex (reentrant API)",
-            Kind::ZkClient => "zookeeper-client Client::lock",
-        }
-    }
-}
-
-/// One session and its lock on one path.
-enum Contender {
-    Mutex {
-        framework: Framework,
-        mutex: InterProcessMutex,
-        reentrant: bool,
+enum Imp {
+    ZkCurator {
+        tune: Tune,
+        pools: HashMap<String, Vec<Framework>>,
     },
     ZkClient {
-        client: zk::Client,
-        dir: String,
+        pools: HashMap<String, Vec<zk::Client>>,
     },
+    Peer(Box<Measured<Peer>>),
+}
+
+async fn start_contenders(
+    java: &Measured<PeerSetup>,
+    python: &Measured<PeerSetup>,
+) -> Vec<Contender> {
+    async fn serve(setup: &Measured<PeerSetup>, label: &'static str) -> (Measured<Peer>, String) {
+        match setup {
+            Ok(setup) => (setup.serve(label).await, setup.description.clone()),
+            Err(reason) => (Err(reason.clone()), "n/a".to_owned()),
+        }
+    }
+    let ((curator, curator_desc), (kazoo, kazoo_desc)) = tokio::join!(
+        serve(java, "Apache Curator InterProcessMutex"),
+        serve(python, "kazoo Lock")
+    );
+    let mut contenders = vec![
+        Contender {
+            label: "zk-curator InterProcessMutex",
+            short: "zkc",
+            description: "this crate, guard API (lock(), release()), in this process".to_owned(),
+            imp: Imp::ZkCurator {
+                tune: Tune::Plain,
+                pools: HashMap::new(),
+            },
+        },
+        Contender {
+            label: "zookeeper-client Client::lock",
+            short: "zkclient",
+            description: "zookeeper-client 0.11 (Curator's node layout), in this process"
+                .to_owned(),
+            imp: Imp::ZkClient {
+                pools: HashMap::new(),
+            },
+        },
+        Contender {
+            label: "Apache Curator InterProcessMutex",
+            short: "curator",
+            description: match &curator {
+                Ok(_) => curator_desc,
+                Err(reason) => format!("n/a ({reason})"),
+            },
+            imp: Imp::Peer(Box::new(curator)),
+        },
+        Contender {
+            label: "kazoo Lock",
+            short: "kazoo",
+            description: match &kazoo {
+                Ok(_) => kazoo_desc,
+                Err(reason) => format!("n/a ({reason})"),
+            },
+            imp: Imp::Peer(Box::new(kazoo)),
+        },
+    ];
+    if Tune::PerTaskNode.available() {
+        contenders.push(Contender {
+            label: "zk-curator (per-task node)",
+            short: "zkc-pertask",
+            description: "zk-curator with a node per waiting task (before issue 9)".to_owned(),
+            imp: Imp::ZkCurator {
+                tune: Tune::PerTaskNode,
+                pools: HashMap::new(),
+            },
+        });
+    }
+    contenders
+}
+
+/// One task's lock on one path.
+#[derive(Clone)]
+enum LockHandle {
+    Mutex(InterProcessMutex),
+    ZkClient(zk::Client, String),
 }
 
 /// A hold, to be released.
 enum Held {
     Guard(MutexGuard),
-    Reentrant(InterProcessMutex),
     Node(zk::Client, String),
 }
 
-impl Contender {
-    async fn connect(kind: Kind, connect: &str, path: &str) -> Result<Contender, BoxError> {
-        match kind {
-            Kind::Guard | Kind::Reentrant => {
-                let framework = framework(connect).await?;
-                let mutex = InterProcessMutex::new(framework.clone(), path)?;
-                Ok(Contender::Mutex {
-                    framework,
-                    mutex,
-                    reentrant: kind == Kind::Reentrant,
-                })
-            }
-            Kind::ZkClient => Ok(Contender::ZkClient {
-                client: raw_client(connect).await?,
-                dir: path.to_owned(),
-            }),
-        }
-    }
-
+impl LockHandle {
     async fn acquire(&self) -> Result<Held, BoxError> {
         match self {
-            Contender::Mutex {
-                mutex,
-                reentrant: false,
-                ..
-            } => Ok(Held::Guard(within(ACQUIRE_LIMIT, mutex.lock()).await??)),
-            Contender::Mutex {
-                mutex,
-                reentrant: true,
-                ..
-            } => {
-                within(ACQUIRE_LIMIT, mutex.acquire()).await??;
-                Ok(Held::Reentrant(mutex.clone()))
+            LockHandle::Mutex(mutex) => {
+                Ok(Held::Guard(within(ACQUIRE_LIMIT, mutex.lock()).await??))
             }
-            Contender::ZkClient { client, dir } => {
+            LockHandle::ZkClient(client, dir) => {
                 let options = zk::LockOptions::new(zk::Acls::anyone_all()).with_ancestor_options(
                     zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
                 )?;
@@ -475,41 +553,172 @@ impl Contender {
             }
         }
     }
-
-    /// zk-curator's count of watch wake-ups of this session's waiters.
-    fn wakeups(&self) -> Option<u64> {
-        match self {
-            Contender::Mutex { framework, .. } => Some(framework.metrics().lock_wakeups()),
-            Contender::ZkClient { .. } => None,
-        }
-    }
-
-    async fn close(self) {
-        match self {
-            Contender::Mutex { framework, .. } => {
-                let _ = tokio::time::timeout(CLOSE_LIMIT, framework.close()).await;
-            }
-            Contender::ZkClient { client, .. } => drop(client),
-        }
-    }
 }
 
 impl Held {
     async fn release(self) -> Result<(), BoxError> {
         match self {
             Held::Guard(guard) => within(ACQUIRE_LIMIT, guard.release()).await??,
-            Held::Reentrant(mutex) => within(ACQUIRE_LIMIT, mutex.release()).await??,
             Held::Node(client, node) => within(ACQUIRE_LIMIT, client.delete(&node, None)).await??,
         }
         Ok(())
     }
 }
 
-async fn framework(connect: &str) -> Result<Framework, BoxError> {
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .connection_timeout(Duration::from_secs(10))
+impl Contender {
+    /// Opens (and keeps) `n` sessions to `connect`; not measured.
+    async fn connect(&mut self, connect: &str, n: usize) -> Measured<()> {
+        match &mut self.imp {
+            Imp::ZkCurator { tune, pools } => {
+                let pool = pools.entry(connect.to_owned()).or_default();
+                while pool.len() < n {
+                    pool.push(framework(connect, *tune).await.map_err(|e| e.to_string())?);
+                }
+                Ok(())
+            }
+            Imp::ZkClient { pools } => {
+                let pool = pools.entry(connect.to_owned()).or_default();
+                while pool.len() < n {
+                    pool.push(raw_client(connect).await.map_err(|e| e.to_string())?);
+                }
+                Ok(())
+            }
+            Imp::Peer(peer) => peer
+                .as_mut()
+                .as_mut()
+                .map_err(|r| r.clone())?
+                .request(&format!("connect {connect} {n}"), CONNECT_LIMIT * n as u32)
+                .await
+                .map(drop),
+        }
+    }
+
+    /// One lock handle per session (its tasks share it, like the peers'
+    /// threads share their session's mutex).
+    fn handles(&self, connect: &str, path: &str, n: usize) -> Result<Vec<LockHandle>, BoxError> {
+        match &self.imp {
+            Imp::ZkCurator { pools, .. } => pools
+                .get(connect)
+                .map(|p| &p[..n.min(p.len())])
+                .unwrap_or_default()
+                .iter()
+                .map(|fw| Ok(LockHandle::Mutex(InterProcessMutex::new(fw.clone(), path)?)))
+                .collect(),
+            Imp::ZkClient { pools } => Ok(pools
+                .get(connect)
+                .map(|p| &p[..n.min(p.len())])
+                .unwrap_or_default()
+                .iter()
+                .map(|c| LockHandle::ZkClient(c.clone(), path.to_owned()))
+                .collect()),
+            Imp::Peer(_) => Err("not in this process".into()),
+        }
+    }
+
+    async fn uncontended(
+        &mut self,
+        connect: &str,
+        path: &str,
+        cycles: usize,
+        limit: Duration,
+    ) -> Measured<Cycles> {
+        self.connect(connect, 1).await?;
+        if let Imp::Peer(peer) = &mut self.imp {
+            let peer = peer.as_mut().as_mut().map_err(|r| r.clone())?;
+            let r = peer
+                .request(&format!("uncontended {connect} {path} {cycles}"), limit)
+                .await?;
+            let secs: f64 = field(&r, "secs")?;
+            return Ok(Cycles {
+                per_s: field::<f64>(&r, "cycles")? / secs,
+                p50_ms: field(&r, "p50_ms")?,
+                p99_ms: field(&r, "p99_ms")?,
+                acq_p50_ms: field(&r, "acq_p50_ms")?,
+                acq_p99_ms: field(&r, "acq_p99_ms")?,
+                cycles,
+            });
+        }
+        let handle = self
+            .handles(connect, path, 1)
+            .map_err(|e| e.to_string())?
+            .pop()
+            .ok_or("no session")?;
+        let run = async move {
+            let mut samples = Vec::with_capacity(cycles);
+            let mut acquires = Vec::with_capacity(cycles);
+            let started = Instant::now();
+            for _ in 0..cycles {
+                let t0 = Instant::now();
+                let held = handle.acquire().await?;
+                acquires.push(t0.elapsed());
+                held.release().await?;
+                samples.push(t0.elapsed());
+            }
+            Ok::<_, BoxError>(Cycles::from_samples(samples, acquires, started.elapsed()))
+        };
+        bounded(limit, run).await
+    }
+
+    async fn contended(
+        &mut self,
+        connect: &str,
+        path: &str,
+        sessions: usize,
+        tasks: usize,
+        window: Duration,
+        limit: Duration,
+    ) -> Measured<Handoffs> {
+        self.connect(connect, sessions).await?;
+        if let Imp::Peer(peer) = &mut self.imp {
+            let peer = peer.as_mut().as_mut().map_err(|r| r.clone())?;
+            let r = peer
+                .request(
+                    &format!(
+                        "contended {connect} {path} {sessions} {tasks} {}",
+                        window.as_millis()
+                    ),
+                    limit,
+                )
+                .await?;
+            return Ok(Handoffs {
+                per_s: field::<f64>(&r, "handoffs")? / field::<f64>(&r, "secs")?,
+                holds: field(&r, "handoffs")?,
+                switches: field(&r, "switches")?,
+                releases: field(&r, "releases")?,
+            });
+        }
+        let handles = self
+            .handles(connect, path, sessions)
+            .map_err(|e| e.to_string())?;
+        bounded(limit, contended_rust(handles, tasks, window)).await
+    }
+
+    async fn close(self) {
+        match self.imp {
+            Imp::ZkCurator { pools, .. } => {
+                let closing = pools.into_values().flatten().map(|fw| async move {
+                    let _ = tokio::time::timeout(CLOSE_LIMIT, fw.close()).await;
+                });
+                futures::future::join_all(closing).await;
+            }
+            Imp::ZkClient { pools } => drop(pools),
+            Imp::Peer(peer) => {
+                if let Ok(peer) = *peer {
+                    peer.quit().await;
+                }
+            }
+        }
+    }
+}
+
+async fn framework(connect: &str, tune: Tune) -> Result<Framework, BoxError> {
+    let framework = tune
+        .apply(
+            Framework::builder()
+                .connect_string(connect)
+                .session_timeout(SESSION_TIMEOUT)
+                .connection_timeout(Duration::from_secs(10)),
+        )?
         .build()?;
     framework.start()?;
     framework.block_until_connected(CONNECT_LIMIT).await?;
@@ -518,287 +727,101 @@ async fn framework(connect: &str) -> Result<Framework, BoxError> {
 
 async fn raw_client(connect: &str) -> Result<zk::Client, BoxError> {
     let connecting = zk::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
+        .with_session_timeout(SESSION_TIMEOUT)
         .connect(connect);
     Ok(within(CONNECT_LIMIT, connecting).await??)
 }
 
-async fn close_all(contenders: Vec<Contender>) {
-    futures::future::join_all(contenders.into_iter().map(Contender::close)).await;
-}
-
-// ---------------------------------------------------------------------------
-// 3. Memory per waiting participant
-// ---------------------------------------------------------------------------
-
-struct Memory {
-    waiters: usize,
-    rss_before_kib: i64,
-    rss_after_kib: i64,
-    extra: String,
-}
-
-impl Memory {
-    fn per_waiter_bytes(&self) -> f64 {
-        (self.rss_after_kib - self.rss_before_kib) as f64 * 1024.0 / self.waiters as f64
+/// `tasks` tasks, task i on handle i % handles, loop acquire → release on
+/// one path for `window`; a hold begun after the window is released and not
+/// counted.
+async fn contended_rust(
+    handles: Vec<LockHandle>,
+    tasks: usize,
+    window: Duration,
+) -> Result<Handoffs, BoxError> {
+    if handles.is_empty() {
+        return Err("no session".into());
     }
-}
-
-async fn memory_phase(
-    config: &Config,
-    connect: &str,
-    root: &str,
-    peers: &Peers,
-    four_letter: Option<&str>,
-) {
-    println!();
-    println!(
-        "== Memory per waiting participant: K waiters parked behind a held lock, over {} sessions ==",
-        config.waiter_sessions
-    );
-    println!(
-        "   (growth of the RSS of a fresh process, each contender its own, from before the waiters"
-    );
-    println!(
-        "    exist to when all K are queued; then the holder releases and the queue drains: K+1"
-    );
-    println!("    releases, whose watch notifications the server counts; a herd would send ~K/2 per release)");
-    println!(
-        "{:<34} {:>5} {:>12} {:>12} {:>14}",
-        "contender", "K", "RSS before", "RSS after", "per waiter"
-    );
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"));
-    let sessions = config.waiter_sessions.to_string();
-    let mut largest: Vec<(&str, Measured<Memory>)> = Vec::new();
-    for (round, &waiters) in config.waiters.iter().enumerate() {
-        let count = waiters.to_string();
-        largest.clear();
-        for (label, what, dir) in [
-            (
-                "zk-curator mutex (guard API)",
-                "a tokio task each",
-                "zk-curator",
-            ),
-            (
-                "Apache Curator InterProcessMutex",
-                "a JVM thread each",
-                "curator",
-            ),
-            ("kazoo Lock", "a Python thread each", "kazoo"),
-        ] {
-            let path = format!("{root}/memory-{waiters}/{dir}");
-            let args = ["memory", connect, &path, &sessions, &count];
-            settle().await;
-            let before = watch_counts(four_letter).await;
-            let figures = match dir {
-                "zk-curator" => match &me {
-                    Ok(me) => {
-                        let mut command = tokio::process::Command::new(me);
-                        command.arg(MEMORY_CHILD).args(&args[1..]);
-                        match run_process(&mut command, config.phase_limit()).await {
-                            Ok(output) => parse_result(&output),
-                            Err(reason) => Err(reason),
-                        }
-                    }
-                    Err(reason) => Err(reason.clone()),
-                },
-                "curator" => match &peers.curator {
-                    Ok(java) => run_java(java, &args, config.phase_limit()).await,
-                    Err(reason) => Err(reason.clone()),
-                },
-                _ => match &peers.kazoo {
-                    Ok(python) => run_python(python, &args, config.phase_limit()).await,
-                    Err(reason) => Err(reason.clone()),
-                },
-            }
-            .and_then(|r| memory_from(&r, waiters));
-            let watches = watch_delta(before, watch_counts(four_letter).await);
-            match &figures {
-                Ok(m) => {
-                    println!(
-                        "{label:<34} {waiters:>5} {:>8} KiB {:>8} KiB {:>10.1} KiB",
-                        m.rss_before_kib,
-                        m.rss_after_kib,
-                        m.per_waiter_bytes() / 1024.0,
-                    );
-                    if round + 1 == config.waiters.len() {
-                        println!("{:<34} {what}{}", "", m.extra);
-                    }
-                    if let Some(w) = watches {
-                        println!(
-                            "{:<34} drain: the server sent {:.0} NodeDeleted + {:.0} NodeChildrenChanged notifications",
-                            "", w.deleted, w.children
-                        );
+    let deadline = Instant::now() + window;
+    // The last holder; only the holder writes it, so no race.
+    let last = Arc::new(AtomicUsize::new(usize::MAX));
+    let mut running = Scoped(Vec::with_capacity(tasks));
+    for id in 0..tasks {
+        let handle = handles[id % handles.len()].clone();
+        let last = last.clone();
+        running.0.push(tokio::spawn(async move {
+            let (mut holds, mut switches, mut releases) = (0u64, 0u64, 0u64);
+            loop {
+                let held = handle.acquire().await?;
+                let late = Instant::now() >= deadline;
+                if !late {
+                    holds += 1;
+                    if last.swap(id, Ordering::Relaxed) != id {
+                        switches += 1;
                     }
                 }
-                Err(reason) => println!("{label:<34} {waiters:>5} n/a ({reason})"),
+                held.release().await?;
+                releases += 1;
+                if late {
+                    return Ok::<_, BoxError>((holds, switches, releases));
+                }
             }
-            largest.push((label, figures));
+        }));
+    }
+    let (mut holds, mut switches, mut releases, mut failure) = (0, 0, 0, None);
+    for task in running.0.iter_mut() {
+        match task.await? {
+            Ok((h, s, r)) => {
+                holds += h;
+                switches += s;
+                releases += r;
+            }
+            Err(err) => failure = Some(err),
         }
     }
-    if let Some((_, Ok(rust))) = largest.first() {
-        for (label, figures) in &largest[1..] {
-            if let (Ok(other), true) = (figures, rust.per_waiter_bytes() > 0.0) {
-                println!(
-                    "ratio at K = {}: {label} uses {:.1}x zk-curator's RSS per waiter",
-                    rust.waiters,
-                    other.per_waiter_bytes() / rust.per_waiter_bytes()
-                );
-            }
-        }
+    if let Some(err) = failure {
+        return Err(err);
     }
-}
-
-fn memory_from(result: &HashMap<String, String>, waiters: usize) -> Measured<Memory> {
-    let mut extra = String::new();
-    if let Some(heap) = result
-        .get("heap_bytes_per_waiter")
-        .and_then(|v| v.parse::<f64>().ok())
-    {
-        extra += &format!("; JVM heap after GC {:+.1} KiB per waiter", heap / 1024.0);
-    }
-    if let Some(bytes) = result.get("future_bytes") {
-        extra += &format!(" (its lock() future: {bytes} bytes)");
-    }
-    if let (Some(wakeups), Some(secs)) = (result.get("wakeups"), result.get("drain_secs")) {
-        extra += &format!("; drain {secs} s, {wakeups} watch wake-ups by zk-curator's count");
-    }
-    Ok(Memory {
-        waiters,
-        rss_before_kib: field(result, "rss_kib_before")?,
-        rss_after_kib: field(result, "rss_kib_after")?,
-        extra,
+    Ok(Handoffs {
+        per_s: holds as f64 / window.as_secs_f64(),
+        holds,
+        switches,
+        releases,
     })
 }
 
-/// The zk-curator side of the memory measurement, in a process of its own
-/// (see [`MEMORY_CHILD`]); prints a `RESULT` line like the peers. Returns
-/// the exit status.
-async fn memory_child(args: &[String]) -> i32 {
-    let parsed = match args {
-        [connect, path, sessions, waiters] => sessions
-            .parse::<usize>()
-            .ok()
-            .zip(waiters.parse::<usize>().ok())
-            .map(|(s, w)| (connect, path, s, w)),
-        _ => None,
-    };
-    let Some((connect, path, sessions, waiters)) = parsed else {
-        eprintln!("FAILED: usage: locks {MEMORY_CHILD} <connect> <path> <sessions> <waiters>");
-        return 2;
-    };
-    match memory_zk_curator(connect, path, sessions.max(1), waiters).await {
-        Ok(line) => {
-            println!("RESULT kind=memory {line}");
-            0
-        }
-        Err(err) => {
-            eprintln!("FAILED: {err}");
-            1
-        }
-    }
-}
-
-/// A holder on its own session; `waiters` tasks, spread over `sessions`
-/// frameworks (one mutex each, shared by its tasks), queue behind it. Then
-/// the holder releases and the queue drains, which also counts the
-/// wake-ups: one per hand-off without a herd.
-async fn memory_zk_curator(
-    connect: &str,
-    path: &str,
-    sessions: usize,
-    waiters: usize,
-) -> Result<String, BoxError> {
-    let holder_fw = framework(connect).await?;
-    let holder = InterProcessMutex::new(holder_fw.clone(), path)?;
-    let mut frameworks = Vec::new();
-    for _ in 0..sessions {
-        frameworks.push(framework(connect).await?);
-    }
-    let mutexes = frameworks
-        .iter()
-        .map(|fw| InterProcessMutex::new(fw.clone(), path))
-        .collect::<Result<Vec<_>, _>>()?;
-    let guard = within(ACQUIRE_LIMIT, holder.lock()).await??;
-    // The state a parked waiter's task keeps (not polled, so nothing is sent).
-    let future_bytes = std::mem::size_of_val(&mutexes[0].lock());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = rss_kib().ok_or("VmRSS not readable")?;
-    let wakeups_before: u64 = frameworks
-        .iter()
-        .map(|fw| fw.metrics().lock_wakeups())
-        .sum();
-
-    let mut tasks = Scoped(Vec::with_capacity(waiters));
-    for i in 0..waiters {
-        let mutex = mutexes[i % mutexes.len()].clone();
-        tasks.0.push(tokio::spawn(async move {
-            let guard = within(2 * ACQUIRE_LIMIT, mutex.lock()).await??;
-            guard.release().await?;
-            Ok::<(), BoxError>(())
-        }));
-    }
-    let queued = async {
-        loop {
-            if holder.participant_nodes().await?.len() > waiters {
-                return Ok::<(), BoxError>(());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    within(ACQUIRE_LIMIT, queued).await??;
-    tokio::time::sleep(Duration::from_millis(300)).await; // every waiter watches and parks
-    let after = rss_kib().ok_or("VmRSS not readable")?;
-
-    let drain_started = Instant::now();
-    guard.release().await?;
-    for task in tasks.0.iter_mut() {
-        within(2 * ACQUIRE_LIMIT, task).await???;
-    }
-    let drained = drain_started.elapsed();
-    let wakeups: u64 = frameworks
-        .iter()
-        .map(|fw| fw.metrics().lock_wakeups())
-        .sum::<u64>()
-        - wakeups_before;
-    let _ = tokio::time::timeout(CLOSE_LIMIT, holder_fw.close()).await;
-    for fw in frameworks {
-        let _ = tokio::time::timeout(CLOSE_LIMIT, fw.close()).await;
-    }
-    Ok(format!(
-        "waiters={waiters} rss_kib_before={before} rss_kib_after={after} future_bytes={future_bytes} wakeups={wakeups} drain_secs={:.2}",
-        drained.as_secs_f64()
-    ))
-}
-
-fn rss_kib() -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find(|line| line.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 // ---------------------------------------------------------------------------
-// 1. Uncontended acquire + release
+// Figures
 // ---------------------------------------------------------------------------
 
 struct Cycles {
     per_s: f64,
+    /// Of acquire+release.
     p50_ms: f64,
     p99_ms: f64,
+    /// Of the acquire alone.
+    acq_p50_ms: f64,
+    acq_p99_ms: f64,
+    cycles: usize,
 }
 
 impl Cycles {
-    fn from_samples(mut samples: Vec<Duration>, total: Duration) -> Cycles {
+    fn from_samples(
+        mut samples: Vec<Duration>,
+        mut acquires: Vec<Duration>,
+        total: Duration,
+    ) -> Cycles {
         samples.sort_unstable();
+        acquires.sort_unstable();
+        let ms = |sorted: &[Duration], q| percentile(sorted, q).as_secs_f64() * 1e3;
         Cycles {
             per_s: samples.len() as f64 / total.as_secs_f64(),
-            p50_ms: percentile(&samples, 0.50).as_secs_f64() * 1e3,
-            p99_ms: percentile(&samples, 0.99).as_secs_f64() * 1e3,
+            p50_ms: ms(&samples, 0.50),
+            p99_ms: ms(&samples, 0.99),
+            acq_p50_ms: ms(&acquires, 0.50),
+            acq_p99_ms: ms(&acquires, 0.99),
+            cycles: samples.len(),
         }
     }
 }
@@ -812,371 +835,1068 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-async fn uncontended_phase(config: &Config, connect: &str, root: &str, peers: &Peers) {
-    println!();
-    println!(
-        "== Uncontended acquire+release: {} warm-up + {} measured cycles, one session, its own path ==",
-        config.warmup, config.cycles
-    );
-    println!("   (the three in-process contenders take turns in 5 interleaved rounds; the peers run after them)");
-    settle().await;
-    let kinds = [Kind::Guard, Kind::Reentrant, Kind::ZkClient];
-    let task = tokio::spawn(uncontended_rust(
-        kinds,
-        connect.to_owned(),
-        root.to_owned(),
-        config.warmup,
-        config.cycles,
-    ));
-    let mut task = Scoped(vec![task]);
-    let results = match tokio::time::timeout(config.phase_limit(), &mut task.0[0]).await {
-        Ok(Ok(results)) => results,
-        Ok(Err(join)) => kinds.map(|_| Err(format!("the task failed: {join}"))),
-        Err(_) => kinds.map(|_| Err(format!("timed out after {:?}", config.phase_limit()))),
-    };
-    drop(task);
-    let mut rows: Vec<(&str, Measured<Cycles>)> =
-        kinds.iter().map(|k| k.label()).zip(results).collect();
-    let counts = [config.warmup.to_string(), config.cycles.to_string()];
-    let curator = match &peers.curator {
-        Ok(java) => {
-            settle().await;
-            let path = format!("{root}/uncontended/curator");
-            let args = ["uncontended", connect, &path, &counts[0], &counts[1]];
-            run_java(java, &args, config.phase_limit())
-                .await
-                .and_then(|r| cycles_from(&r))
-        }
-        Err(reason) => Err(reason.clone()),
-    };
-    rows.push(("Apache Curator InterProcessMutex", curator));
-    let kazoo = match &peers.kazoo {
-        Ok(python) => {
-            settle().await;
-            let path = format!("{root}/uncontended/kazoo");
-            let args = ["uncontended", connect, &path, &counts[0], &counts[1]];
-            run_python(python, &args, config.phase_limit())
-                .await
-                .and_then(|r| cycles_from(&r))
-        }
-        Err(reason) => Err(reason.clone()),
-    };
-    rows.push(("kazoo Lock", kazoo));
-
-    let reference = rows[0].1.as_ref().ok().map(|c| c.per_s);
-    println!(
-        "{:<34} {:>10} {:>9} {:>9} {:>14}",
-        "contender", "cycles/s", "p50 ms", "p99 ms", "vs zk-curator"
-    );
-    for (label, figures) in &rows {
-        match figures {
-            Ok(c) => println!(
-                "{label:<34} {:>10.0} {:>9.3} {:>9.3} {:>14}",
-                c.per_s,
-                c.p50_ms,
-                c.p99_ms,
-                ratio(Some(c.per_s), reference)
-            ),
-            Err(reason) => println!("{label:<34} n/a ({reason})"),
-        }
-    }
-    println!("(vs zk-curator = cycles/s of the row / cycles/s of zk-curator's guard API; above 1.00x the row is faster)");
-}
-
-/// The in-process contenders, each on its own session and path, measured in
-/// interleaved rounds (rotating who goes first), so that a noisy moment on a
-/// shared machine does not land on one of them only. All run in this one
-/// task, which owns the reentrant API's holds.
-async fn uncontended_rust<const K: usize>(
-    kinds: [Kind; K],
-    connect: String,
-    root: String,
-    warmup: usize,
-    cycles: usize,
-) -> [Measured<Cycles>; K] {
-    const ROUNDS: usize = 5;
-    let mut contenders = Vec::with_capacity(K);
-    let mut results: [Measured<Cycles>; K] = std::array::from_fn(|_| Err(String::new()));
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(cycles); K];
-    let mut busy = [Duration::ZERO; K];
-    for (i, kind) in kinds.into_iter().enumerate() {
-        let path = format!("{root}/uncontended/{kind:?}");
-        let contender = Contender::connect(kind, &connect, &path).await;
-        if let Err(err) = &contender {
-            results[i] = Err(err.to_string());
-        }
-        contenders.push(contender.ok());
-    }
-    for (i, slot) in contenders.iter_mut().enumerate() {
-        if let Some(contender) = slot {
-            for _ in 0..warmup {
-                if let Err(err) = cycle(contender).await {
-                    results[i] = Err(err.to_string());
-                    *slot = None;
-                    break;
-                }
-            }
-        }
-    }
-    for round in 0..ROUNDS {
-        let share = cycles / ROUNDS + usize::from(round < cycles % ROUNDS);
-        for turn in 0..K {
-            let i = (round + turn) % K;
-            let Some(contender) = &contenders[i] else {
-                continue;
-            };
-            let started = Instant::now();
-            for _ in 0..share {
-                let t0 = Instant::now();
-                if let Err(err) = cycle(contender).await {
-                    results[i] = Err(err.to_string());
-                    contenders[i] = None;
-                    break;
-                }
-                samples[i].push(t0.elapsed());
-            }
-            busy[i] += started.elapsed();
-        }
-    }
-    for (i, slot) in contenders.into_iter().enumerate() {
-        if let Some(contender) = slot {
-            contender.close().await;
-            results[i] = Ok(Cycles::from_samples(
-                std::mem::take(&mut samples[i]),
-                busy[i],
-            ));
-        }
-    }
-    results
-}
-
-async fn cycle(contender: &Contender) -> Result<(), BoxError> {
-    contender.acquire().await?.release().await
-}
-
-fn cycles_from(result: &HashMap<String, String>) -> Measured<Cycles> {
-    let cycles: f64 = field(result, "cycles")?;
-    let secs: f64 = field(result, "secs")?;
-    Ok(Cycles {
-        per_s: cycles / secs,
-        p50_ms: field(result, "p50_ms")?,
-        p99_ms: field(result, "p99_ms")?,
-    })
-}
-
-// ---------------------------------------------------------------------------
-// 2. Contended hand-offs and the herd
-// ---------------------------------------------------------------------------
-
 struct Handoffs {
     per_s: f64,
     /// Holds begun within the window.
     holds: u64,
-    /// Of those, the holds by another session than the previous hold's.
+    /// Of those, the holds by another task than the previous hold's.
     switches: u64,
     /// All releases, the window's and the drain's after it.
     releases: u64,
-    /// zk-curator's own count of waiter wake-ups.
-    wakeups: Option<u64>,
-    /// Watches the server fired during the run.
-    server: Option<WatchCounts>,
 }
 
+/// The server's running totals (`mntr`).
 #[derive(Debug, Clone, Copy)]
-struct WatchCounts {
+struct Counters {
+    packets: f64,
     deleted: f64,
     children: f64,
+    ephemerals: f64,
 }
 
-async fn contended_phase(
+/// What the server saw during one measurement.
+#[derive(Debug, Clone, Copy)]
+struct Traffic {
+    /// Requests from the clients (packets received, less our own `mntr`
+    /// and the idle ping rate).
+    requests: f64,
+    /// NodeDeleted + NodeChildrenChanged notifications sent.
+    watches: f64,
+}
+
+impl Traffic {
+    fn between(
+        before: Option<Counters>,
+        after: Option<Counters>,
+        elapsed: Duration,
+        idle: f64,
+    ) -> Option<Traffic> {
+        let (b, a) = (before?, after?);
+        Some(Traffic {
+            requests: (a.packets - b.packets - 1.0 - idle * elapsed.as_secs_f64()).max(0.0),
+            watches: (a.deleted - b.deleted) + (a.children - b.children),
+        })
+    }
+}
+
+/// One rep of one contender in one workload.
+struct Sample<T> {
+    figures: T,
+    traffic: Option<Traffic>,
+}
+
+/// The reps of every contender in one workload: `[contender][rep]`.
+type Reps<T> = Vec<Vec<Measured<Sample<T>>>>;
+
+/// The spread of one figure over a contender's successful reps.
+fn spread<T>(
+    reps: &[Measured<Sample<T>>],
+    figure: impl Fn(&Sample<T>) -> Option<f64>,
+) -> Option<Spread> {
+    let values: Vec<f64> = reps
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .filter_map(figure)
+        .collect();
+    Spread::of(&values)
+}
+
+/// Why a contender's reps failed, if any did (`k of n reps failed: reason`).
+fn failures<T>(reps: &[Measured<Sample<T>>]) -> Option<String> {
+    let failed: Vec<&String> = reps.iter().filter_map(|r| r.as_ref().err()).collect();
+    let first = failed.first()?;
+    Some(if failed.len() == reps.len() {
+        format!("n/a ({first})")
+    } else {
+        format!("{} of {} reps failed: {first}", failed.len(), reps.len())
+    })
+}
+
+/// The contender order of rep `rep`: rotated by one each rep.
+fn rotation(rep: usize, count: usize) -> impl Iterator<Item = usize> {
+    (0..count).map(move |turn| (rep + turn) % count)
+}
+
+/// Runs `measure` once per rep and contender in the rotating order, with the
+/// server's counters read around each call.
+async fn run_reps<T, F>(
     config: &Config,
-    connect: &str,
+    addr: Option<&str>,
+    idle: f64,
+    contenders: &mut [Contender],
+    mut measure: F,
+) -> Reps<T>
+where
+    F: for<'a> FnMut(
+        &'a mut Contender,
+        usize,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Measured<T>> + Send + 'a>>,
+{
+    let mut reps: Reps<T> = (0..contenders.len()).map(|_| Vec::new()).collect();
+    for rep in 0..config.reps {
+        for i in rotation(rep, contenders.len()) {
+            settle().await;
+            let before = counters(addr).await;
+            let started = Instant::now();
+            let result = measure(&mut contenders[i], rep).await;
+            let elapsed = started.elapsed();
+            let after = counters(addr).await;
+            reps[i].push(result.map(|figures| Sample {
+                figures,
+                traffic: Traffic::between(before, after, elapsed, idle),
+            }));
+        }
+    }
+    reps
+}
+
+/// A table row's leading columns: median, min–max, vs Curator, vs zk-curator.
+fn lead_columns(spreads: &[Option<Spread>], i: usize, decimals: usize) -> String {
+    match &spreads[i] {
+        Some(s) => format!(
+            "{:>10.*} {:>17} {:>9} {:>9}",
+            decimals,
+            s.median,
+            s.range(decimals),
+            ratio(Some(s), spreads.get(CURATOR).and_then(Option::as_ref)),
+            ratio(Some(s), spreads[ZK_CURATOR].as_ref()),
+        ),
+        None => format!("{:>10} {:>17} {:>9} {:>9}", "n/a", "", "", ""),
+    }
+}
+
+fn lead_header(what: &str) -> String {
+    format!(
+        "{:<34} {:>10} {:>17} {:>9} {:>9}",
+        "contender", what, "min–max", "vs Cur.", "vs zkc"
+    )
+}
+
+/// The noise note of row `i`: against Curator (Curator's row: against zk-curator).
+fn noise_note(spreads: &[Option<Spread>], i: usize) -> String {
+    let reference = if i == CURATOR { ZK_CURATOR } else { CURATOR };
+    let name = if reference == CURATOR {
+        "Curator"
+    } else {
+        "zk-curator"
+    };
+    if i == reference {
+        return String::new();
+    }
+    noise(
+        spreads[i].as_ref(),
+        spreads.get(reference).and_then(Option::as_ref),
+        name,
+    )
+}
+
+fn per(value: Option<f64>, count: f64) -> Option<f64> {
+    (count > 0.0).then(|| value.map(|v| v / count)).flatten()
+}
+
+fn opt(value: Option<Spread>, decimals: usize) -> String {
+    value.map_or_else(
+        || "n/a".to_owned(),
+        |s| format!("{:.*}", decimals, s.median),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// 0. Warm-up and the idle request rate
+// ---------------------------------------------------------------------------
+
+async fn warm_up(config: &Config, target: &Target, root: &str, contenders: &mut [Contender]) {
+    println!();
+    println!(
+        "== Warm-up: every contender connects its {} sessions, runs {} uncontended cycles, then {:.1} s at N = 8 ==",
+        config.max_sessions(),
+        config.warmup_cycles,
+        config.warmup_contended.as_secs_f64()
+    );
+    let limit = config.limit() + Duration::from_secs(config.warmup_cycles as u64 / 20);
+    for c in contenders.iter_mut() {
+        let started = Instant::now();
+        let path = format!("{root}/warmup/{}", c.short);
+        let result = async {
+            c.connect(&target.connect, config.max_sessions()).await?;
+            let u = c
+                .uncontended(&target.connect, &path, config.warmup_cycles, limit)
+                .await?;
+            let h = c
+                .contended(&target.connect, &path, 8, 8, config.warmup_contended, limit)
+                .await?;
+            Ok::<_, String>((u, h))
+        }
+        .await;
+        match result {
+            Ok((u, h)) => println!(
+                "  {:<34} {} cycles ({:.0}/s, the last run's rate), {} contended holds; {:.1} s",
+                c.label,
+                u.cycles,
+                u.per_s,
+                h.holds,
+                started.elapsed().as_secs_f64()
+            ),
+            Err(reason) => println!("  {:<34} n/a ({reason})", c.label),
+        }
+    }
+}
+
+/// Packets per second the server receives while the bench is idle (pings of
+/// the kept sessions), subtracted from every request count.
+async fn idle_rate(config: &Config, addr: Option<&str>) -> f64 {
+    let window = Duration::from_secs(if config.quick { 1 } else { 3 });
+    settle().await;
+    let before = counters(addr).await;
+    tokio::time::sleep(window).await;
+    let after = counters(addr).await;
+    let rate = match (before, after) {
+        (Some(b), Some(a)) => ((a.packets - b.packets - 1.0) / window.as_secs_f64()).max(0.0),
+        _ => 0.0,
+    };
+    println!(
+        "idle request rate (the kept sessions' pings, subtracted from every request count): {rate:.1}/s"
+    );
+    rate
+}
+
+// ---------------------------------------------------------------------------
+// 1. Uncontended
+// ---------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Findings {
+    uncontended_rate: Vec<Option<Spread>>,
+    uncontended_requests: Vec<Option<Spread>>,
+    uncontended_acq_p50: Vec<Option<Spread>>,
+    latency_p50: Vec<Option<Spread>>,
+    proxy_rtt_ms: Option<f64>,
+    /// (N, per contender: hand-offs/s, requests/hand-off, watches/hand-off).
+    contended: Vec<(usize, Vec<[Option<Spread>; 3]>)>,
+    labels: Vec<&'static str>,
+    /// zk-curator: T tasks on one session, one task on each of 32 sessions.
+    tasks: Option<(Option<Spread>, Option<Spread>)>,
+    /// (K, variant, outcome) of the scale workload.
+    scale: Vec<(usize, &'static str, Measured<ScaleFigures>)>,
+}
+
+async fn uncontended_phase(
+    config: &Config,
+    target: &Target,
     root: &str,
-    peers: &Peers,
-    four_letter: Option<&str>,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
 ) {
     println!();
     println!(
-        "== Contended hand-offs: N sessions loop acquire->release on ONE path for {} s ==",
-        config.contend.as_secs()
+        "== Uncontended acquire+release: {} cycles a rep, one session, one path per contender ==",
+        config.cycles
     );
-    println!("   hand-offs/s = holds begun within the window / window; switched = share of those holds taken by");
-    println!("   another session than the previous one; wake-ups = zk-curator's own count of waiter wake-ups and");
-    println!("   server watches = NodeDeleted + NodeChildrenChanged notifications the server sent (mntr), both per");
-    println!("   release (at most ~1 = one waiter woken per release; a herd would send ~N-1)");
-    if four_letter.is_none() {
-        println!("   (server watch counts: n/a, no host to ask in the connect string)");
-    }
+    let connect = target.connect.clone();
+    let (cycles, limit) = (config.cycles, config.limit());
+    let reps = run_reps(
+        config,
+        target.four_letter.as_deref(),
+        idle,
+        contenders,
+        |c, _| {
+            let path = format!("{root}/uncontended/{}", c.short);
+            let connect = connect.clone();
+            Box::pin(async move { c.uncontended(&connect, &path, cycles, limit).await })
+        },
+    )
+    .await;
+    let rates: Vec<Option<Spread>> = reps
+        .iter()
+        .map(|r| spread(r, |s| Some(s.figures.per_s)))
+        .collect();
+    let requests: Vec<Option<Spread>> = reps
+        .iter()
+        .map(|r| {
+            spread(r, |s| {
+                per(s.traffic.map(|t| t.requests), s.figures.cycles as f64)
+            })
+        })
+        .collect();
     println!(
-        "{:>3}  {:<34} {:>12} {:>14} {:>9} {:>9} {:>15}",
-        "N", "contender", "hand-offs/s", "vs zk-curator", "switched", "wake-ups", "server watches"
+        "{} {:>8} {:>8} {:>8} {:>9}  note",
+        lead_header("cycles/s"),
+        "acq p50",
+        "p50 ms",
+        "p99 ms",
+        "req/cycle"
     );
-    let secs = config.contend.as_secs().to_string();
-    for &n in &config.sessions {
-        let mut rows: Vec<(&str, Measured<Handoffs>)> = Vec::new();
-        for kind in [Kind::Guard, Kind::ZkClient] {
-            let path = format!("{root}/contended-{n}/{kind:?}");
-            let before = watch_counts(four_letter).await;
-            let mut figures = bounded(
-                config.phase_limit(),
-                contended_rust(kind, connect, &path, n, config.contend),
-            )
-            .await;
-            let after = watch_counts(four_letter).await;
-            if let Ok(h) = &mut figures {
-                h.server = watch_delta(before, after);
-            }
-            rows.push((kind.label(), figures));
-        }
-        let count = n.to_string();
-        let curator = match &peers.curator {
-            Ok(java) => {
-                let path = format!("{root}/contended-{n}/curator");
-                let args = ["contended", connect, &path, &count, &secs];
-                let before = watch_counts(four_letter).await;
-                let result = run_java(java, &args, config.phase_limit()).await;
-                let after = watch_counts(four_letter).await;
-                result.and_then(|r| handoffs_from(&r, watch_delta(before, after)))
-            }
-            Err(reason) => Err(reason.clone()),
-        };
-        rows.push(("Apache Curator InterProcessMutex", curator));
-        let kazoo = match &peers.kazoo {
-            Ok(python) => {
-                let path = format!("{root}/contended-{n}/kazoo");
-                let args = ["contended", connect, &path, &count, &secs];
-                let before = watch_counts(four_letter).await;
-                let result = run_python(python, &args, config.phase_limit()).await;
-                let after = watch_counts(four_letter).await;
-                result.and_then(|r| handoffs_from(&r, watch_delta(before, after)))
-            }
-            Err(reason) => Err(reason.clone()),
-        };
-        rows.push(("kazoo Lock", kazoo));
-
-        let reference = rows[0].1.as_ref().ok().map(|h| h.per_s);
-        for (label, figures) in &rows {
-            match figures {
-                Ok(h) => {
-                    let per_release = |x: f64| {
-                        if h.releases == 0 {
-                            "n/a".to_owned()
-                        } else {
-                            format!("{:.2}", x / h.releases as f64)
-                        }
-                    };
-                    let wakeups = h
-                        .wakeups
-                        .map_or_else(|| "-".to_owned(), |w| per_release(w as f64));
-                    let server = h.server.map_or_else(
-                        || "n/a".to_owned(),
-                        |w| format!("{} + {}", per_release(w.deleted), per_release(w.children)),
-                    );
-                    let switched = if h.holds == 0 {
-                        "n/a".to_owned()
-                    } else {
-                        format!("{:.0}%", 100.0 * h.switches as f64 / h.holds as f64)
-                    };
-                    println!(
-                        "{n:>3}  {label:<34} {:>12.0} {:>14} {:>9} {:>9} {:>15}",
-                        h.per_s,
-                        ratio(Some(h.per_s), reference),
-                        switched,
-                        wakeups,
-                        server
-                    );
-                }
-                Err(reason) => println!("{n:>3}  {label:<34} n/a ({reason})"),
-            }
-        }
+    for (i, c) in contenders.iter().enumerate() {
+        let acq = spread(&reps[i], |s| Some(s.figures.acq_p50_ms));
+        let p50 = spread(&reps[i], |s| Some(s.figures.p50_ms));
+        let p99 = spread(&reps[i], |s| Some(s.figures.p99_ms));
+        println!(
+            "{:<34} {} {:>8} {:>8} {:>8} {:>9}  {}{}",
+            c.label,
+            lead_columns(&rates, i, 0),
+            opt(acq, 3),
+            opt(p50, 3),
+            opt(p99, 3),
+            opt(requests[i], 2),
+            noise_note(&rates, i),
+            failures(&reps[i])
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default()
+        );
     }
-    println!("(vs zk-curator = hand-offs/s of the row / hand-offs/s of zk-curator at the same N)");
+    println!("(cycles/s: higher is better; vs Cur./vs zkc = median / that row's median; acq p50 = of the acquire alone,");
+    println!(" p50/p99 = of acquire+release, in ms, medians over the reps; req/cycle = requests the server received per cycle)");
+    findings.labels = contenders.iter().map(|c| c.label).collect();
+    findings.uncontended_rate = rates;
+    findings.uncontended_requests = requests;
+    findings.uncontended_acq_p50 = reps
+        .iter()
+        .map(|r| spread(r, |s| Some(s.figures.acq_p50_ms)))
+        .collect();
 }
 
-async fn contended_rust(
-    kind: Kind,
-    connect: &str,
-    path: &str,
-    sessions: usize,
-    window: Duration,
-) -> Result<Handoffs, BoxError> {
-    let connecting = (0..sessions).map(|_| Contender::connect(kind, connect, path));
-    let contenders = futures::future::try_join_all(connecting).await?;
-    let wakeups_before: Option<u64> = contenders.iter().map(Contender::wakeups).sum();
-    let deadline = Instant::now() + window;
-    // The last holder; only the holder writes it, so no race.
-    let last = Arc::new(AtomicUsize::new(usize::MAX));
-    let mut tasks = Scoped(Vec::with_capacity(sessions));
-    tasks
-        .0
-        .extend(contenders.into_iter().enumerate().map(|(id, contender)| {
-            let last = last.clone();
-            tokio::spawn(async move {
-                let result = async {
-                    let (mut holds, mut switches, mut releases) = (0u64, 0u64, 0u64);
-                    loop {
-                        let held = contender.acquire().await?;
-                        let late = Instant::now() >= deadline;
-                        if !late {
-                            holds += 1;
-                            if last.swap(id, Ordering::Relaxed) != id {
-                                switches += 1;
-                            }
+// ---------------------------------------------------------------------------
+// 2. Latency through a delaying proxy
+// ---------------------------------------------------------------------------
+
+async fn latency_phase(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    println!();
+    println!(
+        "== Latency where round trips cost: uncontended acquire+release through a proxy adding {} ms each way ==",
+        config.delay.as_millis()
+    );
+    let upstream = match resolve(&target.connect).await {
+        Some(addr) => addr,
+        None => {
+            println!("n/a (cannot resolve {})", target.connect);
+            return;
+        }
+    };
+    let proxy = match proxy::DelayProxy::start(upstream, config.delay) {
+        Ok(proxy) => proxy,
+        Err(err) => {
+            println!("n/a (proxy: {err})");
+            return;
+        }
+    };
+    let via = proxy.addr().to_string();
+    // What the proxy really adds to one round trip (tokio's timer has 1 ms
+    // granularity): p50 of `exists` through it, less the p50 direct.
+    let direct = exists_p50(&target.connect, 200).await;
+    let proxied = exists_p50(&via, 200).await;
+    match (&direct, &proxied) {
+        (Ok(d), Ok(p)) => {
+            println!(
+                "one round trip (p50 of 200 `exists`): direct {d:.3} ms, through the proxy {p:.3} ms: the proxy adds {:.3} ms",
+                p - d
+            );
+            findings.proxy_rtt_ms = Some(p - d);
+        }
+        _ => println!("one round trip: n/a ({direct:?} / {proxied:?})"),
+    }
+    // Calibration: a create and a list sent back to back (as zk-curator's
+    // acquire sends them) must cost one round trip through the proxy.
+    let pair_dir = format!("{root}/latency-pair");
+    let direct = pipelined_p50(&target.connect, &pair_dir, 100).await;
+    let proxied = pipelined_p50(&via, &pair_dir, 100).await;
+    match (&direct, &proxied, findings.proxy_rtt_ms) {
+        (Ok(d), Ok(p), Some(rtt)) if rtt > 0.0 => {
+            let trips = (p - d) / rtt;
+            println!(
+                "calibration, create + list sent back to back by zookeeper-client (p50 of 100): direct {d:.3} ms, through the proxy {p:.3} ms = {trips:.1} added round trips"
+            );
+            if trips > 1.5 {
+                println!("   (more than one: the list left the client a round trip after the create; zookeeper-client's socket");
+                println!("    does not set TCP_NODELAY, so Nagle's algorithm may hold a second small write until the first is");
+                println!(
+                    "    acknowledged; whether both go out in one write varies from run to run)"
+                );
+            }
+        }
+        _ => println!("calibration (create + list back to back): n/a ({direct:?} / {proxied:?})"),
+    }
+    let (cycles, limit) = (config.latency_cycles, config.limit());
+    // A session through the proxy for every contender, and a few cycles on
+    // it, before anything is measured.
+    for c in contenders.iter_mut() {
+        let path = format!("{root}/latency/{}", c.short);
+        let _ = c.uncontended(&via, &path, 10, limit).await;
+    }
+    let reps = run_reps(
+        config,
+        target.four_letter.as_deref(),
+        idle,
+        contenders,
+        |c, _| {
+            let path = format!("{root}/latency/{}", c.short);
+            let via = via.clone();
+            Box::pin(async move { c.uncontended(&via, &path, cycles, limit).await })
+        },
+    )
+    .await;
+    let p50: Vec<Option<Spread>> = reps
+        .iter()
+        .map(|r| spread(r, |s| Some(s.figures.acq_p50_ms)))
+        .collect();
+    println!(
+        "{} {:>8} {:>11} {:>11} {:>7} {:>9}  note",
+        lead_header("acq p50 ms"),
+        "acq p99",
+        "acq+rel p50",
+        "acq+rel p99",
+        "trips",
+        "req/cycle"
+    );
+    for (i, c) in contenders.iter().enumerate() {
+        let acq_p99 = spread(&reps[i], |s| Some(s.figures.acq_p99_ms));
+        let cycle_p50 = spread(&reps[i], |s| Some(s.figures.p50_ms));
+        let cycle_p99 = spread(&reps[i], |s| Some(s.figures.p99_ms));
+        // Round trips of the acquire: the latency the proxy added to it,
+        // in the proxy's round trips.
+        let trips = match (
+            p50[i],
+            findings.uncontended_acq_p50.get(i).copied().flatten(),
+            findings.proxy_rtt_ms.filter(|r| *r > 0.0),
+        ) {
+            (Some(via), Some(direct), Some(rtt)) => {
+                format!("{:.1}", (via.median - direct.median) / rtt)
+            }
+            _ => "-".to_owned(),
+        };
+        let requests = spread(&reps[i], |s| {
+            per(s.traffic.map(|t| t.requests), s.figures.cycles as f64)
+        });
+        println!(
+            "{:<34} {} {:>8} {:>11} {:>11} {:>7} {:>9}  {}{}",
+            c.label,
+            lead_columns(&p50, i, 3),
+            opt(acq_p99, 3),
+            opt(cycle_p50, 3),
+            opt(cycle_p99, 3),
+            trips,
+            opt(requests, 2),
+            noise_note(&p50, i),
+            failures(&reps[i])
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "({cycles} cycles a rep; latency: LOWER is better; trips = (acq p50 here - acq p50 without the proxy) / the proxy's round trip)"
+    );
+    findings.latency_p50 = p50;
+    drop(proxy);
+}
+
+async fn resolve(connect: &str) -> Option<std::net::SocketAddr> {
+    let first = first_host(connect)?;
+    tokio::net::lookup_host(first).await.ok()?.next()
+}
+
+/// p50 (ms) of `n` sequential `exists` calls through `connect`.
+async fn exists_p50(connect: &str, n: usize) -> Result<f64, String> {
+    let client = raw_client(connect).await.map_err(|e| e.to_string())?;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        within(ACQUIRE_LIMIT, client.check_stat("/"))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        samples.push(t0.elapsed());
+    }
+    samples.sort_unstable();
+    Ok(percentile(&samples, 0.5).as_secs_f64() * 1e3)
+}
+
+/// p50 (ms) of `n` ephemeral-sequential creates each sent together with a
+/// list of the parent (both queued before either is awaited).
+async fn pipelined_p50(connect: &str, dir: &str, n: usize) -> Result<f64, String> {
+    let pair = async {
+        let client = raw_client(connect).await?;
+        let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let mut level = String::new();
+        for part in dir.trim_start_matches('/').split('/') {
+            level = format!("{level}/{part}");
+            match client.create(&level, b"", &persistent).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        let ephemeral = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let prefix = format!("{dir}/n-");
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t0 = Instant::now();
+            let create = client.create(&prefix, b"", &ephemeral);
+            let list = client.list_children(dir);
+            let (created, listed) = futures::join!(create, list);
+            samples.push(t0.elapsed());
+            let (_, sequence) = created?;
+            listed?;
+            client.delete(&format!("{dir}/n-{sequence}"), None).await?;
+        }
+        samples.sort_unstable();
+        Ok::<_, BoxError>(percentile(&samples, 0.5).as_secs_f64() * 1e3)
+    };
+    bounded(Duration::from_secs(60), pair).await
+}
+
+// ---------------------------------------------------------------------------
+// 3. Contended hand-offs
+// ---------------------------------------------------------------------------
+
+async fn contended_phase(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    println!();
+    println!(
+        "== Contended hand-offs: N sessions (one task each) loop acquire->release on ONE path for {} s a rep ==",
+        config.contend.as_secs()
+    );
+    println!("   hand-offs/s = holds begun within the window / window; req = requests the server received per");
+    println!("   hand-off; watches = NodeDeleted + NodeChildrenChanged notifications per hand-off (a herd: ~N-1);");
+    println!("   switched = share of holds taken by another session than the previous hold's");
+    let mut series: Vec<plot::Series> = contenders
+        .iter()
+        .map(|c| plot::Series {
+            label: c.label.to_owned(),
+            points: Vec::new(),
+        })
+        .collect();
+    for &n in &config.sessions {
+        let connect = target.connect.clone();
+        let (window, limit) = (config.contend, config.limit());
+        let reps = run_reps(
+            config,
+            target.four_letter.as_deref(),
+            idle,
+            contenders,
+            |c, _| {
+                let path = format!("{root}/contended-{n}/{}", c.short);
+                let connect = connect.clone();
+                Box::pin(async move { c.contended(&connect, &path, n, n, window, limit).await })
+            },
+        )
+        .await;
+        let rates: Vec<Option<Spread>> = reps
+            .iter()
+            .map(|r| spread(r, |s| Some(s.figures.per_s)))
+            .collect();
+        println!();
+        println!(
+            "N = {n}\n{} {:>7} {:>8} {:>9}  note",
+            lead_header("hand-offs/s"),
+            "req",
+            "watches",
+            "switched"
+        );
+        let mut row = Vec::new();
+        for (i, c) in contenders.iter().enumerate() {
+            let releases = |s: &Sample<Handoffs>| s.figures.releases as f64;
+            let req = spread(&reps[i], |s| {
+                per(s.traffic.map(|t| t.requests), releases(s))
+            });
+            let watches = spread(&reps[i], |s| per(s.traffic.map(|t| t.watches), releases(s)));
+            let switched = spread(&reps[i], |s| {
+                (s.figures.holds > 0)
+                    .then(|| 100.0 * s.figures.switches as f64 / s.figures.holds as f64)
+            });
+            println!(
+                "{:<34} {} {:>7} {:>8} {:>9}  {}{}",
+                c.label,
+                lead_columns(&rates, i, 0),
+                opt(req, 2),
+                opt(watches, 2),
+                switched.map_or_else(|| "n/a".to_owned(), |s| format!("{:.0}%", s.median)),
+                noise_note(&rates, i),
+                failures(&reps[i])
+                    .map(|f| format!(" {f}"))
+                    .unwrap_or_default()
+            );
+            if let Some(s) = rates[i] {
+                series[i].points.push((n, s));
+            }
+            row.push([rates[i], req, watches]);
+        }
+        findings.contended.push((n, row));
+    }
+    if let Some(path) = &config.plot {
+        let svg = plot::handoffs_svg(
+            "Contended hand-offs/s against N sessions (one ZooKeeper 3.8, forceSync=yes)",
+            &format!(
+                "{} rep(s) of {} s, contenders interleaved; {}",
+                config.reps,
+                config.contend.as_secs(),
+                chrono_free_date()
+            ),
+            &series,
+        );
+        match std::fs::write(path, svg) {
+            Ok(()) => println!("plot written to {}", path.display()),
+            Err(err) => println!("plot: cannot write {}: {err}", path.display()),
+        }
+    }
+}
+
+/// Today's date (UTC) from `date`, for the plot's subtitle.
+fn chrono_free_date() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------
+// 4. Many tasks on one session
+// ---------------------------------------------------------------------------
+
+async fn tasks_phase(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    let (t, s) = (config.tasks, config.task_sessions);
+    println!();
+    println!(
+        "== {t} tasks (threads for the peers) on ONE session against {s} sessions of one task, one path, {} s a rep ==",
+        config.contend.as_secs()
+    );
+    let connect = target.connect.clone();
+    let (window, limit) = (config.contend, config.limit());
+    let addr = target.four_letter.clone();
+    // Each rep runs both shapes per contender, in alternating order, with
+    // the server's counts read around each shape.
+    let reps = run_reps(config, None, 0.0, contenders, |c, rep| {
+        let (connect, addr) = (connect.clone(), addr.clone());
+        let base = format!("{root}/tasks/{}", c.short);
+        Box::pin(async move {
+            let (mut single, mut many) = (None, None);
+            for shape in [rep % 2, 1 - rep % 2] {
+                let (sessions, tasks, path) = if shape == 0 {
+                    (1, t, format!("{base}-one"))
+                } else {
+                    (s, s, format!("{base}-many"))
+                };
+                c.connect(&connect, sessions).await?;
+                settle().await;
+                let before = counters(addr.as_deref()).await;
+                let started = Instant::now();
+                let result = c
+                    .contended(&connect, &path, sessions, tasks, window, limit)
+                    .await?;
+                let elapsed = started.elapsed();
+                let after = counters(addr.as_deref()).await;
+                let traffic = Traffic::between(before, after, elapsed, idle);
+                let requests = per(traffic.map(|t| t.requests), result.releases as f64);
+                if shape == 0 {
+                    single = Some((result, requests));
+                } else {
+                    many = Some((result, requests));
+                }
+            }
+            match (single, many) {
+                (Some(a), Some(b)) => Ok((a, b)),
+                _ => Err("a shape did not run".to_owned()),
+            }
+        })
+    })
+    .await;
+    println!(
+        "{:<34} {:>18} {:>17} {:>6} {:>18} {:>17} {:>6} {:>7}  note",
+        "contender",
+        format!("1 x {t} hand-offs/s"),
+        "min–max",
+        "req",
+        format!("{s} x 1 hand-offs/s"),
+        "min–max",
+        "req",
+        "ratio"
+    );
+    for (i, c) in contenders.iter().enumerate() {
+        let single = spread(&reps[i], |x| Some(x.figures.0 .0.per_s));
+        let many = spread(&reps[i], |x| Some(x.figures.1 .0.per_s));
+        let single_req = spread(&reps[i], |x| x.figures.0 .1);
+        let many_req = spread(&reps[i], |x| x.figures.1 .1);
+        let cell = |v: Option<Spread>, req: Option<Spread>| match v {
+            Some(v) => format!("{:>18.0} {:>17} {:>6}", v.median, v.range(0), opt(req, 2)),
+            None => format!("{:>18} {:>17} {:>6}", "n/a", "", ""),
+        };
+        let note = match (&single, &many) {
+            (Some(a), Some(b)) => match a.within_noise(b) {
+                Some(true) => "within noise of each other".to_owned(),
+                Some(false) => String::new(),
+                None => "1 rep: no noise estimate".to_owned(),
+            },
+            _ => String::new(),
+        };
+        println!(
+            "{:<34} {} {} {:>7}  {}{}",
+            c.label,
+            cell(single, single_req),
+            cell(many, many_req),
+            ratio(single.as_ref(), many.as_ref()),
+            note,
+            failures(&reps[i])
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default()
+        );
+        if i == ZK_CURATOR {
+            findings.tasks = Some((single, many));
+        }
+    }
+    println!("(ratio = one session's hand-offs/s / {s} sessions'; req = requests the server received per hand-off)");
+}
+
+// ---------------------------------------------------------------------------
+// 5. Scale: K parked waiters
+// ---------------------------------------------------------------------------
+
+struct ScaleFigures {
+    rss_before_kib: f64,
+    rss_after_kib: f64,
+    hwm_kib: f64,
+    park_secs: f64,
+    nodes: f64,
+    park_requests: f64,
+    drain_secs: f64,
+    drain_requests: f64,
+    drain_watches: f64,
+    server_alive: bool,
+}
+
+async fn scale_phase(
+    config: &Config,
+    target: &mut Target,
+    root: &str,
+    java: &Measured<PeerSetup>,
+    python: &Measured<PeerSetup>,
+    findings: &mut Findings,
+) {
+    let sessions = config.scale_sessions;
+    println!();
+    println!(
+        "== Scale: K tasks parked on one held mutex over {sessions} sessions (zk-curator, a fresh process each) =="
+    );
+    println!("   RSS = the child's VmRSS growth from before the waiters to parked (HWM = its peak over the run);");
+    println!("   park = until every lock() is polled and the server is quiet; nodes = waiters' nodes in ZooKeeper;");
+    println!("   drain = release, until every task took and released the lock once; server = alive after the run");
+    println!(
+        "{:<28} {:>6} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}",
+        "variant",
+        "K",
+        "RSS MiB",
+        "per wait",
+        "HWM MiB",
+        "park s",
+        "nodes",
+        "req/w",
+        "drain s",
+        "drain/s",
+        "server"
+    );
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"));
+    let mut variants = vec![(Tune::Plain, "zk-curator")];
+    if Tune::PerTaskNode.available() {
+        variants.push((Tune::PerTaskNode, "zk-curator (per-task node)"));
+    }
+    for (tune, label) in variants {
+        let mut skip: Option<String> = None;
+        for &k in &config.scale {
+            if let Some(reason) = &skip {
+                println!("{label:<28} {k:>6} skipped ({reason})");
+                findings
+                    .scale
+                    .push((k, label, Err(format!("skipped ({reason})"))));
+                continue;
+            }
+            let Some(addr) = target.four_letter.clone() else {
+                println!("{label:<28} {k:>6} n/a (no host for mntr in the connect string)");
+                continue;
+            };
+            settle().await;
+            // Parking is bounded in time (before issue 9 it grows with the
+            // square of K: 10,000 waiters took ~25 s here); the drain's bound
+            // grows with K (50,000 at a few hundred hand-offs/s take minutes).
+            let park_limit = Duration::from_secs(if config.quick { 60 } else { 180 });
+            let drain_limit = Duration::from_secs(60 + k as u64 / 100);
+            let path = format!(
+                "{root}/scale-{k}/{}",
+                if tune == Tune::Plain {
+                    "plain"
+                } else {
+                    "pertask"
+                }
+            );
+            let outcome = match &me {
+                Ok(me) => {
+                    let mut command = tokio::process::Command::new(me);
+                    command.arg(scale::SCALE_CHILD).args([
+                        target.connect.as_str(),
+                        addr.as_str(),
+                        path.as_str(),
+                        &sessions.to_string(),
+                        &k.to_string(),
+                        &park_limit.as_secs().to_string(),
+                        &drain_limit.as_secs().to_string(),
+                        &config.scale_rss_cap_mib.to_string(),
+                        if tune == Tune::Plain {
+                            "plain"
+                        } else {
+                            "per-task-node"
+                        },
+                    ]);
+                    let limit = park_limit + drain_limit + Duration::from_secs(120);
+                    match peers::run_process(&mut command, limit).await {
+                        Ok(output) => peers::parse_result(&output),
+                        Err(reason) => Err(reason),
+                    }
+                }
+                Err(reason) => Err(reason.clone()),
+            };
+            let alive = target.alive().await;
+            let figures = outcome.and_then(|r| {
+                Ok(ScaleFigures {
+                    rss_before_kib: field(&r, "rss_kib_before")?,
+                    rss_after_kib: field(&r, "rss_kib_after")?,
+                    hwm_kib: field(&r, "hwm_kib")?,
+                    park_secs: field(&r, "park_secs")?,
+                    nodes: field(&r, "nodes")?,
+                    park_requests: field(&r, "park_requests")?,
+                    drain_secs: field(&r, "drain_secs")?,
+                    drain_requests: field(&r, "drain_requests")?,
+                    drain_watches: field(&r, "drain_watches")?,
+                    server_alive: alive,
+                })
+            });
+            match &figures {
+                Ok(f) => println!(
+                    "{label:<28} {k:>6} {:>9.1} {:>6.1} KB {:>9.1} {:>8.2} {:>7.0} {:>8.2} {:>8.2} {:>9.0} {:>6}",
+                    f.rss_after_kib / 1024.0,
+                    (f.rss_after_kib - f.rss_before_kib) / k as f64,
+                    f.hwm_kib / 1024.0,
+                    f.park_secs,
+                    f.nodes,
+                    f.park_requests / k as f64,
+                    f.drain_secs,
+                    k as f64 / f.drain_secs,
+                    if alive { "alive" } else { "DIED" }
+                ),
+                Err(reason) => println!(
+                    "{label:<28} {k:>6} n/a ({reason}); server {}",
+                    if alive { "alive" } else { "DIED" }
+                ),
+            }
+            if let Ok(f) = &figures {
+                println!(
+                    "{:<28} {:>6} drain: {:.2} requests and {:.2} watch notifications per hand-off",
+                    "",
+                    "",
+                    f.drain_requests / (k as f64 + 1.0),
+                    f.drain_watches / (k as f64 + 1.0)
+                );
+            }
+            if !alive {
+                let why = target
+                    .server
+                    .as_ref()
+                    .map(|s| s.log_tail())
+                    .unwrap_or_else(|| "no answer to ruok".to_owned());
+                println!("{:<28} {:>6} server died: {why}", "", "");
+                skip = Some(format!("the server died at K = {k}"));
+                if target.server.is_some() {
+                    match tokio::task::spawn_blocking(Target::start_own).await {
+                        Ok(Ok(fresh)) => {
+                            println!(
+                                "{:<28} {:>6} (a fresh server was started for what follows)",
+                                "", ""
+                            );
+                            *target = fresh;
                         }
-                        held.release().await?;
-                        releases += 1;
-                        if late {
-                            return Ok::<_, BoxError>((holds, switches, releases));
+                        Ok(Err(err)) => {
+                            println!("cannot restart the server: {err}");
+                            return;
+                        }
+                        Err(err) => {
+                            println!("cannot restart the server: {err}");
+                            return;
                         }
                     }
                 }
-                .await;
-                (result, contender)
-            })
-        }));
-    let (mut holds, mut switches, mut releases, mut failure) = (0, 0, 0, None);
-    let mut contenders = Vec::new();
-    for task in tasks.0.iter_mut() {
-        let (result, contender) = task.await?;
-        match result {
-            Ok((h, s, r)) => {
-                holds += h;
-                switches += s;
-                releases += r;
+            } else if figures.is_err() {
+                skip = Some(format!("K = {k} failed"));
             }
-            Err(err) => failure = Some(err),
+            findings.scale.push((
+                k,
+                label,
+                figures.map(|mut f| {
+                    f.server_alive = alive;
+                    f
+                }),
+            ));
         }
-        contenders.push(contender);
     }
-    let wakeups_after: Option<u64> = contenders.iter().map(Contender::wakeups).sum();
-    close_all(contenders).await;
-    if let Some(err) = failure {
-        return Err(err);
-    }
-    Ok(Handoffs {
-        per_s: holds as f64 / window.as_secs_f64(),
-        holds,
-        switches,
-        releases,
-        wakeups: wakeups_before.zip(wakeups_after).map(|(b, a)| a - b),
-        server: None,
-    })
+    peers_memory(config, target, root, java, python).await;
 }
 
-fn handoffs_from(
-    result: &HashMap<String, String>,
-    server: Option<WatchCounts>,
-) -> Measured<Handoffs> {
-    let holds: u64 = field(result, "handoffs")?;
-    let secs: f64 = field(result, "secs")?;
-    Ok(Handoffs {
-        per_s: holds as f64 / secs,
-        holds,
-        switches: field(result, "switches")?,
-        releases: field(result, "releases")?,
-        wakeups: None,
-        server,
-    })
+/// RSS per parked waiter of the peers, at the smallest K, each in a fresh
+/// process (one thread per waiter: that is how they wait).
+async fn peers_memory(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    java: &Measured<PeerSetup>,
+    python: &Measured<PeerSetup>,
+) {
+    let Some(&k) = config.scale.first() else {
+        return;
+    };
+    println!();
+    println!(
+        "peers, K = {k} waiters over {} sessions, a thread each (RSS growth of a fresh process):",
+        config.scale_sessions
+    );
+    for (label, setup, dir) in [
+        ("Apache Curator InterProcessMutex", java, "curator"),
+        ("kazoo Lock", python, "kazoo"),
+    ] {
+        let path = format!("{root}/scale-peers/{dir}");
+        let (sessions, count) = (config.scale_sessions.to_string(), k.to_string());
+        let args = ["memory", target.connect.as_str(), &path, &sessions, &count];
+        settle().await;
+        let result = match setup {
+            Ok(setup) => setup.run_once(&args, config.limit()).await,
+            Err(reason) => Err(reason.clone()),
+        };
+        match result.and_then(|r| {
+            Ok((
+                field::<f64>(&r, "rss_kib_before")?,
+                field::<f64>(&r, "rss_kib_after")?,
+            ))
+        }) {
+            Ok((before, after)) => println!(
+                "  {label:<34} RSS {:.1} MiB parked, {:.1} KB per waiter",
+                after / 1024.0,
+                (after - before) / k as f64
+            ),
+            Err(reason) => println!("  {label:<34} n/a ({reason})"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 6. The issue's targets
+// ---------------------------------------------------------------------------
+
+fn print_targets(config: &Config, f: &Findings) {
+    println!();
+    println!("== Issue 9 targets (from the figures above; a verdict, not an assertion) ==");
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "n/a",
+    };
+    let zk_rate = f.uncontended_rate.get(ZK_CURATOR).copied().flatten();
+    let cur_rate = f.uncontended_rate.get(CURATOR).copied().flatten();
+    let zk_req = f.uncontended_requests.get(ZK_CURATOR).copied().flatten();
+    let noise_of = |a: Option<Spread>, b: Option<Spread>| match (a, b) {
+        (Some(a), Some(b)) => match a.within_noise(&b) {
+            Some(true) => " (within noise)",
+            _ => "",
+        },
+        _ => "",
+    };
+    println!(
+        "uncontended: {} requests/cycle (target <= 3): {}; {} Curator's rate{} (target >= 1x): {}",
+        opt(zk_req, 2),
+        verdict(zk_req.map(|r| r.median <= 3.05)),
+        ratio(zk_rate.as_ref(), cur_rate.as_ref()),
+        noise_of(zk_rate, cur_rate),
+        verdict(zk_rate.zip(cur_rate).map(|(a, b)| a.median >= b.median))
+    );
+    let zk_p50 = f.latency_p50.get(ZK_CURATOR).copied().flatten();
+    let cur_p50 = f.latency_p50.get(CURATOR).copied().flatten();
+    println!(
+        "latency (+{} ms each way): acquire p50 {} Curator's{} (target <= 0.6x): {}",
+        config.delay.as_millis(),
+        ratio(zk_p50.as_ref(), cur_p50.as_ref()),
+        noise_of(zk_p50, cur_p50),
+        verdict(zk_p50.zip(cur_p50).map(|(a, b)| a.median <= 0.6 * b.median))
+    );
+    for (n, row) in &f.contended {
+        if *n < 8 {
+            continue;
+        }
+        let zk = row.get(ZK_CURATOR).copied().unwrap_or([None; 3]);
+        let cur = row.get(CURATOR).copied().unwrap_or([None; 3]);
+        println!(
+            "contended N = {n}: {} Curator{} (target >= 1.2x): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
+            ratio(zk[0].as_ref(), cur[0].as_ref()),
+            noise_of(zk[0], cur[0]),
+            verdict(zk[0].zip(cur[0]).map(|(a, b)| a.median >= 1.2 * b.median)),
+            opt(zk[1], 2),
+            verdict(zk[1].map(|r| r.median <= 4.0)),
+            opt(zk[2], 2),
+            verdict(zk[2].map(|w| w.median <= 1.05)),
+        );
+    }
+    if let Some((single, many)) = f.tasks {
+        println!(
+            "{} tasks on one session: {} the {}-session rate (target >= 0.8x): {}",
+            config.tasks,
+            ratio(single.as_ref(), many.as_ref()),
+            config.task_sessions,
+            verdict(single.zip(many).map(|(a, b)| a.median >= 0.8 * b.median))
+        );
+    }
+    for (k, label, outcome) in &f.scale {
+        match outcome {
+            Ok(s) => {
+                let drain_rate = *k as f64 / s.drain_secs;
+                let checks = if *k >= 10_000 {
+                    format!(
+                        " -- server alive: {}; RSS < 64 MB: {}; drain >= uncontended rate: {}",
+                        verdict(Some(s.server_alive)),
+                        verdict(Some(s.rss_after_kib < 64.0 * 1024.0)),
+                        verdict(zk_rate.map(|r| drain_rate >= r.median))
+                    )
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{label}, K = {k}: server {}, client RSS {:.1} MiB parked, park {:.2} s, drain {:.2} s = {:.0}/s ({} x the uncontended cycle rate){checks}",
+                    if s.server_alive { "alive" } else { "DIED" },
+                    s.rss_after_kib / 1024.0,
+                    s.park_secs,
+                    s.drain_secs,
+                    drain_rate,
+                    zk_rate.map_or_else(|| "-".to_owned(), |r| format!("{:.2}", drain_rate / r.median)),
+                );
+            }
+            Err(reason) => println!(
+                "{label}, K = {k}: {reason}{}",
+                if *k >= 10_000 { " -- NOT met" } else { "" }
+            ),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1196,15 +1916,19 @@ fn first_host(connect: &str) -> Option<String> {
     }
 }
 
-async fn mntr(addr: &str) -> Result<HashMap<String, String>, BoxError> {
+async fn four_letter(addr: &str, word: &str) -> Result<String, BoxError> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(b"mntr").await?;
+        stream.write_all(word.as_bytes()).await?;
         let mut reply = String::new();
         stream.read_to_string(&mut reply).await?;
         Ok::<_, std::io::Error>(reply)
     };
-    let reply = within(Duration::from_secs(5), ask).await??;
+    Ok(within(Duration::from_secs(5), ask).await??)
+}
+
+async fn mntr(addr: &str) -> Result<HashMap<String, String>, BoxError> {
+    let reply = four_letter(addr, "mntr").await?;
     Ok(reply
         .lines()
         .filter_map(|line| {
@@ -1214,103 +1938,16 @@ async fn mntr(addr: &str) -> Result<HashMap<String, String>, BoxError> {
         .collect())
 }
 
-/// The server's running totals of fired watches, if it answers `mntr`.
-async fn watch_counts(addr: Option<&str>) -> Option<WatchCounts> {
+/// The server's running totals, if it answers `mntr`.
+async fn counters(addr: Option<&str>) -> Option<Counters> {
     let metrics = mntr(addr?).await.ok()?;
     let get = |key: &str| metrics.get(key).and_then(|v| v.parse::<f64>().ok());
-    Some(WatchCounts {
+    Some(Counters {
+        packets: get("zk_packets_received")?,
         deleted: get("zk_sum_node_deleted_watch_count")?,
         children: get("zk_sum_node_children_watch_count")?,
+        ephemerals: get("zk_ephemerals_count")?,
     })
-}
-
-fn watch_delta(before: Option<WatchCounts>, after: Option<WatchCounts>) -> Option<WatchCounts> {
-    let (b, a) = (before?, after?);
-    Some(WatchCounts {
-        deleted: a.deleted - b.deleted,
-        children: a.children - b.children,
-    })
-}
-
-// ---------------------------------------------------------------------------
-// Child processes
-// ---------------------------------------------------------------------------
-
-async fn run_java(
-    java: &JavaPeer,
-    args: &[&str],
-    limit: Duration,
-) -> Measured<HashMap<String, String>> {
-    let mut command = tokio::process::Command::new("java");
-    command
-        .args(["-cp", &java.classpath, "CuratorBench"])
-        .args(args);
-    let output = run_process(&mut command, limit).await?;
-    parse_result(&output)
-}
-
-async fn run_python(
-    python: &PythonPeer,
-    args: &[&str],
-    limit: Duration,
-) -> Measured<HashMap<String, String>> {
-    let mut command = tokio::process::Command::new(&python.python);
-    command.arg(&python.script).args(args);
-    let output = run_process(&mut command, limit).await?;
-    parse_result(&output)
-}
-
-/// Runs a command to completion within `limit`; its stdout+stderr on
-/// success, else the reason (the last line it printed).
-async fn run_process(command: &mut tokio::process::Command, limit: Duration) -> Measured<String> {
-    let child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", command.as_std().get_program()))?;
-    match tokio::time::timeout(limit, child.wait_with_output()).await {
-        Err(_) => Err(format!("killed after {limit:?}")),
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(output)) => {
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            if output.status.success() {
-                Ok(text)
-            } else {
-                // The peers print their reason as a `FAILED: ...` line.
-                let reason = text
-                    .lines()
-                    .find_map(|line| line.strip_prefix("FAILED: "))
-                    .map_or_else(|| last_line(&text), |r| r.chars().take(300).collect());
-                Err(format!("{}: {reason}", output.status))
-            }
-        }
-    }
-}
-
-/// The key=value pairs of the first `RESULT` line.
-fn parse_result(output: &str) -> Measured<HashMap<String, String>> {
-    let line = output
-        .lines()
-        .find_map(|line| line.strip_prefix("RESULT "))
-        .ok_or_else(|| format!("no RESULT line in its output: {}", last_line(output)))?;
-    Ok(line
-        .split_whitespace()
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect())
-}
-
-fn field<T: std::str::FromStr>(result: &HashMap<String, String>, key: &str) -> Measured<T> {
-    result
-        .get(key)
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("RESULT line lacks a valid {key}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -1329,10 +1966,10 @@ impl<T> Drop for Scoped<T> {
     }
 }
 
-/// A pause between measurements, so that one contender's tail (a JVM
-/// exiting, the server collecting garbage) does not land in the next one's.
+/// A pause between measurements, so that one contender's tail (the server
+/// collecting garbage, a background delete) does not land in the next one's.
 async fn settle() {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 /// Runs `future` for at most `limit`.
@@ -1352,23 +1989,6 @@ async fn bounded<T>(
         Ok(Err(err)) => Err(err.to_string()),
         Err(_) => Err(format!("timed out after {limit:?}")),
     }
-}
-
-fn ratio(value: Option<f64>, reference: Option<f64>) -> String {
-    match (value, reference) {
-        (Some(v), Some(r)) if r > 0.0 => format!("{:.2}x", v / r),
-        _ => "n/a".to_owned(),
-    }
-}
-
-fn last_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("(no output)");
-    line.chars().take(200).collect()
 }
 
 /// Deletes `path` and everything below it (best effort, for shared ensembles).

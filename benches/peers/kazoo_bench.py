@@ -8,9 +8,17 @@ against the same ZooKeeper. Every figure is printed as ONE line
 which the Rust harness parses.
 
 Usage:
-    python3 kazoo_bench.py uncontended <connect> <path> <warmup> <cycles>
-    python3 kazoo_bench.py contended   <connect> <path> <sessions> <seconds>
-    python3 kazoo_bench.py memory      <connect> <path> <clients> <waiters>
+    python3 kazoo_bench.py serve
+        a long-lived process (it stays warm across reps) that reads one
+        command a line on stdin and answers each with ONE line, `RESULT ...`
+        or `FAILED: ...`:
+          connect     <connect> <sessions>          open (and keep) sessions
+          uncontended <connect> <path> <cycles>     on the first kept session
+          contended   <connect> <path> <sessions> <tasks> <millis>
+                      <tasks> threads over the first <sessions> kept sessions
+          quit
+    python3 kazoo_bench.py memory <connect> <path> <clients> <waiters>
+        one shot, in a fresh process
 
 Exit status 0 = figures printed, anything else = failure (reason on stderr).
 """
@@ -33,8 +41,12 @@ except ImportError:  # pragma: no cover
 ACQUIRE_TIMEOUT_S = 30
 
 
+# The same session timeout as every contender (few pings in the request counts).
+SESSION_TIMEOUT_S = 30.0
+
+
 def client(connect):
-    zk = KazooClient(hosts=connect, timeout=10.0)
+    zk = KazooClient(hosts=connect, timeout=SESSION_TIMEOUT_S)
     zk.start(timeout=30)
     return zk
 
@@ -50,41 +62,50 @@ def percentile(sorted_samples, q):
     return sorted_samples[max(0, min(len(sorted_samples) - 1, rank - 1))]
 
 
-def uncontended(connect, path, warmup, cycles):
-    zk = client(connect)
+# Kept sessions, by connect string: they stay warm across reps.
+POOL = {}
+
+
+def sessions(connect, count):
+    pool = POOL.setdefault(connect, [])
+    while len(pool) < count:
+        pool.append(client(connect))
+    return pool[:count]
+
+
+def uncontended(zk, path, cycles):
     lock = Lock(zk, path)
-    for _ in range(warmup):
-        acquire(lock)
-        lock.release()
     samples = []
+    acquires = []
     start = time.perf_counter()
     for _ in range(cycles):
         t0 = time.perf_counter()
         acquire(lock)
+        acquires.append(time.perf_counter() - t0)
         lock.release()
         samples.append(time.perf_counter() - t0)
     secs = time.perf_counter() - start
     samples.sort()
-    print(
-        "RESULT kind=uncontended cycles=%d secs=%.6f p50_ms=%.4f p99_ms=%.4f version=%s"
+    acquires.sort()
+    return (
+        "RESULT kind=uncontended cycles=%d secs=%.6f p50_ms=%.4f p99_ms=%.4f"
+        " acq_p50_ms=%.4f acq_p99_ms=%.4f"
         % (
             cycles,
             secs,
             percentile(samples, 0.50) * 1e3,
             percentile(samples, 0.99) * 1e3,
-            KAZOO_VERSION,
+            percentile(acquires, 0.50) * 1e3,
+            percentile(acquires, 0.99) * 1e3,
         )
     )
-    zk.stop()
-    zk.close()
 
 
-def contended(connect, path, sessions, seconds):
-    """N KazooClients in this one process, one thread each, loop
+def contended(clients, path, tasks, millis):
+    """`tasks` threads, thread i on session i % len(clients), loop
     acquire -> release on ONE path for a fixed time. A hold that starts
     after the deadline is released and not counted."""
-    clients = [client(connect) for _ in range(sessions)]
-    # switches: holds by another session than the previous hold's.
+    # switches: holds by another thread than the previous hold's.
     counts = {"handoffs": 0, "switches": 0, "releases": 0, "last": None}
     count_lock = threading.Lock()
     failures = []
@@ -113,32 +134,60 @@ def contended(connect, path, sessions, seconds):
             failures.append(err)
 
     threads = [
-        threading.Thread(target=run, args=(i, zk), daemon=True)
-        for i, zk in enumerate(clients)
+        threading.Thread(target=run, args=(i, clients[i % len(clients)]), daemon=True)
+        for i in range(tasks)
     ]
     for thread in threads:
         thread.start()
-    deadline[0] = time.monotonic() + seconds
+    deadline[0] = time.monotonic() + millis / 1000.0
     go.set()
+    join_until = time.monotonic() + millis / 1000.0 + 2 * ACQUIRE_TIMEOUT_S
     for thread in threads:
-        thread.join(seconds + 2 * ACQUIRE_TIMEOUT_S)
+        thread.join(max(0.001, join_until - time.monotonic()))
     if failures:
         raise RuntimeError("a contender failed: %r" % failures[0])
     if any(thread.is_alive() for thread in threads):
         raise RuntimeError("a contender did not finish")
-    print(
-        "RESULT kind=contended n=%d handoffs=%d switches=%d releases=%d secs=%d"
+    return (
+        "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f"
         % (
-            sessions,
+            len(clients),
+            tasks,
             counts["handoffs"],
             counts["switches"],
             counts["releases"],
-            seconds,
+            millis / 1000.0,
         )
     )
-    for zk in clients:
-        zk.stop()
-        zk.close()
+
+
+def serve():
+    print("READY version=%s" % KAZOO_VERSION, flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        try:
+            if words[0] == "connect":
+                sessions(words[1], int(words[2]))
+                answer = "RESULT kind=connect sessions=%s" % words[2]
+            elif words[0] == "uncontended":
+                answer = uncontended(sessions(words[1], 1)[0], words[2], int(words[3]))
+            elif words[0] == "contended":
+                answer = contended(
+                    sessions(words[1], int(words[3])), words[2], int(words[4]), int(words[5])
+                )
+            else:
+                answer = "FAILED: unknown command %s" % words[0]
+        except Exception as err:  # the harness shows this line as the reason
+            answer = "FAILED: %r" % (err,)
+        print(answer.replace("\n", " "), flush=True)
+    for pool in POOL.values():
+        for zk in pool:
+            zk.stop()
+            zk.close()
 
 
 def rss_kib():
@@ -198,16 +247,15 @@ def memory(connect, path, client_count, waiters):
 
 
 def main(argv):
-    if len(argv) != 6:
+    if len(argv) == 2 and argv[1] == "serve":
+        serve()
+        return 0
+    if len(argv) != 6 or argv[1] != "memory":
         print(__doc__, file=sys.stderr)
         return 2
-    mode, connect, path, a, b = argv[1], argv[2], argv[3], int(argv[4]), int(argv[5])
-    modes = {"uncontended": uncontended, "contended": contended, "memory": memory}
-    if mode not in modes:
-        print("unknown mode %s" % mode, file=sys.stderr)
-        return 2
+    connect, path, a, b = argv[2], argv[3], int(argv[4]), int(argv[5])
     try:
-        modes[mode](connect, path, a, b)
+        memory(connect, path, a, b)
     except Exception as err:  # the harness shows this line as the reason
         print("FAILED: %r" % err, file=sys.stderr)
         return 1

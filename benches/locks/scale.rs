@@ -1,0 +1,259 @@
+//! The scale workload: K tasks parked on one held mutex over a few
+//! sessions, in a fresh process (this bench binary again, with
+//! `--scale-child`), so that its RSS is the waiters' alone.
+//!
+//! Parked means: every task's `lock()` has been polled once (it is waiting)
+//! and the server has gone quiet (the client sends nothing more; every
+//! waiter that keeps a node has set its watch). That works whether a waiter
+//! keeps a node of its own (before issue 9) or waits in the in-process queue
+//! in front of ZooKeeper (after it). Then the holder releases and the queue
+//! drains, every task taking the lock once.
+//!
+//! Every wait is bounded; the child stops itself when its RSS passes a cap
+//! (before issue 9 a waiter costs ~190 KB of listings, so 50,000 of them
+//! would take the machine's memory) or the server stops answering.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use zk_curator::InterProcessMutex;
+
+use super::{counters, framework, within, BoxError, Scoped, Tune, ACQUIRE_LIMIT, CLOSE_LIMIT};
+
+/// The hidden first argument that makes this binary the scale child:
+/// `locks --scale-child <connect> <four-letter addr> <path> <sessions> <waiters>
+/// <park limit secs> <drain limit secs> <rss cap MiB> <plain|per-task-node>`.
+pub(crate) const SCALE_CHILD: &str = "--scale-child";
+
+/// Runs the child; prints one `RESULT` or `FAILED:` line; the exit status.
+pub(crate) async fn child(args: &[String]) -> i32 {
+    let parsed = match args {
+        [connect, addr, path, sessions, waiters, park, drain, cap, variant] => {
+            match (
+                sessions.parse(),
+                waiters.parse(),
+                park.parse(),
+                drain.parse(),
+                cap.parse(),
+            ) {
+                (Ok(s), Ok(w), Ok(p), Ok(d), Ok(c)) => Some((
+                    connect,
+                    addr,
+                    path,
+                    s,
+                    w,
+                    (Duration::from_secs(p), Duration::from_secs(d)),
+                    c,
+                    variant,
+                )),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let Some((connect, addr, path, sessions, waiters, limit, cap, variant)) = parsed else {
+        eprintln!("FAILED: usage: locks {SCALE_CHILD} <connect> <addr> <path> <sessions> <waiters> <park s> <drain s> <cap MiB> <variant>");
+        return 2;
+    };
+    let tune = if variant == "per-task-node" {
+        Tune::PerTaskNode
+    } else {
+        Tune::Plain
+    };
+    let started = Instant::now();
+    match park_and_drain(connect, addr, path, sessions, waiters, limit, cap, tune).await {
+        Ok(line) => {
+            println!("RESULT kind=scale {line}");
+            0
+        }
+        Err(err) => {
+            println!(
+                "FAILED: {err} (after {:.1} s; client RSS {} MiB)",
+                started.elapsed().as_secs_f64(),
+                status_kib("VmRSS:").unwrap_or(0) / 1024
+            );
+            1
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn park_and_drain(
+    connect: &str,
+    addr: &str,
+    path: &str,
+    sessions: usize,
+    waiters: usize,
+    (park_limit, drain_limit): (Duration, Duration),
+    cap_mib: i64,
+    tune: Tune,
+) -> Result<String, BoxError> {
+    let holder_fw = framework(connect, Tune::Plain).await?;
+    let holder = InterProcessMutex::new(holder_fw.clone(), path)?;
+    let mut frameworks = Vec::new();
+    for _ in 0..sessions.max(1) {
+        frameworks.push(framework(connect, tune).await?);
+    }
+    let mutexes = frameworks
+        .iter()
+        .map(|fw| InterProcessMutex::new(fw.clone(), path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let guard = within(ACQUIRE_LIMIT, holder.lock()).await??;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss_before = status_kib("VmRSS:").ok_or("VmRSS not readable")?;
+    let at_start = counters(Some(addr))
+        .await
+        .ok_or("the server does not answer mntr")?;
+
+    let polled = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let failure: Arc<Mutex<Option<String>>> = Arc::default();
+    let park_started = Instant::now();
+    let mut tasks = Scoped(Vec::with_capacity(waiters));
+    for i in 0..waiters {
+        let mutex = mutexes[i % mutexes.len()].clone();
+        let (polled, done, failure) = (polled.clone(), done.clone(), failure.clone());
+        tasks.0.push(tokio::spawn(async move {
+            let mut first = true;
+            let mut lock = std::pin::pin!(mutex.lock());
+            let result = std::future::poll_fn(|cx| {
+                let poll = lock.as_mut().poll(cx);
+                if first {
+                    first = false;
+                    polled.fetch_add(1, Ordering::Relaxed);
+                }
+                poll
+            })
+            .await;
+            let result = match result {
+                Ok(guard) => guard.release().await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = result {
+                failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(err.to_string());
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        }));
+    }
+    let failed =
+        |failure: &Mutex<Option<String>>| failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+
+    // Park: all polled, then the server quiet (at most a few pings) for two
+    // samples in a row; the park time is when the quiet began.
+    let sample = Duration::from_millis(250);
+    let quiet_packets = (sessions + 4) as f64;
+    let mut last = at_start;
+    let mut quiet_since: Option<Duration> = None;
+    let mut quiet_samples = 0;
+    let mut unanswered = 0;
+    let park_secs = loop {
+        tokio::time::sleep(sample).await;
+        let elapsed = park_started.elapsed();
+        if let Some(err) = failed(&failure) {
+            return Err(format!("a waiter failed while parking: {err}").into());
+        }
+        let rss = status_kib("VmRSS:").unwrap_or(0);
+        if rss / 1024 > cap_mib {
+            return Err(format!(
+                "client RSS {} MiB passed the cap of {cap_mib} MiB while parking; stopped",
+                rss / 1024
+            )
+            .into());
+        }
+        let Some(now) = counters(Some(addr)).await else {
+            unanswered += 1;
+            if unanswered >= 3 {
+                return Err("server died (stopped answering mntr) while parking".into());
+            }
+            continue;
+        };
+        unanswered = 0;
+        let all_polled = polled.load(Ordering::Relaxed) >= waiters;
+        if all_polled && now.packets - last.packets - 1.0 <= quiet_packets {
+            quiet_since.get_or_insert(elapsed.saturating_sub(sample));
+            quiet_samples += 1;
+            if quiet_samples >= 2 {
+                break quiet_since.unwrap_or(elapsed).as_secs_f64();
+            }
+        } else {
+            quiet_since = None;
+            quiet_samples = 0;
+        }
+        last = now;
+        if elapsed > park_limit {
+            return Err(format!(
+                "not parked within {park_limit:?} ({} of {waiters} polled)",
+                polled.load(Ordering::Relaxed)
+            )
+            .into());
+        }
+    };
+    let rss_after = status_kib("VmRSS:").ok_or("VmRSS not readable")?;
+    let parked = counters(Some(addr))
+        .await
+        .ok_or("server died (no mntr answer) once parked")?;
+    let wakeups_before: u64 = frameworks
+        .iter()
+        .map(|fw| fw.metrics().lock_wakeups())
+        .sum();
+
+    // Drain.
+    let drain_started = Instant::now();
+    within(ACQUIRE_LIMIT, guard.release()).await??;
+    loop {
+        if done.load(Ordering::Relaxed) >= waiters {
+            break;
+        }
+        if let Some(err) = failed(&failure) {
+            return Err(format!("a waiter failed while draining: {err}").into());
+        }
+        if drain_started.elapsed() > drain_limit {
+            return Err(format!(
+                "not drained within {drain_limit:?} ({} of {waiters} done)",
+                done.load(Ordering::Relaxed)
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let drain_secs = drain_started.elapsed().as_secs_f64();
+    let drained = counters(Some(addr))
+        .await
+        .ok_or("server died (no mntr answer) after the drain")?;
+    let wakeups: u64 = frameworks
+        .iter()
+        .map(|fw| fw.metrics().lock_wakeups())
+        .sum::<u64>()
+        - wakeups_before;
+    let hwm = status_kib("VmHWM:").unwrap_or(0);
+    let _ = tokio::time::timeout(CLOSE_LIMIT, holder_fw.close()).await;
+    for fw in frameworks {
+        let _ = tokio::time::timeout(CLOSE_LIMIT, fw.close()).await;
+    }
+    Ok(format!(
+        "waiters={waiters} rss_kib_before={rss_before} rss_kib_after={rss_after} hwm_kib={hwm} \
+         park_secs={park_secs:.3} nodes={} park_requests={} drain_secs={drain_secs:.3} \
+         drain_requests={} drain_watches={} wakeups={wakeups}",
+        parked.ephemerals - at_start.ephemerals,
+        parked.packets - at_start.packets - 2.0,
+        drained.packets - parked.packets - 1.0,
+        (drained.deleted + drained.children) - (parked.deleted + parked.children),
+    ))
+}
+
+/// A `/proc/self/status` line's value in KiB (`VmRSS:`, `VmHWM:`).
+pub(crate) fn status_kib(key: &str) -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|line| line.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

@@ -1,0 +1,142 @@
+//! The bench's own Apache ZooKeeper: configured like a production server
+//! (not like the test servers of `zk-curator-testing`, which skip fsync and
+//! cap the heap at 128 MB), so that the figures mean what they would in
+//! production and the scale workloads meet the heap a real server has.
+//!
+//! * `forceSync=yes` (ZooKeeper's default): every write is fsynced;
+//! * `-Xmx1000m`: the heap `zkServer.sh` gives a server by default
+//!   (`ZK_SERVER_HEAP=1000` in `zkEnv.sh`), default GC and JIT;
+//! * `-XX:+ExitOnOutOfMemoryError`: as `zkServer.sh`'s
+//!   `-XX:OnOutOfMemoryError='kill -9 %p'`, a server out of heap is gone
+//!   (and the bench can say so) instead of limping on;
+//! * `maxClientCnxns=0`: every contender keeps up to 32 sessions from
+//!   127.0.0.1, more than the default 60 connections per host.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::BoxError;
+
+/// The heap of the bench's server (ZooKeeper's `zkEnv.sh` default).
+pub(crate) const HEAP: &str = "1000m";
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// One standalone ZooKeeper JVM; stopped (killed by its own handle) on drop.
+pub(crate) struct BenchServer {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl BenchServer {
+    pub(crate) fn start() -> Result<BenchServer, BoxError> {
+        let dir = tempfile::Builder::new()
+            .prefix("zk-bench-server-")
+            .tempdir()?;
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data)?;
+        let config = dir.path().join("zoo.cfg");
+        std::fs::write(
+            &config,
+            format!(
+                "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+                 4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+                data.display()
+            ),
+        )?;
+        let classpath = match std::env::var(zk_curator_testing::server::CLASSPATH_ENV) {
+            Ok(cp) if !cp.trim().is_empty() => cp,
+            _ => {
+                let mut cp = "/usr/share/java/zookeeper.jar".to_owned();
+                if let Some(binding) = ["slf4j-nop.jar", "slf4j-simple.jar"]
+                    .iter()
+                    .map(|jar| PathBuf::from("/usr/share/java").join(jar))
+                    .find(|path| path.is_file())
+                {
+                    cp += &format!(":{}", binding.display());
+                }
+                cp
+            }
+        };
+        let log = std::fs::File::create(dir.path().join("server.log"))?;
+        let child = Command::new("java")
+            .arg(format!("-Xmx{HEAP}"))
+            .args([
+                "-XX:+ExitOnOutOfMemoryError",
+                "-XX:-UsePerfData",
+                "-Djava.awt.headless=true",
+                "-cp",
+                &classpath,
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+            ])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        let mut server = BenchServer { child, dir, port };
+        let started = Instant::now();
+        loop {
+            if let Some(status) = server.child.try_wait()? {
+                return Err(format!(
+                    "ZooKeeper exited at start ({status}): {}",
+                    server.log_tail()
+                )
+                .into());
+            }
+            if four_letter_blocking(&server.address(), "mntr")
+                .is_some_and(|r| r.contains("zk_server_state"))
+            {
+                return Ok(server);
+            }
+            if started.elapsed() > START_LIMIT {
+                return Err(format!("ZooKeeper did not serve within {START_LIMIT:?}").into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub(crate) fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Whether the JVM is still running (it exits on OutOfMemoryError).
+    pub(crate) fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last line of the server's log that says why it stopped, if any.
+    pub(crate) fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+        log.lines()
+            .rev()
+            .find(|l| l.contains("OutOfMemory") || l.contains("Exception") || l.contains("Error"))
+            .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))
+            .unwrap_or("(empty log)")
+            .chars()
+            .take(200)
+            .collect()
+    }
+}
+
+impl Drop for BenchServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A four-letter word, answered within 5 s, or `None`.
+fn four_letter_blocking(addr: &str, word: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.write_all(word.as_bytes()).ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}
