@@ -80,18 +80,14 @@ const ZK_CURATOR: usize = 0;
 const CURATOR: usize = 2;
 
 // ---------------------------------------------------------------------------
-// HOOK (issue 9): the "per-task node" contender.
+// The "per-task node" contender.
 // ---------------------------------------------------------------------------
 
-/// zk-curator as it behaved before issue 9: every waiting task keeps a node
-/// of its own in ZooKeeper (no in-process queue in front of it). When the
-/// library exposes an option for that, return the builder with it set, e.g.
-/// `Some(builder.<per-task-node option>(true))`; the bench then adds a
-/// "zk-curator (per-task node)" contender to every workload, the scale
-/// workload included. `None`: the option does not exist (yet).
+/// zk-curator with the in-process queue off (`FrameworkBuilder::local_queue(false)`):
+/// every waiting task keeps a node of its own in ZooKeeper, as Curator's, and
+/// as the library did before issue 9.
 fn per_task_node(builder: FrameworkBuilder) -> Option<FrameworkBuilder> {
-    let _ = builder;
-    None
+    Some(builder.local_queue(false))
 }
 
 /// How a zk-curator `Framework` is built.
