@@ -1,7 +1,7 @@
 //! `zk-curator server`: the embedded ZooKeeper-protocol server in the
 //! foreground, for local work.
 
-use zk_curator_testing::EmbeddedServer;
+use zk_curator_server::EmbeddedServer;
 
 use crate::exit::{Failure, OTHER};
 use crate::ServerArgs;

@@ -187,7 +187,7 @@ impl TestingServer {
     /// coming up (real); call it again to be sure.
     pub async fn restart_async(&self) -> Result<(), Error> {
         match &self.server {
-            Server::Embedded(s) => s.restart().await,
+            Server::Embedded(s) => Ok(s.restart().await?),
             Server::Real(s) => s.restart_async().await,
         }
     }

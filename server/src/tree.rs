@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::acl::perms;
-use super::codec::{Acl, Id, Stat};
+use crate::acl::perms;
+use crate::codec::{Acl, Id, Stat};
 
 /// `ephemeralOwner` of container nodes.
 pub const CONTAINER_OWNER: i64 = i64::MIN;

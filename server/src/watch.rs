@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::tree::parent_of;
+use crate::tree::parent_of;
 
 /// Identifies a connection.
 pub type ConnId = u64;

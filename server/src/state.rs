@@ -16,17 +16,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::debug;
 
-use super::acl::{self, perms};
-use super::codec::{
+use crate::acl::{self, perms};
+use crate::codec::{
     self, code, event, op, xid, Acl, ConnectRequest, CreateOp, Id, ReadOp, Request, Stat, WriteOp,
     Writer,
 };
-use super::session::Sessions;
-use super::tree::{
+use crate::session::Sessions;
+use crate::tree::{
     is_special, kind_of, name_of, parent_of, ttl_owner, valid_path, DataTree, Kind, Node,
     CONTAINER_OWNER, MAX_TTL,
 };
-use super::watch::{ConnId, Watches, PERSISTENT, RECURSIVE, STANDARD};
+use crate::watch::{ConnId, Watches, PERSISTENT, RECURSIVE, STANDARD};
 
 /// Something for a connection's writer.
 #[derive(Debug)]

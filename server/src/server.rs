@@ -14,12 +14,12 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
 
-use super::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
-use super::faults::{Faults, LostReplyHandle};
-use super::state::{Limits, Outbound, Reply, State};
-use super::watch::ConnId;
+use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
 use crate::error::Error;
-use crate::proxy::{LostReply, RequestMatcher};
+use crate::faults::{Faults, LostReplyHandle};
+use crate::faults::{LostReply, RequestMatcher};
+use crate::state::{Limits, Outbound, Reply, State};
+use crate::watch::ConnId;
 
 /// How long a connection may stay without a session (ZooKeeper's default).
 const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,7 +51,7 @@ impl Default for Settings {
 
 /// Configures and starts an [`EmbeddedServer`]; obtained from [`EmbeddedServer::builder`].
 ///
-/// Defaults (the same as [`ZooKeeperServer`](crate::ZooKeeperServer)'s): tick time 100 ms (session
+/// Defaults (the same as the testing crate's real `ZooKeeperServer`): tick time 100 ms (session
 /// expiry is checked once a tick), session timeouts between 400 ms and 60 s, containers and
 /// TTL nodes checked every 100 ms.
 #[derive(Clone, Debug, Default)]
@@ -83,7 +83,7 @@ impl EmbeddedServerBuilder {
     /// super users, who pass every ACL check (ZooKeeper's
     /// `zookeeper.DigestAuthenticationProvider.superDigest`).
     pub fn super_user(mut self, credentials: &str) -> Self {
-        self.settings.super_user = Some(super::acl::digest_id(credentials.as_bytes()));
+        self.settings.super_user = Some(crate::acl::digest_id(credentials.as_bytes()));
         self
     }
 
@@ -199,7 +199,7 @@ impl Shared {
 /// An in-process, single-node server speaking ZooKeeper's client protocol on `127.0.0.1`.
 ///
 /// Real clients (`zookeeper-client`, Curator, kazoo) talk to it as to Apache ZooKeeper 3.8; see
-/// the [module docs](super) for what it implements. Its tasks run on the tokio runtime that
+/// the [crate docs](crate) for what it implements. Its tasks run on the tokio runtime that
 /// started it; dropping the handle stops them and closes every connection.
 pub struct EmbeddedServer {
     address: SocketAddr,

@@ -50,8 +50,8 @@
 //! [`lose_reply_to_next`]: EmbeddedServer::lose_reply_to_next
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), zk_curator_testing::Error> {
-//! use zk_curator_testing::embedded::EmbeddedServer;
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use zk_curator_server::EmbeddedServer;
 //!
 //! let server = EmbeddedServer::start().await?;
 //! let client = zookeeper_client::Client::connect(&server.connect_string()).await?;
@@ -61,14 +61,18 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod acl;
 pub mod codec;
-mod faults;
+pub mod error;
+pub mod faults;
 mod server;
 pub mod session;
 mod state;
 pub mod tree;
 pub mod watch;
 
-pub use faults::LostReplyHandle;
+pub use error::Error;
+pub use faults::{LostReply, LostReplyHandle, RequestMatcher};
 pub use server::{feed_bytes, EmbeddedServer, EmbeddedServerBuilder};
