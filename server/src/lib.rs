@@ -64,9 +64,11 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+mod admin;
 pub mod codec;
 pub mod error;
 pub mod faults;
+mod outbox;
 mod server;
 pub mod session;
 mod state;

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
 
@@ -18,11 +17,26 @@ use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
 use crate::error::Error;
 use crate::faults::{Faults, LostReplyHandle};
 use crate::faults::{LostReply, RequestMatcher};
+use crate::outbox::{outbox, Outbox, OutboxReceiver};
 use crate::state::{Limits, Outbound, Reply, State};
 use crate::watch::ConnId;
 
 /// How long a connection may stay without a session (ZooKeeper's default).
 const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many client connections are served at once unless the builder says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+
+/// How many bytes of unsent replies a connection may have before the server stops reading its
+/// requests, unless the builder says otherwise.
+pub const DEFAULT_MAX_OUTSTANDING_BYTES: usize = 4 << 20;
+
+/// The queue size, for a connection whose outstanding-bytes limit is `limit`, past which it is
+/// closed: only other sessions' notifications can push it there, since its own requests are
+/// not read beyond `limit` (and one reply is at most about `jute.maxbuffer`).
+fn hard_cap(limit: usize) -> usize {
+    limit.saturating_mul(2).saturating_add(4 * MAX_PACKET)
+}
 
 /// Settings chosen through [`EmbeddedServerBuilder`].
 #[derive(Clone, Debug)]
@@ -34,6 +48,23 @@ struct Settings {
     container_check_interval: Duration,
     /// The port to listen on; 0 asks the system for a free one.
     port: u16,
+    extended_types: bool,
+    sorted_children: bool,
+    max_connections: usize,
+    max_outstanding_bytes: usize,
+}
+
+impl Settings {
+    /// What the admin words report about the configuration.
+    fn admin(&self, port: u16) -> crate::admin::Config {
+        crate::admin::Config {
+            port,
+            tick_time: self.tick_time,
+            min_session_timeout: self.min_session_timeout,
+            max_session_timeout: self.max_session_timeout,
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -45,15 +76,29 @@ impl Default for Settings {
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
             port: 0,
+            extended_types: false,
+            sorted_children: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
         }
     }
 }
 
 /// Configures and starts an [`EmbeddedServer`]; obtained from [`EmbeddedServer::builder`].
 ///
-/// Defaults (the same as the testing crate's real `ZooKeeperServer`): tick time 100 ms (session
-/// expiry is checked once a tick), session timeouts between 400 ms and 60 s, containers and
-/// TTL nodes checked every 100 ms.
+/// Defaults: tick time 100 ms (session expiry is checked once a tick), session timeouts
+/// between 400 ms and 60 s, containers and TTL nodes checked every 100 ms (the same as the
+/// testing crate's real `ZooKeeperServer`), TTL nodes refused (ZooKeeper's default), children
+/// listed in no particular order, at most [`DEFAULT_MAX_CONNECTIONS`] connections, and
+/// [`DEFAULT_MAX_OUTSTANDING_BYTES`] of unsent replies per connection.
+///
+/// # Memory
+///
+/// Besides the data tree, each connection holds at most about
+/// `max_outstanding_bytes` + one reply of unsent frames (reading stops there, as ZooKeeper
+/// stops reading from a client that does not read its replies), plus up to `2 ×
+/// max_outstanding_bytes + 4 MiB` of other sessions' notifications before it is closed; so
+/// connection buffers stay below `max_connections × (2 × max_outstanding_bytes + 5 MiB)`.
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct EmbeddedServerBuilder {
@@ -90,6 +135,40 @@ impl EmbeddedServerBuilder {
     /// Sets how often empty containers and expired TTL nodes are looked for.
     pub fn container_check_interval(mut self, interval: Duration) -> Self {
         self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Allows TTL nodes (`createTTL`, modes persistent-with-TTL), like ZooKeeper's
+    /// `zookeeper.extendedTypesEnabled`; off by default, as in ZooKeeper, when such creates
+    /// fail with `Unimplemented`.
+    pub fn extended_types(mut self, enabled: bool) -> Self {
+        self.settings.extended_types = enabled;
+        self
+    }
+
+    /// Lists children sorted by name. By default they come in no particular order, like
+    /// ZooKeeper's (which keeps them in a hash set): clients must sort what they need sorted,
+    /// and the default shows a client that forgets to. Turn this on only for a test that
+    /// needs a stable order.
+    pub fn sorted_children(mut self, sorted: bool) -> Self {
+        self.settings.sorted_children = sorted;
+        self
+    }
+
+    /// Serves at most this many client connections at once; further connections are closed
+    /// as soon as they are accepted (ZooKeeper's `maxClientCnxns`, here for all addresses
+    /// together). Defaults to [`DEFAULT_MAX_CONNECTIONS`]; must be positive.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.settings.max_connections = max;
+        self
+    }
+
+    /// Stops reading a connection's requests while more than this many bytes of its replies
+    /// are unsent, and resumes once they are written: a client that sends requests without
+    /// reading the answers cannot grow the server's memory. Defaults to
+    /// [`DEFAULT_MAX_OUTSTANDING_BYTES`]; must be positive.
+    pub fn max_outstanding_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_outstanding_bytes = bytes;
         self
     }
 
@@ -138,6 +217,11 @@ impl EmbeddedServerBuilder {
                 "tick time and container check interval must be positive".to_owned(),
             ));
         }
+        if s.max_connections == 0 || s.max_outstanding_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "max connections and max outstanding bytes must be positive".to_owned(),
+            ));
+        }
         if s.min_session_timeout > s.max_session_timeout {
             return Err(Error::InvalidConfig(format!(
                 "min session timeout {:?} exceeds max session timeout {:?}",
@@ -155,7 +239,11 @@ impl EmbeddedServerBuilder {
                 min_session_timeout: s.min_session_timeout,
                 max_session_timeout: s.max_session_timeout,
                 super_digest: s.super_user.clone(),
+                extended_types: s.extended_types,
+                sorted_children: s.sorted_children,
             })),
+            settings: s.clone(),
+            port: address.port(),
             faults: Faults::default(),
             connections: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
@@ -180,6 +268,9 @@ impl EmbeddedServerBuilder {
 /// State shared by the handle and every task.
 struct Shared {
     state: Mutex<State>,
+    settings: Settings,
+    /// The port it listens on (for `conf`).
+    port: u16,
     faults: Faults,
     connections: Mutex<HashMap<ConnId, AbortHandle>>,
     next_conn: AtomicU64,
@@ -413,8 +504,13 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             }
         };
         let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        debug!(id, %peer, "embedded server accepted connection");
         let mut connections = shared.connections();
+        if connections.len() >= shared.settings.max_connections {
+            debug!(id, %peer, max = shared.settings.max_connections, "too many connections; closing the new one");
+            drop(stream);
+            continue;
+        }
+        debug!(id, %peer, "embedded server accepted connection");
         let task = tokio::spawn(serve_connection(id, stream, peer, shared.clone()));
         connections.insert(id, task.abort_handle());
     }
@@ -493,31 +589,11 @@ pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
     Framed::Frame(frame)
 }
 
-fn four_letter_answer(word: &[u8; 4], shared: &Shared) -> String {
-    match word {
-        b"ruok" => "imok".to_owned(),
-        b"isro" => "rw".to_owned(),
-        b"srvr" | b"stat" => {
-            let state = shared.state();
-            format!(
-                "Zookeeper version: 3.8.0-embedded (zk-curator-testing)\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
-                state.conns.len(),
-                state.zxid,
-                state.tree.len()
-            )
-        }
-        other => format!(
-            "{} is not executed because it is not in the whitelist.\n",
-            String::from_utf8_lossy(other)
-        ),
-    }
-}
-
 async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    shared
-        .state()
-        .register_conn(id, peer.ip().to_string(), tx.clone());
+    let limit = shared.settings.max_outstanding_bytes;
+    let port = shared.port;
+    let (tx, mut rx) = outbox(hard_cap(limit));
+    shared.state().register_conn(id, peer, tx.clone());
     let _guard = ConnGuard {
         id,
         shared: shared.clone(),
@@ -532,13 +608,23 @@ async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, share
     let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
     loop {
         shared.faults.wait_unstalled().await;
-        while !closing && !shared.faults.is_stalled() {
+        // Backpressure: requests are taken (from what was read, and from the socket) only
+        // while the replies not yet written stay within the limit.
+        while !closing && !shared.faults.is_stalled() && tx.queued() <= limit {
             let body = match next_frame(&mut pending, established) {
                 Framed::Incomplete => break,
                 Framed::FourLetter(word) => {
-                    let answer = four_letter_answer(&word, &shared);
-                    let _ = writer.write_all(answer.as_bytes()).await;
-                    let _ = writer.shutdown().await;
+                    let answer = {
+                        let state = shared.state();
+                        crate::admin::answer(&word, &state, &shared.settings.admin(port))
+                    };
+                    match answer {
+                        Some(answer) => {
+                            let _ = writer.write_all(answer.as_bytes()).await;
+                            let _ = writer.shutdown().await;
+                        }
+                        None => debug!(id, "unknown four-letter word; closing connection"),
+                    }
                     return;
                 }
                 Framed::TooLong(len) => {
@@ -561,9 +647,9 @@ async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, share
                     match state.handshake(id, &request, std::time::Instant::now()) {
                         None => None,
                         Some((frame, valid)) => {
-                            let _ = tx.send(Outbound::Frame(frame));
+                            tx.frame(frame);
                             if !valid {
-                                let _ = tx.send(Outbound::Close);
+                                tx.close();
                             }
                             Some(valid)
                         }
@@ -576,37 +662,15 @@ async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, share
                 }
             }
         }
+        let reading = !closing && tx.queued() <= limit;
         tokio::select! {
             biased;
             out = rx.recv() => {
-                let mut batch = Vec::new();
-                let mut close = false;
-                let mut next = out;
-                loop {
-                    match next {
-                        Some(Outbound::Frame(bytes)) => batch.extend_from_slice(&bytes),
-                        Some(Outbound::Close) | None => {
-                            close = true;
-                            break;
-                        }
-                    }
-                    match rx.try_recv() {
-                        Ok(more) => next = Some(more),
-                        Err(_) => break,
-                    }
-                }
-                if !batch.is_empty() {
-                    shared.faults.wait_unstalled().await;
-                    if writer.write_all(&batch).await.is_err() {
-                        return;
-                    }
-                }
-                if close {
-                    let _ = writer.shutdown().await;
+                if !write_queued(out, &mut rx, &mut writer, &shared).await {
                     return;
                 }
             }
-            read = reader.read(&mut chunk), if !closing => match read {
+            read = reader.read(&mut chunk), if reading => match read {
                 Ok(0) | Err(_) => return,
                 Ok(n) => pending.extend_from_slice(&chunk[..n]),
             },
@@ -618,17 +682,62 @@ async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, share
     }
 }
 
-/// Handles one request frame; returns whether the connection is closing.
-fn handle_request(
-    id: ConnId,
-    body: &[u8],
+/// Writes `first` and whatever else is queued now, in one batch of at most a few frames;
+/// returns false once the connection is to be closed.
+async fn write_queued(
+    first: Option<Outbound>,
+    rx: &mut OutboxReceiver,
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
     shared: &Shared,
-    tx: &mpsc::UnboundedSender<Outbound>,
 ) -> bool {
+    /// A batch stops growing past this size, so that a long queue is not copied at once.
+    const BATCH: usize = 256 * 1024;
+    let mut batch = Vec::new();
+    let mut close = false;
+    let mut next = first;
+    loop {
+        match next {
+            Some(Outbound::Frame(bytes)) => {
+                if batch.is_empty() {
+                    batch = bytes;
+                } else {
+                    batch.extend_from_slice(&bytes);
+                }
+            }
+            Some(Outbound::Close) | None => {
+                close = true;
+                break;
+            }
+        }
+        if batch.len() >= BATCH {
+            break;
+        }
+        match rx.try_recv() {
+            Some(more) => next = Some(more),
+            None => break,
+        }
+    }
+    if !batch.is_empty() {
+        shared.faults.wait_unstalled().await;
+        let written = writer.write_all(&batch).await;
+        rx.written(batch.len());
+        if written.is_err() {
+            return false;
+        }
+    }
+    if close {
+        let _ = writer.shutdown().await;
+        return false;
+    }
+    true
+}
+
+/// Handles one request frame; returns whether the connection is closing.
+fn handle_request(id: ConnId, body: &[u8], shared: &Shared, tx: &Outbox) -> bool {
     let mut header = Reader::new(body);
     let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
         debug!(id, "request shorter than its header; closing connection");
-        let _ = tx.send(Outbound::Close);
+        tx.close();
         return true;
     };
     let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
@@ -678,21 +787,21 @@ fn handle_request(
             zxid,
             error_code,
         }));
-        let _ = tx.send(Outbound::Close);
+        tx.close();
         return true;
     }
     match reply {
         Reply::Send(frame) => {
-            let _ = tx.send(Outbound::Frame(frame));
+            tx.frame(frame);
             false
         }
         Reply::SendAndClose(frame) => {
-            let _ = tx.send(Outbound::Frame(frame));
-            let _ = tx.send(Outbound::Close);
+            tx.frame(frame);
+            tx.close();
             true
         }
         Reply::Close => {
-            let _ = tx.send(Outbound::Close);
+            tx.close();
             true
         }
         Reply::Nothing => false,
@@ -704,13 +813,9 @@ fn handle_request(
 /// randomized robustness test; never panics.
 #[doc(hidden)]
 pub fn feed_bytes(bytes: &[u8]) -> usize {
-    let mut state = State::new(Limits {
-        min_session_timeout: Duration::from_millis(400),
-        max_session_timeout: Duration::from_secs(60),
-        super_digest: None,
-    });
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    state.register_conn(1, "127.0.0.1".to_owned(), tx);
+    let mut state = State::new(Limits::default());
+    let (tx, mut rx) = outbox(usize::MAX);
+    state.register_conn(1, SocketAddr::from((Ipv4Addr::LOCALHOST, 1)), tx);
     let mut pending = bytes.to_vec();
     let mut established = false;
     let mut handled = 0;
@@ -737,7 +842,11 @@ pub fn feed_bytes(bytes: &[u8]) -> usize {
                 _ => break,
             }
         }
-        while rx.try_recv().is_ok() {}
+        while let Some(item) = rx.try_recv() {
+            if let Outbound::Frame(frame) = item {
+                rx.written(frame.len());
+            }
+        }
     }
     handled
 }
