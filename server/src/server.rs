@@ -354,6 +354,17 @@ impl EmbeddedServer {
         self.shared.connections().len()
     }
 
+    /// Bytes of replies and notifications queued on all connections and not yet written:
+    /// what the backpressure bounds (see [`EmbeddedServerBuilder::max_outstanding_bytes`]).
+    pub fn unsent_bytes(&self) -> usize {
+        self.shared
+            .state()
+            .conns
+            .values()
+            .map(|c| c.outbox.queued())
+            .sum()
+    }
+
     /// Ids of every live session.
     pub fn session_ids(&self) -> Vec<i64> {
         self.shared.state().sessions.ids()
