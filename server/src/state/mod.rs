@@ -4,7 +4,7 @@
 //!
 //! [`State::request`] routes each request to the family that handles it, one file each:
 //! `reads` (exists, getData, getChildren, sync, multiRead …), `writes` (create, delete,
-//! setData, setACL, check, and the transaction machinery), `multi`, `watches` (watch
+//! setData, setACL, check) over `txn` (one zxid, all or nothing, triggers on commit), `multi`, `watches` (watch
 //! management and notification dispatch), `sessions` (handshake, ping, close, expiry) and
 //! `auth` (auth, whoAmI, getACL).
 //!
@@ -20,6 +20,7 @@ mod auth;
 mod multi;
 mod reads;
 mod sessions;
+mod txn;
 mod watches;
 mod writes;
 

@@ -3,7 +3,7 @@
 
 use crate::codec::{code, op, Id, WriteOp, Writer};
 
-use super::writes::OpResult;
+use super::txn::OpResult;
 use super::{Reply, State};
 
 impl State {

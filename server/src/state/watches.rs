@@ -7,7 +7,7 @@ use crate::acl::{self, perms};
 use crate::codec::{self, code, event, SetWatches, WatchRequest, Writer};
 use crate::watch::{ConnId, PERSISTENT, RECURSIVE, STANDARD};
 
-use super::writes::{Trigger, TriggerKind};
+use super::txn::{Trigger, TriggerKind};
 use super::{error_reply, Outbound, Reply, State};
 
 impl State {
