@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 
 /// Something for a connection's writer.
 #[derive(Debug)]
@@ -31,6 +32,9 @@ struct Shared {
     overflowed: AtomicBool,
     /// Queue size beyond which the connection is closed.
     hard_cap: usize,
+    /// Woken once the hard cap is passed: the writer drops the connection at once, without
+    /// first writing what is queued (its client is not reading it).
+    overflow: Notify,
 }
 
 /// The queueing side, kept by the state.
@@ -54,6 +58,7 @@ pub fn outbox(hard_cap: usize) -> (Outbox, OutboxReceiver) {
         queued: AtomicUsize::new(0),
         overflowed: AtomicBool::new(false),
         hard_cap,
+        overflow: Notify::new(),
     });
     (
         Outbox {
@@ -80,6 +85,7 @@ impl Outbox {
                     cap = self.shared.hard_cap,
                     "connection's unsent frames exceed the hard cap; closing it"
                 );
+                self.shared.overflow.notify_one();
                 let _ = self.tx.send(Outbound::Close);
             }
             return;
@@ -107,6 +113,17 @@ impl OutboxReceiver {
     /// Cancel safe (as `tokio::sync::mpsc::UnboundedReceiver::recv`).
     pub async fn recv(&mut self) -> Option<Outbound> {
         self.rx.recv().await
+    }
+
+    /// Resolves once the queue passed its hard cap (at once if it already did).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the wake-up is kept for the next call.
+    pub async fn overflowed(&self) {
+        if self.shared.overflowed.load(Ordering::Acquire) {
+            return;
+        }
+        self.shared.overflow.notified().await;
     }
 
     /// The next queued item if there is one now.

@@ -730,7 +730,11 @@ async fn write_queued(
     }
     if !batch.is_empty() {
         shared.faults.wait_unstalled().await;
-        let written = writer.write_all(&batch).await;
+        // A client that lets its notifications pile up past the hard cap is not waited for.
+        let written = tokio::select! {
+            written = writer.write_all(&batch) => written,
+            () = rx.overflowed() => return false,
+        };
         rx.written(batch.len());
         if written.is_err() {
             return false;

@@ -178,3 +178,45 @@ async fn connections_beyond_the_cap_are_closed() {
     again.write_all(&handshake()).await.unwrap();
     assert!(read_frame(&mut again).await.len() >= 20);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_that_never_reads_is_closed_past_the_hard_cap() {
+    let server = EmbeddedServer::builder()
+        .max_outstanding_bytes(1024)
+        .start()
+        .await
+        .unwrap();
+    // A watcher with a tiny receive buffer: what it does not read piles up in the server.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut watcher = socket.connect(server.address()).await.unwrap();
+    watcher.write_all(&handshake()).await.unwrap();
+    let _ = read_frame(&mut watcher).await;
+    let mut add_watch = Vec::new();
+    add_watch.extend_from_slice(&1i32.to_be_bytes());
+    add_watch.extend_from_slice(&106i32.to_be_bytes()); // addWatch
+    add_watch.extend_from_slice(&1i32.to_be_bytes());
+    add_watch.extend_from_slice(b"/");
+    add_watch.extend_from_slice(&1i32.to_be_bytes()); // persistent recursive
+    watcher.write_all(&frame(&add_watch)).await.unwrap();
+    let _ = read_frame(&mut watcher).await;
+    assert_eq!(server.active_connections(), 1);
+
+    // Another session writes; every write notifies the watcher with a ~1 KB event.
+    let writer = zookeeper_client::Client::connect(&server.connect_string())
+        .await
+        .unwrap();
+    let path = format!("/{}", "x".repeat(900));
+    let persistent =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    writer.create(&path, b"", &persistent).await.unwrap();
+    let mut writes = 0;
+    while server.active_connections() > 1 {
+        assert!(writes < 20_000, "the watcher was never closed");
+        writer.set_data(&path, b"v", None).await.unwrap();
+        writes += 1;
+    }
+    println!("watcher closed after {writes} notifications queued");
+    // Far fewer than an unbounded queue would take; and memory stayed bounded meanwhile.
+    assert!(server.unsent_bytes() < 1 << 20);
+}
