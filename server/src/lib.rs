@@ -67,8 +67,9 @@
 //!
 //! The codec (`codec`) and the state (`tree`, `watch`, `session`, `acl`) stay apart from the
 //! request handling, which `state` splits by family of requests (reads, writes, multi,
-//! watches, sessions, auth/ACL); `admin` answers the four-letter words; `server` owns the
-//! sockets, the backpressure and the timers; `faults` holds the test hooks.
+//! watches, sessions, auth/ACL); `admin` answers the four-letter words; `server` holds the
+//! handle, the builder, the accept loop and the timers; `connection` serves one socket with
+//! its backpressure (`outbox`); `faults` holds the test hooks.
 //!
 //! # From a shell or another language's tests
 //!
@@ -97,6 +98,7 @@
 pub mod acl;
 mod admin;
 pub mod codec;
+mod connection;
 pub mod error;
 pub mod faults;
 mod outbox;
@@ -106,9 +108,9 @@ mod state;
 pub mod tree;
 pub mod watch;
 
+pub use connection::feed_bytes;
 pub use error::Error;
 pub use faults::{LostReply, LostReplyHandle, RequestMatcher};
 pub use server::{
-    feed_bytes, EmbeddedServer, EmbeddedServerBuilder, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_OUTSTANDING_BYTES,
+    EmbeddedServer, EmbeddedServerBuilder, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_OUTSTANDING_BYTES,
 };

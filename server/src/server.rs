@@ -1,5 +1,5 @@
-//! The TCP side: accept loop, one task per connection, expiry and container timers, and the
-//! public [`EmbeddedServer`] handle.
+//! The public [`EmbeddedServer`] handle and its builder, the accept loop (with the connection
+//! cap) and the expiry and container timers; each connection is served by `connection`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -8,21 +8,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
 
-use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
 use crate::error::Error;
+use crate::faults::RequestMatcher;
 use crate::faults::{Faults, LostReplyHandle};
-use crate::faults::{LostReply, RequestMatcher};
-use crate::outbox::{outbox, Outbox, OutboxReceiver};
-use crate::state::{Limits, Outbound, Reply, State};
+use crate::state::{Limits, State};
 use crate::watch::ConnId;
-
-/// How long a connection may stay without a session (ZooKeeper's default).
-const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How many client connections are served at once unless the builder says otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
@@ -31,32 +25,25 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 /// requests, unless the builder says otherwise.
 pub const DEFAULT_MAX_OUTSTANDING_BYTES: usize = 4 << 20;
 
-/// The queue size, for a connection whose outstanding-bytes limit is `limit`, past which it is
-/// closed: only other sessions' notifications can push it there, since its own requests are
-/// not read beyond `limit` (and one reply is at most about `jute.maxbuffer`).
-fn hard_cap(limit: usize) -> usize {
-    limit.saturating_mul(2).saturating_add(4 * MAX_PACKET)
-}
-
 /// Settings chosen through [`EmbeddedServerBuilder`].
 #[derive(Clone, Debug)]
-struct Settings {
-    super_user: Option<String>,
-    tick_time: Duration,
-    min_session_timeout: Duration,
-    max_session_timeout: Duration,
-    container_check_interval: Duration,
+pub(crate) struct Settings {
+    pub(crate) super_user: Option<String>,
+    pub(crate) tick_time: Duration,
+    pub(crate) min_session_timeout: Duration,
+    pub(crate) max_session_timeout: Duration,
+    pub(crate) container_check_interval: Duration,
     /// The port to listen on; 0 asks the system for a free one.
-    port: u16,
-    extended_types: bool,
-    sorted_children: bool,
-    max_connections: usize,
-    max_outstanding_bytes: usize,
+    pub(crate) port: u16,
+    pub(crate) extended_types: bool,
+    pub(crate) sorted_children: bool,
+    pub(crate) max_connections: usize,
+    pub(crate) max_outstanding_bytes: usize,
 }
 
 impl Settings {
     /// What the admin words report about the configuration.
-    fn admin(&self, port: u16) -> crate::admin::Config {
+    pub(crate) fn admin(&self, port: u16) -> crate::admin::Config {
         crate::admin::Config {
             port,
             tick_time: self.tick_time,
@@ -266,23 +253,23 @@ impl EmbeddedServerBuilder {
 }
 
 /// State shared by the handle and every task.
-struct Shared {
-    state: Mutex<State>,
-    settings: Settings,
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    pub(crate) settings: Settings,
     /// The port it listens on (for `conf`).
-    port: u16,
-    faults: Faults,
-    connections: Mutex<HashMap<ConnId, AbortHandle>>,
-    next_conn: AtomicU64,
-    stopped: AtomicBool,
+    pub(crate) port: u16,
+    pub(crate) faults: Faults,
+    pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) stopped: AtomicBool,
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
+    pub(crate) fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
         self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -522,7 +509,12 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             continue;
         }
         debug!(id, %peer, "embedded server accepted connection");
-        let task = tokio::spawn(serve_connection(id, stream, peer, shared.clone()));
+        let task = tokio::spawn(crate::connection::serve_connection(
+            id,
+            stream,
+            peer,
+            shared.clone(),
+        ));
         connections.insert(id, task.abort_handle());
     }
 }
@@ -547,321 +539,4 @@ async fn reaper_loop(shared: Arc<Shared>, every: Duration) {
             shared.state().reap();
         }
     }
-}
-
-/// Unregisters a connection when its task ends or is aborted.
-struct ConnGuard {
-    id: ConnId,
-    shared: Arc<Shared>,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        self.shared.connections().remove(&self.id);
-        self.shared.state().unregister_conn(self.id);
-    }
-}
-
-/// What the front of a connection's input holds.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Framed {
-    /// Not a whole frame yet.
-    Incomplete,
-    /// A four-letter-word command (only before the handshake).
-    FourLetter([u8; 4]),
-    /// A frame longer than `jute.maxbuffer` or with a negative length.
-    TooLong(i32),
-    /// One frame's body.
-    Frame(Vec<u8>),
-}
-
-/// Cuts the next frame off `pending`.
-pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
-    let Some(head) = pending.get(..4) else {
-        return Framed::Incomplete;
-    };
-    let word = [head[0], head[1], head[2], head[3]];
-    if !established && word.iter().all(u8::is_ascii_lowercase) {
-        return Framed::FourLetter(word);
-    }
-    let len = i32::from_be_bytes(word);
-    let Ok(size) = usize::try_from(len) else {
-        return Framed::TooLong(len);
-    };
-    if size > MAX_PACKET {
-        return Framed::TooLong(len);
-    }
-    if pending.len() < 4 + size {
-        return Framed::Incomplete;
-    }
-    let rest = pending.split_off(4 + size);
-    let mut frame = std::mem::replace(pending, rest);
-    frame.drain(..4);
-    Framed::Frame(frame)
-}
-
-async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let limit = shared.settings.max_outstanding_bytes;
-    let port = shared.port;
-    let (tx, mut rx) = outbox(hard_cap(limit));
-    shared.state().register_conn(id, peer, tx.clone());
-    let _guard = ConnGuard {
-        id,
-        shared: shared.clone(),
-    };
-    let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut established = false;
-    let mut closing = false;
-    // Like ZooKeeper's `sessionlessCnxnTimeout`: a connection must establish a session soon.
-    let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
-    loop {
-        shared.faults.wait_unstalled().await;
-        // Backpressure: requests are taken (from what was read, and from the socket) only
-        // while the replies not yet written stay within the limit.
-        while !closing && !shared.faults.is_stalled() && tx.queued() <= limit {
-            let body = match next_frame(&mut pending, established) {
-                Framed::Incomplete => break,
-                Framed::FourLetter(word) => {
-                    let answer = {
-                        let state = shared.state();
-                        crate::admin::answer(&word, &state, &shared.settings.admin(port))
-                    };
-                    match answer {
-                        Some(answer) => {
-                            let _ = writer.write_all(answer.as_bytes()).await;
-                            let _ = writer.shutdown().await;
-                        }
-                        None => debug!(id, "unknown four-letter word; closing connection"),
-                    }
-                    return;
-                }
-                Framed::TooLong(len) => {
-                    debug!(id, len, "frame length out of bounds; closing connection");
-                    return;
-                }
-                Framed::Frame(body) => body,
-            };
-            if established {
-                closing = handle_request(id, &body, &shared, &tx);
-            } else {
-                let Ok(request) = ConnectRequest::decode(&body) else {
-                    debug!(id, "malformed handshake; closing connection");
-                    return;
-                };
-                // The answer is queued under the state lock, like every reply (see
-                // `handle_request`): nothing about this connection can be queued before it.
-                let valid = {
-                    let mut state = shared.state();
-                    match state.handshake(id, &request, std::time::Instant::now()) {
-                        None => None,
-                        Some((frame, valid)) => {
-                            tx.frame(frame);
-                            if !valid {
-                                tx.close();
-                            }
-                            Some(valid)
-                        }
-                    }
-                };
-                match valid {
-                    None => return,
-                    Some(true) => established = true,
-                    Some(false) => closing = true,
-                }
-            }
-        }
-        let reading = !closing && tx.queued() <= limit;
-        tokio::select! {
-            biased;
-            out = rx.recv() => {
-                if !write_queued(out, &mut rx, &mut writer, &shared).await {
-                    return;
-                }
-            }
-            read = reader.read(&mut chunk), if reading => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => pending.extend_from_slice(&chunk[..n]),
-            },
-            () = tokio::time::sleep_until(handshake_deadline), if !established => {
-                debug!(id, "no handshake in time; closing connection");
-                return;
-            }
-        }
-    }
-}
-
-/// Writes `first` and whatever else is queued now, in one batch of at most a few frames;
-/// returns false once the connection is to be closed.
-async fn write_queued(
-    first: Option<Outbound>,
-    rx: &mut OutboxReceiver,
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
-    shared: &Shared,
-) -> bool {
-    /// A batch stops growing past this size, so that a long queue is not copied at once.
-    const BATCH: usize = 256 * 1024;
-    let mut batch = Vec::new();
-    let mut close = false;
-    let mut next = first;
-    loop {
-        match next {
-            Some(Outbound::Frame(bytes)) => {
-                if batch.is_empty() {
-                    batch = bytes;
-                } else {
-                    batch.extend_from_slice(&bytes);
-                }
-            }
-            Some(Outbound::Close) | None => {
-                close = true;
-                break;
-            }
-        }
-        if batch.len() >= BATCH {
-            break;
-        }
-        match rx.try_recv() {
-            Some(more) => next = Some(more),
-            None => break,
-        }
-    }
-    if !batch.is_empty() {
-        shared.faults.wait_unstalled().await;
-        // A client that lets its notifications pile up past the hard cap is not waited for.
-        let written = tokio::select! {
-            written = writer.write_all(&batch) => written,
-            () = rx.overflowed() => return false,
-        };
-        rx.written(batch.len());
-        if written.is_err() {
-            return false;
-        }
-    }
-    if close {
-        let _ = writer.shutdown().await;
-        return false;
-    }
-    true
-}
-
-/// Handles one request frame; returns whether the connection is closing.
-fn handle_request(id: ConnId, body: &[u8], shared: &Shared, tx: &Outbox) -> bool {
-    let mut header = Reader::new(body);
-    let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
-        debug!(id, "request shorter than its header; closing connection");
-        tx.close();
-        return true;
-    };
-    let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
-    let armed = if opcode == op::PING || opcode == op::AUTH {
-        None
-    } else {
-        let path = request.as_ref().ok().and_then(Request::path);
-        shared.faults.take_if_matches(opcode, path)
-    };
-    let path = armed.as_ref().and_then(|_| {
-        request
-            .as_ref()
-            .ok()
-            .and_then(Request::path)
-            .map(str::to_owned)
-    });
-    // The reply is queued on the connection while the state lock is still held. Requests are
-    // applied one at a time under that lock, and a write queues its watch notifications (on
-    // the watchers' connections) under it too; queueing this reply only after releasing the
-    // lock would let another session's write slip in between and queue its notification
-    // ahead of the reply. A read that set a watch would then have its event delivered before
-    // its reply: clients arm a watcher only when the reply arrives, drop the early event, and
-    // wait forever (a lock waiter's lost wake-up). Holding the lock keeps each connection's
-    // queue in the global order: the reply to a request, then any event from a later write.
-    let mut state = shared.state();
-    let reply = state.request(id, xid, opcode, request, std::time::Instant::now());
-    if let Some(armed) = armed {
-        let frame = match &reply {
-            Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),
-            Reply::Close | Reply::Nothing => &[],
-        };
-        let mut r = Reader::new(frame.get(8..).unwrap_or_default());
-        let zxid = r.i64().unwrap_or(0);
-        let error_code = r.i32().unwrap_or(0);
-        info!(
-            id,
-            xid,
-            opcode,
-            ?path,
-            error_code,
-            "embedded server lost a reply; closing connection"
-        );
-        armed.fired.send_replace(Some(LostReply {
-            xid,
-            opcode,
-            path,
-            zxid,
-            error_code,
-        }));
-        tx.close();
-        return true;
-    }
-    match reply {
-        Reply::Send(frame) => {
-            tx.frame(frame);
-            false
-        }
-        Reply::SendAndClose(frame) => {
-            tx.frame(frame);
-            tx.close();
-            true
-        }
-        Reply::Close => {
-            tx.close();
-            true
-        }
-        Reply::Nothing => false,
-    }
-}
-
-/// Feeds arbitrary bytes through the framing, handshake and request decoding exactly as a
-/// connection would (without sockets), returning how many frames were handled. Used by the
-/// randomized robustness test; never panics.
-#[doc(hidden)]
-pub fn feed_bytes(bytes: &[u8]) -> usize {
-    let mut state = State::new(Limits::default());
-    let (tx, mut rx) = outbox(usize::MAX);
-    state.register_conn(1, SocketAddr::from((Ipv4Addr::LOCALHOST, 1)), tx);
-    let mut pending = bytes.to_vec();
-    let mut established = false;
-    let mut handled = 0;
-    let now = std::time::Instant::now();
-    while let Framed::Frame(body) = next_frame(&mut pending, established) {
-        handled += 1;
-        if established {
-            let mut header = Reader::new(&body);
-            let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
-                break;
-            };
-            let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
-            if let Reply::Close | Reply::SendAndClose(_) =
-                state.request(1, xid, opcode, request, now)
-            {
-                break;
-            }
-        } else {
-            let Ok(request) = ConnectRequest::decode(&body) else {
-                break;
-            };
-            match state.handshake(1, &request, now) {
-                Some((_, true)) => established = true,
-                _ => break,
-            }
-        }
-        while let Some(item) = rx.try_recv() {
-            if let Outbound::Frame(frame) = item {
-                rx.written(frame.len());
-            }
-        }
-    }
-    handled
 }
