@@ -1,6 +1,8 @@
 //! The embedded ZooKeeper-protocol server against a real Apache ZooKeeper,
-//! on the same workloads, in one run: request rates and latencies. Prints
-//! figures and ratios; asserts nothing.
+//! on the same workloads, in one run: request rates and latencies, and the
+//! servers' resident memory under a slow reader (a client pipelining `getData`
+//! of a 1 MB node without reading the replies). Prints figures and ratios;
+//! asserts nothing.
 //!
 //! `cargo bench --bench servers` (add `-- --quick` for a short run). Needs
 //! Debian's `zookeeper` package for the real side; without it only the
@@ -212,5 +214,105 @@ fn main() -> Result<(), BoxError> {
         }
         row(name, "embedded", &embedded_figures, baseline);
     }
+    let slow_requests = if quick { 1_000 } else { 5_000 };
+    println!();
+    println!(
+        "slow reader: {slow_requests} pipelined getData of a 1 MB node, replies unread; peak resident memory over 3 s"
+    );
+    if let Some(server) = &real {
+        let pid = server.pid();
+        let peak = runtime.block_on(slow_reader(
+            server.connect_string(),
+            slow_requests,
+            move || pid.and_then(|pid| rss_bytes(&format!("/proc/{pid}/status"))),
+        ));
+        print_rss("real (JVM process)", peak);
+    }
+    let peak = runtime.block_on(slow_reader(
+        embedded.connect_string(),
+        slow_requests,
+        || rss_bytes("/proc/self/status"),
+    ));
+    print_rss("embedded (whole bench process)", peak);
     Ok(())
+}
+
+/// Resident set size from a `/proc/<pid>/status` file (Linux).
+fn rss_bytes(status: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(status).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn print_rss(server: &str, peak: Result<(Option<u64>, Option<u64>), BoxError>) {
+    match peak {
+        Ok((before, peak)) => println!(
+            "  {server:<32} before {:>6} MiB   peak {:>6} MiB",
+            before.map_or("?".to_owned(), |b| (b >> 20).to_string()),
+            peak.map_or("?".to_owned(), |b| (b >> 20).to_string()),
+        ),
+        Err(err) => println!("  {server:<32} failed: {err}"),
+    }
+}
+
+/// Creates a 1 MB node, then sends `requests` `getData` of it on a raw connection without
+/// reading a reply, sampling `rss` for 3 s; returns (before, peak).
+async fn slow_reader(
+    connect: String,
+    requests: usize,
+    rss: impl Fn() -> Option<u64>,
+) -> Result<(Option<u64>, Option<u64>), BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let client = zk::Client::connect(&connect).await?;
+    let path = format!("/bench-big-{}", std::process::id());
+    let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    client
+        .create(&path, &vec![7u8; 1_000_000], &options)
+        .await?;
+    let before = rss();
+
+    let frame = |body: Vec<u8>| {
+        let mut out = (body.len() as i32).to_be_bytes().to_vec();
+        out.extend(body);
+        out
+    };
+    let mut handshake = Vec::new();
+    handshake.extend_from_slice(&0i32.to_be_bytes());
+    handshake.extend_from_slice(&0i64.to_be_bytes());
+    handshake.extend_from_slice(&10_000i32.to_be_bytes());
+    handshake.extend_from_slice(&0i64.to_be_bytes());
+    handshake.extend_from_slice(&16i32.to_be_bytes());
+    handshake.extend_from_slice(&[0; 16]);
+    handshake.push(0);
+    let mut stream = tokio::net::TcpStream::connect(&connect).await?;
+    stream.write_all(&frame(handshake)).await?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let mut answer = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap_or(0)];
+    stream.read_exact(&mut answer).await?;
+    let (_reader, mut writer) = stream.into_split();
+    let mut all = Vec::new();
+    for xid in 1..=requests {
+        let mut body = (xid as i32).to_be_bytes().to_vec();
+        body.extend_from_slice(&4i32.to_be_bytes());
+        body.extend_from_slice(&(path.len() as i32).to_be_bytes());
+        body.extend_from_slice(path.as_bytes());
+        body.push(0);
+        all.extend(frame(body));
+    }
+    // The server may stop reading: send from a task of its own.
+    let sender = tokio::spawn(async move {
+        let _ = writer.write_all(&all).await;
+        writer
+    });
+    let mut peak = before;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        peak = peak.max(rss());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    sender.abort();
+    Ok((before, peak))
 }

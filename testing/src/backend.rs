@@ -63,6 +63,12 @@ impl fmt::Display for Backend {
     }
 }
 
+/// The embedded server configured like the real test server ([`ZooKeeperServer`]): TTL
+/// nodes enabled.
+fn embedded_builder() -> zk_curator_server::EmbeddedServerBuilder {
+    EmbeddedServer::builder().extended_types(true)
+}
+
 enum Server {
     Embedded(EmbeddedServer),
     Real(ZooKeeperServer),
@@ -102,7 +108,7 @@ impl TestingServer {
     /// missing (the message names the install command) or a failed start.
     pub fn start_backend(backend: Backend) -> Result<TestingServer, Error> {
         let server = match backend {
-            Backend::Embedded => Server::Embedded(EmbeddedServer::start_blocking()?),
+            Backend::Embedded => Server::Embedded(embedded_builder().start_blocking()?),
             Backend::Real => Server::Real(ZooKeeperServer::start()?),
         };
         Ok(TestingServer { server })
@@ -132,7 +138,7 @@ impl TestingServer {
     /// dropped, and is stopped again as soon as it has started.
     pub async fn start_backend_async(backend: Backend) -> Result<TestingServer, Error> {
         let server = match backend {
-            Backend::Embedded => Server::Embedded(EmbeddedServer::start().await?),
+            Backend::Embedded => Server::Embedded(embedded_builder().start().await?),
             Backend::Real => Server::Real(ZooKeeperServer::start_async().await?),
         };
         Ok(TestingServer { server })
@@ -187,7 +193,7 @@ impl TestingServer {
     /// coming up (real); call it again to be sure.
     pub async fn restart_async(&self) -> Result<(), Error> {
         match &self.server {
-            Server::Embedded(s) => s.restart().await,
+            Server::Embedded(s) => Ok(s.restart().await?),
             Server::Real(s) => s.restart_async().await,
         }
     }

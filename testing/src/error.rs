@@ -55,6 +55,10 @@ pub enum Error {
         log_tail: String,
     },
 
+    /// The embedded server could not start.
+    #[error(transparent)]
+    Server(#[from] zk_curator_server::Error),
+
     /// A ZooKeeper client operation failed.
     #[error("ZooKeeper client error: {0}")]
     Client(#[from] zookeeper_client::Error),

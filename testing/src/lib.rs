@@ -16,7 +16,8 @@
 //! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
 //!   network, or swallows the reply to a chosen request.
 //! * [`EmbeddedServer`] is an in-process, single-node server speaking ZooKeeper's client
-//!   protocol (no JVM needed), with the same faults built in; see [`embedded`].
+//!   protocol (no JVM needed), with the same faults built in; it is the `zk-curator-server`
+//!   crate, re-exported here as [`embedded`].
 //!
 //! For the real server, ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
 //! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
@@ -41,7 +42,6 @@
 
 pub mod backend;
 pub mod cluster;
-pub mod embedded;
 pub mod error;
 pub mod expire;
 pub mod proxy;
@@ -49,8 +49,11 @@ pub mod server;
 
 pub use backend::{connect_string_or_start, Backend, TestingServer, BACKEND_ENV, CONNECT_ENV};
 pub use cluster::{NodeMode, TestingCluster, TestingClusterBuilder};
-pub use embedded::{EmbeddedServer, EmbeddedServerBuilder};
 pub use error::Error;
 pub use expire::{close_granted_session, expire_session, expire_session_within};
 pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, SessionGrant, Traffic};
 pub use server::{zookeeper_available, ZooKeeperServer, ZooKeeperServerBuilder};
+/// The embedded server, which lives in its own crate ([`zk_curator_server`]); re-exported
+/// here so tests keep one import.
+pub use zk_curator_server as embedded;
+pub use zk_curator_server::{EmbeddedServer, EmbeddedServerBuilder};

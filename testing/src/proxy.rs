@@ -38,132 +38,10 @@ use tracing::{debug, info, warn};
 
 use crate::error::Error;
 
-/// ZooKeeper request type codes (the `type` field of a request header).
-pub mod opcode {
-    /// `create`: create a node, reply without stat.
-    pub const CREATE: i32 = 1;
-    /// `delete`: delete a node.
-    pub const DELETE: i32 = 2;
-    /// `exists`: stat a node, optionally watching it.
-    pub const EXISTS: i32 = 3;
-    /// `getData`: read a node's data.
-    pub const GET_DATA: i32 = 4;
-    /// `setData`: write a node's data.
-    pub const SET_DATA: i32 = 5;
-    /// `getACL`: read a node's ACL.
-    pub const GET_ACL: i32 = 6;
-    /// `setACL`: write a node's ACL.
-    pub const SET_ACL: i32 = 7;
-    /// `getChildren`: list children.
-    pub const GET_CHILDREN: i32 = 8;
-    /// `sync`: catch up with the leader.
-    pub const SYNC: i32 = 9;
-    /// `ping`: session heartbeat.
-    pub const PING: i32 = 11;
-    /// `getChildren2`: list children with the parent's stat.
-    pub const GET_CHILDREN2: i32 = 12;
-    /// `check`: version check (inside `multi`).
-    pub const CHECK: i32 = 13;
-    /// `multi`: transaction of several write operations.
-    pub const MULTI: i32 = 14;
-    /// `create2`: create a node, reply with its stat (what current clients send for `create`).
-    pub const CREATE2: i32 = 15;
-    /// `createContainer`: create a container node.
-    pub const CREATE_CONTAINER: i32 = 19;
-    /// `createTTL`: create a persistent node with a time to live.
-    pub const CREATE_TTL: i32 = 21;
-    /// `multiRead`: several reads in one request.
-    pub const MULTI_READ: i32 = 22;
-    /// `getEphemerals`: list the session's ephemeral nodes.
-    pub const GET_EPHEMERALS: i32 = 103;
-    /// `getAllChildrenNumber`: count descendants.
-    pub const GET_ALL_CHILDREN_NUMBER: i32 = 104;
-    /// `addWatch`: add a persistent (recursive) watch.
-    pub const ADD_WATCH: i32 = 106;
-    /// `closeSession`: end the session.
-    pub const CLOSE_SESSION: i32 = -11;
-
-    /// Every request type that creates a node.
-    pub const CREATES: [i32; 4] = [CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL];
-
-    /// Whether a request of this type starts (after the header) with the node path.
-    pub(crate) fn has_leading_path(code: i32) -> bool {
-        matches!(code, 1..=9 | 12 | 13 | 15 | 17..=21 | 103 | 104 | 106)
-    }
-}
+pub use zk_curator_server::faults::{opcode, LostReply, RequestMatcher};
 
 /// Largest frame the proxy parses; anything longer is treated as a non-ZooKeeper byte stream.
 const MAX_FRAME: usize = 64 * 1024 * 1024;
-
-/// Selects the request whose reply [`FaultProxy::lose_reply_to_next`] swallows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[must_use]
-pub struct RequestMatcher {
-    opcodes: Vec<i32>,
-    path_contains: Option<String>,
-}
-
-impl RequestMatcher {
-    /// Matches requests of any of the given types (see [`opcode`]).
-    pub fn opcodes(codes: impl IntoIterator<Item = i32>) -> Self {
-        RequestMatcher {
-            opcodes: codes.into_iter().collect(),
-            path_contains: None,
-        }
-    }
-
-    /// Matches requests of one type (see [`opcode`]).
-    pub fn opcode(code: i32) -> Self {
-        Self::opcodes([code])
-    }
-
-    /// Matches every kind of node creation: [`opcode::CREATES`].
-    pub fn creates() -> Self {
-        Self::opcodes(opcode::CREATES)
-    }
-
-    /// Matches node deletion.
-    pub fn deletes() -> Self {
-        Self::opcode(opcode::DELETE)
-    }
-
-    /// Additionally requires the request's path to contain `fragment`.
-    ///
-    /// The path is the one right after the request header; for `multi` requests it is the path
-    /// of the first operation. Requests without a path never match.
-    pub fn path_contains(mut self, fragment: impl Into<String>) -> Self {
-        self.path_contains = Some(fragment.into());
-        self
-    }
-
-    /// Whether a request of type `code` with `path` matches.
-    pub fn matches(&self, code: i32, path: Option<&str>) -> bool {
-        if !self.opcodes.contains(&code) {
-            return false;
-        }
-        match (&self.path_contains, path) {
-            (None, _) => true,
-            (Some(fragment), Some(path)) => path.contains(fragment.as_str()),
-            (Some(_), None) => false,
-        }
-    }
-}
-
-/// The request whose reply was swallowed by [`FaultProxy::lose_reply_to_next`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LostReply {
-    /// Request id the client chose.
-    pub xid: i32,
-    /// Request type (see [`opcode`]).
-    pub opcode: i32,
-    /// The request's path, when it has one.
-    pub path: Option<String>,
-    /// Transaction id in the swallowed reply.
-    pub zxid: i64,
-    /// Error code in the swallowed reply; `0` means the request succeeded on the server.
-    pub error_code: i32,
-}
 
 /// Observes a fault armed by [`FaultProxy::lose_reply_to_next`].
 #[derive(Clone, Debug)]
@@ -759,13 +637,9 @@ fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Shared)
         return Verdict::Forward;
     };
     info!(xid, opcode = hit.opcode, path = ?hit.path, error_code, "fault proxy lost a reply; closing connection");
-    hit.fired.send_replace(Some(LostReply {
-        xid,
-        opcode: hit.opcode,
-        path: hit.path,
-        zxid,
-        error_code,
-    }));
+    hit.fired.send_replace(Some(LostReply::new(
+        xid, hit.opcode, hit.path, zxid, error_code,
+    )));
     Verdict::Lose
 }
 

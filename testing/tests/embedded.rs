@@ -547,7 +547,11 @@ async fn multi_is_all_or_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn containers_and_ttl_nodes_are_reaped() {
-    let server = EmbeddedServer::start().await.unwrap();
+    let server = EmbeddedServer::builder()
+        .extended_types(true)
+        .start()
+        .await
+        .unwrap();
     let c = connect(&server).await;
     let container = CreateMode::Container.with_acls(Acls::anyone_all());
     bounded(c.create("/never-used", b"", &container))

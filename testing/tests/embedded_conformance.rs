@@ -836,7 +836,11 @@ async fn fault_script(cs: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn embedded_matches_real_zookeeper() {
-    let embedded = EmbeddedServer::start().await.unwrap();
+    let embedded = EmbeddedServer::builder()
+        .extended_types(true)
+        .start()
+        .await
+        .unwrap();
     let mut ours = script(&embedded.connect_string()).await;
     ours.extend(fault_script(&embedded.connect_string()).await);
     if !zookeeper_available() {

@@ -218,7 +218,11 @@ async fn random_operation_sequences_match_real_zookeeper() {
         );
     }
     for seed in seeds {
-        let embedded = EmbeddedServer::start().await.unwrap();
+        let embedded = EmbeddedServer::builder()
+            .extended_types(true)
+            .start()
+            .await
+            .unwrap();
         let ours = run(&embedded.connect_string(), seed).await;
         assert!(ours.len() >= OPS);
         let events = ours.iter().filter(|l| l.contains(" event ")).count();

@@ -1,5 +1,5 @@
-//! The TCP side: accept loop, one task per connection, expiry and container timers, and the
-//! public [`EmbeddedServer`] handle.
+//! The public [`EmbeddedServer`] handle and its builder, the accept loop (with the connection
+//! cap) and the expiry and container timers; each connection is served by `connection`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -8,32 +8,50 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpListener;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
 
-use super::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
-use super::faults::{Faults, LostReplyHandle};
-use super::state::{Limits, Outbound, Reply, State};
-use super::watch::ConnId;
 use crate::error::Error;
-use crate::proxy::{LostReply, RequestMatcher};
+use crate::faults::RequestMatcher;
+use crate::faults::{Faults, LostReplyHandle};
+use crate::state::{Limits, State};
+use crate::watch::ConnId;
 
-/// How long a connection may stay without a session (ZooKeeper's default).
-const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many client connections are served at once unless the builder says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+
+/// How many bytes of unsent replies a connection may have before the server stops reading its
+/// requests, unless the builder says otherwise.
+pub const DEFAULT_MAX_OUTSTANDING_BYTES: usize = 4 << 20;
 
 /// Settings chosen through [`EmbeddedServerBuilder`].
 #[derive(Clone, Debug)]
-struct Settings {
-    super_user: Option<String>,
-    tick_time: Duration,
-    min_session_timeout: Duration,
-    max_session_timeout: Duration,
-    container_check_interval: Duration,
+pub(crate) struct Settings {
+    pub(crate) super_user: Option<String>,
+    pub(crate) tick_time: Duration,
+    pub(crate) min_session_timeout: Duration,
+    pub(crate) max_session_timeout: Duration,
+    pub(crate) container_check_interval: Duration,
     /// The port to listen on; 0 asks the system for a free one.
-    port: u16,
+    pub(crate) port: u16,
+    pub(crate) extended_types: bool,
+    pub(crate) sorted_children: bool,
+    pub(crate) max_connections: usize,
+    pub(crate) max_outstanding_bytes: usize,
+}
+
+impl Settings {
+    /// What the admin words report about the configuration.
+    pub(crate) fn admin(&self, port: u16) -> crate::admin::Config {
+        crate::admin::Config {
+            port,
+            tick_time: self.tick_time,
+            min_session_timeout: self.min_session_timeout,
+            max_session_timeout: self.max_session_timeout,
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -45,15 +63,29 @@ impl Default for Settings {
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
             port: 0,
+            extended_types: false,
+            sorted_children: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
         }
     }
 }
 
 /// Configures and starts an [`EmbeddedServer`]; obtained from [`EmbeddedServer::builder`].
 ///
-/// Defaults (the same as [`ZooKeeperServer`](crate::ZooKeeperServer)'s): tick time 100 ms (session
-/// expiry is checked once a tick), session timeouts between 400 ms and 60 s, containers and
-/// TTL nodes checked every 100 ms.
+/// Defaults: tick time 100 ms (session expiry is checked once a tick), session timeouts
+/// between 400 ms and 60 s, containers and TTL nodes checked every 100 ms (the same as the
+/// testing crate's real `ZooKeeperServer`), TTL nodes refused (ZooKeeper's default), children
+/// listed in no particular order, at most [`DEFAULT_MAX_CONNECTIONS`] connections, and
+/// [`DEFAULT_MAX_OUTSTANDING_BYTES`] of unsent replies per connection.
+///
+/// # Memory
+///
+/// Besides the data tree, each connection holds at most about
+/// `max_outstanding_bytes` + one reply of unsent frames (reading stops there, as ZooKeeper
+/// stops reading from a client that does not read its replies), plus up to `2 ×
+/// max_outstanding_bytes + 4 MiB` of other sessions' notifications before it is closed; so
+/// connection buffers stay below `max_connections × (2 × max_outstanding_bytes + 5 MiB)`.
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct EmbeddedServerBuilder {
@@ -83,13 +115,47 @@ impl EmbeddedServerBuilder {
     /// super users, who pass every ACL check (ZooKeeper's
     /// `zookeeper.DigestAuthenticationProvider.superDigest`).
     pub fn super_user(mut self, credentials: &str) -> Self {
-        self.settings.super_user = Some(super::acl::digest_id(credentials.as_bytes()));
+        self.settings.super_user = Some(crate::acl::digest_id(credentials.as_bytes()));
         self
     }
 
     /// Sets how often empty containers and expired TTL nodes are looked for.
     pub fn container_check_interval(mut self, interval: Duration) -> Self {
         self.settings.container_check_interval = interval;
+        self
+    }
+
+    /// Allows TTL nodes (`createTTL`, modes persistent-with-TTL), like ZooKeeper's
+    /// `zookeeper.extendedTypesEnabled`; off by default, as in ZooKeeper, when such creates
+    /// fail with `Unimplemented`.
+    pub fn extended_types(mut self, enabled: bool) -> Self {
+        self.settings.extended_types = enabled;
+        self
+    }
+
+    /// Lists children sorted by name. By default they come in no particular order, like
+    /// ZooKeeper's (which keeps them in a hash set): clients must sort what they need sorted,
+    /// and the default shows a client that forgets to. Turn this on only for a test that
+    /// needs a stable order.
+    pub fn sorted_children(mut self, sorted: bool) -> Self {
+        self.settings.sorted_children = sorted;
+        self
+    }
+
+    /// Serves at most this many client connections at once; further connections are closed
+    /// as soon as they are accepted (ZooKeeper's `maxClientCnxns`, here for all addresses
+    /// together). Defaults to [`DEFAULT_MAX_CONNECTIONS`]; must be positive.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.settings.max_connections = max;
+        self
+    }
+
+    /// Stops reading a connection's requests while more than this many bytes of its replies
+    /// are unsent, and resumes once they are written: a client that sends requests without
+    /// reading the answers cannot grow the server's memory. Defaults to
+    /// [`DEFAULT_MAX_OUTSTANDING_BYTES`]; must be positive.
+    pub fn max_outstanding_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_outstanding_bytes = bytes;
         self
     }
 
@@ -138,6 +204,11 @@ impl EmbeddedServerBuilder {
                 "tick time and container check interval must be positive".to_owned(),
             ));
         }
+        if s.max_connections == 0 || s.max_outstanding_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "max connections and max outstanding bytes must be positive".to_owned(),
+            ));
+        }
         if s.min_session_timeout > s.max_session_timeout {
             return Err(Error::InvalidConfig(format!(
                 "min session timeout {:?} exceeds max session timeout {:?}",
@@ -155,7 +226,11 @@ impl EmbeddedServerBuilder {
                 min_session_timeout: s.min_session_timeout,
                 max_session_timeout: s.max_session_timeout,
                 super_digest: s.super_user.clone(),
+                extended_types: s.extended_types,
+                sorted_children: s.sorted_children,
             })),
+            settings: s.clone(),
+            port: address.port(),
             faults: Faults::default(),
             connections: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
@@ -178,20 +253,23 @@ impl EmbeddedServerBuilder {
 }
 
 /// State shared by the handle and every task.
-struct Shared {
-    state: Mutex<State>,
-    faults: Faults,
-    connections: Mutex<HashMap<ConnId, AbortHandle>>,
-    next_conn: AtomicU64,
-    stopped: AtomicBool,
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    pub(crate) settings: Settings,
+    /// The port it listens on (for `conf`).
+    pub(crate) port: u16,
+    pub(crate) faults: Faults,
+    pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) stopped: AtomicBool,
 }
 
 impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
+    pub(crate) fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
         self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -199,7 +277,7 @@ impl Shared {
 /// An in-process, single-node server speaking ZooKeeper's client protocol on `127.0.0.1`.
 ///
 /// Real clients (`zookeeper-client`, Curator, kazoo) talk to it as to Apache ZooKeeper 3.8; see
-/// the [module docs](super) for what it implements. Its tasks run on the tokio runtime that
+/// the [crate docs](crate) for what it implements. Its tasks run on the tokio runtime that
 /// started it; dropping the handle stops them and closes every connection.
 pub struct EmbeddedServer {
     address: SocketAddr,
@@ -261,6 +339,17 @@ impl EmbeddedServer {
     /// Number of open client connections.
     pub fn active_connections(&self) -> usize {
         self.shared.connections().len()
+    }
+
+    /// Bytes of replies and notifications queued on all connections and not yet written:
+    /// what the backpressure bounds (see [`EmbeddedServerBuilder::max_outstanding_bytes`]).
+    pub fn unsent_bytes(&self) -> usize {
+        self.shared
+            .state()
+            .conns
+            .values()
+            .map(|c| c.outbox.queued())
+            .sum()
     }
 
     /// Ids of every live session.
@@ -413,9 +502,19 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             }
         };
         let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        debug!(id, %peer, "embedded server accepted connection");
         let mut connections = shared.connections();
-        let task = tokio::spawn(serve_connection(id, stream, peer, shared.clone()));
+        if connections.len() >= shared.settings.max_connections {
+            debug!(id, %peer, max = shared.settings.max_connections, "too many connections; closing the new one");
+            drop(stream);
+            continue;
+        }
+        debug!(id, %peer, "embedded server accepted connection");
+        let task = tokio::spawn(crate::connection::serve_connection(
+            id,
+            stream,
+            peer,
+            shared.clone(),
+        ));
         connections.insert(id, task.abort_handle());
     }
 }
@@ -440,304 +539,4 @@ async fn reaper_loop(shared: Arc<Shared>, every: Duration) {
             shared.state().reap();
         }
     }
-}
-
-/// Unregisters a connection when its task ends or is aborted.
-struct ConnGuard {
-    id: ConnId,
-    shared: Arc<Shared>,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        self.shared.connections().remove(&self.id);
-        self.shared.state().unregister_conn(self.id);
-    }
-}
-
-/// What the front of a connection's input holds.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Framed {
-    /// Not a whole frame yet.
-    Incomplete,
-    /// A four-letter-word command (only before the handshake).
-    FourLetter([u8; 4]),
-    /// A frame longer than `jute.maxbuffer` or with a negative length.
-    TooLong(i32),
-    /// One frame's body.
-    Frame(Vec<u8>),
-}
-
-/// Cuts the next frame off `pending`.
-pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
-    let Some(head) = pending.get(..4) else {
-        return Framed::Incomplete;
-    };
-    let word = [head[0], head[1], head[2], head[3]];
-    if !established && word.iter().all(u8::is_ascii_lowercase) {
-        return Framed::FourLetter(word);
-    }
-    let len = i32::from_be_bytes(word);
-    let Ok(size) = usize::try_from(len) else {
-        return Framed::TooLong(len);
-    };
-    if size > MAX_PACKET {
-        return Framed::TooLong(len);
-    }
-    if pending.len() < 4 + size {
-        return Framed::Incomplete;
-    }
-    let rest = pending.split_off(4 + size);
-    let mut frame = std::mem::replace(pending, rest);
-    frame.drain(..4);
-    Framed::Frame(frame)
-}
-
-fn four_letter_answer(word: &[u8; 4], shared: &Shared) -> String {
-    match word {
-        b"ruok" => "imok".to_owned(),
-        b"isro" => "rw".to_owned(),
-        b"srvr" | b"stat" => {
-            let state = shared.state();
-            format!(
-                "Zookeeper version: 3.8.0-embedded (zk-curator-testing)\nLatency min/avg/max: 0/0.0/0\nReceived: 0\nSent: 0\nConnections: {}\nOutstanding: 0\nZxid: {:#x}\nMode: standalone\nNode count: {}\n",
-                state.conns.len(),
-                state.zxid,
-                state.tree.len()
-            )
-        }
-        other => format!(
-            "{} is not executed because it is not in the whitelist.\n",
-            String::from_utf8_lossy(other)
-        ),
-    }
-}
-
-async fn serve_connection(id: ConnId, stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    shared
-        .state()
-        .register_conn(id, peer.ip().to_string(), tx.clone());
-    let _guard = ConnGuard {
-        id,
-        shared: shared.clone(),
-    };
-    let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut established = false;
-    let mut closing = false;
-    // Like ZooKeeper's `sessionlessCnxnTimeout`: a connection must establish a session soon.
-    let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
-    loop {
-        shared.faults.wait_unstalled().await;
-        while !closing && !shared.faults.is_stalled() {
-            let body = match next_frame(&mut pending, established) {
-                Framed::Incomplete => break,
-                Framed::FourLetter(word) => {
-                    let answer = four_letter_answer(&word, &shared);
-                    let _ = writer.write_all(answer.as_bytes()).await;
-                    let _ = writer.shutdown().await;
-                    return;
-                }
-                Framed::TooLong(len) => {
-                    debug!(id, len, "frame length out of bounds; closing connection");
-                    return;
-                }
-                Framed::Frame(body) => body,
-            };
-            if established {
-                closing = handle_request(id, &body, &shared, &tx);
-            } else {
-                let Ok(request) = ConnectRequest::decode(&body) else {
-                    debug!(id, "malformed handshake; closing connection");
-                    return;
-                };
-                // The answer is queued under the state lock, like every reply (see
-                // `handle_request`): nothing about this connection can be queued before it.
-                let valid = {
-                    let mut state = shared.state();
-                    match state.handshake(id, &request, std::time::Instant::now()) {
-                        None => None,
-                        Some((frame, valid)) => {
-                            let _ = tx.send(Outbound::Frame(frame));
-                            if !valid {
-                                let _ = tx.send(Outbound::Close);
-                            }
-                            Some(valid)
-                        }
-                    }
-                };
-                match valid {
-                    None => return,
-                    Some(true) => established = true,
-                    Some(false) => closing = true,
-                }
-            }
-        }
-        tokio::select! {
-            biased;
-            out = rx.recv() => {
-                let mut batch = Vec::new();
-                let mut close = false;
-                let mut next = out;
-                loop {
-                    match next {
-                        Some(Outbound::Frame(bytes)) => batch.extend_from_slice(&bytes),
-                        Some(Outbound::Close) | None => {
-                            close = true;
-                            break;
-                        }
-                    }
-                    match rx.try_recv() {
-                        Ok(more) => next = Some(more),
-                        Err(_) => break,
-                    }
-                }
-                if !batch.is_empty() {
-                    shared.faults.wait_unstalled().await;
-                    if writer.write_all(&batch).await.is_err() {
-                        return;
-                    }
-                }
-                if close {
-                    let _ = writer.shutdown().await;
-                    return;
-                }
-            }
-            read = reader.read(&mut chunk), if !closing => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => pending.extend_from_slice(&chunk[..n]),
-            },
-            () = tokio::time::sleep_until(handshake_deadline), if !established => {
-                debug!(id, "no handshake in time; closing connection");
-                return;
-            }
-        }
-    }
-}
-
-/// Handles one request frame; returns whether the connection is closing.
-fn handle_request(
-    id: ConnId,
-    body: &[u8],
-    shared: &Shared,
-    tx: &mpsc::UnboundedSender<Outbound>,
-) -> bool {
-    let mut header = Reader::new(body);
-    let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
-        debug!(id, "request shorter than its header; closing connection");
-        let _ = tx.send(Outbound::Close);
-        return true;
-    };
-    let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
-    let armed = if opcode == op::PING || opcode == op::AUTH {
-        None
-    } else {
-        let path = request.as_ref().ok().and_then(Request::path);
-        shared.faults.take_if_matches(opcode, path)
-    };
-    let path = armed.as_ref().and_then(|_| {
-        request
-            .as_ref()
-            .ok()
-            .and_then(Request::path)
-            .map(str::to_owned)
-    });
-    // The reply is queued on the connection while the state lock is still held. Requests are
-    // applied one at a time under that lock, and a write queues its watch notifications (on
-    // the watchers' connections) under it too; queueing this reply only after releasing the
-    // lock would let another session's write slip in between and queue its notification
-    // ahead of the reply. A read that set a watch would then have its event delivered before
-    // its reply: clients arm a watcher only when the reply arrives, drop the early event, and
-    // wait forever (a lock waiter's lost wake-up). Holding the lock keeps each connection's
-    // queue in the global order: the reply to a request, then any event from a later write.
-    let mut state = shared.state();
-    let reply = state.request(id, xid, opcode, request, std::time::Instant::now());
-    if let Some(armed) = armed {
-        let frame = match &reply {
-            Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),
-            Reply::Close | Reply::Nothing => &[],
-        };
-        let mut r = Reader::new(frame.get(8..).unwrap_or_default());
-        let zxid = r.i64().unwrap_or(0);
-        let error_code = r.i32().unwrap_or(0);
-        info!(
-            id,
-            xid,
-            opcode,
-            ?path,
-            error_code,
-            "embedded server lost a reply; closing connection"
-        );
-        armed.fired.send_replace(Some(LostReply {
-            xid,
-            opcode,
-            path,
-            zxid,
-            error_code,
-        }));
-        let _ = tx.send(Outbound::Close);
-        return true;
-    }
-    match reply {
-        Reply::Send(frame) => {
-            let _ = tx.send(Outbound::Frame(frame));
-            false
-        }
-        Reply::SendAndClose(frame) => {
-            let _ = tx.send(Outbound::Frame(frame));
-            let _ = tx.send(Outbound::Close);
-            true
-        }
-        Reply::Close => {
-            let _ = tx.send(Outbound::Close);
-            true
-        }
-        Reply::Nothing => false,
-    }
-}
-
-/// Feeds arbitrary bytes through the framing, handshake and request decoding exactly as a
-/// connection would (without sockets), returning how many frames were handled. Used by the
-/// randomized robustness test; never panics.
-#[doc(hidden)]
-pub fn feed_bytes(bytes: &[u8]) -> usize {
-    let mut state = State::new(Limits {
-        min_session_timeout: Duration::from_millis(400),
-        max_session_timeout: Duration::from_secs(60),
-        super_digest: None,
-    });
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    state.register_conn(1, "127.0.0.1".to_owned(), tx);
-    let mut pending = bytes.to_vec();
-    let mut established = false;
-    let mut handled = 0;
-    let now = std::time::Instant::now();
-    while let Framed::Frame(body) = next_frame(&mut pending, established) {
-        handled += 1;
-        if established {
-            let mut header = Reader::new(&body);
-            let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
-                break;
-            };
-            let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
-            if let Reply::Close | Reply::SendAndClose(_) =
-                state.request(1, xid, opcode, request, now)
-            {
-                break;
-            }
-        } else {
-            let Ok(request) = ConnectRequest::decode(&body) else {
-                break;
-            };
-            match state.handshake(1, &request, now) {
-                Some((_, true)) => established = true,
-                _ => break,
-            }
-        }
-        while rx.try_recv().is_ok() {}
-    }
-    handled
 }

@@ -25,9 +25,27 @@
 //! * **ACLs**: `world`, `digest` (`auth` packets with `user:password`), `ip`, `auth` (expanded to
 //!   the connection's digest identities; `InvalidACL` without one), `super`; `NoAuth` on read,
 //!   write, create, delete and admin.
+//! * **Null values** as ZooKeeper keeps them: a node created or set with null data reads back
+//!   as null (not as empty bytes); an ACL whose id is null is accepted (kazoo's creator-only
+//!   ACL sends one with the `auth` scheme).
+//! * **TTL nodes** only when enabled ([`EmbeddedServerBuilder::extended_types`], ZooKeeper's
+//!   `extendedTypesEnabled`); by default they fail with `Unimplemented`, as on ZooKeeper.
+//! * **Children** are listed in no particular order, as ZooKeeper lists them (a client that
+//!   forgets to sort shows it here too); [`EmbeddedServerBuilder::sorted_children`] sorts
+//!   them for a test that needs a stable order.
+//! * **Four-letter words** (sent instead of a handshake): `ruok`, `isro`, `srvr`, `stat`,
+//!   `envi`, `conf`, `cons`, `dump`, `wchs`, `wchc`, `wchp`, `mntr`, `crst`, `srst`, `dirs`,
+//!   in ZooKeeper's layout (figures the server does not keep read 0); an unknown word closes
+//!   the connection without a reply.
 //! * **Limits**: frames longer than `jute.maxbuffer` (`0xfffff`) close the connection;
 //!   undecodable requests are answered with `MarshallingError`; headers too short to decode
 //!   close only that connection; nothing a client sends can panic the server.
+//! * **Bounded memory**: a connection whose unsent replies exceed
+//!   [`max_outstanding_bytes`](EmbeddedServerBuilder::max_outstanding_bytes) is not read
+//!   until they drain (ZooKeeper's backpressure), one whose queue of other sessions'
+//!   notifications passes a hard cap is closed, and at most
+//!   [`max_connections`](EmbeddedServerBuilder::max_connections) are served; see the
+//!   builder's `# Memory` section for the bound.
 //! * **Fault injection**: [`EmbeddedServer::expire_session`], [`drop_connections`],
 //!   [`stall`], [`lose_reply_to_next`].
 //!
@@ -38,20 +56,34 @@
 //! `BadArguments`); a successful stand-alone `check` gets no reply at all; a `multiRead`
 //! holding writes fails with `MarshallingError`; the notification header carries zxid -1.
 //!
-//! Differences: children and `getEphemerals` lists come sorted (ZooKeeper's order is
-//! arbitrary); session ids and passwords are not ZooKeeper's.
+//! Differences: `getEphemerals` lists come sorted; session ids and passwords are not
+//! ZooKeeper's; `maxClientCnxns` caps all connections together, not each client address.
 //!
 //! Not implemented: SASL, reconfiguration (answered with `ReconfigDisabled`), quotas,
-//! read-only mode, persistence across processes, and four-letter words other than `ruok`,
-//! `srvr`, `stat` and `isro`.
+//! read-only mode, more than one node, persistence (everything is in memory), and the
+//! four-letter words that manage tracing or the JVM.
+//!
+//! # Layout
+//!
+//! The codec (`codec`) and the state (`tree`, `watch`, `session`, `acl`) stay apart from the
+//! request handling, which `state` splits by family of requests (reads, writes, multi,
+//! watches, sessions, auth/ACL); `admin` answers the four-letter words; `server` holds the
+//! handle, the builder, the accept loop and the timers; `connection` serves one socket with
+//! its backpressure (`outbox`); `faults` holds the test hooks.
+//!
+//! # From a shell or another language's tests
+//!
+//! `zk-curator server --port 0` (the `zk-curator` command line) starts this server, prints
+//! its connect string on the first line of stdout and serves until SIGINT or SIGTERM; see
+//! the repository's README.
 //!
 //! [`drop_connections`]: EmbeddedServer::drop_connections
 //! [`stall`]: EmbeddedServer::stall
 //! [`lose_reply_to_next`]: EmbeddedServer::lose_reply_to_next
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), zk_curator_testing::Error> {
-//! use zk_curator_testing::embedded::EmbeddedServer;
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use zk_curator_server::EmbeddedServer;
 //!
 //! let server = EmbeddedServer::start().await?;
 //! let client = zookeeper_client::Client::connect(&server.connect_string()).await?;
@@ -61,14 +93,24 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod acl;
+mod admin;
 pub mod codec;
-mod faults;
+mod connection;
+pub mod error;
+pub mod faults;
+mod outbox;
 mod server;
 pub mod session;
 mod state;
 pub mod tree;
 pub mod watch;
 
-pub use faults::LostReplyHandle;
-pub use server::{feed_bytes, EmbeddedServer, EmbeddedServerBuilder};
+pub use connection::feed_bytes;
+pub use error::Error;
+pub use faults::{LostReply, LostReplyHandle, RequestMatcher};
+pub use server::{
+    EmbeddedServer, EmbeddedServerBuilder, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_OUTSTANDING_BYTES,
+};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::watch::ConnId;
+use crate::watch::ConnId;
 
 /// `now + timeout`, saturating far in the future instead of overflowing.
 pub fn deadline(now: Instant, timeout: Duration) -> Instant {

@@ -263,7 +263,9 @@ impl<'a> Reader<'a> {
         for _ in 0..n {
             let perms = self.i32()?;
             let scheme = self.string()?;
-            let id = self.string()?;
+            // A null id is accepted as ZooKeeper accepts it (kazoo sends one with the `auth`
+            // scheme, whose id is ignored); it reads as empty.
+            let id = self.opt_string()?.unwrap_or_default();
             out.push(Acl {
                 perms,
                 id: Id { scheme, id },
@@ -336,6 +338,14 @@ impl Writer {
         self.i32(i32::try_from(v.len()).unwrap_or(i32::MAX));
         self.buf.extend_from_slice(v);
         self
+    }
+
+    /// Writes a `buffer` that may be null (length -1).
+    pub fn opt_buffer(&mut self, v: Option<&[u8]>) -> &mut Self {
+        match v {
+            Some(bytes) => self.buffer(bytes),
+            None => self.i32(-1),
+        }
     }
 
     /// Writes a `ustring`.
@@ -480,8 +490,8 @@ pub struct CreateOp {
     pub opcode: i32,
     /// Requested path (before any sequence suffix).
     pub path: String,
-    /// Initial data.
-    pub data: Vec<u8>,
+    /// Initial data; `None` for a null buffer (kept as null, as ZooKeeper does).
+    pub data: Option<Vec<u8>>,
     /// Requested ACL.
     pub acl: Vec<Acl>,
     /// Create mode flags.
@@ -508,8 +518,8 @@ pub enum WriteOp {
     SetData {
         /// The node.
         path: String,
-        /// New data.
-        data: Vec<u8>,
+        /// New data; `None` for a null buffer.
+        data: Option<Vec<u8>>,
         /// Expected version, -1 for any.
         version: i32,
     },
@@ -555,11 +565,28 @@ pub enum ReadOp {
     Write,
 }
 
-/// A decoded client request (after the request header).
+/// A decoded client request (after the request header), grouped by the family of requests that
+/// handles it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// Reads of nodes: `exists`, `getData`, `getChildren`, `sync`, `multiRead` ….
+    Read(ReadRequest),
     /// A single write.
     Write(WriteOp),
+    /// `multi`: several writes, all or nothing.
+    Multi(Vec<WriteOp>),
+    /// Watch management: `checkWatches`, `removeWatches`, `setWatches`, `addWatch`.
+    Watch(WatchRequest),
+    /// Session control and requests the server refuses: `ping`, `closeSession`, `reconfig`,
+    /// `sasl`, unknown opcodes.
+    Session(SessionRequest),
+    /// Identities and ACLs: `auth`, `whoAmI`, `getACL`.
+    Auth(AuthRequest),
+}
+
+/// The read requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadRequest {
     /// `exists`.
     Exists {
         /// The node.
@@ -583,18 +610,38 @@ pub enum Request {
         /// Reply with the node's stat too (`getChildren2`).
         with_stat: bool,
     },
-    /// `getACL`.
-    GetAcl(String),
     /// `sync`.
     Sync(String),
-    /// `ping`.
-    Ping,
-    /// `multi`.
-    Multi(Vec<WriteOp>),
     /// `multiRead`.
     MultiRead(Vec<ReadOp>),
+    /// `getEphemerals` with a path prefix.
+    GetEphemerals(String),
+    /// `getAllChildrenNumber`.
+    GetAllChildrenNumber(String),
+}
+
+/// The paths a reconnecting client asks to watch again (`setWatches`, `setWatches2`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetWatches {
+    /// Zxid the client has seen.
+    pub relative_zxid: i64,
+    /// Data watches.
+    pub data: Vec<String>,
+    /// Exist watches.
+    pub exist: Vec<String>,
+    /// Child watches.
+    pub child: Vec<String>,
+    /// Persistent watches.
+    pub persistent: Vec<String>,
+    /// Persistent recursive watches.
+    pub recursive: Vec<String>,
+}
+
+/// The watch management requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchRequest {
     /// `checkWatches` (`remove` false) or `removeWatches`.
-    Watches {
+    CheckOrRemove {
         /// The node.
         path: String,
         /// Watcher type (children 1, data 2, any 3, persistent 4, recursive 5).
@@ -602,43 +649,24 @@ pub enum Request {
         /// Remove rather than check.
         remove: bool,
     },
-    /// `auth`.
-    Auth {
-        /// The scheme.
-        scheme: String,
-        /// Credentials.
-        auth: Vec<u8>,
-    },
     /// `setWatches` / `setWatches2`.
-    SetWatches {
-        /// Zxid the client has seen.
-        relative_zxid: i64,
-        /// Data watches.
-        data: Vec<String>,
-        /// Exist watches.
-        exist: Vec<String>,
-        /// Child watches.
-        child: Vec<String>,
-        /// Persistent watches.
-        persistent: Vec<String>,
-        /// Persistent recursive watches.
-        recursive: Vec<String>,
-    },
-    /// `getEphemerals`.
-    GetEphemerals(String),
-    /// `getAllChildrenNumber`.
-    GetAllChildrenNumber(String),
+    Set(SetWatches),
     /// `addWatch`.
-    AddWatch {
+    Add {
         /// The node.
         path: String,
         /// 0 persistent, 1 persistent recursive.
         mode: i32,
     },
-    /// `whoAmI`.
-    WhoAmI,
+}
+
+/// The session requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionRequest {
+    /// `ping`.
+    Ping,
     /// `closeSession`.
-    CloseSession,
+    Close,
     /// `reconfig` (refused: reconfiguration is disabled).
     Reconfig,
     /// `sasl` (not supported).
@@ -647,22 +675,41 @@ pub enum Request {
     Unknown(i32),
 }
 
+/// The identity and ACL requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthRequest {
+    /// `auth`.
+    Auth {
+        /// The scheme.
+        scheme: String,
+        /// Credentials.
+        auth: Vec<u8>,
+    },
+    /// `whoAmI`.
+    WhoAmI,
+    /// `getACL`.
+    GetAcl(String),
+}
+
 impl Request {
     /// The path the request is about (for a multi, its first operation's path).
     pub fn path(&self) -> Option<&str> {
         match self {
             Request::Write(op) => Some(op.path()),
-            Request::Exists { path, .. }
-            | Request::GetData { path, .. }
-            | Request::GetChildren { path, .. }
-            | Request::Watches { path, .. }
-            | Request::AddWatch { path, .. }
-            | Request::GetAcl(path)
-            | Request::Sync(path)
-            | Request::GetEphemerals(path)
-            | Request::GetAllChildrenNumber(path) => Some(path),
+            Request::Read(
+                ReadRequest::Exists { path, .. }
+                | ReadRequest::GetData { path, .. }
+                | ReadRequest::GetChildren { path, .. }
+                | ReadRequest::Sync(path)
+                | ReadRequest::GetEphemerals(path)
+                | ReadRequest::GetAllChildrenNumber(path),
+            )
+            | Request::Watch(
+                WatchRequest::CheckOrRemove { path, .. } | WatchRequest::Add { path, .. },
+            )
+            | Request::Auth(AuthRequest::GetAcl(path)) => Some(path),
             Request::Multi(ops) => ops.first().map(WriteOp::path),
-            Request::MultiRead(ops) => ops.first().and_then(|op| match op {
+            Request::Read(ReadRequest::MultiRead(ops)) => ops.first().and_then(|op| match op {
                 ReadOp::GetData(p) | ReadOp::GetChildren(p) => Some(p.as_str()),
                 ReadOp::Write => None,
             }),
@@ -681,36 +728,33 @@ impl Request {
             op::DELETE | op::DELETE_CONTAINER | op::SET_DATA | op::CHECK | op::SET_ACL => {
                 Request::Write(decode_write(opcode, r)?)
             }
-            op::EXISTS => Request::Exists {
+            op::MULTI => Request::Multi(decode_multi(r)?),
+            op::EXISTS => Request::Read(ReadRequest::Exists {
                 path: r.string()?,
                 watch: r.bool()?,
-            },
-            op::GET_DATA => Request::GetData {
+            }),
+            op::GET_DATA => Request::Read(ReadRequest::GetData {
                 path: r.string()?,
                 watch: r.bool()?,
-            },
-            op::GET_CHILDREN | op::GET_CHILDREN2 => Request::GetChildren {
+            }),
+            op::GET_CHILDREN | op::GET_CHILDREN2 => Request::Read(ReadRequest::GetChildren {
                 path: r.string()?,
                 watch: r.bool()?,
                 with_stat: opcode == op::GET_CHILDREN2,
-            },
-            op::GET_ACL => Request::GetAcl(r.string()?),
-            op::SYNC => Request::Sync(r.string()?),
-            op::PING => Request::Ping,
-            op::MULTI => Request::Multi(decode_multi(r)?),
-            op::MULTI_READ => Request::MultiRead(decode_multi_read(r)?),
-            op::CHECK_WATCHES | op::REMOVE_WATCHES => Request::Watches {
+            }),
+            op::SYNC => Request::Read(ReadRequest::Sync(r.string()?)),
+            op::MULTI_READ => Request::Read(ReadRequest::MultiRead(decode_multi_read(r)?)),
+            op::GET_EPHEMERALS => Request::Read(ReadRequest::GetEphemerals(
+                r.opt_string()?.unwrap_or_default(),
+            )),
+            op::GET_ALL_CHILDREN_NUMBER => {
+                Request::Read(ReadRequest::GetAllChildrenNumber(r.string()?))
+            }
+            op::CHECK_WATCHES | op::REMOVE_WATCHES => Request::Watch(WatchRequest::CheckOrRemove {
                 path: r.string()?,
                 kind: r.i32()?,
                 remove: opcode == op::REMOVE_WATCHES,
-            },
-            op::AUTH => {
-                let _type = r.i32()?;
-                Request::Auth {
-                    scheme: r.string()?,
-                    auth: r.data()?,
-                }
-            }
+            }),
             op::SET_WATCHES | op::SET_WATCHES2 => {
                 let relative_zxid = r.i64()?;
                 let data = r.strings()?;
@@ -721,33 +765,40 @@ impl Request {
                 } else {
                     (Vec::new(), Vec::new())
                 };
-                Request::SetWatches {
+                Request::Watch(WatchRequest::Set(SetWatches {
                     relative_zxid,
                     data,
                     exist,
                     child,
                     persistent,
                     recursive,
-                }
+                }))
             }
-            op::GET_EPHEMERALS => Request::GetEphemerals(r.opt_string()?.unwrap_or_default()),
-            op::GET_ALL_CHILDREN_NUMBER => Request::GetAllChildrenNumber(r.string()?),
-            op::ADD_WATCH => Request::AddWatch {
+            op::ADD_WATCH => Request::Watch(WatchRequest::Add {
                 path: r.string()?,
                 mode: r.i32()?,
-            },
-            op::WHO_AM_I => Request::WhoAmI,
-            op::CLOSE_SESSION => Request::CloseSession,
-            op::RECONFIG => Request::Reconfig,
-            op::SASL => Request::Sasl,
-            other => Request::Unknown(other),
+            }),
+            op::AUTH => {
+                let _type = r.i32()?;
+                Request::Auth(AuthRequest::Auth {
+                    scheme: r.string()?,
+                    auth: r.data()?,
+                })
+            }
+            op::WHO_AM_I => Request::Auth(AuthRequest::WhoAmI),
+            op::GET_ACL => Request::Auth(AuthRequest::GetAcl(r.string()?)),
+            op::PING => Request::Session(SessionRequest::Ping),
+            op::CLOSE_SESSION => Request::Session(SessionRequest::Close),
+            op::RECONFIG => Request::Session(SessionRequest::Reconfig),
+            op::SASL => Request::Session(SessionRequest::Sasl),
+            other => Request::Session(SessionRequest::Unknown(other)),
         })
     }
 }
 
 fn decode_create(opcode: i32, r: &mut Reader<'_>) -> Decoded<CreateOp> {
     let path = r.string()?;
-    let data = r.data()?;
+    let data = r.buffer()?;
     let acl = r.acls()?;
     let flags = r.i32()?;
     let ttl = if opcode == op::CREATE_TTL {
@@ -787,7 +838,7 @@ fn decode_write(opcode: i32, r: &mut Reader<'_>) -> Decoded<WriteOp> {
         }
         op::SET_DATA => WriteOp::SetData {
             path: r.string()?,
-            data: r.data()?,
+            data: r.buffer()?,
             version: r.i32()?,
         },
         op::CHECK => WriteOp::Check {

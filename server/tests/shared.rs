@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use zk_curator_testing::EmbeddedServer;
+use zk_curator_server::EmbeddedServer;
 use zookeeper_client::{Acls, Client, CreateMode};
 
 fn shared() -> &'static EmbeddedServer {

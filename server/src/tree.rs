@@ -1,10 +1,10 @@
 //! The data tree: nodes with data, ACL and persisted stat, plus the indexes ZooKeeper keeps
 //! beside them (ephemerals by session, containers, TTL nodes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::acl::perms;
-use super::codec::{Acl, Id, Stat};
+use crate::acl::perms;
+use crate::codec::{Acl, Id, Stat};
 
 /// `ephemeralOwner` of container nodes.
 pub const CONTAINER_OWNER: i64 = i64::MIN;
@@ -72,19 +72,21 @@ pub struct StatPersisted {
 /// One node.
 #[derive(Clone, Debug, Default)]
 pub struct Node {
-    /// Its data.
-    pub data: Vec<u8>,
+    /// Its data; `None` when it was created or last set with a null buffer (clients read
+    /// null back, as from ZooKeeper).
+    pub data: Option<Vec<u8>>,
     /// Its ACL.
     pub acl: Vec<Acl>,
     /// Its stored stat.
     pub stat: StatPersisted,
-    /// Names of its children.
-    pub children: BTreeSet<String>,
+    /// Names of its children, in no particular order (like ZooKeeper's `HashSet`: a client
+    /// must not rely on the order the server lists them in).
+    pub children: HashSet<String>,
 }
 
 impl Node {
     /// A new node created at `zxid`, `time`.
-    pub fn new(data: Vec<u8>, acl: Vec<Acl>, zxid: i64, time: i64, owner: i64) -> Node {
+    pub fn new(data: Option<Vec<u8>>, acl: Vec<Acl>, zxid: i64, time: i64, owner: i64) -> Node {
         Node {
             data,
             acl,
@@ -99,7 +101,7 @@ impl Node {
                 ephemeral_owner: owner,
                 pzxid: zxid,
             },
-            children: BTreeSet::new(),
+            children: HashSet::new(),
         }
     }
 
@@ -123,7 +125,7 @@ impl Node {
                 .wrapping_sub(num_children),
             aversion: self.stat.aversion,
             ephemeral_owner: owner,
-            data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
+            data_length: i32::try_from(self.data.as_ref().map_or(0, Vec::len)).unwrap_or(i32::MAX),
             num_children,
             pzxid: self.stat.pzxid,
         }
@@ -220,13 +222,13 @@ impl DataTree {
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
         };
-        let mut root = Node::new(Vec::new(), vec![anyone(perms::ALL)], 0, 0, 0);
+        let mut root = Node::new(Some(Vec::new()), vec![anyone(perms::ALL)], 0, 0, 0);
         root.children.insert("zookeeper".to_owned());
-        let mut zookeeper = Node::new(Vec::new(), vec![anyone(perms::ALL)], 0, 0, 0);
+        let mut zookeeper = Node::new(Some(Vec::new()), vec![anyone(perms::ALL)], 0, 0, 0);
         zookeeper.children.insert("quota".to_owned());
         zookeeper.children.insert("config".to_owned());
-        let quota = Node::new(Vec::new(), vec![anyone(perms::ALL)], 0, 0, 0);
-        let mut config = Node::new(Vec::new(), vec![anyone(perms::READ)], 0, 0, 0);
+        let quota = Node::new(Some(Vec::new()), vec![anyone(perms::ALL)], 0, 0, 0);
+        let mut config = Node::new(Some(Vec::new()), vec![anyone(perms::READ)], 0, 0, 0);
         config.stat.aversion = -1;
         tree.nodes.insert("/".to_owned(), root);
         tree.nodes.insert("/zookeeper".to_owned(), zookeeper);
@@ -381,7 +383,7 @@ mod tests {
 
     #[test]
     fn client_cversion_counts_deletes() {
-        let mut node = Node::new(Vec::new(), Vec::new(), 1, 1, 0);
+        let mut node = Node::new(None, Vec::new(), 1, 1, 0);
         node.stat.cversion = 3;
         node.children.insert("x".into());
         assert_eq!(node.stat().cversion, 5);

@@ -3,7 +3,7 @@
 //! A `digest` identity is `user:base64(sha1("user:password"))`. SHA-1 and base64 are small
 //! enough to implement here, which keeps the crate free of extra dependencies.
 
-use super::codec::{code, Acl, Id};
+use crate::codec::{code, Acl, Id};
 
 /// Permission bits.
 pub mod perms {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::tree::parent_of;
+use crate::tree::parent_of;
 
 /// Identifies a connection.
 pub type ConnId = u64;
@@ -29,6 +29,13 @@ pub struct WatchTable {
 }
 
 impl WatchTable {
+    /// Every (connection, path) registration, in no particular order (for the admin words).
+    pub fn registrations(&self) -> impl Iterator<Item = (ConnId, &str)> + '_ {
+        self.by_conn
+            .iter()
+            .flat_map(|(conn, paths)| paths.iter().map(move |p| (*conn, p.as_str())))
+    }
+
     /// Adds a watch of `mode` on `path` for `conn`.
     pub fn add(&mut self, path: &str, conn: ConnId, mode: u8) {
         let modes = self

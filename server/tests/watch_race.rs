@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use zk_curator_testing::EmbeddedServer;
+use zk_curator_server::EmbeddedServer;
 
 const WAIT: Duration = Duration::from_secs(5);
 const ROUNDS: usize = 150;

@@ -1,0 +1,349 @@
+//! One client connection: framing, the handshake, requests applied under the state lock,
+//! four-letter words, and the backpressure that keeps a connection's memory bounded.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::{debug, info};
+
+use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
+use crate::faults::LostReply;
+use crate::outbox::{outbox, Outbox, OutboxReceiver};
+use crate::server::Shared;
+use crate::state::{Limits, Outbound, Reply, State};
+use crate::watch::ConnId;
+
+/// How long a connection may stay without a session (ZooKeeper's default).
+const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The queue size, for a connection whose outstanding-bytes limit is `limit`, past which it is
+/// closed: only other sessions' notifications can push it there, since its own requests are
+/// not read beyond `limit` (and one reply is at most about `jute.maxbuffer`).
+fn hard_cap(limit: usize) -> usize {
+    limit.saturating_mul(2).saturating_add(4 * MAX_PACKET)
+}
+
+/// Unregisters a connection when its task ends or is aborted.
+struct ConnGuard {
+    id: ConnId,
+    shared: Arc<Shared>,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.shared.connections().remove(&self.id);
+        self.shared.state().unregister_conn(self.id);
+    }
+}
+
+/// What the front of a connection's input holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Framed {
+    /// Not a whole frame yet.
+    Incomplete,
+    /// A four-letter-word command (only before the handshake).
+    FourLetter([u8; 4]),
+    /// A frame longer than `jute.maxbuffer` or with a negative length.
+    TooLong(i32),
+    /// One frame's body.
+    Frame(Vec<u8>),
+}
+
+/// Cuts the next frame off `pending`.
+pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
+    let Some(head) = pending.get(..4) else {
+        return Framed::Incomplete;
+    };
+    let word = [head[0], head[1], head[2], head[3]];
+    if !established && word.iter().all(u8::is_ascii_lowercase) {
+        return Framed::FourLetter(word);
+    }
+    let len = i32::from_be_bytes(word);
+    let Ok(size) = usize::try_from(len) else {
+        return Framed::TooLong(len);
+    };
+    if size > MAX_PACKET {
+        return Framed::TooLong(len);
+    }
+    if pending.len() < 4 + size {
+        return Framed::Incomplete;
+    }
+    let rest = pending.split_off(4 + size);
+    let mut frame = std::mem::replace(pending, rest);
+    frame.drain(..4);
+    Framed::Frame(frame)
+}
+
+pub(crate) async fn serve_connection(
+    id: ConnId,
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+) {
+    let limit = shared.settings.max_outstanding_bytes;
+    let port = shared.port;
+    let (tx, mut rx) = outbox(hard_cap(limit));
+    shared.state().register_conn(id, peer, tx.clone());
+    let _guard = ConnGuard {
+        id,
+        shared: shared.clone(),
+    };
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut established = false;
+    let mut closing = false;
+    // Like ZooKeeper's `sessionlessCnxnTimeout`: a connection must establish a session soon.
+    let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
+    loop {
+        shared.faults.wait_unstalled().await;
+        // Backpressure: requests are taken (from what was read, and from the socket) only
+        // while the replies not yet written stay within the limit.
+        while !closing && !shared.faults.is_stalled() && tx.queued() <= limit {
+            let body = match next_frame(&mut pending, established) {
+                Framed::Incomplete => break,
+                Framed::FourLetter(word) => {
+                    let answer = {
+                        let state = shared.state();
+                        crate::admin::answer(&word, &state, &shared.settings.admin(port))
+                    };
+                    match answer {
+                        Some(answer) => {
+                            let _ = writer.write_all(answer.as_bytes()).await;
+                            let _ = writer.shutdown().await;
+                        }
+                        None => debug!(id, "unknown four-letter word; closing connection"),
+                    }
+                    return;
+                }
+                Framed::TooLong(len) => {
+                    debug!(id, len, "frame length out of bounds; closing connection");
+                    return;
+                }
+                Framed::Frame(body) => body,
+            };
+            if established {
+                closing = handle_request(id, &body, &shared, &tx);
+            } else {
+                let Ok(request) = ConnectRequest::decode(&body) else {
+                    debug!(id, "malformed handshake; closing connection");
+                    return;
+                };
+                // The answer is queued under the state lock, like every reply (see
+                // `handle_request`): nothing about this connection can be queued before it.
+                let valid = {
+                    let mut state = shared.state();
+                    match state.handshake(id, &request, std::time::Instant::now()) {
+                        None => None,
+                        Some((frame, valid)) => {
+                            tx.frame(frame);
+                            if !valid {
+                                tx.close();
+                            }
+                            Some(valid)
+                        }
+                    }
+                };
+                match valid {
+                    None => return,
+                    Some(true) => established = true,
+                    Some(false) => closing = true,
+                }
+            }
+        }
+        let reading = !closing && tx.queued() <= limit;
+        tokio::select! {
+            biased;
+            out = rx.recv() => {
+                if !write_queued(out, &mut rx, &mut writer, &shared).await {
+                    return;
+                }
+            }
+            read = reader.read(&mut chunk), if reading => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => pending.extend_from_slice(&chunk[..n]),
+            },
+            () = tokio::time::sleep_until(handshake_deadline), if !established => {
+                debug!(id, "no handshake in time; closing connection");
+                return;
+            }
+        }
+    }
+}
+
+/// Writes `first` and whatever else is queued now, in one batch of at most a few frames;
+/// returns false once the connection is to be closed.
+async fn write_queued(
+    first: Option<Outbound>,
+    rx: &mut OutboxReceiver,
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    shared: &Shared,
+) -> bool {
+    /// A batch stops growing past this size, so that a long queue is not copied at once.
+    const BATCH: usize = 256 * 1024;
+    let mut batch = Vec::new();
+    let mut close = false;
+    let mut next = first;
+    loop {
+        match next {
+            Some(Outbound::Frame(bytes)) => {
+                if batch.is_empty() {
+                    batch = bytes;
+                } else {
+                    batch.extend_from_slice(&bytes);
+                }
+            }
+            Some(Outbound::Close) | None => {
+                close = true;
+                break;
+            }
+        }
+        if batch.len() >= BATCH {
+            break;
+        }
+        match rx.try_recv() {
+            Some(more) => next = Some(more),
+            None => break,
+        }
+    }
+    if !batch.is_empty() {
+        shared.faults.wait_unstalled().await;
+        // A client that lets its notifications pile up past the hard cap is not waited for.
+        let written = tokio::select! {
+            written = writer.write_all(&batch) => written,
+            () = rx.overflowed() => return false,
+        };
+        rx.written(batch.len());
+        if written.is_err() {
+            return false;
+        }
+    }
+    if close {
+        let _ = writer.shutdown().await;
+        return false;
+    }
+    true
+}
+
+/// Handles one request frame; returns whether the connection is closing.
+fn handle_request(id: ConnId, body: &[u8], shared: &Shared, tx: &Outbox) -> bool {
+    let mut header = Reader::new(body);
+    let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
+        debug!(id, "request shorter than its header; closing connection");
+        tx.close();
+        return true;
+    };
+    let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
+    let armed = if opcode == op::PING || opcode == op::AUTH {
+        None
+    } else {
+        let path = request.as_ref().ok().and_then(Request::path);
+        shared.faults.take_if_matches(opcode, path)
+    };
+    let path = armed.as_ref().and_then(|_| {
+        request
+            .as_ref()
+            .ok()
+            .and_then(Request::path)
+            .map(str::to_owned)
+    });
+    // The reply is queued on the connection while the state lock is still held. Requests are
+    // applied one at a time under that lock, and a write queues its watch notifications (on
+    // the watchers' connections) under it too; queueing this reply only after releasing the
+    // lock would let another session's write slip in between and queue its notification
+    // ahead of the reply. A read that set a watch would then have its event delivered before
+    // its reply: clients arm a watcher only when the reply arrives, drop the early event, and
+    // wait forever (a lock waiter's lost wake-up). Holding the lock keeps each connection's
+    // queue in the global order: the reply to a request, then any event from a later write.
+    let mut state = shared.state();
+    let reply = state.request(id, xid, opcode, request, std::time::Instant::now());
+    if let Some(armed) = armed {
+        let frame = match &reply {
+            Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),
+            Reply::Close | Reply::Nothing => &[],
+        };
+        let mut r = Reader::new(frame.get(8..).unwrap_or_default());
+        let zxid = r.i64().unwrap_or(0);
+        let error_code = r.i32().unwrap_or(0);
+        info!(
+            id,
+            xid,
+            opcode,
+            ?path,
+            error_code,
+            "embedded server lost a reply; closing connection"
+        );
+        armed.fired.send_replace(Some(LostReply {
+            xid,
+            opcode,
+            path,
+            zxid,
+            error_code,
+        }));
+        tx.close();
+        return true;
+    }
+    match reply {
+        Reply::Send(frame) => {
+            tx.frame(frame);
+            false
+        }
+        Reply::SendAndClose(frame) => {
+            tx.frame(frame);
+            tx.close();
+            true
+        }
+        Reply::Close => {
+            tx.close();
+            true
+        }
+        Reply::Nothing => false,
+    }
+}
+
+/// Feeds arbitrary bytes through the framing, handshake and request decoding exactly as a
+/// connection would (without sockets), returning how many frames were handled. Used by the
+/// randomized robustness test; never panics.
+#[doc(hidden)]
+pub fn feed_bytes(bytes: &[u8]) -> usize {
+    let mut state = State::new(Limits::default());
+    let (tx, mut rx) = outbox(usize::MAX);
+    state.register_conn(1, SocketAddr::from((Ipv4Addr::LOCALHOST, 1)), tx);
+    let mut pending = bytes.to_vec();
+    let mut established = false;
+    let mut handled = 0;
+    let now = std::time::Instant::now();
+    while let Framed::Frame(body) = next_frame(&mut pending, established) {
+        handled += 1;
+        if established {
+            let mut header = Reader::new(&body);
+            let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
+                break;
+            };
+            let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
+            if let Reply::Close | Reply::SendAndClose(_) =
+                state.request(1, xid, opcode, request, now)
+            {
+                break;
+            }
+        } else {
+            let Ok(request) = ConnectRequest::decode(&body) else {
+                break;
+            };
+            match state.handshake(1, &request, now) {
+                Some((_, true)) => established = true,
+                _ => break,
+            }
+        }
+        while let Some(item) = rx.try_recv() {
+            if let Outbound::Frame(frame) = item {
+                rx.written(frame.len());
+            }
+        }
+    }
+    handled
+}

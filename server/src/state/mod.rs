@@ -1,0 +1,235 @@
+//! The server's state machine: applies requests to the tree, sessions and watches, and encodes
+//! the replies, following Apache ZooKeeper 3.8 (`PrepRequestProcessor`, `DataTree`,
+//! `FinalRequestProcessor`) for the order of checks, error codes and stat bookkeeping.
+//!
+//! [`State::request`] routes each request to the family that handles it, one file each:
+//! `reads` (exists, getData, getChildren, sync, multiRead …), `writes` (create, delete,
+//! setData, setACL, check) over `txn` (one zxid, all or nothing, triggers on commit), `multi`, `watches` (watch
+//! management and notification dispatch), `sessions` (handshake, ping, close, expiry) and
+//! `auth` (auth, whoAmI, getACL).
+//!
+//! Everything here runs under one lock, so requests are applied one at a time in a global
+//! order. Watch notifications are queued on the watchers' connections while the lock is held,
+//! before the reply to the request that caused them: a connection therefore sees an event
+//! before the reply to any read it issued afterwards. The caller must queue the returned
+//! [`Reply`] while it still holds the same lock (the server does): otherwise another
+//! session's write could queue an event ahead of the reply to the read that set its watch,
+//! and a client, which arms the watcher only on the reply, would lose that event.
+
+mod auth;
+mod multi;
+mod reads;
+mod sessions;
+mod txn;
+mod watches;
+mod writes;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tracing::debug;
+
+use crate::codec::{self, code, Id, Request, Writer};
+use crate::outbox::Outbox;
+use crate::session::Sessions;
+use crate::tree::DataTree;
+use crate::watch::{ConnId, Watches};
+
+pub use crate::outbox::Outbound;
+
+/// A connection as the state knows it.
+#[derive(Debug)]
+pub struct Conn {
+    /// Its session, 0 before the handshake.
+    pub session: i64,
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Requests received on it.
+    pub received: u64,
+    /// Its identities (`ip` plus whatever `auth` added).
+    pub auth: Vec<Id>,
+    /// Its outbound queue.
+    pub outbox: Outbox,
+}
+
+/// What to do after a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Send this frame.
+    Send(Vec<u8>),
+    /// Send this frame, then close the connection.
+    SendAndClose(Vec<u8>),
+    /// Close the connection without answering.
+    Close,
+    /// Send nothing (ZooKeeper's behaviour for a successful stand-alone `check`).
+    Nothing,
+}
+
+/// Server-wide settings the state applies.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Smallest session timeout granted.
+    pub min_session_timeout: Duration,
+    /// Largest session timeout granted.
+    pub max_session_timeout: Duration,
+    /// `digest` identity of the super user, if any.
+    pub super_digest: Option<String>,
+    /// Whether TTL nodes may be created (ZooKeeper's `extendedTypesEnabled`).
+    pub extended_types: bool,
+    /// Whether children are listed sorted (otherwise in no particular order).
+    pub sorted_children: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            min_session_timeout: Duration::from_millis(400),
+            max_session_timeout: Duration::from_secs(60),
+            super_digest: None,
+            extended_types: false,
+            sorted_children: false,
+        }
+    }
+}
+
+/// The whole server state.
+#[derive(Debug)]
+pub struct State {
+    /// The data tree.
+    pub tree: DataTree,
+    /// Watch registrations.
+    pub watches: Watches,
+    /// Live sessions.
+    pub sessions: Sessions,
+    /// Last zxid handed out.
+    pub zxid: i64,
+    /// Open connections.
+    pub conns: HashMap<ConnId, Conn>,
+    /// Settings.
+    pub limits: Limits,
+    /// Requests answered (for the four-letter words).
+    pub received: u64,
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn error_reply(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
+    Writer::reply(xid, zxid, err).finish()
+}
+
+impl State {
+    /// An empty server.
+    pub fn new(limits: Limits) -> State {
+        State {
+            tree: DataTree::new(),
+            watches: Watches::default(),
+            sessions: Sessions::new(),
+            zxid: 0,
+            conns: HashMap::new(),
+            limits,
+            received: 0,
+        }
+    }
+
+    fn next_zxid(&mut self) -> i64 {
+        self.zxid += 1;
+        self.zxid
+    }
+
+    /// Registers a new connection from `peer`.
+    pub fn register_conn(&mut self, conn: ConnId, peer: SocketAddr, outbox: Outbox) {
+        self.conns.insert(
+            conn,
+            Conn {
+                session: 0,
+                peer,
+                received: 0,
+                auth: vec![Id {
+                    scheme: "ip".to_owned(),
+                    id: peer.ip().to_string(),
+                }],
+                outbox,
+            },
+        );
+    }
+
+    /// Forgets a closed connection and its watches; its session lives on until it expires.
+    pub fn unregister_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            if let Some(s) = self.sessions.get_mut(c.session) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                }
+            }
+        }
+        self.watches.remove_conn(conn);
+    }
+
+    fn send(&self, conn: ConnId, out: Outbound) {
+        if let Some(c) = self.conns.get(&conn) {
+            match out {
+                Outbound::Frame(frame) => c.outbox.frame(frame),
+                Outbound::Close => c.outbox.close(),
+            }
+        }
+    }
+
+    /// Handles one request of an established connection.
+    pub fn request(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        opcode: i32,
+        req: Result<Request, codec::DecodeError>,
+        now: Instant,
+    ) -> Reply {
+        let Some(session) = self.conns.get(&conn).map(|c| c.session) else {
+            return Reply::Close;
+        };
+        if session == 0 {
+            // The session expired or moved to another connection: this one is being closed,
+            // and the client learns the rest when it reconnects.
+            return Reply::Close;
+        }
+        if !self.sessions.touch(session, now) {
+            return Reply::SendAndClose(error_reply(xid, self.zxid, code::SESSION_EXPIRED));
+        }
+        self.received = self.received.wrapping_add(1);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.received = c.received.wrapping_add(1);
+        }
+        let req = match req {
+            Ok(req) => req,
+            Err(err) => {
+                debug!(conn, xid, opcode, %err, "undecodable request");
+                return Reply::Send(error_reply(xid, self.zxid, code::MARSHALLING_ERROR));
+            }
+        };
+        let auth = self
+            .conns
+            .get(&conn)
+            .map(|c| c.auth.clone())
+            .unwrap_or_default();
+        match req {
+            Request::Read(read) => self.read(conn, session, xid, read, &auth),
+            Request::Write(op) => self.write(session, auth, xid, op),
+            Request::Multi(ops) => self.multi(session, auth, xid, &ops),
+            Request::Watch(watch) => self.watch(conn, xid, watch),
+            Request::Session(request) => self.session_request(session, xid, request),
+            Request::Auth(request) => self.auth_request(conn, xid, request, &auth),
+        }
+    }
+
+    /// Paths of all nodes (sorted), for tests.
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.tree.paths().cloned().collect();
+        paths.sort();
+        paths
+    }
+}
