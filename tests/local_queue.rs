@@ -17,6 +17,9 @@ use zk_curator::{InterProcessMutex, InterProcessReadWriteLock, InterProcessSemap
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{FaultProxy, Traffic};
 
+/// Who held the lock, in order: the task's index, its token and its node.
+type Order = Arc<Mutex<Vec<(usize, i64, String)>>>;
+
 /// Queues `count` tasks on `mutex`, one after the other (each is seen in the
 /// local queue before the next starts), each recording its index when it
 /// holds the lock.
@@ -24,7 +27,7 @@ async fn queue_in_order(
     framework: &zk_curator::Framework,
     mutex: &InterProcessMutex,
     count: usize,
-    order: &Arc<Mutex<Vec<(usize, i64, String)>>>,
+    order: &Order,
     busy: &Arc<AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let path = mutex.path().to_owned();
