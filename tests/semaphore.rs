@@ -926,19 +926,23 @@ async fn a_free_lease_costs_three_round_trips() {
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fw = framework(&proxy.connect_string()).await;
         let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
-        // Warm up (creates the parents), and keep one lease so they stay.
-        let kept = semaphore.acquire().await.unwrap();
         // The internal mutex's parent is a container the server reaps once
-        // it is empty: a foreign persistent child keeps it (it sorts behind
-        // every lock node, so it never counts as a holder).
+        // it is empty: made persistent here, with a foreign child that keeps
+        // it (it sorts behind every lock node, so it never counts as a
+        // holder), before anything runs.
         let raw = raw_client(&server.connect_string()).await;
-        raw.create(
-            &format!("{}/keep", locks_of(&path)),
-            b"",
-            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+        let keep = format!("{}/keep", locks_of(&path));
+        let mut level = String::new();
+        for part in keep.split('/').skip(1) {
+            level = format!("{level}/{part}");
+            let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            match raw.create(&level, b"", &persistent).await {
+                Ok(_) | Err(zk::Error::NodeExists) => {}
+                Err(err) => panic!("cannot create {level}: {err}"),
+            }
+        }
+        // Warm up, and keep one lease so the leases' parent stays.
+        let kept = semaphore.acquire().await.unwrap();
         proxy.clear_traffic();
         let lease = semaphore.acquire().await.unwrap();
         let requests: Vec<(i32, Option<String>)> = proxy
