@@ -53,7 +53,9 @@ async fn session_expiry_while_holding_reports_lost_and_builds_a_new_session() {
                 .unwrap()
                 .unwrap();
             streamed.push(next);
-            assert!(streamed.len() < 10, "{streamed:?}");
+            // On a loaded machine the expiry helper may need a few rounds
+            // (each a Suspended + Reconnected) before its close lands first.
+            assert!(streamed.len() < 60, "{streamed:?}");
         }
         let second_session = holder_fw.session().await.unwrap();
         assert_eq!(second_session.generation(), 2);
