@@ -11,50 +11,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// ZooKeeper request type codes (the `type` field of a request header).
+/// ZooKeeper request type codes (the `type` field of a request header): the
+/// codec's table, plus [`CREATES`](opcode::CREATES) and
+/// [`has_leading_path`](opcode::has_leading_path).
 pub mod opcode {
-    /// `create`: create a node, reply without stat.
-    pub const CREATE: i32 = 1;
-    /// `delete`: delete a node.
-    pub const DELETE: i32 = 2;
-    /// `exists`: stat a node, optionally watching it.
-    pub const EXISTS: i32 = 3;
-    /// `getData`: read a node's data.
-    pub const GET_DATA: i32 = 4;
-    /// `setData`: write a node's data.
-    pub const SET_DATA: i32 = 5;
-    /// `getACL`: read a node's ACL.
-    pub const GET_ACL: i32 = 6;
-    /// `setACL`: write a node's ACL.
-    pub const SET_ACL: i32 = 7;
-    /// `getChildren`: list children.
-    pub const GET_CHILDREN: i32 = 8;
-    /// `sync`: catch up with the leader.
-    pub const SYNC: i32 = 9;
-    /// `ping`: session heartbeat.
-    pub const PING: i32 = 11;
-    /// `getChildren2`: list children with the parent's stat.
-    pub const GET_CHILDREN2: i32 = 12;
-    /// `check`: version check (inside `multi`).
-    pub const CHECK: i32 = 13;
-    /// `multi`: transaction of several write operations.
-    pub const MULTI: i32 = 14;
-    /// `create2`: create a node, reply with its stat (what current clients send for `create`).
-    pub const CREATE2: i32 = 15;
-    /// `createContainer`: create a container node.
-    pub const CREATE_CONTAINER: i32 = 19;
-    /// `createTTL`: create a persistent node with a time to live.
-    pub const CREATE_TTL: i32 = 21;
-    /// `multiRead`: several reads in one request.
-    pub const MULTI_READ: i32 = 22;
-    /// `getEphemerals`: list the session's ephemeral nodes.
-    pub const GET_EPHEMERALS: i32 = 103;
-    /// `getAllChildrenNumber`: count descendants.
-    pub const GET_ALL_CHILDREN_NUMBER: i32 = 104;
-    /// `addWatch`: add a persistent (recursive) watch.
-    pub const ADD_WATCH: i32 = 106;
-    /// `closeSession`: end the session.
-    pub const CLOSE_SESSION: i32 = -11;
+    pub use crate::codec::op::*;
 
     /// Every request type that creates a node.
     pub const CREATES: [i32; 4] = [CREATE, CREATE2, CREATE_CONTAINER, CREATE_TTL];
