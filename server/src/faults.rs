@@ -112,11 +112,19 @@ impl LostReply {
     }
 }
 
-/// Observes a fault armed by
-/// [`EmbeddedServer::lose_reply_to_next`](crate::EmbeddedServer::lose_reply_to_next).
+/// Observes a lose-reply fault: one armed by
+/// [`EmbeddedServer::lose_reply_to_next`](crate::EmbeddedServer::lose_reply_to_next), or by
+/// a fault-injecting proxy in front of a server (built from the receiving end of the channel the
+/// fault reports on).
 #[derive(Clone, Debug)]
 pub struct LostReplyHandle {
     fired: watch::Receiver<Option<LostReply>>,
+}
+
+impl From<watch::Receiver<Option<LostReply>>> for LostReplyHandle {
+    fn from(fired: watch::Receiver<Option<LostReply>>) -> Self {
+        LostReplyHandle { fired }
+    }
 }
 
 impl LostReplyHandle {
@@ -131,7 +139,7 @@ impl LostReplyHandle {
     }
 
     /// Waits up to `timeout` for the fault to fire; returns the swallowed reply, or `None` on
-    /// timeout or when the fault can no longer fire (replaced, or the server is gone).
+    /// timeout or when the fault can no longer fire (replaced, or whoever armed it is gone).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.

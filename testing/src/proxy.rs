@@ -43,43 +43,9 @@ pub use zk_curator_server::faults::{opcode, LostReply, RequestMatcher};
 /// Largest frame the proxy parses; anything longer is treated as a non-ZooKeeper byte stream.
 const MAX_FRAME: usize = 64 * 1024 * 1024;
 
-/// Observes a fault armed by [`FaultProxy::lose_reply_to_next`].
-#[derive(Clone, Debug)]
-pub struct LostReplyFault {
-    fired: watch::Receiver<Option<LostReply>>,
-}
-
-impl LostReplyFault {
-    /// Whether the reply has been swallowed (and its connection closed) already.
-    pub fn fired(&self) -> bool {
-        self.fired.borrow().is_some()
-    }
-
-    /// The swallowed reply, once the fault fired.
-    pub fn lost_reply(&self) -> Option<LostReply> {
-        self.fired.borrow().clone()
-    }
-
-    /// Waits up to `timeout` for the fault to fire; returns the swallowed reply, or `None` on
-    /// timeout or when the fault can no longer fire (it was replaced, or the proxy is gone).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn wait(&self, timeout: Duration) -> Option<LostReply> {
-        let mut fired = self.fired.clone();
-        let wait = async {
-            fired
-                .wait_for(|lost| lost.is_some())
-                .await
-                .map(|lost| lost.clone())
-        };
-        let lost = match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(lost)) => lost,
-            Ok(Err(_)) | Err(_) => self.lost_reply(),
-        };
-        lost
-    }
-}
+/// Observes a fault armed by [`FaultProxy::lose_reply_to_next`] (the embedded server's
+/// handle type: the two kinds of fault report alike).
+pub type LostReplyFault = zk_curator_server::faults::LostReplyHandle;
 
 /// One ZooKeeper frame seen by the proxy (handshakes and pings left out), in
 /// the order the proxy read them from either side.
@@ -363,7 +329,7 @@ impl FaultProxy {
     pub fn lose_reply_to_next(&self, matcher: RequestMatcher) -> LostReplyFault {
         let (fired, receiver) = watch::channel(None);
         *self.shared.armed() = Some(ArmedFault { matcher, fired });
-        LostReplyFault { fired: receiver }
+        LostReplyFault::from(receiver)
     }
 
     /// Disarms a fault armed by [`lose_reply_to_next`](Self::lose_reply_to_next) that has not
