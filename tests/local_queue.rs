@@ -322,3 +322,250 @@ async fn writers_and_semaphore_acquirers_queue_locally() {
     })
     .await;
 }
+
+/// The read nodes under `path` (`__READ__` in the name).
+fn read_nodes(children: &[String]) -> usize {
+    children.iter().filter(|c| c.contains("__READ__")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_readers_share_one_node_and_hold_together() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("shared-readers");
+        let fw = framework(&server.connect_string()).await;
+        let other = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
+        let writer = writer_lock.write_lock().lock().await.unwrap();
+        let writer_token = writer.fencing_token();
+
+        const READERS: usize = 60;
+        // Every reader must hold at the same time to pass the barrier.
+        let together = Arc::new(tokio::sync::Barrier::new(READERS));
+        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
+        let mut tasks = Vec::new();
+        for index in 0..READERS {
+            let (rw, together, done_tx) = (rw.clone(), together.clone(), done_tx.clone());
+            tasks.push(tokio::spawn(async move {
+                let read = rw.read_lock();
+                // Half of them through the task-bound API, half with guards.
+                let token = if index % 2 == 0 {
+                    read.acquire().await.unwrap();
+                    read.fencing_token().unwrap()
+                } else {
+                    let guard = read.lock().await.unwrap();
+                    let token = guard.fencing_token();
+                    together.wait().await;
+                    done_tx.send((token, guard.node_path().to_owned())).unwrap();
+                    guard.release().await.unwrap();
+                    return;
+                };
+                together.wait().await;
+                done_tx.send((token, read.lock_node().unwrap())).unwrap();
+                read.release().await.unwrap();
+            }));
+        }
+        drop(done_tx);
+        // Sixty waiting readers, one read node beside the writer's.
+        assert!(
+            eventually(PATIENCE, || async {
+                fw.locally_queued(&path) == READERS - 1
+            })
+            .await,
+            "the readers did not all wait on one node: {} queued",
+            fw.locally_queued(&path)
+        );
+        let queued = children(&raw, &path).await;
+        assert_eq!(queued.len(), 2, "{queued:?}");
+        assert_eq!(read_nodes(&queued), 1, "{queued:?}");
+
+        writer.release().await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(hold) = tokio::time::timeout(PATIENCE, done.recv()).await.unwrap() {
+            seen.push(hold);
+        }
+        assert_eq!(seen.len(), READERS);
+        let (token, node) = seen[0].clone();
+        assert!(
+            token > writer_token,
+            "{token:?} after the writer's {writer_token:?}"
+        );
+        assert!(
+            seen.iter().all(|hold| *hold == (token, node.clone())),
+            "every reader holds the one node with its token: {seen:?}"
+        );
+        for task in tasks {
+            task.await.unwrap();
+        }
+        // The last release deleted the node.
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &path).await.is_empty()
+            })
+            .await,
+            "{:?}",
+            children(&raw, &path).await
+        );
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("shared-no-starvation");
+        let fw = framework(&server.connect_string()).await;
+        let other = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
+        let first = rw.read_lock().lock().await.unwrap();
+
+        // Another process's writer queues behind the granted read node.
+        let writer_holds = Arc::new(AtomicBool::new(false));
+        let (release_writer, writer_may_go) = tokio::sync::oneshot::channel::<()>();
+        let writer = {
+            let lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
+            let holds = writer_holds.clone();
+            tokio::spawn(async move {
+                let guard = lock.write_lock().lock().await.unwrap();
+                holds.store(true, Ordering::SeqCst);
+                writer_may_go.await.unwrap();
+                holds.store(false, Ordering::SeqCst);
+                guard.release().await.unwrap();
+            })
+        };
+        wait_for_participants(&raw, &path, 2).await;
+
+        // A later reader of the first reader's process must not join the
+        // granted node (that would let it in ahead of the writer): it gets a
+        // node of its own, behind the writer's, and later readers share that.
+        let reader_holds = Arc::new(AtomicBool::new(false));
+        let spawn_reader = || {
+            let (rw, holds, writer_holds) =
+                (rw.clone(), reader_holds.clone(), writer_holds.clone());
+            tokio::spawn(async move {
+                let guard = rw.read_lock().lock().await.unwrap();
+                assert!(
+                    !writer_holds.load(Ordering::SeqCst),
+                    "a reader beside the writer"
+                );
+                holds.store(true, Ordering::SeqCst);
+                guard
+            })
+        };
+        let late = spawn_reader();
+        let queued = wait_for_participants(&raw, &path, 3).await;
+        let sorted = {
+            let mut sorted = queued.clone();
+            sorted.sort_by_key(|name| name[name.len() - 10..].to_owned());
+            sorted
+        };
+        assert!(
+            sorted[1].contains("__WRIT__") && sorted[2].contains("__READ__"),
+            "{sorted:?}"
+        );
+        let later: Vec<_> = (0..3).map(|_| spawn_reader()).collect();
+        assert!(
+            eventually(PATIENCE, || async { fw.locally_queued(&path) == 3 }).await,
+            "the later readers did not share the waiting node"
+        );
+        assert_eq!(children(&raw, &path).await.len(), 3);
+        assert!(
+            !reader_holds.load(Ordering::SeqCst),
+            "a reader got ahead of the writer"
+        );
+
+        first.release().await.unwrap();
+        assert!(
+            eventually(PATIENCE, || async { writer_holds.load(Ordering::SeqCst) }).await,
+            "the writer did not get the lock after the granted reader left"
+        );
+        assert!(
+            !reader_holds.load(Ordering::SeqCst),
+            "a reader beside the writer"
+        );
+        release_writer.send(()).unwrap();
+        writer.await.unwrap();
+        let mut guards = vec![late.await.unwrap()];
+        for task in later {
+            guards.push(tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap());
+        }
+        let token = guards[0].fencing_token();
+        assert!(guards.iter().all(|g| g.fencing_token() == token));
+        // Releasing all but one keeps the node; a new writer waits for the last.
+        let last = guards.pop().unwrap();
+        for guard in guards {
+            guard.release().await.unwrap();
+        }
+        assert!(last.is_valid());
+        let remaining = children(&raw, &path).await;
+        assert_eq!(
+            remaining,
+            vec![last.node_path().rsplit('/').next().unwrap().to_owned()]
+        );
+        let lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
+        assert!(lock.write_lock().try_lock().await.unwrap().is_none());
+        last.release().await.unwrap();
+        let guard = tokio::time::timeout(PATIENCE, lock.write_lock().lock())
+            .await
+            .unwrap()
+            .unwrap();
+        guard.release().await.unwrap();
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_node_goes_with_its_last_waiter() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("shared-cancel");
+        let fw = framework(&server.connect_string()).await;
+        let other = framework(&server.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
+        let writer = writer_lock.write_lock().lock().await.unwrap();
+        let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
+
+        let spawn_reader = || {
+            let rw = rw.clone();
+            tokio::spawn(async move { rw.read_lock().lock().await.unwrap().release().await })
+        };
+        let (a, b) = (spawn_reader(), spawn_reader());
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
+        let queued = wait_for_participants(&raw, &path, 2).await;
+        a.abort();
+        assert!(a.await.unwrap_err().is_cancelled());
+        // One waiter is left: it still needs the node.
+        assert_eq!(fw.locally_queued(&path), 0);
+        assert_eq!(children(&raw, &path).await, queued);
+        b.abort();
+        assert!(b.await.unwrap_err().is_cancelled());
+        // The last waiter left: the node goes.
+        wait_for_participants(&raw, &path, 1).await;
+
+        // A timed-out reader leaves nothing either.
+        let read = rw.read_lock();
+        assert!(!read
+            .acquire_timeout(std::time::Duration::from_millis(200))
+            .await
+            .unwrap());
+        wait_for_participants(&raw, &path, 1).await;
+        assert_eq!(fw.locally_queued(&path), 0);
+
+        writer.release().await.unwrap();
+        assert!(read.try_acquire().await.unwrap());
+        read.release().await.unwrap();
+        wait_for_participants(&raw, &path, 0).await;
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}

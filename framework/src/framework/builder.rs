@@ -81,7 +81,11 @@ impl FrameworkBuilder {
     /// sessions instead of the number of waiting tasks, and a hand-off
     /// between two tasks of one process is one round trip (the next task's
     /// create follows the holder's delete on the wire). Every holder still
-    /// gets its own node and fencing token. Fairness becomes first come,
+    /// gets its own node and fencing token, except readers: the readers of
+    /// the process that wait together share one node (and its token; see
+    /// [`LockInternalsDriver::shares_node`](crate::lock_internals::LockInternalsDriver::shares_node)),
+    /// and a reader arriving once that node holds gets a new one, behind any
+    /// writer queued meanwhile. Fairness becomes first come,
     /// first served within the process, and arrival order among the
     /// participants in ZooKeeper (each process's current one): a task of a
     /// busy process may wait behind tasks of other processes that came after

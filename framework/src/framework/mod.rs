@@ -150,6 +150,7 @@ pub(crate) struct Inner {
     /// The in-process queue in front of every lock (see
     /// [`FrameworkBuilder::local_queue`]).
     pub(crate) local_queues: Arc<crate::lock_internals::LocalQueues>,
+    pub(crate) shared_nodes: Arc<crate::lock_internals::SharedNodes>,
 }
 
 impl fmt::Debug for Inner {
@@ -237,6 +238,7 @@ impl Framework {
             loss_epoch: AtomicU64::new(0),
             metrics: Metrics::default(),
             local_queues: Arc::default(),
+            shared_nodes: Arc::default(),
         };
         Framework {
             handle: Arc::new(Handle {
@@ -491,11 +493,13 @@ impl Framework {
         self.inner().loss_epoch.load(Ordering::Acquire)
     }
 
-    /// How many acquires of this framework wait in its in-process queue for
-    /// a turn on the lock at `path` (any lock name under it; see
-    /// [`FrameworkBuilder::local_queue`]). They have no node in ZooKeeper yet.
+    /// How many acquires of this framework wait for the lock at `path` (any
+    /// lock name under it; see [`FrameworkBuilder::local_queue`]) without a
+    /// node of their own in ZooKeeper: those waiting in the in-process queue
+    /// for a turn, and readers waiting on another reader's node (see
+    /// [`LockInternalsDriver::shares_node`](crate::lock_internals::LockInternalsDriver::shares_node)).
     pub fn locally_queued(&self, path: &str) -> usize {
-        self.inner().local_queues.waiting(path)
+        self.inner().local_queues.waiting(path) + self.inner().shared_nodes.waiting(path)
     }
 
     /// Lock counters.

@@ -148,6 +148,24 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
         let _ = max_leases;
         None
     }
+
+    /// Whether the blocking acquires of one [`Framework`](crate::Framework)
+    /// that wait for this lock at the same time may share one participant
+    /// node: right for a *shared* lock (a read lock), whose holders may hold
+    /// together, never for an exclusive one.
+    ///
+    /// Acquires join the node of this process that is still waiting; once
+    /// it is granted, later acquires get a node of their own, which queues
+    /// behind any writer that arrived meanwhile (no starvation). Every
+    /// member gets a hold of its own (loss latch, fence; the node's fencing
+    /// token); the node is deleted when the last member releases. Only with
+    /// the local queue on
+    /// ([`FrameworkBuilder::local_queue`](crate::FrameworkBuilder::local_queue)),
+    /// and never for tries, revocable acquires or acquires pinned to a
+    /// session, which keep a node of their own. Defaults to `false`.
+    fn shares_node(&self) -> bool {
+        false
+    }
 }
 
 /// Sorts by the sequence after the last occurrence of `lock_name` (the

@@ -31,6 +31,7 @@ use zookeeper_client as zk;
 use super::fence::{Fence, FencingToken};
 use super::local_queue::LocalTurn;
 use super::loss::LockLoss;
+use super::shared_node::Membership;
 use super::AcquiredNode;
 use crate::framework::{Framework, Session};
 use crate::telemetry;
@@ -56,6 +57,10 @@ struct HoldInner {
     /// when the hold is found lost, or when the last clone goes; with the
     /// sender whose drop ends the task watching for the loss.
     turn: std::sync::Mutex<Option<(LocalTurn, oneshot::Sender<()>)>>,
+    /// For a share of a node that several acquires of this process hold
+    /// together (readers): the node is deleted only when the last share
+    /// goes.
+    share: std::sync::OnceLock<Membership>,
 }
 
 impl fmt::Debug for Hold {
@@ -82,6 +87,7 @@ impl Hold {
                 epoch,
                 lost: watch::Sender::new(None),
                 turn: std::sync::Mutex::new(None),
+                share: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -141,7 +147,26 @@ impl Hold {
     /// [`Fence`], say).
     pub fn release_in_background(&self) {
         self.give_turn_back();
-        self.inner.framework.delete_in_background(self.path());
+        if self.leave_share() {
+            self.inner.framework.delete_in_background(self.path());
+        }
+    }
+
+    /// Makes this hold one share of a node held together.
+    pub(crate) fn join_share(&self, membership: Membership) {
+        let _ = self.inner.share.set(membership);
+    }
+
+    /// Gives up this hold's share of its node (once): `true` when the node
+    /// is the caller's to delete (it is not shared, or this was the last
+    /// share).
+    pub(crate) fn leave_share(&self) -> bool {
+        self.inner.share.get().is_none_or(Membership::leave)
+    }
+
+    /// The framework's loss epoch when the node was granted.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.inner.epoch
     }
 
     /// Gives the in-process turn back (the next local waiter may go).
@@ -311,6 +336,10 @@ impl Hold {
 impl Drop for HoldInner {
     fn drop(&mut self) {
         telemetry::hold_ended(&self.label, self.granted.elapsed());
+        // A share dropped without a release still leaves its node.
+        if self.share.get().is_some_and(Membership::leave) {
+            self.framework.delete_in_background(self.node.path());
+        }
     }
 }
 

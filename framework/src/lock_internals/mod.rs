@@ -37,6 +37,7 @@ mod hold;
 mod local_queue;
 mod loss;
 mod revocation;
+mod shared_node;
 
 use std::fmt;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub(crate) use self::local_queue::LocalQueues;
 use self::local_queue::LocalTurn;
 pub use self::loss::LockLoss;
 pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
+pub(crate) use self::shared_node::SharedNodes;
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};
 use crate::path;
@@ -295,6 +297,10 @@ impl LockInternals {
         let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
         let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
         let acquire = async {
+            if let Some(key) = self.share_key(&request, try_only) {
+                let shared = &self.framework.inner().shared_nodes;
+                return shared.acquire(self, key).await.map(Some);
+            }
             let turn = match self.local_turn(try_only).await {
                 LocalTurnOutcome::Taken => return Ok(None),
                 LocalTurnOutcome::Turn(turn) => turn,
@@ -325,6 +331,24 @@ impl LockInternals {
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
         result
+    }
+
+    /// The key of the shared node this acquire may join, if the driver and
+    /// the request allow sharing (see [`LockInternalsDriver::shares_node`]).
+    fn share_key(&self, request: &Acquire<'_>, try_only: bool) -> Option<shared_node::ShareKey> {
+        let shareable = self.framework.inner().config.local_queue
+            && self.driver.shares_node()
+            && !try_only
+            && request.revocation.is_none()
+            && request.session.is_none();
+        if !shareable {
+            return None;
+        }
+        let data = match request.data {
+            [] => self.framework.default_node_data(),
+            data => data,
+        };
+        Some((self.base_path.clone(), self.lock_name.clone(), data.into()))
     }
 
     /// Waits for this acquire's turn in the framework's in-process queue, if
@@ -877,11 +901,15 @@ impl LockInternals {
     pub async fn release(&self, hold: &Hold) -> Result<()> {
         let span = tracing::info_span!("lock.release", node = %hold.path());
         let result = async {
-            self.framework.inner().check_open()?;
-            let loss = hold.check().err();
             let lost = |loss: LockLoss| {
                 Error::LockLost(format!("{} was lost before its release: {loss}", hold.path()))
             };
+            if !hold.leave_share() {
+                tracing::info!("other acquires of this process still hold the shared node; it stays");
+                return hold.check().map_err(lost);
+            }
+            self.framework.inner().check_open()?;
+            let loss = hold.check().err();
             let Some(session) = hold.session() else {
                 tracing::info!("the node died with its session; nothing to delete");
                 return Err(lost(loss.unwrap_or(LockLoss::SessionReplaced)));

@@ -80,6 +80,13 @@ impl LockInternalsDriver for ReadDriver {
     ) -> Result<PredicateResults> {
         read_gets_the_lock(sorted_children, our_name)
     }
+
+    /// The readers of one process that wait together share one node; a
+    /// reader arriving after that node was granted queues a node of its own
+    /// (behind any writer that came meanwhile).
+    fn shares_node(&self) -> bool {
+        true
+    }
 }
 
 fn read_gets_the_lock(sorted_children: &[String], our_name: &str) -> Result<PredicateResults> {
