@@ -96,6 +96,14 @@ struct Shared {
 ///   owner is the current tokio task, or the thread outside a task (see
 ///   [`Owner`](crate::Owner)); a re-entry into a hold that was lost fails
 ///   with [`Error::LockLost`].
+/// * **One node for a process's waiting readers**: with the framework's
+///   local queue on (the default), the readers of one process that wait at
+///   the same time share one read node and are granted together; each gets
+///   a hold of its own, with the node's fencing token, and the node is
+///   deleted with the last release. A reader arriving once that node is
+///   granted gets a new node, queued behind any writer that came meanwhile
+///   (see [`LockInternalsDriver::shares_node`]). Tries and revocable reads
+///   keep a node of their own.
 /// * **Downgrade**: an owner holding the write lock may take the read lock.
 ///   It is granted at once, and its read node is created with the write
 ///   node's sequence, so it sorts level with it: a writer queued behind
