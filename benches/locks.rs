@@ -1592,6 +1592,7 @@ async fn scale_phase(
     println!(
         "== Scale: K tasks parked on one held mutex over {sessions} sessions (zk-curator, a fresh process each) =="
     );
+    println!("   (the readers row: K readers parked behind a held write lock)");
     println!("   RSS = the child's VmRSS growth from before the waiters to parked (HWM = its peak over the run);");
     println!("   park = until every lock() is polled and the server is quiet; nodes = waiters' nodes in ZooKeeper;");
     println!("   drain = release, until every task took and released the lock once; server = alive after the run");
@@ -1610,11 +1611,14 @@ async fn scale_phase(
         "server"
     );
     let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"));
-    let mut variants = vec![(Tune::Plain, "zk-curator")];
+    // (label, the child's variant argument)
+    let mut variants = vec![("zk-curator", "plain")];
     if Tune::PerTaskNode.available() {
-        variants.push((Tune::PerTaskNode, "zk-curator (per-task node)"));
+        variants.push(("zk-curator (per-task node)", "per-task-node"));
     }
-    for (tune, label) in variants {
+    // Readers waiting behind a held write lock.
+    variants.push(("zk-curator, readers", "readers"));
+    for (label, variant) in variants {
         let mut skip: Option<String> = None;
         for &k in &config.scale {
             if let Some(reason) = &skip {
@@ -1634,14 +1638,7 @@ async fn scale_phase(
             // grows with K (50,000 at a few hundred hand-offs/s take minutes).
             let park_limit = Duration::from_secs(if config.quick { 60 } else { 180 });
             let drain_limit = Duration::from_secs(60 + k as u64 / 100);
-            let path = format!(
-                "{root}/scale-{k}/{}",
-                if tune == Tune::Plain {
-                    "plain"
-                } else {
-                    "pertask"
-                }
-            );
+            let path = format!("{root}/scale-{k}/{variant}");
             let outcome = match &me {
                 Ok(me) => {
                     let mut command = tokio::process::Command::new(me);
@@ -1654,11 +1651,7 @@ async fn scale_phase(
                         &park_limit.as_secs().to_string(),
                         &drain_limit.as_secs().to_string(),
                         &config.scale_rss_cap_mib.to_string(),
-                        if tune == Tune::Plain {
-                            "plain"
-                        } else {
-                            "per-task-node"
-                        },
+                        variant,
                     ]);
                     let limit = park_limit + drain_limit + Duration::from_secs(120);
                     match peers::run_process(&mut command, limit).await {

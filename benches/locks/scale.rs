@@ -1,5 +1,5 @@
-//! The scale workload: K tasks parked on one held mutex over a few
-//! sessions, in a fresh process (this bench binary again, with
+//! The scale workload: K tasks parked on one held mutex (or K readers
+//! behind a held write lock) over a few sessions, in a fresh process (this bench binary again, with
 //! `--scale-child`), so that its RSS is the waiters' alone.
 //!
 //! Parked means: every task's `lock()` has been polled once (it is waiting)
@@ -13,18 +13,20 @@
 //! (before issue 9 a waiter costs ~190 KB of listings, so 50,000 of them
 //! would take the machine's memory) or the server stops answering.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use zk_curator::InterProcessMutex;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use zk_curator::{Framework, InterProcessMutex, InterProcessReadWriteLock};
 
 use super::{counters, framework, within, BoxError, Scoped, Tune, ACQUIRE_LIMIT, CLOSE_LIMIT};
 
 /// The hidden first argument that makes this binary the scale child:
 /// `locks --scale-child <connect> <four-letter addr> <path> <sessions> <waiters>
-/// <park limit secs> <drain limit secs> <rss cap MiB> <plain|per-task-node>`.
+/// <park limit secs> <drain limit secs> <rss cap MiB> <plain|per-task-node|readers>`
+/// (`readers`: the waiters are readers behind a held write lock).
 pub(crate) const SCALE_CHILD: &str = "--scale-child";
 
 /// Runs the child; prints one `RESULT` or `FAILED:` line; the exit status.
@@ -62,8 +64,17 @@ pub(crate) async fn child(args: &[String]) -> i32 {
     } else {
         Tune::Plain
     };
+    let kind = if variant == "readers" {
+        Kind::Readers
+    } else {
+        Kind::Mutex
+    };
     let started = Instant::now();
-    match park_and_drain(connect, addr, path, sessions, waiters, limit, cap, tune).await {
+    match park_and_drain(
+        connect, addr, path, sessions, waiters, limit, cap, tune, kind,
+    )
+    .await
+    {
         Ok(line) => {
             println!("RESULT kind=scale {line}");
             0
@@ -79,6 +90,63 @@ pub(crate) async fn child(args: &[String]) -> i32 {
     }
 }
 
+/// What the waiters wait for.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A mutex somebody holds.
+    Mutex,
+    /// The read half of a read-write lock whose write half somebody holds.
+    Readers,
+}
+
+impl Kind {
+    /// Takes the lock exclusively; the future releases it.
+    async fn hold(
+        self,
+        framework: &Framework,
+        path: &str,
+    ) -> Result<BoxFuture<'static, zk_curator::Result<()>>, BoxError> {
+        Ok(match self {
+            Kind::Mutex => {
+                let mutex = InterProcessMutex::new(framework.clone(), path)?;
+                let guard = within(ACQUIRE_LIMIT, mutex.lock()).await??;
+                guard.release().boxed()
+            }
+            Kind::Readers => {
+                let lock = InterProcessReadWriteLock::new(framework.clone(), path)?;
+                let guard = within(ACQUIRE_LIMIT, lock.write_lock().lock()).await??;
+                guard.release().boxed()
+            }
+        })
+    }
+
+    /// One waiter's lock factory per framework: each call waits for the
+    /// lock, then releases it.
+    fn waiter(
+        self,
+        framework: &Framework,
+        path: &str,
+    ) -> Result<Arc<dyn Fn() -> BoxFuture<'static, zk_curator::Result<()>> + Send + Sync>, BoxError>
+    {
+        Ok(match self {
+            Kind::Mutex => {
+                let mutex = InterProcessMutex::new(framework.clone(), path)?;
+                Arc::new(move || {
+                    let mutex = mutex.clone();
+                    async move { mutex.lock().await?.release().await }.boxed()
+                })
+            }
+            Kind::Readers => {
+                let read = InterProcessReadWriteLock::new(framework.clone(), path)?.read_lock();
+                Arc::new(move || {
+                    let read = read.clone();
+                    async move { read.lock().await?.release().await }.boxed()
+                })
+            }
+        })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn park_and_drain(
     connect: &str,
@@ -89,18 +157,18 @@ async fn park_and_drain(
     (park_limit, drain_limit): (Duration, Duration),
     cap_mib: i64,
     tune: Tune,
+    kind: Kind,
 ) -> Result<String, BoxError> {
     let holder_fw = framework(connect, Tune::Plain).await?;
-    let holder = InterProcessMutex::new(holder_fw.clone(), path)?;
     let mut frameworks = Vec::new();
     for _ in 0..sessions.max(1) {
         frameworks.push(framework(connect, tune).await?);
     }
     let mutexes = frameworks
         .iter()
-        .map(|fw| InterProcessMutex::new(fw.clone(), path))
+        .map(|fw| kind.waiter(fw, path))
         .collect::<Result<Vec<_>, _>>()?;
-    let guard = within(ACQUIRE_LIMIT, holder.lock()).await??;
+    let release = kind.hold(&holder_fw, path).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss_before = status_kib("VmRSS:").ok_or("VmRSS not readable")?;
     let at_start = counters(Some(addr))
@@ -117,7 +185,7 @@ async fn park_and_drain(
         let (polled, done, failure) = (polled.clone(), done.clone(), failure.clone());
         tasks.0.push(tokio::spawn(async move {
             let mut first = true;
-            let mut lock = std::pin::pin!(mutex.lock());
+            let mut lock = mutex();
             let result = std::future::poll_fn(|cx| {
                 let poll = lock.as_mut().poll(cx);
                 if first {
@@ -127,10 +195,6 @@ async fn park_and_drain(
                 poll
             })
             .await;
-            let result = match result {
-                Ok(guard) => guard.release().await,
-                Err(err) => Err(err),
-            };
             if let Err(err) = result {
                 failure
                     .lock()
@@ -204,7 +268,7 @@ async fn park_and_drain(
 
     // Drain.
     let drain_started = Instant::now();
-    within(ACQUIRE_LIMIT, guard.release()).await??;
+    within(ACQUIRE_LIMIT, release).await??;
     loop {
         if done.load(Ordering::Relaxed) >= waiters {
             break;
