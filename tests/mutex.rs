@@ -13,7 +13,12 @@ use common::{
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{LockInternalsDriver, ParticipantNode};
-use zk_curator::{Error, InterProcessLock, InterProcessMutex};
+use zk_curator::{
+    Error, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreMutex,
+};
+use zk_curator_testing::proxy::opcode;
+use zk_curator_testing::{FaultProxy, Traffic};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clients_take_turns() {
@@ -761,6 +766,98 @@ async fn two_lease_internals_wake_a_waiter_on_any_release() {
         assert_eq!(lock.participant_nodes().await.unwrap().len(), 2);
         lock.release(&first).await.unwrap();
         lock.release(&third).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Every protected participant node (`_c_` in the name) anywhere under
+/// `root`.
+async fn participants_under(raw: &zookeeper_client::Client, root: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(path) = todo.pop() {
+        for child in children(raw, &path).await {
+            let full = format!("{path}/{child}");
+            if child.starts_with("_c_") {
+                found.push(full.clone());
+            }
+            todo.push(full);
+        }
+    }
+    found
+}
+
+/// A try dropped while its first request is on the wire (the proxy holds
+/// the replies back) leaves no node and no hold behind, on every lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_dropped_mid_way_leaves_nothing() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework(&proxy.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let root = unique_path("try-dropped");
+        let rw = InterProcessReadWriteLock::new(fw.clone(), &format!("{root}/rw")).unwrap();
+        let multi_members: Vec<Arc<dyn InterProcessLock>> = vec![
+            Arc::new(InterProcessMutex::new(fw.clone(), &format!("{root}/multi-a")).unwrap()),
+            Arc::new(InterProcessMutex::new(fw.clone(), &format!("{root}/multi-b")).unwrap()),
+        ];
+        let locks: Vec<(&str, Box<dyn InterProcessLock>)> = vec![
+            (
+                "mutex",
+                Box::new(InterProcessMutex::new(fw.clone(), &format!("{root}/mutex")).unwrap()),
+            ),
+            ("read half", Box::new(rw.read_lock())),
+            ("write half", Box::new(rw.write_lock())),
+            (
+                "semaphore mutex",
+                Box::new(
+                    InterProcessSemaphoreMutex::new(fw.clone(), &format!("{root}/sem")).unwrap(),
+                ),
+            ),
+            (
+                "multi-lock",
+                Box::new(InterProcessMultiLock::new(multi_members).unwrap()),
+            ),
+        ];
+        let creates_sent = |proxy: &FaultProxy| {
+            proxy.traffic().iter().any(|t| {
+                matches!(t, Traffic::Request { opcode, .. } if opcode::CREATES.contains(opcode))
+            })
+        };
+        for (name, lock) in &locks {
+            // A first try and release create the parents.
+            assert!(lock.try_acquire().await.unwrap(), "{name}");
+            lock.release().await.unwrap();
+            assert!(participants_under(&raw, &root).await.is_empty(), "{name}");
+
+            proxy.clear_traffic();
+            proxy.hold_replies(true);
+            let mut attempt = lock.try_acquire();
+            tokio::select! {
+                done = &mut attempt => panic!("{name}: the try ended with every reply held: {done:?}"),
+                sent = eventually(PATIENCE, || async { creates_sent(&proxy) }) => {
+                    assert!(sent, "{name}: the try never sent its create");
+                }
+            }
+            drop(attempt);
+            proxy.hold_replies(false);
+
+            assert!(fw.wait_for_background_cleanup(PATIENCE).await, "{name}");
+            assert!(
+                eventually(PATIENCE, || async {
+                    participants_under(&raw, &root).await.is_empty()
+                })
+                .await,
+                "{name}: left behind {:?}",
+                participants_under(&raw, &root).await
+            );
+            assert!(!lock.is_acquired_in_this_process(), "{name}");
+            // Nothing is held or counted: the lock is free again.
+            assert!(lock.try_acquire().await.unwrap(), "{name}");
+            lock.release().await.unwrap();
+        }
         fw.close().await;
     })
     .await;

@@ -90,6 +90,12 @@ pub(crate) async fn child(args: &[String]) -> i32 {
     }
 }
 
+/// Waits for the lock, then releases it.
+type Cycle = BoxFuture<'static, zk_curator::Result<()>>;
+
+/// Makes one waiter's [`Cycle`].
+type Waiter = Arc<dyn Fn() -> Cycle + Send + Sync>;
+
 /// What the waiters wait for.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -101,11 +107,7 @@ enum Kind {
 
 impl Kind {
     /// Takes the lock exclusively; the future releases it.
-    async fn hold(
-        self,
-        framework: &Framework,
-        path: &str,
-    ) -> Result<BoxFuture<'static, zk_curator::Result<()>>, BoxError> {
+    async fn hold(self, framework: &Framework, path: &str) -> Result<Cycle, BoxError> {
         Ok(match self {
             Kind::Mutex => {
                 let mutex = InterProcessMutex::new(framework.clone(), path)?;
@@ -122,12 +124,7 @@ impl Kind {
 
     /// One waiter's lock factory per framework: each call waits for the
     /// lock, then releases it.
-    fn waiter(
-        self,
-        framework: &Framework,
-        path: &str,
-    ) -> Result<Arc<dyn Fn() -> BoxFuture<'static, zk_curator::Result<()>> + Send + Sync>, BoxError>
-    {
+    fn waiter(self, framework: &Framework, path: &str) -> Result<Waiter, BoxError> {
         Ok(match self {
             Kind::Mutex => {
                 let mutex = InterProcessMutex::new(framework.clone(), path)?;

@@ -249,13 +249,7 @@ impl LockInternals {
     /// # Cancel safety
     /// As [`LockInternals::acquire`].
     pub async fn acquire_held(&self, data: &[u8], revocation: Option<&Revocation>) -> Result<Hold> {
-        loop {
-            // Without a timeout an acquire only ends with a hold or an error.
-            let request = Acquire::new().data(data).revocation(revocation);
-            if let Some(hold) = self.acquire_with(request).await? {
-                return Ok(hold);
-            }
-        }
+        until_held(|| self.acquire_with(Acquire::new().data(data).revocation(revocation))).await
     }
 
     /// Tries once, without waiting: the create and the listing go out
@@ -983,6 +977,29 @@ impl LockInternals {
         // Whatever happened, the hold no longer occupies a turn.
         hold.give_turn_back();
         result
+    }
+}
+
+/// Runs `acquire` (an acquire without a timeout) until it returns a hold.
+///
+/// Such an acquire ends only with a hold or an error; its `Ok(None)` means
+/// "not in time", which cannot happen, and is simply asked again rather than
+/// turned into a made-up error.
+///
+/// # Errors
+/// The first error `acquire` returns.
+///
+/// # Cancel safety
+/// As cancel safe as `acquire`.
+pub async fn until_held<T, F, Fut>(mut acquire: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    loop {
+        if let Some(held) = acquire().await? {
+            return Ok(held);
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::{Acquire, AcquiredNode, Hold, LockInternals};
+use super::{until_held, Acquire, AcquiredNode, Hold, LockInternals};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
 
@@ -164,14 +164,7 @@ impl Generation {
         let data = self.key.2.clone();
         let acquire = async move {
             let request = Acquire::new().data(&data);
-            let outcome = loop {
-                // Without a timeout an attempt ends with a hold or an error.
-                match internals.acquire_restarting(&request, false).await {
-                    Ok(Some(hold)) => break Ok(hold),
-                    Ok(None) => continue,
-                    Err(err) => break Err(err),
-                }
-            };
+            let outcome = until_held(|| internals.acquire_restarting(&request, false)).await;
             generation.settle(outcome);
         };
         let task = tokio::spawn(acquire.in_current_span());

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use zk_curator_framework::lock_internals::Hold;
+use zk_curator_framework::lock_internals::{until_held, Hold};
 use zk_curator_framework::Result;
 
 use super::half::{Half, ReadHalf, WriteHalf};
@@ -103,12 +103,8 @@ impl RwGuard<WriteHalf> {
     pub async fn downgrade(self) -> Result<ReadGuard> {
         let shared = self.shared.clone();
         let write_hold = self.held.hold().clone();
-        let read = loop {
-            // Without a timeout only a hold or an error ends the wait.
-            if let Some(hold) = shared.downgrade(&write_hold, None).await? {
-                break RwGuard::new(shared.held(Kind::Read, hold), shared.clone());
-            }
-        };
+        let hold = until_held(|| shared.downgrade(&write_hold, None)).await?;
+        let read = RwGuard::new(shared.held(Kind::Read, hold), shared.clone());
         self.held.release().await?;
         Ok(read)
     }

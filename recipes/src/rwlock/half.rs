@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
+    until_held, Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
 };
 use zk_curator_framework::Result;
 
@@ -278,12 +278,8 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<RwGuard<H>> {
-        loop {
-            // Without a timeout only a hold or an error ends the wait.
-            if let Some(held) = self.shared.lock(H::kind(), None).await? {
-                return Ok(RwGuard::new(held, self.shared.clone()));
-            }
-        }
+        let held = until_held(|| self.shared.lock(H::kind(), None)).await?;
+        Ok(RwGuard::new(held, self.shared.clone()))
     }
 
     /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
