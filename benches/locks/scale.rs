@@ -90,7 +90,8 @@ pub(crate) async fn child(args: &[String]) -> i32 {
     }
 }
 
-/// Waits for the lock, then releases it.
+/// Ends once the lock has been released (after waiting for it, for a
+/// waiter).
 type Cycle = BoxFuture<'static, zk_curator::Result<()>>;
 
 /// Makes one waiter's [`Cycle`].
