@@ -210,7 +210,10 @@ impl LockInternals {
     /// # Cancel safety
     /// Cancel safe: dropping the future at any point deletes our node in the
     /// background (or, if the create's outcome is still unknown, finds it by
-    /// its unique prefix and deletes it). Nothing else changes.
+    /// its unique prefix and deletes it). Nothing else changes. An acquire
+    /// that shares a waiting node with others of this process (see
+    /// [`LockInternalsDriver::shares_node`]) leaves the share instead; the
+    /// node goes when its last waiter leaves.
     pub async fn acquire(&self, data: &[u8], timeout: Option<Duration>) -> Result<Option<Hold>> {
         self.acquire_with(Acquire::new().data(data).timeout(timeout))
             .await
@@ -875,7 +878,9 @@ impl LockInternals {
     /// continues in the background and this returns: the lock is released as
     /// far as this process is concerned, and the node goes as soon as
     /// ZooKeeper can be reached (or with its session). A node already gone
-    /// counts as deleted.
+    /// counts as deleted. A share of a node held together (readers, see
+    /// [`LockInternalsDriver::shares_node`]) only leaves it, without a
+    /// request, unless it is the last share.
     ///
     /// A hold that was already lost is released without waiting for a new
     /// session: if its (ephemeral) node died with its session, there is
