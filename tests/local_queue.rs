@@ -569,3 +569,65 @@ async fn a_shared_node_goes_with_its_last_waiter() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_ends_every_share_of_a_read_node() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("shared-lost");
+        let fw = framework(&server.connect_string()).await;
+        let other = framework(&server.connect_string()).await;
+        let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
+        let writer = writer_lock.write_lock().lock().await.unwrap();
+        let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let rw = rw.clone();
+                tokio::spawn(async move { rw.read_lock().lock().await.unwrap() })
+            })
+            .collect();
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 2 }).await);
+        writer.release().await.unwrap();
+        let mut guards = Vec::new();
+        for reader in readers {
+            guards.push(
+                tokio::time::timeout(PATIENCE, reader)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        assert!(guards
+            .iter()
+            .all(|g| g.node_path() == guards[0].node_path()));
+        assert!(guards.iter().all(|g| g.is_valid()));
+
+        let client = fw.client().await.unwrap();
+        zk_curator_testing::expire_session(&server.connect_string(), &client)
+            .await
+            .unwrap();
+        // Every share learns it, and the writer gets in.
+        for guard in &guards {
+            tokio::time::timeout(PATIENCE, guard.lost()).await.unwrap();
+            assert!(!guard.is_valid());
+        }
+        let writer = tokio::time::timeout(PATIENCE, writer_lock.write_lock().lock())
+            .await
+            .unwrap()
+            .unwrap();
+        for guard in guards {
+            assert!(matches!(
+                guard.release().await,
+                Err(zk_curator::Error::LockLost(_))
+            ));
+        }
+        writer.release().await.unwrap();
+        // The framework's next session serves readers again.
+        let read = rw.read_lock();
+        assert!(read.acquire_timeout(PATIENCE).await.unwrap());
+        read.release().await.unwrap();
+        fw.close().await;
+        other.close().await;
+    })
+    .await;
+}
