@@ -11,7 +11,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use zk_curator_framework::lock_internals::{
     Fence, FencingToken, Hold, LockInternals, LockInternalsDriver, LockLoss, Revocation,
-    RevocationListener, StandardLockInternalsDriver,
+    RevocationListener, RevocationSetting, StandardLockInternalsDriver,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -26,15 +26,12 @@ struct Shared {
     internals: LockInternals,
     owners: Reentrant<Hold>,
     guards: Arc<AtomicUsize>,
-    revocation: std::sync::Mutex<Option<Revocation>>,
+    revocation: RevocationSetting,
 }
 
 impl Shared {
     fn revocation(&self) -> Option<Revocation> {
-        self.revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.revocation.current()
     }
 
     async fn acquire_hold(&self, timeout: Option<Duration>) -> Result<Option<Hold>> {
@@ -135,7 +132,7 @@ impl InterProcessMutex {
                 internals,
                 owners: Reentrant::new(),
                 guards: Arc::new(AtomicUsize::new(0)),
-                revocation: std::sync::Mutex::new(None),
+                revocation: RevocationSetting::default(),
             }),
         })
     }
@@ -317,20 +314,12 @@ impl InterProcessMutex {
     ///
     /// [`Revoker`]: zk_curator_framework::lock_internals::Revoker
     pub fn make_revocable(&self, listener: impl RevocationListener) {
-        *self
-            .shared
-            .revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Revocation::new(listener));
+        self.shared.revocation.set(Some(Revocation::new(listener)));
     }
 
     /// Stops making later acquires revocable (holds already revocable stay so).
     pub fn clear_revocable(&self) {
-        *self
-            .shared
-            .revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.revocation.set(None);
     }
 
     /// Waits for the lock and returns a guard that owns the hold. Not

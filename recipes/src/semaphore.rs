@@ -76,7 +76,8 @@ use std::time::Duration;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
     standard_gets_the_lock, Acquire, ContenderGuard, Hold, LockInternals, LockInternalsDriver,
-    PredicateResults, Revocation, RevocationListener, StandardLockInternalsDriver, MAX_NODE_DATA,
+    PredicateResults, Revocation, RevocationListener, RevocationSetting,
+    StandardLockInternalsDriver, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::{Error, Framework, Result};
@@ -119,7 +120,7 @@ struct Shared {
     data: Arc<[u8]>,
     lock: LockInternals,
     leases: LockInternals,
-    revocation: std::sync::Mutex<Option<Revocation>>,
+    revocation: RevocationSetting,
 }
 
 /// A counting semaphore shared by every process that uses the same ZooKeeper
@@ -250,7 +251,7 @@ impl InterProcessSemaphoreV2 {
                 data: data.into(),
                 lock,
                 leases,
-                revocation: std::sync::Mutex::new(None),
+                revocation: RevocationSetting::default(),
             }),
         })
     }
@@ -267,20 +268,12 @@ impl InterProcessSemaphoreV2 {
     /// path, on a task of its own. Cooperative: the listener decides, e.g. by
     /// telling the lease's holder to release it.
     pub fn make_revocable(&self, listener: impl RevocationListener) {
-        *self
-            .shared
-            .revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Revocation::new(listener));
+        self.shared.revocation.set(Some(Revocation::new(listener)));
     }
 
     /// Stops making later leases revocable.
     pub fn clear_revocable(&self) {
-        *self
-            .shared
-            .revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.shared.revocation.set(None);
     }
 
     /// How many leases may exist at once.
@@ -491,11 +484,7 @@ impl InterProcessSemaphoreV2 {
     }
 
     fn revocation(&self) -> Option<Revocation> {
-        self.shared
-            .revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.shared.revocation.current()
     }
 
     /// One acquire under one hold of the internal mutex, on one session.

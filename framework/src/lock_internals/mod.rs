@@ -56,7 +56,9 @@ pub use self::hold::Hold;
 pub(crate) use self::local_queue::LocalQueues;
 use self::local_queue::LocalTurn;
 pub use self::loss::LockLoss;
-pub use self::revocation::{Revocation, RevocationListener, Revoker, REVOKE_MESSAGE};
+pub use self::revocation::{
+    Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
+};
 pub(crate) use self::shared_node::SharedNodes;
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};

@@ -58,6 +58,26 @@ impl fmt::Debug for Revocation {
     }
 }
 
+/// A lock's "make later acquires revocable" switch, shared by the lock's
+/// clones: [`set`](Self::set) by `make_revocable` / `clear_revocable`,
+/// read by every acquire.
+#[derive(Debug, Default)]
+pub struct RevocationSetting(std::sync::Mutex<Option<Revocation>>);
+
+impl RevocationSetting {
+    /// Later acquires watch their nodes for revocation requests and call
+    /// this listener (`None`: they no longer do; holds already revocable
+    /// stay so).
+    pub fn set(&self, revocation: Option<Revocation>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = revocation;
+    }
+
+    /// The listener for an acquire starting now, if any.
+    pub fn current(&self) -> Option<Revocation> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// Asks the holder of a participant node to give it up.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Revoker;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    Hold, LockInternals, LockInternalsDriver, Revocation, MAX_NODE_DATA,
+    Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting, MAX_NODE_DATA,
 };
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
@@ -43,19 +43,16 @@ struct Side {
     internals: LockInternals,
     owners: Reentrant<Hold>,
     guards: Arc<AtomicUsize>,
-    revocation: std::sync::Mutex<Option<Revocation>>,
+    revocation: RevocationSetting,
 }
 
 impl Side {
     fn revocation(&self) -> Option<Revocation> {
-        self.revocation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.revocation.current()
     }
 
     fn set_revocation(&self, revocation: Option<Revocation>) {
-        *self.revocation.lock().unwrap_or_else(|e| e.into_inner()) = revocation;
+        self.revocation.set(revocation);
     }
 }
 
@@ -204,7 +201,7 @@ impl InterProcessReadWriteLock {
                     internals,
                     owners: Reentrant::new(),
                     guards: Arc::new(AtomicUsize::new(0)),
-                    revocation: std::sync::Mutex::new(None),
+                    revocation: RevocationSetting::default(),
                 },
             )
         };
