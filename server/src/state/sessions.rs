@@ -36,17 +36,7 @@ impl State {
         if req.session_id == 0 {
             let id = self.sessions.create(timeout, conn, now);
             self.next_zxid(); // createSession is a transaction
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.session = id;
-            }
-            debug!(
-                conn,
-                session = format_args!("{id:#x}"),
-                timeout_ms,
-                "new session"
-            );
-            let password = self.sessions.password(id);
-            return Some((codec::connect_response(timeout_ms, id, &password), true));
+            return Some(self.bind(conn, id, timeout_ms, "new session"));
         }
         let id = req.session_id;
         let valid = self.sessions.get(id).is_some() && req.password == self.sessions.password(id);
@@ -72,6 +62,12 @@ impl State {
             s.conn = Some(conn);
         }
         self.sessions.touch(id, now);
+        Some(self.bind(conn, id, timeout_ms, "session re-attached"))
+    }
+
+    /// Serves session `id` on connection `conn` from now on: the connect
+    /// response that tells the client so.
+    fn bind(&mut self, conn: ConnId, id: i64, timeout_ms: i32, what: &str) -> (Vec<u8>, bool) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = id;
         }
@@ -79,10 +75,10 @@ impl State {
             conn,
             session = format_args!("{id:#x}"),
             timeout_ms,
-            "session re-attached"
+            "{what}"
         );
         let password = self.sessions.password(id);
-        Some((codec::connect_response(timeout_ms, id, &password), true))
+        (codec::connect_response(timeout_ms, id, &password), true)
     }
 
     /// Answers a session request.
