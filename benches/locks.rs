@@ -1210,11 +1210,9 @@ async fn latency_phase(
                 "calibration, create + list sent back to back by zookeeper-client (p50 of 100): direct {d:.3} ms, through the proxy {p:.3} ms = {trips:.1} added round trips"
             );
             if trips > 1.5 {
-                println!("   (more than one: the list left the client a round trip after the create; zookeeper-client's socket");
-                println!("    does not set TCP_NODELAY, so Nagle's algorithm may hold a second small write until the first is");
-                println!(
-                    "    acknowledged; whether both go out in one write varies from run to run)"
-                );
+                println!("   (more than one: the list left the client a round trip after the create. Without TCP_NODELAY,");
+                println!("    Nagle's algorithm holds a second small write until the first is acknowledged; this workspace");
+                println!("    builds zookeeper-client with it set (third_party/zookeeper-client): is that patch in force?)");
             }
         }
         _ => println!("calibration (create + list back to back): n/a ({direct:?} / {proxied:?})"),
