@@ -70,7 +70,8 @@ impl Half for WriteHalf {
 /// [`lock`](LockHalf::lock) by that owner too. Readers behind a queued
 /// writer wait for it (no writer starvation); a task that already holds the
 /// read lock re-enters without queueing, but a *guard* is a new participant
-/// and queues behind any waiting writer.
+/// and queues behind any waiting writer (or, with the framework's local
+/// queue, joins the read node this process has waiting, if there is one).
 pub type ReadLock = LockHalf<ReadHalf>;
 
 /// The exclusive half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
