@@ -2,7 +2,7 @@
 //! the pytest shim in `server/tests/kazoo/kazoo_shim.py` against `zk-curator server --port 0`,
 //! or, with `ZK_TEST_SERVER=real`, against an Apache ZooKeeper the shim starts the same way:
 //! the same tests must pass on both. The shim lists the modules run, the modules left out and
-//! the single tests deselected (each stops or reconfigures servers), with the reasons.
+//! the single tests deselected (they stop or reconfigure servers, or race), with the reasons.
 //!
 //! Needs `python3-pytest`, `python3-pytest-timeout`, `python3-mock` and `python3-objgraph`
 //! besides kazoo; skipped with a notice when they are missing, unless `ZK_REQUIRE_INTEROP=1`.

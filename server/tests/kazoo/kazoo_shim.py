@@ -18,7 +18,8 @@ server:
 Run it as ``python3 -m pytest -p kazoo_shim --pyargs kazoo.tests.test_lock ...`` with this
 directory on ``PYTHONPATH``. The modules to run, and those left out, are listed in
 ``MODULES`` and ``EXCLUDED`` below; ``DESELECTED`` names single tests that fail on Apache
-ZooKeeper 3.8 through this shim too, so they say nothing about the embedded server.
+ZooKeeper 3.8 through this shim too, so they say nothing about the embedded server, and
+``RACY`` those whose outcome is a timing race on either server.
 """
 
 import os
@@ -73,6 +74,16 @@ DESELECTED = {
     "::TestClient::test_update_host_list": "stops the cluster's servers",
     "::TestReadOnlyMode::test_read_only": "stops two servers of a 3-node cluster",
     "::TestReconfig::": "reconfiguration of a 3-node ensemble (reconfigEnabled)",
+}
+
+# Tests left out because their outcome is a race the server does not decide.
+RACY = {
+    # It sends a 1 MB setData, then asks its own connection thread to drop the connection,
+    # and expects the set to fail. When the reply is back before that thread handles the drop
+    # (a server that answers from memory, a loaded machine), the set succeeds and the test
+    # fails; it did once in 20-odd runs on the embedded server under load. Real ZooKeeper
+    # usually loses the race by syncing 1 MB to its log first.
+    "::TestConnectionDrop::test_connection_dropped": "races the client's own drop against a 1 MB reply",
 }
 
 
@@ -201,7 +212,7 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         name = item.nodeid.split("/")[-1]
-        if any(d in "::" + name + "::" for d in DESELECTED):
+        if any(d in "::" + name + "::" for d in [*DESELECTED, *RACY]):
             drop.append(item)
         else:
             keep.append(item)
