@@ -81,8 +81,8 @@ RACY = {
     # It sends a 1 MB setData, then asks its own connection thread to drop the connection,
     # and expects the set to fail. When the reply is back before that thread handles the drop
     # (a server that answers from memory, a loaded machine), the set succeeds and the test
-    # fails; it did once in 20-odd runs on the embedded server under load. Real ZooKeeper
-    # usually loses the race by syncing 1 MB to its log first.
+    # fails; it did once on the embedded server while the machine was busy compiling. Real
+    # ZooKeeper usually loses the race by syncing 1 MB to its log first.
     "::TestConnectionDrop::test_connection_dropped": "races the client's own drop against a 1 MB reply",
 }
 
