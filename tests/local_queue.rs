@@ -323,6 +323,27 @@ async fn writers_and_semaphore_acquirers_queue_locally() {
     .await;
 }
 
+/// This process's framework, another process's framework and a plain
+/// client, around a fresh lock path.
+struct Processes {
+    path: String,
+    fw: zk_curator::Framework,
+    other: zk_curator::Framework,
+    raw: zookeeper_client::Client,
+}
+
+impl Processes {
+    async fn start(server: &zk_curator_testing::TestingServer, name: &str) -> Self {
+        let connect = server.connect_string();
+        Processes {
+            path: unique_path(name),
+            fw: framework(&connect).await,
+            other: framework(&connect).await,
+            raw: raw_client(&connect).await,
+        }
+    }
+}
+
 /// The read nodes under `path` (`__READ__` in the name).
 fn read_nodes(children: &[String]) -> usize {
     children.iter().filter(|c| c.contains("__READ__")).count()
@@ -332,10 +353,12 @@ fn read_nodes(children: &[String]) -> usize {
 async fn waiting_readers_share_one_node_and_hold_together() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let path = unique_path("shared-readers");
-        let fw = framework(&server.connect_string()).await;
-        let other = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let Processes {
+            path,
+            fw,
+            other,
+            raw,
+        } = Processes::start(server, "shared-readers").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let writer_token = writer.fencing_token();
@@ -418,10 +441,12 @@ async fn waiting_readers_share_one_node_and_hold_together() {
 async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let path = unique_path("shared-no-starvation");
-        let fw = framework(&server.connect_string()).await;
-        let other = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let Processes {
+            path,
+            fw,
+            other,
+            raw,
+        } = Processes::start(server, "shared-no-starvation").await;
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
         let first = rw.read_lock().lock().await.unwrap();
 
@@ -526,10 +551,12 @@ async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
 async fn a_shared_node_goes_with_its_last_waiter() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let path = unique_path("shared-cancel");
-        let fw = framework(&server.connect_string()).await;
-        let other = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let Processes {
+            path,
+            fw,
+            other,
+            raw,
+        } = Processes::start(server, "shared-cancel").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
@@ -574,9 +601,12 @@ async fn a_shared_node_goes_with_its_last_waiter() {
 async fn a_lost_session_ends_every_share_of_a_read_node() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let path = unique_path("shared-lost");
-        let fw = framework(&server.connect_string()).await;
-        let other = framework(&server.connect_string()).await;
+        let Processes {
+            path,
+            fw,
+            other,
+            raw: _,
+        } = Processes::start(server, "shared-lost").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
