@@ -258,38 +258,13 @@ impl Hold {
     }
 
     fn loss_now(&self) -> Option<LockLoss> {
-        let framework = &self.inner.framework;
-        if framework.is_closed() {
-            return Some(LockLoss::Closed);
-        }
-        if !self.inner.node.is_ephemeral() {
-            // A persistent node does not depend on any session: only its
-            // deletion (seen by `lost`, a fence or a release) ends the hold.
-            return None;
-        }
-        if self.session().is_none() {
-            return Some(LockLoss::SessionReplaced);
-        }
-        let state = framework.state();
-        if let Some(state) = state.filter(|s| framework.error_policy().is_error_state(*s)) {
-            return Some(LockLoss::ConnectionState(state));
-        }
-        if framework.loss_epoch() != self.inner.epoch {
-            // An error state came and went since the grant; with the same
-            // session still current it can only have been a suspension.
-            return Some(LockLoss::ConnectionState(
-                crate::state::ConnectionState::Suspended,
-            ));
-        }
-        None
+        loss_of(&self.inner.framework, &self.inner.node, self.inner.epoch)
     }
 
     /// The framework's current session if it is the one that created the
     /// node (always the current session for a persistent node).
     pub fn session(&self) -> Option<Session> {
-        let session = self.inner.framework.current_session()?;
-        (!self.inner.node.is_ephemeral() || session.generation() == self.inner.node.generation())
-            .then_some(session)
+        session_of(&self.inner.framework, &self.inner.node)
     }
 
     /// Completes when the hold can no longer be trusted, with the reason: an
@@ -341,6 +316,43 @@ impl Drop for HoldInner {
             self.framework.delete_in_background(self.node.path());
         }
     }
+}
+
+/// Why a hold of `node`, granted at loss epoch `epoch`, could not be
+/// trusted now, if it could not (see [`Hold::check`]). Asked before a hold
+/// is made, too, so that a grant found lost on arrival never counts as a
+/// hold.
+pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) -> Option<LockLoss> {
+    if framework.is_closed() {
+        return Some(LockLoss::Closed);
+    }
+    if !node.is_ephemeral() {
+        // A persistent node does not depend on any session: only its
+        // deletion (seen by `lost`, a fence or a release) ends the hold.
+        return None;
+    }
+    if session_of(framework, node).is_none() {
+        return Some(LockLoss::SessionReplaced);
+    }
+    let state = framework.state();
+    if let Some(state) = state.filter(|s| framework.error_policy().is_error_state(*s)) {
+        return Some(LockLoss::ConnectionState(state));
+    }
+    if framework.loss_epoch() != epoch {
+        // An error state came and went since the grant; with the same
+        // session still current it can only have been a suspension.
+        return Some(LockLoss::ConnectionState(
+            crate::state::ConnectionState::Suspended,
+        ));
+    }
+    None
+}
+
+/// The framework's current session if it created `node` (any session for a
+/// persistent node).
+fn session_of(framework: &Framework, node: &AcquiredNode) -> Option<Session> {
+    let session = framework.current_session()?;
+    (!node.is_ephemeral() || session.generation() == node.generation()).then_some(session)
 }
 
 /// Completes when the hold's node is deleted. The session is held for each

@@ -497,15 +497,15 @@ impl LockInternals {
                     generation: session.generation(),
                     ephemeral: node_kind.is_ephemeral(),
                 };
-                let hold = Hold::new(self.framework.clone(), node, epoch);
                 // Never hand out a hold that is already lost (the session
                 // went, or the connection broke, while the answer was on its
                 // way): our node goes to the cleaner and we start over.
-                if let Err(loss) = hold.check() {
+                if let Some(loss) = hold::loss_of(&self.framework, &node, epoch) {
                     return Err(Failure::Restart(Error::LockLost(format!(
                         "{our_path} was lost as it was granted: {loss}"
                     ))));
                 }
+                let hold = Hold::new(self.framework.clone(), node, epoch);
                 guard.disarm();
                 return Ok(Some(hold));
             }

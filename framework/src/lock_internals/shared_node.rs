@@ -27,6 +27,7 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use super::hold::loss_of;
 use super::{until_held, Acquire, AcquiredNode, Hold, LockInternals};
 use crate::error::{Error, Result};
 use crate::framework::Framework;
@@ -276,9 +277,17 @@ impl Member {
                     node,
                     epoch,
                     unclaimed,
-                } => Some(unclaimed.take().unwrap_or_else(|| {
-                    Hold::new(generation.framework.clone(), node.clone(), *epoch)
-                })),
+                } => match unclaimed.take() {
+                    Some(hold) => Some(hold),
+                    // Lost already (its session went): no hold is made;
+                    // dropping this member leaves the generation.
+                    None if loss_of(&generation.framework, node, *epoch).is_some() => None,
+                    None => Some(Hold::new(
+                        generation.framework.clone(),
+                        node.clone(),
+                        *epoch,
+                    )),
+                },
             }
         };
         let Some(hold) = hold else { return Ok(None) };
