@@ -905,11 +905,12 @@ impl LockInternals {
             let lost = |loss: LockLoss| {
                 Error::LockLost(format!("{} was lost before its release: {loss}", hold.path()))
             };
-            if !hold.leave_share() {
+            let last_share = hold.leave_share();
+            self.framework.inner().check_open()?;
+            if !last_share {
                 tracing::info!("other acquires of this process still hold the shared node; it stays");
                 return hold.check().map_err(lost);
             }
-            self.framework.inner().check_open()?;
             let loss = hold.check().err();
             let Some(session) = hold.session() else {
                 tracing::info!("the node died with its session; nothing to delete");
