@@ -1692,14 +1692,20 @@ async fn scale_phase(
                     if alive { "alive" } else { "DIED" }
                 ),
             }
-            if let Ok(f) = &figures {
-                println!(
+            match &figures {
+                // The readers are granted together: one hand-off in all.
+                Ok(f) if variant == "readers" => println!(
+                    "{:<28} {:>6} drain: {:.0} requests and {:.0} watch notifications in all",
+                    "", "", f.drain_requests, f.drain_watches
+                ),
+                Ok(f) => println!(
                     "{:<28} {:>6} drain: {:.2} requests and {:.2} watch notifications per hand-off",
                     "",
                     "",
                     f.drain_requests / (k as f64 + 1.0),
                     f.drain_watches / (k as f64 + 1.0)
-                );
+                ),
+                Err(_) => {}
             }
             if !alive {
                 let why = target
