@@ -323,25 +323,24 @@ async fn writers_and_semaphore_acquirers_queue_locally() {
     .await;
 }
 
-/// This process's framework, another process's framework and a plain
-/// client, around a fresh lock path.
-struct Processes {
-    path: String,
-    fw: zk_curator::Framework,
-    other: zk_curator::Framework,
-    raw: zookeeper_client::Client,
-}
-
-impl Processes {
-    async fn start(server: &zk_curator_testing::TestingServer, name: &str) -> Self {
-        let connect = server.connect_string();
-        Processes {
-            path: unique_path(name),
-            fw: framework(&connect).await,
-            other: framework(&connect).await,
-            raw: raw_client(&connect).await,
-        }
-    }
+/// A fresh lock path, this process's framework, another process's
+/// framework and a plain client.
+async fn two_processes(
+    server: &zk_curator_testing::TestingServer,
+    name: &str,
+) -> (
+    String,
+    zk_curator::Framework,
+    zk_curator::Framework,
+    zookeeper_client::Client,
+) {
+    let connect = server.connect_string();
+    (
+        unique_path(name),
+        framework(&connect).await,
+        framework(&connect).await,
+        raw_client(&connect).await,
+    )
 }
 
 /// The read nodes under `path` (`__READ__` in the name).
@@ -353,12 +352,7 @@ fn read_nodes(children: &[String]) -> usize {
 async fn waiting_readers_share_one_node_and_hold_together() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let Processes {
-            path,
-            fw,
-            other,
-            raw,
-        } = Processes::start(server, "shared-readers").await;
+        let (path, fw, other, raw) = two_processes(server, "shared-readers").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let writer_token = writer.fencing_token();
@@ -441,12 +435,7 @@ async fn waiting_readers_share_one_node_and_hold_together() {
 async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let Processes {
-            path,
-            fw,
-            other,
-            raw,
-        } = Processes::start(server, "shared-no-starvation").await;
+        let (path, fw, other, raw) = two_processes(server, "shared-no-starvation").await;
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
         let first = rw.read_lock().lock().await.unwrap();
 
@@ -551,12 +540,7 @@ async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
 async fn a_shared_node_goes_with_its_last_waiter() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let Processes {
-            path,
-            fw,
-            other,
-            raw,
-        } = Processes::start(server, "shared-cancel").await;
+        let (path, fw, other, raw) = two_processes(server, "shared-cancel").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
@@ -601,12 +585,7 @@ async fn a_shared_node_goes_with_its_last_waiter() {
 async fn a_lost_session_ends_every_share_of_a_read_node() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let Processes {
-            path,
-            fw,
-            other,
-            raw: _,
-        } = Processes::start(server, "shared-lost").await;
+        let (path, fw, other, _) = two_processes(server, "shared-lost").await;
         let writer_lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         let writer = writer_lock.write_lock().lock().await.unwrap();
         let rw = InterProcessReadWriteLock::new(fw.clone(), &path).unwrap();
