@@ -78,6 +78,8 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Row indexes of the fixed contenders (the ratios are against these).
 const ZK_CURATOR: usize = 0;
 const CURATOR: usize = 2;
+/// The label of the row with `release_before_reply(true)`.
+const RELEASE_BEFORE_REPLY: &str = "zk-curator (release before reply)";
 
 // ---------------------------------------------------------------------------
 // The "per-task node" contender.
@@ -97,6 +99,9 @@ enum Tune {
     Plain,
     /// Through [`per_task_node`].
     PerTaskNode,
+    /// `FrameworkBuilder::release_before_reply(true)`: a release returns
+    /// once its delete is queued, without waiting for the answer.
+    ReleaseBeforeReply,
 }
 
 impl Tune {
@@ -105,17 +110,21 @@ impl Tune {
             Tune::Plain => Ok(builder),
             Tune::PerTaskNode => per_task_node(builder)
                 .ok_or_else(|| "the per-task-node option does not exist yet".into()),
+            Tune::ReleaseBeforeReply => Ok(builder.release_before_reply(true)),
         }
     }
 
     fn available(self) -> bool {
-        self == Tune::Plain || per_task_node(Framework::builder()).is_some()
+        self != Tune::PerTaskNode || per_task_node(Framework::builder()).is_some()
     }
 }
 
 // ---------------------------------------------------------------------------
 // Sizes
 // ---------------------------------------------------------------------------
+
+/// The workloads, in the order they run (the names `--only` takes).
+const WORKLOADS: [&str; 5] = ["uncontended", "latency", "contended", "tasks", "scale"];
 
 /// The sizes of one run.
 #[derive(Debug, Clone)]
@@ -141,28 +150,49 @@ struct Config {
     /// The client RSS at which a scale child gives up.
     scale_rss_cap_mib: i64,
     plot: Option<PathBuf>,
+    /// The workloads to run (`--only`); all of them when empty.
+    only: Vec<String>,
 }
 
 impl Config {
     fn from_args() -> Self {
-        // `cargo bench` passes `--bench`; `--quick` and `--plot <file>` matter here.
+        // `cargo bench` passes `--bench`; `--quick`, `--plot <file>`,
+        // `--only <workloads>`, `--reps <k>` and `--sessions <n,...>` matter
+        // here.
         let args: Vec<String> = std::env::args().skip(1).collect();
         let quick = args.iter().any(|arg| arg == "--quick");
-        let plot = args
+        let value = |flag: &str| {
+            args.iter()
+                .position(|arg| arg == flag)
+                .and_then(|i| args.get(i + 1))
+        };
+        let plot = value("--plot").map(PathBuf::from);
+        let list = |flag: &str| -> Vec<String> {
+            value(flag)
+                .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
+                .unwrap_or_default()
+        };
+        let only = list("--only");
+        let reps = value("--reps").and_then(|v| v.parse::<usize>().ok());
+        let sessions: Vec<usize> = list("--sessions")
             .iter()
-            .position(|arg| arg == "--plot")
-            .and_then(|i| args.get(i + 1))
-            .map(PathBuf::from);
+            .filter_map(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .collect();
         Config {
             quick,
-            reps: if quick { 1 } else { 3 },
+            reps: reps.filter(|&k| k > 0).unwrap_or(if quick { 1 } else { 3 }),
             warmup_cycles: if quick { 200 } else { 3000 },
             warmup_contended: Duration::from_millis(if quick { 500 } else { 3000 }),
             cycles: if quick { 100 } else { 1000 },
             latency_cycles: if quick { 30 } else { 300 },
             delay: Duration::from_millis(1),
             contend: Duration::from_secs(if quick { 1 } else { 3 }),
-            sessions: vec![2, 8, 32],
+            sessions: if sessions.is_empty() {
+                vec![2, 8, 32]
+            } else {
+                sessions
+            },
             tasks: if quick { 100 } else { 1000 },
             task_sessions: 32,
             scale: if quick {
@@ -173,7 +203,13 @@ impl Config {
             scale_sessions: 4,
             scale_rss_cap_mib: 3072,
             plot,
+            only,
         }
+    }
+
+    /// Whether the workload `name` runs (`--only`, or every workload).
+    fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|w| w == name)
     }
 
     /// The bound on one measurement of one contender.
@@ -246,6 +282,17 @@ async fn run() -> Result<(), BoxError> {
         )
         .init();
     let config = Config::from_args();
+    if let Some(unknown) = config
+        .only
+        .iter()
+        .find(|w| !WORKLOADS.contains(&w.as_str()))
+    {
+        return Err(format!(
+            "--only: unknown workload {unknown:?}; the workloads are {}",
+            WORKLOADS.join(", ")
+        )
+        .into());
+    }
     let run_started = Instant::now();
 
     let mut target = match std::env::var("ZK_CONNECT") {
@@ -292,51 +339,64 @@ async fn run() -> Result<(), BoxError> {
         println!("  {:<36} {}", c.label, c.description);
     }
 
-    let mut findings = Findings::default();
+    let mut findings = Findings {
+        labels: contenders.iter().map(|c| c.label).collect(),
+        ..Findings::default()
+    };
     warm_up(&config, &target, &root, &mut contenders).await;
     let idle = idle_rate(&config, target.four_letter.as_deref()).await;
-    uncontended_phase(
-        &config,
-        &target,
-        &root,
-        &mut contenders,
-        idle,
-        &mut findings,
-    )
-    .await;
-    latency_phase(
-        &config,
-        &target,
-        &root,
-        &mut contenders,
-        idle,
-        &mut findings,
-    )
-    .await;
-    contended_phase(
-        &config,
-        &target,
-        &root,
-        &mut contenders,
-        idle,
-        &mut findings,
-    )
-    .await;
-    tasks_phase(
-        &config,
-        &target,
-        &root,
-        &mut contenders,
-        idle,
-        &mut findings,
-    )
-    .await;
+    if config.runs("uncontended") {
+        uncontended_phase(
+            &config,
+            &target,
+            &root,
+            &mut contenders,
+            idle,
+            &mut findings,
+        )
+        .await;
+    }
+    if config.runs("latency") {
+        latency_phase(
+            &config,
+            &target,
+            &root,
+            &mut contenders,
+            idle,
+            &mut findings,
+        )
+        .await;
+    }
+    if config.runs("contended") {
+        contended_phase(
+            &config,
+            &target,
+            &root,
+            &mut contenders,
+            idle,
+            &mut findings,
+        )
+        .await;
+    }
+    if config.runs("tasks") {
+        tasks_phase(
+            &config,
+            &target,
+            &root,
+            &mut contenders,
+            idle,
+            &mut findings,
+        )
+        .await;
+    }
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {
         c.close().await;
     }
-    scale_phase(&config, &mut target, &root, &java, &python, &mut findings).await;
+    if config.runs("scale") {
+        scale_phase(&config, &mut target, &root, &java, &python, &mut findings).await;
+    }
     print_targets(&config, &findings);
 
     if target.server.is_none() {
@@ -423,6 +483,9 @@ async fn print_header(config: &Config, target: &Target) {
         "           contenders interleaved in a rotating order; median and min–max over the reps;"
     );
     println!("           \"within noise\" = the min–max ranges overlap");
+    if !config.only.is_empty() {
+        println!("workloads: only {} (--only)", config.only.join(", "));
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -512,6 +575,16 @@ async fn start_contenders(
             },
         });
     }
+    contenders.push(Contender {
+        label: RELEASE_BEFORE_REPLY,
+        short: "zkc-rbr",
+        description: "zk-curator with release_before_reply(true): a release returns once its delete is queued"
+            .to_owned(),
+        imp: Imp::ZkCurator {
+            tune: Tune::ReleaseBeforeReply,
+            pools: HashMap::new(),
+        },
+    });
     contenders
 }
 
@@ -1143,7 +1216,6 @@ async fn uncontended_phase(
     }
     println!("(cycles/s: higher is better; vs Cur./vs zkc = median / that row's median; acq p50 = of the acquire alone,");
     println!(" p50/p99 = of acquire+release, in ms, medians over the reps; req/cycle = requests the server received per cycle)");
-    findings.labels = contenders.iter().map(|c| c.label).collect();
     findings.uncontended_rate = rates;
     findings.uncontended_requests = requests;
     findings.uncontended_acq_p50 = reps
@@ -1838,18 +1910,23 @@ fn print_targets(config: &Config, f: &Findings) {
         if *n < 8 {
             continue;
         }
-        let zk = row.get(ZK_CURATOR).copied().unwrap_or([None; 3]);
         let cur = row.get(CURATOR).copied().unwrap_or([None; 3]);
-        println!(
-            "contended N = {n}: {} Curator{} (target >= 1.2x): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
-            ratio(zk[0].as_ref(), cur[0].as_ref()),
-            noise_of(zk[0], cur[0]),
-            verdict(zk[0].zip(cur[0]).map(|(a, b)| a.median >= 1.2 * b.median)),
-            opt(zk[1], 2),
-            verdict(zk[1].map(|r| r.median <= 4.0)),
-            opt(zk[2], 2),
-            verdict(zk[2].map(|w| w.median <= 1.05)),
-        );
+        let fast = f.labels.iter().position(|l| *l == RELEASE_BEFORE_REPLY);
+        for (index, which) in [(Some(ZK_CURATOR), ""), (fast, " (release before reply)")] {
+            let Some(zk) = index.and_then(|i| row.get(i)).copied() else {
+                continue;
+            };
+            println!(
+                "contended N = {n}{which}: {} Curator{} (target >= 1.2x): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
+                ratio(zk[0].as_ref(), cur[0].as_ref()),
+                noise_of(zk[0], cur[0]),
+                verdict(zk[0].zip(cur[0]).map(|(a, b)| a.median >= 1.2 * b.median)),
+                opt(zk[1], 2),
+                verdict(zk[1].map(|r| r.median <= 4.0)),
+                opt(zk[2], 2),
+                verdict(zk[2].map(|w| w.median <= 1.05)),
+            );
+        }
     }
     if let Some((single, many)) = f.tasks {
         println!(

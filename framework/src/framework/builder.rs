@@ -30,6 +30,7 @@ pub(crate) struct Config {
     pub(crate) default_node_data: Vec<u8>,
     pub(crate) metrics_path_label: bool,
     pub(crate) local_queue: bool,
+    pub(crate) release_before_reply: bool,
 }
 
 /// Builds a [`Framework`]; start from [`Framework::builder`].
@@ -50,6 +51,7 @@ pub struct FrameworkBuilder {
     identity_label: Option<String>,
     metrics_path_label: bool,
     local_queue: bool,
+    release_before_reply: bool,
 }
 
 impl FrameworkBuilder {
@@ -67,6 +69,7 @@ impl FrameworkBuilder {
             identity_label: None,
             metrics_path_label: true,
             local_queue: true,
+            release_before_reply: false,
         }
     }
 
@@ -93,6 +96,38 @@ impl FrameworkBuilder {
     /// must be served in global arrival order.
     pub fn local_queue(mut self, enabled: bool) -> Self {
         self.local_queue = enabled;
+        self
+    }
+
+    /// Whether a release may return as soon as its delete is queued on the
+    /// session, without waiting for ZooKeeper's answer. Defaults to `false`:
+    /// a release returns once the server has answered (as Curator's does),
+    /// so no client sees the node after it, and an error no retry can fix
+    /// (such as `NoAuth`) is returned.
+    ///
+    /// With `true`, the release of an ephemeral participant node returns once
+    /// the delete is queued. The server applies it before any later request
+    /// of this framework, so this process's next acquire finds the lock free;
+    /// other clients get the lock once the server has applied it, which they
+    /// may not yet see right after the release returns. The answer is handled
+    /// in the background: a delete that cannot reach ZooKeeper goes to the
+    /// background cleaner, and an error is logged.
+    /// [`Framework::wait_for_background_cleanup`] waits for these deletes
+    /// too. A hold already lost, and a persistent participant node (a driver
+    /// may ask for one, see
+    /// [`ParticipantNode`](crate::lock_internals::ParticipantNode)), are
+    /// still released with the answer awaited.
+    ///
+    /// What it buys: a process that releases and acquires again sends its
+    /// create right behind its delete, so the server syncs both to disk
+    /// together, and under contention the next holder's delete no longer
+    /// queues behind that create's disk sync (see `BENCHMARKS.md`). What it
+    /// costs: end the framework with [`Framework::close`] before the process
+    /// exits (a delete still queued when the runtime stops is never sent, and
+    /// the node then stays until the session expires), and do not expect a
+    /// peer that you tell about the release to find the lock free at once.
+    pub fn release_before_reply(mut self, enabled: bool) -> Self {
+        self.release_before_reply = enabled;
         self
     }
 
@@ -258,6 +293,7 @@ impl FrameworkBuilder {
             default_node_data,
             metrics_path_label: self.metrics_path_label,
             local_queue: self.local_queue,
+            release_before_reply: self.release_before_reply,
         }))
     }
 }

@@ -788,11 +788,34 @@ impl Inner {
     /// flush is over (work interrupted by `close()` still gets its node
     /// deleted); after that, dropped with a debug line: the session's end
     /// removes ephemeral nodes.
+    /// Counts one piece of background work (a release's delete whose answer
+    /// is awaited in the background) among the pending cleanups, so that
+    /// [`Framework::wait_for_background_cleanup`] waits for it too, until the
+    /// returned value is dropped.
+    pub(crate) fn background_work(self: &Arc<Self>) -> BackgroundWork {
+        self.pending_cleanups.send_modify(|n| *n += 1);
+        BackgroundWork(Arc::downgrade(self))
+    }
+
     pub(crate) fn schedule_cleanup(&self, job: CleanupJob) {
         self.pending_cleanups.send_modify(|n| *n += 1);
         if let Err(refused) = self.cleanup_tx.send(job) {
             tracing::debug!(job = ?refused.0, "background cleaner stopped; delete skipped");
             self.pending_cleanups
+                .send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
+}
+
+/// One piece of background work counted among the pending cleanups (see
+/// `Inner::background_work`); dropping it gives the count back.
+pub(crate) struct BackgroundWork(std::sync::Weak<Inner>);
+
+impl Drop for BackgroundWork {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner
+                .pending_cleanups
                 .send_modify(|n| *n = n.saturating_sub(1));
         }
     }

@@ -890,11 +890,16 @@ impl LockInternals {
     /// the background if not. Either way the result is [`Error::LockLost`],
     /// so the caller learns that the hold did not last until the release.
     ///
+    /// With [`FrameworkBuilder::release_before_reply`](crate::FrameworkBuilder::release_before_reply),
+    /// the release of a hold that is not lost, with an ephemeral node,
+    /// returns as soon as its delete is queued on the session; the answer is
+    /// handled in the background as described there.
+    ///
     /// # Errors
     /// [`Error::LockLost`] for a hold found lost (see above; nothing is left
     /// to do); [`Error::Closed`] if the framework is closed (ephemeral nodes
     /// went with its session); errors no retry can fix, such as
-    /// [`Error::NoAuth`].
+    /// [`Error::NoAuth`] (logged instead when the answer is not awaited).
     ///
     /// # Cancel safety
     /// Cancel safe: once polled, dropping the future hands the delete to the
@@ -929,17 +934,20 @@ impl LockInternals {
                 }
             }
             let node_path = hold.path().to_owned();
-            let delete = self.framework.call_on_session(&session, |client| {
-                let node_path = node_path.clone();
-                async move {
-                    match client.delete(&node_path, None).await {
-                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                        Err(err) => Err(err),
-                    }
-                }
-            });
+            let framework = self.framework.clone();
             let limit = self.framework.connection_timeout();
-            let mut delete = std::pin::pin!(tokio::time::timeout(limit, delete));
+            let mut delete = Box::pin(async move {
+                let delete = framework.call_on_session(&session, |client| {
+                    let node_path = node_path.clone();
+                    async move {
+                        match client.delete(&node_path, None).await {
+                            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                            Err(err) => Err(err),
+                        }
+                    }
+                });
+                tokio::time::timeout(limit, delete).await
+            });
             // The first poll puts the delete on the wire; only then does the
             // next task of this process get its turn, so its create follows
             // our delete on the session and finds the lock free (one round
@@ -948,33 +956,30 @@ impl LockInternals {
             hold.give_turn_back();
             let deleted = match first {
                 std::task::Poll::Ready(deleted) => deleted,
+                std::task::Poll::Pending
+                    if loss.is_none()
+                        && self.framework.inner().config.release_before_reply
+                        && hold.node().is_ephemeral() =>
+                {
+                    // The answer is settled in the background (see
+                    // `FrameworkBuilder::release_before_reply`); it counts
+                    // as background work until then.
+                    let pending = self.framework.inner().background_work();
+                    let settling = async move {
+                        match settle_delete(delete.await, guard, limit) {
+                            Ok(()) => {}
+                            // The node goes with the session being closed.
+                            Err(Error::Closed) => tracing::debug!("framework closed during the release"),
+                            Err(err) => tracing::warn!(%err, "the release's delete failed"),
+                        }
+                        drop(pending);
+                    };
+                    tokio::spawn(settling.in_current_span());
+                    return Ok(());
+                }
                 std::task::Poll::Pending => delete.await,
             };
-            let outcome = match deleted {
-                Ok(Ok(())) => {
-                    guard.disarm();
-                    tracing::info!("lock released");
-                    Ok(())
-                }
-                Ok(Err(Error::Closed)) => {
-                    guard.disarm();
-                    return Err(Error::Closed);
-                }
-                Ok(Err(err)) if err.is_transient() => {
-                    tracing::warn!(%err, "release could not reach ZooKeeper; deleting in the background");
-                    drop(guard);
-                    Ok(())
-                }
-                Ok(Err(err)) => {
-                    guard.disarm();
-                    Err(err)
-                }
-                Err(_) => {
-                    tracing::warn!(?limit, "release timed out; deleting in the background");
-                    drop(guard);
-                    Ok(())
-                }
-            };
+            let outcome = settle_delete(deleted, guard, limit);
             match loss {
                 Some(loss) => outcome.and(Err(lost(loss))),
                 None => outcome,
@@ -985,6 +990,41 @@ impl LockInternals {
         // Whatever happened, the hold no longer occupies a turn.
         hold.give_turn_back();
         result
+    }
+}
+
+/// What a release's delete came to: `Ok` once the node is gone, or handed
+/// to the background cleaner (with `guard`) when ZooKeeper could not be
+/// reached within `limit`.
+fn settle_delete(
+    deleted: std::result::Result<Result<()>, tokio::time::error::Elapsed>,
+    guard: ContenderGuard,
+    limit: Duration,
+) -> Result<()> {
+    match deleted {
+        Ok(Ok(())) => {
+            guard.disarm();
+            tracing::info!("lock released");
+            Ok(())
+        }
+        Ok(Err(Error::Closed)) => {
+            guard.disarm();
+            Err(Error::Closed)
+        }
+        Ok(Err(err)) if err.is_transient() => {
+            tracing::warn!(%err, "release could not reach ZooKeeper; deleting in the background");
+            drop(guard);
+            Ok(())
+        }
+        Ok(Err(err)) => {
+            guard.disarm();
+            Err(err)
+        }
+        Err(_) => {
+            tracing::warn!(?limit, "release timed out; deleting in the background");
+            drop(guard);
+            Ok(())
+        }
     }
 }
 
