@@ -1941,7 +1941,9 @@ fn print_targets(config: &Config, f: &Findings) {
         match outcome {
             Ok(s) => {
                 let drain_rate = *k as f64 / s.drain_secs;
-                let checks = if *k >= 10_000 {
+                // The targets are for 10,000 waiters; other sizes are
+                // measured and printed only.
+                let checks = if *k == 10_000 {
                     format!(
                         " -- server alive: {}; RSS < 64 MB: {}; drain >= uncontended rate: {}",
                         verdict(Some(s.server_alive)),
@@ -1963,7 +1965,7 @@ fn print_targets(config: &Config, f: &Findings) {
             }
             Err(reason) => println!(
                 "{label}, K = {k}: {reason}{}",
-                if *k >= 10_000 { " -- NOT met" } else { "" }
+                if *k == 10_000 { " -- NOT met" } else { "" }
             ),
         }
     }

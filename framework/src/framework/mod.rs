@@ -587,7 +587,10 @@ impl Framework {
     }
 
     /// Waits until the background cleaner has no work left, or `timeout`
-    /// passes. Returns whether it is idle.
+    /// passes. Returns whether it is idle. Deletes of releases that returned
+    /// before their answer (see
+    /// [`FrameworkBuilder::release_before_reply`](crate::FrameworkBuilder::release_before_reply))
+    /// count as its work until they are answered.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes state.
