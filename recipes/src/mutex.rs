@@ -445,7 +445,9 @@ impl MutexGuard {
     /// # Errors
     /// [`Error::LockLost`] if the hold had been lost before the release
     /// (returned at once); [`Error::Closed`] if the framework is closed;
-    /// errors no retry can fix, such as [`Error::NoAuth`].
+    /// errors no retry can fix, such as [`Error::NoAuth`] (only logged if
+    /// the framework releases before the reply, see
+    /// [`FrameworkBuilder::release_before_reply`](zk_curator_framework::FrameworkBuilder::release_before_reply)).
     ///
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the background.

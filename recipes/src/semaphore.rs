@@ -691,7 +691,9 @@ impl Lease {
     /// [`Error::LockLost`] if the lease had been lost before (returned at
     /// once, without waiting for a new session); [`Error::Closed`] if the
     /// framework is closed (the node went with its session); errors no
-    /// retry can fix, such as [`Error::NoAuth`].
+    /// retry can fix, such as [`Error::NoAuth`] (only logged if the
+    /// framework releases before the reply, see
+    /// [`FrameworkBuilder::release_before_reply`](zk_curator_framework::FrameworkBuilder::release_before_reply)).
     ///
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the

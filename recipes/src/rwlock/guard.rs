@@ -67,7 +67,9 @@ impl<H: Half> RwGuard<H> {
     /// [`Error::LockLost`](crate::Error::LockLost) if the hold had been lost
     /// before the release (returned at once);
     /// [`Error::Closed`](crate::Error::Closed) if the framework is closed;
-    /// errors no retry can fix, such as [`Error::NoAuth`](crate::Error::NoAuth).
+    /// errors no retry can fix, such as [`Error::NoAuth`](crate::Error::NoAuth)
+    /// (only logged if the framework releases before the reply, see
+    /// [`FrameworkBuilder::release_before_reply`](zk_curator_framework::FrameworkBuilder::release_before_reply)).
     ///
     /// # Cancel safety
     /// Once polled, a dropped release still deletes the node in the
