@@ -345,50 +345,26 @@ async fn run() -> Result<(), BoxError> {
     };
     warm_up(&config, &target, &root, &mut contenders).await;
     let idle = idle_rate(&config, target.four_letter.as_deref()).await;
-    if config.runs("uncontended") {
-        uncontended_phase(
-            &config,
-            &target,
-            &root,
-            &mut contenders,
-            idle,
-            &mut findings,
-        )
-        .await;
+    // Each workload that runs (`--only`), in order, on the same contenders.
+    macro_rules! workload {
+        ($name:literal, $phase:ident) => {
+            if config.runs($name) {
+                $phase(
+                    &config,
+                    &target,
+                    &root,
+                    &mut contenders,
+                    idle,
+                    &mut findings,
+                )
+                .await;
+            }
+        };
     }
-    if config.runs("latency") {
-        latency_phase(
-            &config,
-            &target,
-            &root,
-            &mut contenders,
-            idle,
-            &mut findings,
-        )
-        .await;
-    }
-    if config.runs("contended") {
-        contended_phase(
-            &config,
-            &target,
-            &root,
-            &mut contenders,
-            idle,
-            &mut findings,
-        )
-        .await;
-    }
-    if config.runs("tasks") {
-        tasks_phase(
-            &config,
-            &target,
-            &root,
-            &mut contenders,
-            idle,
-            &mut findings,
-        )
-        .await;
-    }
+    workload!("uncontended", uncontended_phase);
+    workload!("latency", latency_phase);
+    workload!("contended", contended_phase);
+    workload!("tasks", tasks_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
-    wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
+    unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::{InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_curator_testing::proxy::opcode;
-use zk_curator_testing::{FaultProxy, Traffic};
+use zk_curator_testing::FaultProxy;
 
 /// Who held the lock, in order: the task's index, its token and its node.
 type Order = Arc<Mutex<Vec<(usize, i64, String)>>>;
@@ -133,18 +133,8 @@ async fn a_local_hand_off_is_one_round_trip() {
         proxy.clear_traffic();
         proxy.hold_replies(true);
         let release = tokio::spawn(holder.release());
-        let requests = |traffic: Vec<Traffic>| -> Vec<i32> {
-            traffic
-                .into_iter()
-                .filter_map(|t| match t {
-                    Traffic::Request { opcode, .. } => Some(opcode),
-                    Traffic::Reply { .. } => None,
-                })
-                .collect()
-        };
-        let all_sent =
-            eventually(PATIENCE, || async { requests(proxy.traffic()).len() >= 3 }).await;
-        let sent = requests(proxy.traffic());
+        let all_sent = eventually(PATIENCE, || async { request_opcodes(&proxy).len() >= 3 }).await;
+        let sent = request_opcodes(&proxy);
         proxy.hold_replies(false);
         assert!(
             all_sent,

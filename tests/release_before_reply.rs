@@ -10,27 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
-    BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
+    unique_path, BOUND, PATIENCE,
 };
 use zk_curator::{ConnectionState, Error, InterProcessMutex, LockLoss};
 use zk_curator_testing::proxy::opcode;
-use zk_curator_testing::{FaultProxy, Traffic};
-
-/// The opcodes of the requests the proxy has seen, in order.
-fn requests(proxy: &FaultProxy) -> Vec<i32> {
-    proxy
-        .traffic()
-        .into_iter()
-        .filter_map(|t| match t {
-            Traffic::Request { opcode, .. } => Some(opcode),
-            Traffic::Reply { .. } => None,
-        })
-        .collect()
-}
+use zk_curator_testing::FaultProxy;
 
 fn delete_sent(proxy: &FaultProxy) -> bool {
-    requests(proxy).contains(&opcode::DELETE)
+    request_opcodes(proxy).contains(&opcode::DELETE)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,7 +95,7 @@ async fn locking_again_right_after_a_release_before_reply_finds_the_lock_free() 
         first.release().await.unwrap();
         let second = mutex.lock().await.unwrap();
         assert!(second.fencing_token() > first_token);
-        let sent = requests(&proxy);
+        let sent = request_opcodes(&proxy);
         assert_eq!(sent.first(), Some(&opcode::DELETE), "{sent:?}");
         assert!(
             !sent.contains(&opcode::GET_DATA) && !sent.contains(&opcode::EXISTS),

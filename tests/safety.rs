@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
-    wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
+    unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{
     LockInternals, LockInternalsDriver, PredicateResults, StandardLockInternalsDriver,
@@ -239,14 +239,7 @@ async fn try_lock_is_one_round_trip_then_a_delete() {
         // Warm up: the lock path exists, so the try needs no parent creation.
         proxy.clear_traffic();
         assert!(!mutex.try_acquire().await.unwrap());
-        let requests: Vec<i32> = proxy
-            .traffic()
-            .into_iter()
-            .filter_map(|t| match t {
-                Traffic::Request { opcode, .. } => Some(opcode),
-                Traffic::Reply { .. } => None,
-            })
-            .collect();
+        let requests = request_opcodes(&proxy);
         use zk_curator_testing::proxy::opcode;
         assert_eq!(requests.len(), 3, "create, listing, delete: {requests:?}");
         assert!(matches!(requests[0], opcode::CREATE | opcode::CREATE2));

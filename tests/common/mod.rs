@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use zk_curator::framework::zk;
 use zk_curator::Framework;
-use zk_curator_testing::{Backend, TestingServer};
+use zk_curator_testing::{Backend, FaultProxy, TestingServer, Traffic};
 
 /// How long tests wait for anything that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(20);
@@ -210,4 +210,17 @@ pub fn init_tracing() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// The opcodes of the requests `proxy` has seen since its traffic was last
+/// cleared, in order.
+pub fn request_opcodes(proxy: &FaultProxy) -> Vec<i32> {
+    proxy
+        .traffic()
+        .into_iter()
+        .filter_map(|t| match t {
+            Traffic::Request { opcode, .. } => Some(opcode),
+            Traffic::Reply { .. } => None,
+        })
+        .collect()
 }
