@@ -107,9 +107,9 @@ impl FrameworkBuilder {
     ///
     /// With `true`, the release of an ephemeral participant node returns once
     /// the delete is queued. The server applies it before any later request
-    /// of this framework, so this process's next acquire finds the lock free;
-    /// other clients get the lock once the server has applied it, which they
-    /// may not yet see right after the release returns. The answer is handled
+    /// of this framework, so a later acquire through this framework no
+    /// longer finds the node; other clients see it gone once the server has
+    /// applied it, which may be just after the release returns. The answer is handled
     /// in the background: a delete that cannot reach ZooKeeper goes to the
     /// background cleaner, and an error is logged.
     /// [`Framework::wait_for_background_cleanup`] waits for these deletes
@@ -118,8 +118,9 @@ impl FrameworkBuilder {
     /// [`ParticipantNode`](crate::lock_internals::ParticipantNode)), are
     /// still released with the answer awaited.
     ///
-    /// What it buys: a process that releases and acquires again sends its
-    /// create right behind its delete, so the server syncs both to disk
+    /// What it buys: the release's round trip, and under contention a disk
+    /// sync per hand-off. A process that releases and acquires again sends
+    /// its create right behind its delete, so the server syncs both to disk
     /// together, and under contention the next holder's delete no longer
     /// queues behind that create's disk sync (see `BENCHMARKS.md`). What it
     /// costs: end the framework with [`Framework::close`] before the process
