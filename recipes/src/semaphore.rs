@@ -56,11 +56,16 @@
 //! connection is down). A create whose reply was lost is found again by its
 //! `_c_<uuid>-` prefix instead of being created twice.
 //!
-//! **One round trip when a lease is free.** Lease nodes are taken through
+//! **Two round trips when a lease is free.** Lease nodes are taken through
 //! [`LockInternals`] with the standard rule (our node among the first
 //! `max_leases` holds a lease; otherwise wait for any change among the
 //! leases), so the pipelined create + listing already decides an
-//! uncontended lease.
+//! uncontended lease. With the internal mutex's own create + listing before
+//! it, a free lease costs two round trips: the mutex is given back with a
+//! delete whose answer is not awaited
+//! ([`LockInternals::release_before_reply`]). The delete follows every lease
+//! request of the call on the session, so whoever takes the mutex next sees
+//! our leases.
 //!
 //! **Vanished nodes and lost sessions.** If our waiting lease node disappears
 //! (deleted by someone else) `LockInternals` creates a new one, still under
@@ -545,9 +550,9 @@ impl InterProcessSemaphoreV2 {
             }
         }
         self.give_back(mutex, mutex_guard).await;
-        // Giving the mutex back took a round trip: a lease lost meanwhile
-        // (its session replaced, say) is not handed out; dropping the leases
-        // returns them, and the acquire starts over (a try gives up).
+        // A lease lost by now (its session replaced, say) is not handed out;
+        // dropping the leases returns them, and the acquire starts over (a
+        // try gives up).
         if let Some(lost) = leases.iter().find(|lease| !lease.is_valid()) {
             tracing::info!(node = %lost.node_path(), "lease lost before the acquire returned; starting over");
             drop(leases);
@@ -560,10 +565,13 @@ impl InterProcessSemaphoreV2 {
         Ok(Some(leases))
     }
 
-    /// Releases the internal mutex. Its own loss does not matter to leases
-    /// already granted (they have their own holds), so it is only logged.
+    /// Releases the internal mutex, without waiting for the answer to its
+    /// delete: the delete follows every lease request of this acquire on the
+    /// session, so the next acquirer sees our leases, and the acquire saves a
+    /// round trip. Its own loss does not matter to leases already granted
+    /// (they have their own holds), so it is only logged.
     async fn give_back(&self, mutex: &Hold, guard: ContenderGuard) {
-        let released = self.shared.lock.release(mutex).await;
+        let released = self.shared.lock.release_before_reply(mutex).await;
         guard.disarm();
         if let Err(err) = released {
             tracing::debug!(%err, "internal mutex release");

@@ -135,6 +135,8 @@ struct Shared {
     next_id: AtomicU64,
     connections: Mutex<HashMap<u64, AbortHandle>>,
     armed: Mutex<Option<ArmedFault>>,
+    /// Replies are held from the next request matching this on.
+    hold_from: Mutex<Option<RequestMatcher>>,
     traffic: Mutex<Vec<Traffic>>,
     grants: Mutex<Vec<SessionGrant>>,
 }
@@ -212,6 +214,7 @@ impl FaultProxy {
             next_id: AtomicU64::new(0),
             connections: Mutex::new(HashMap::new()),
             armed: Mutex::new(None),
+            hold_from: Mutex::new(None),
             traffic: Mutex::new(Vec::new()),
             grants: Mutex::new(Vec::new()),
         });
@@ -287,6 +290,20 @@ impl FaultProxy {
     /// order.
     pub fn hold_replies(&self, hold: bool) {
         self.shared.replies_held.send_replace(hold);
+    }
+
+    /// Holds back everything the server sends, as [`hold_replies`](Self::hold_replies)`(true)`,
+    /// from the next client request matching `matcher` on: that request still reaches the
+    /// server, and its reply is the first one held. A client that returns without waiting for
+    /// that reply is told apart from one that waits, whatever the timing.
+    /// [`hold_replies`](Self::hold_replies)`(false)` forwards what was held; arming again
+    /// replaces a matcher that has not matched yet.
+    pub fn hold_replies_from_next(&self, matcher: RequestMatcher) {
+        *self
+            .shared
+            .hold_from
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(matcher);
     }
 
     /// Every request and reply seen so far (pings and handshakes left out),
@@ -553,6 +570,25 @@ fn inspect_request(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Share
             opcode: code,
             path: path.clone(),
         });
+    }
+    {
+        let mut hold_from = shared
+            .hold_from
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if hold_from
+            .as_ref()
+            .is_some_and(|m| m.matches(code, path.as_deref()))
+        {
+            hold_from.take();
+            debug!(
+                xid,
+                code,
+                ?path,
+                "request matched; holding replies from here on"
+            );
+            shared.replies_held.send_replace(true);
+        }
     }
     let mut armed = shared.armed();
     let Some(fault) = armed.as_ref() else {

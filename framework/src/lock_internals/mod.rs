@@ -905,6 +905,31 @@ impl LockInternals {
     /// Cancel safe: once polled, dropping the future hands the delete to the
     /// background cleaner.
     pub async fn release(&self, hold: &Hold) -> Result<()> {
+        let before_reply = self.framework.inner().config.release_before_reply;
+        self.release_as(hold, before_reply).await
+    }
+
+    /// Like [`release`](Self::release), but returning as soon as the delete
+    /// is queued whatever the framework's
+    /// [`release_before_reply`](crate::FrameworkBuilder::release_before_reply)
+    /// says (a hold already lost, or with a persistent node, still waits for
+    /// the answer). Meant for a recipe's internal lock, such as the
+    /// semaphore's mutex: its node is not the user's, and whoever waits for
+    /// it gets it as soon as the server has applied the delete, after every
+    /// request this framework sent under the lock.
+    ///
+    /// # Errors
+    /// As [`release`](Self::release); an error in the answer is logged.
+    ///
+    /// # Cancel safety
+    /// As [`release`](Self::release).
+    pub async fn release_before_reply(&self, hold: &Hold) -> Result<()> {
+        self.release_as(hold, true).await
+    }
+
+    /// A release that returns before the answer if `before_reply` (and the
+    /// hold is not lost, and its node is ephemeral).
+    async fn release_as(&self, hold: &Hold, before_reply: bool) -> Result<()> {
         let span = tracing::info_span!("lock.release", node = %hold.path());
         let result = async {
             let lost = |loss: LockLoss| {
@@ -957,9 +982,7 @@ impl LockInternals {
             let deleted = match first {
                 std::task::Poll::Ready(deleted) => deleted,
                 std::task::Poll::Pending
-                    if loss.is_none()
-                        && self.framework.inner().config.release_before_reply
-                        && hold.node().is_ephemeral() =>
+                    if before_reply && loss.is_none() && hold.node().is_ephemeral() =>
                 {
                     // The answer is settled in the background (see
                     // `FrameworkBuilder::release_before_reply`); it counts
