@@ -11,6 +11,9 @@
 //! * [`FaultProxy::lose_reply_to_next`] lets the next matching request reach the server, then
 //!   swallows the server's reply and closes that connection: the request took effect but the
 //!   client cannot know.
+//! * [`FaultProxy::hold_replies`] holds back everything the server sends (requests still
+//!   pass), and [`FaultProxy::hold_replies_from_next`] starts holding at the next matching
+//!   request, so a test can tell a client that waits for that reply from one that does not.
 //!
 //! # Wire format, as far as the proxy needs it
 //!
