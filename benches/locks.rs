@@ -155,7 +155,7 @@ struct Config {
 }
 
 impl Config {
-    fn from_args() -> Self {
+    fn from_args() -> Result<Self, BoxError> {
         // `cargo bench` passes `--bench`; `--quick`, `--plot <file>`,
         // `--only <workloads>`, `--reps <k>` and `--sessions <n,...>` matter
         // here.
@@ -173,15 +173,27 @@ impl Config {
                 .unwrap_or_default()
         };
         let only = list("--only");
-        let reps = value("--reps").and_then(|v| v.parse::<usize>().ok());
-        let sessions: Vec<usize> = list("--sessions")
+        if let Some(unknown) = only.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
+            return Err(format!(
+                "--only: unknown workload {unknown:?}; the workloads are {}",
+                WORKLOADS.join(", ")
+            )
+            .into());
+        }
+        let positive = |flag: &str, v: &str| -> Result<usize, BoxError> {
+            match v.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("{flag}: expected a whole number above 0, got {v:?}").into()),
+            }
+        };
+        let reps = value("--reps").map(|v| positive("--reps", v)).transpose()?;
+        let sessions = list("--sessions")
             .iter()
-            .filter_map(|v| v.parse().ok())
-            .filter(|&n| n > 0)
-            .collect();
-        Config {
+            .map(|v| positive("--sessions", v))
+            .collect::<Result<Vec<usize>, _>>()?;
+        Ok(Config {
             quick,
-            reps: reps.filter(|&k| k > 0).unwrap_or(if quick { 1 } else { 3 }),
+            reps: reps.unwrap_or(if quick { 1 } else { 3 }),
             warmup_cycles: if quick { 200 } else { 3000 },
             warmup_contended: Duration::from_millis(if quick { 500 } else { 3000 }),
             cycles: if quick { 100 } else { 1000 },
@@ -204,7 +216,7 @@ impl Config {
             scale_rss_cap_mib: 3072,
             plot,
             only,
-        }
+        })
     }
 
     /// Whether the workload `name` runs (`--only`, or every workload).
@@ -281,18 +293,7 @@ async fn run() -> Result<(), BoxError> {
                 .unwrap_or_else(|_| "error".into()),
         )
         .init();
-    let config = Config::from_args();
-    if let Some(unknown) = config
-        .only
-        .iter()
-        .find(|w| !WORKLOADS.contains(&w.as_str()))
-    {
-        return Err(format!(
-            "--only: unknown workload {unknown:?}; the workloads are {}",
-            WORKLOADS.join(", ")
-        )
-        .into());
-    }
+    let config = Config::from_args()?;
     let run_started = Instant::now();
 
     let mut target = match std::env::var("ZK_CONNECT") {
