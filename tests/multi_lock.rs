@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, server, unique_path,
+    bounded, children, eventually, framework, raw_client, request_opcodes, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::future::BoxFuture;
@@ -867,6 +867,59 @@ async fn bad_input_is_refused() {
             Err(Error::Closed)
         );
         assert!(all_empty(&raw, &[&a, &b]).await);
+    })
+    .await;
+}
+
+/// The last release gives every member back at once: with every reply held,
+/// all the members' deletes are still sent (one after the other, each
+/// waiting for its answer, only the first would be), and the release ends
+/// once they are answered. Both kinds of member: mutexes the multi-lock
+/// makes (guards) and locks handed to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_sends_every_member_delete_at_once() {
+    use zk_curator_testing::proxy::opcode;
+    use zk_curator_testing::FaultProxy;
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework(&proxy.connect_string()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let root = unique_path("multi-release-at-once");
+        let paths: Vec<String> = (0..3).map(|i| format!("{root}/m{i}")).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let members: Vec<Arc<dyn InterProcessLock>> = paths
+            .iter()
+            .map(|p| Arc::new(InterProcessMutex::new(fw.clone(), p).unwrap()) as Arc<dyn InterProcessLock>)
+            .collect();
+        let kinds = [
+            ("guards", InterProcessMultiLock::from_paths(fw.clone(), &refs).unwrap()),
+            ("locks", InterProcessMultiLock::new(members).unwrap()),
+        ];
+        for (kind, multi) in kinds {
+            multi.acquire().await.unwrap();
+            proxy.clear_traffic();
+            proxy.hold_replies(true);
+            let deletes = || {
+                request_opcodes(&proxy)
+                    .iter()
+                    .filter(|&&op| op == opcode::DELETE)
+                    .count()
+            };
+            let mut release = std::pin::pin!(multi.release());
+            tokio::select! {
+                done = &mut release => panic!("{kind}: the release ended with every reply held: {done:?}"),
+                sent = eventually(PATIENCE, || async { deletes() == 3 }) => {
+                    assert!(sent, "{kind}: only {} of 3 deletes sent", deletes());
+                }
+            }
+            proxy.hold_replies(false);
+            release.await.unwrap();
+            for path in &paths {
+                assert!(children(&raw, path).await.is_empty(), "{kind}: {path}");
+            }
+        }
+        fw.close().await;
     })
     .await;
 }

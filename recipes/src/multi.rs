@@ -30,7 +30,7 @@ use crate::reentrant::{Reentrant, ReentrantHold};
 ///   gives the whole set one deadline; each member only gets the time left.
 ///   The first member that fails (an error, or no lock in time) stops the
 ///   acquire (Curator goes on to the remaining members): the members
-///   already taken are released in reverse order before the error (or
+///   already taken are released (all at once) before the error (or
 ///   `false`) is returned.
 /// * **Reentrant per owner**, like [`InterProcessMutex`] (the same engine):
 ///   an owner (the current tokio task, or the thread outside a task, see
@@ -45,8 +45,9 @@ use crate::reentrant::{Reentrant, ReentrantHold};
 ///   node in one multi transaction.
 /// * **Try-lock**: [`try_acquire`](Self::try_acquire) tries each member once
 ///   without waiting, and gives back what it took if one is taken.
-/// * **Release gives back everything**: the members are released in reverse
-///   order; a member that fails to release does not stop the others (see
+/// * **Release gives back everything, in one round trip**: the members are
+///   released all at once, so their deletes go out together; a member that
+///   fails to release does not stop the others (see
 ///   [`release`](Self::release) for how failures are reported).
 /// * **Nesting**: it implements [`InterProcessLock`], so a multi-lock can be a
 ///   member of another one; its [`path`](InterProcessLock::path) is the
@@ -392,12 +393,13 @@ impl InterProcessMultiLock {
     }
 
     /// Releases one hold of the current owner; the last one releases every
-    /// member, in reverse acquisition order, going on past failures.
+    /// member at once (their deletes go out together), going on past
+    /// failures.
     ///
     /// # Errors
     /// [`Error::NotOwner`] if the current owner does not hold the multi-lock
-    /// (nothing changes). Otherwise the first member release error, in
-    /// release order (for example [`Error::LockLost`] for a member whose
+    /// (nothing changes). Otherwise the first member release error, members
+    /// taken last first (for example [`Error::LockLost`] for a member whose
     /// hold was lost before); the other members were still released, and
     /// any further errors are logged (`tracing::warn!`). After the last
     /// release the owner no longer holds the multi-lock whatever the
@@ -642,19 +644,26 @@ impl Taken {
         std::mem::take(&mut self.holds)
     }
 
-    /// Releases every hold, last first, in the current task; returns the
-    /// failures (member path and error), in release order.
+    /// Releases every hold at once, in the current task; returns the
+    /// failures (member path and error), the member taken last first.
     async fn release_all(mut self) -> Vec<(String, Error)> {
-        let mut errors = Vec::new();
-        // Popped one at a time: if this future is dropped, the rest are
-        // still in `self` and go to the background.
-        while let Some(hold) = self.holds.pop() {
-            let path = hold.path();
-            if let Err(err) = hold.release().await {
-                errors.push((path, err));
-            }
-        }
-        errors
+        // Every member at once, so their deletes go out together: one round
+        // trip, not one per member. The holds leave `self` and their
+        // releases are first polled in the same poll, with no await in
+        // between, and a release once polled completes in the background if
+        // dropped: a cancelled release leaves no member held.
+        let releasing = std::mem::take(&mut self.holds)
+            .into_iter()
+            .rev()
+            .map(|hold| async move {
+                let path = hold.path();
+                hold.release().await.err().map(|err| (path, err))
+            });
+        futures::future::join_all(releasing)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Gives back what an acquire took; failures are only logged, the
