@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, request_opcodes, server, unique_path,
+    bounded, children, eventually, framework, raw_client, requests_with, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::future::BoxFuture;
@@ -900,12 +900,7 @@ async fn a_release_sends_every_member_delete_at_once() {
             multi.acquire().await.unwrap();
             proxy.clear_traffic();
             proxy.hold_replies(true);
-            let deletes = || {
-                request_opcodes(&proxy)
-                    .iter()
-                    .filter(|&&op| op == opcode::DELETE)
-                    .count()
-            };
+            let deletes = || requests_with(&proxy, opcode::DELETE);
             let mut release = std::pin::pin!(multi.release());
             tokio::select! {
                 done = &mut release => panic!("{kind}: the release ended with every reply held: {done:?}"),

@@ -10,15 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
-    unique_path, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes,
+    requests_with, server, unique_path, BOUND, PATIENCE,
 };
 use zk_curator::{ConnectionState, Error, InterProcessMutex, LockLoss};
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::FaultProxy;
 
 fn delete_sent(proxy: &FaultProxy) -> bool {
-    request_opcodes(proxy).contains(&opcode::DELETE)
+    requests_with(proxy, opcode::DELETE) > 0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, raw_client, server, unique_path,
+    bounded, children, eventually, framework, raw_client, requests_with, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::MAX_NODE_DATA;
@@ -954,13 +954,12 @@ async fn a_free_lease_costs_two_round_trips() {
             .await
             .expect("the acquire waited for the internal mutex's delete")
             .unwrap();
-        let delete_seen = || {
-            proxy
-                .traffic()
-                .iter()
-                .any(|t| matches!(t, Traffic::Request { opcode, .. } if *opcode == opcode::DELETE))
-        };
-        assert!(eventually(PATIENCE, || async { delete_seen() }).await);
+        assert!(
+            eventually(PATIENCE, || async {
+                requests_with(&proxy, opcode::DELETE) == 1
+            })
+            .await
+        );
         proxy.hold_replies(false);
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
         let requests: Vec<(i32, Option<String>)> = proxy

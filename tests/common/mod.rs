@@ -224,3 +224,12 @@ pub fn request_opcodes(proxy: &FaultProxy) -> Vec<i32> {
         })
         .collect()
 }
+
+/// How many requests with `opcode` `proxy` has seen since its traffic was
+/// last cleared.
+pub fn requests_with(proxy: &FaultProxy, opcode: i32) -> usize {
+    request_opcodes(proxy)
+        .iter()
+        .filter(|&&op| op == opcode)
+        .count()
+}
