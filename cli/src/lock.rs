@@ -11,15 +11,9 @@
 //!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
 //! 5. release the lock once the command has ended.
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use tokio::process::Child;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
@@ -27,45 +21,14 @@ use zk_curator::{
     LockLoss, MutexGuard,
 };
 
-use crate::exit::{Failure, CANNOT_EXECUTE, LOST, NOT_FOUND, OTHER, REVOKED, TIMEOUT};
+use crate::child::{self, run_under, status_code, Signals};
+use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
 use crate::LockArgs;
 
 /// The environment variable carrying the hold's fencing token.
 pub(crate) const TOKEN_ENV: &str = "ZK_CURATOR_FENCING_TOKEN";
 /// The environment variable carrying the lock node's path.
 pub(crate) const NODE_ENV: &str = "ZK_CURATOR_LOCK_NODE";
-
-/// The signals `zk-curator lock` takes over and passes on to its command.
-#[derive(Debug)]
-pub(crate) struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-    hangup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    /// Installs the handlers (from then on these signals no longer end the
-    /// process by themselves).
-    pub(crate) fn new() -> Result<Self, Failure> {
-        let install = |kind: SignalKind| {
-            signal(kind).map_err(|err| Failure::new(OTHER, format!("cannot handle signals: {err}")))
-        };
-        Ok(Signals {
-            interrupt: install(SignalKind::interrupt())?,
-            terminate: install(SignalKind::terminate())?,
-            hangup: install(SignalKind::hangup())?,
-        })
-    }
-
-    /// The next signal received.
-    async fn recv(&mut self) -> Signal {
-        tokio::select! {
-            _ = self.interrupt.recv() => Signal::SIGINT,
-            _ = self.terminate.recv() => Signal::SIGTERM,
-            _ = self.hangup.recv() => Signal::SIGHUP,
-        }
-    }
-}
 
 /// A granted hold of whichever recipe was asked for.
 enum Held {
@@ -146,41 +109,6 @@ async fn acquire(
     Ok(guard.map(Held::Mutex))
 }
 
-/// The exit code a shell would give for `status`.
-fn status_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(OTHER),
-        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(OTHER),
-        (None, None) => OTHER,
-    }
-}
-
-/// Sends `signal` to the child if it is still running.
-fn send(child: &Child, signal: Signal) {
-    let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) else {
-        return;
-    };
-    if let Err(err) = kill(Pid::from_raw(pid), signal) {
-        tracing::debug!(%err, pid, ?signal, "could not signal the command");
-    }
-}
-
-/// SIGTERM now, SIGKILL after `grace`; waits for the child's end.
-async fn stop_child(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
-    send(child, Signal::SIGTERM);
-    match tokio::time::timeout(grace, child.wait()).await {
-        Ok(status) => status,
-        Err(_) => {
-            eprintln!(
-                "zk-curator: the command did not stop within {}; killing it",
-                humantime::format_duration(grace)
-            );
-            child.start_kill()?;
-            child.wait().await
-        }
-    }
-}
-
 /// Why the command's run ended.
 enum Ending {
     Exited(ExitStatus),
@@ -247,8 +175,8 @@ pub(crate) async fn run(
     code
 }
 
-/// Starts the command and watches it, the hold, revocation and signals
-/// until the command has ended.
+/// Runs the command in a process group of its own and watches it, the
+/// hold, revocation and signals until the whole group has ended.
 async fn supervise(
     args: &LockArgs,
     hold: &Hold,
@@ -258,53 +186,30 @@ async fn supervise(
     let Some((program, rest)) = args.command.split_first() else {
         return Err(Failure::usage("no command given after --"));
     };
-    let spawned = tokio::process::Command::new(program)
-        .args(rest)
-        .env(TOKEN_ENV, hold.fencing_token().to_string())
-        .env(NODE_ENV, hold.path())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(err) => {
-            let code = if err.kind() == std::io::ErrorKind::NotFound {
-                NOT_FOUND
-            } else {
-                CANNOT_EXECUTE
-            };
-            return Err(Failure::new(
-                code,
-                format!("cannot run {}: {err}", program.to_string_lossy()),
-            ));
-        }
-    };
-    let lost = hold.lost();
-    tokio::pin!(lost);
-    let waited = |result: std::io::Result<ExitStatus>| {
-        result.map_err(|err| Failure::new(OTHER, format!("cannot wait for the command: {err}")))
-    };
-    loop {
+    let env = [
+        (TOKEN_ENV, hold.fencing_token().to_string()),
+        (NODE_ENV, hold.path().to_owned()),
+    ];
+    let stop = async {
         tokio::select! {
-            status = child.wait() => return waited(status).map(Ending::Exited),
-            reason = &mut lost => {
+            reason = hold.lost() => {
                 eprintln!(
                     "zk-curator: lost the lock {} ({reason}); stopping the command",
                     hold.path()
                 );
-                waited(stop_child(&mut child, args.kill_after).await)?;
-                return Ok(Ending::Lost(reason));
+                Ending::Lost(reason)
             }
             _ = revoked.notified() => {
                 eprintln!(
                     "zk-curator: revocation of {} requested; stopping the command",
                     hold.path()
                 );
-                waited(stop_child(&mut child, args.kill_after).await)?;
-                return Ok(Ending::Revoked);
-            }
-            signal = signals.recv() => {
-                tracing::info!(%signal, "passing the signal on to the command");
-                send(&child, signal);
+                Ending::Revoked
             }
         }
+    };
+    match run_under(program, rest, &env, stop, signals, args.kill_after).await? {
+        child::Ending::Exited(status) => Ok(Ending::Exited(status)),
+        child::Ending::Stopped(ending) => Ok(ending),
     }
 }

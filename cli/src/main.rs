@@ -10,6 +10,7 @@
 //! Exit codes are listed in [`exit`] and in `zk-curator --help`.
 #![forbid(unsafe_code)]
 
+mod child;
 mod connect;
 mod exit;
 mod layout;
@@ -245,7 +246,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Lock(args) => {
             // Signals are taken over before connecting, so that an interrupt
             // during the wait for the lock withdraws from the queue cleanly.
-            let signals = lock::Signals::new()?;
+            let signals = child::Signals::new()?;
             let framework = connect::connect(&cli.connect, args.id.as_deref()).await?;
             let result = lock::run(&framework, args, signals).await;
             framework.close().await;

@@ -718,3 +718,241 @@ zk.close()
         "data=yes lock=1"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The command's whole process tree (issue 15, item 1).
+// ---------------------------------------------------------------------------
+
+/// Whether the process `pid` has ended (gone, or a zombie that can no
+/// longer run).
+fn pid_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits until `file` holds a pid and returns it.
+async fn read_pid(file: &Path) -> u32 {
+    let mut pid = None;
+    wait_for(&file.display().to_string(), || {
+        let found = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok());
+        pid = found;
+        async move { found.is_some() }
+    })
+    .await;
+    pid.unwrap()
+}
+
+/// Files of a command whose grandchild would write `late` into `log` once
+/// `release` appears, after its parent (the direct child of `lock`) is gone.
+struct Tree {
+    _dir: tempfile::TempDir,
+    started: PathBuf,
+    grandchild_pid: PathBuf,
+    release: PathBuf,
+    log: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        Tree {
+            started: path("started"),
+            grandchild_pid: path("grandchild-pid"),
+            release: path("release"),
+            log: path("log"),
+            _dir: dir,
+        }
+    }
+
+    /// The grandchild's script; `ignore_term` makes it (and its `sleep`s)
+    /// ignore SIGTERM.
+    fn grandchild(&self, ignore_term: bool) -> String {
+        format!(
+            "{trap}echo $$ > {pid}; while [ ! -f {r} ]; do sleep 0.02; done; \
+             echo \"late $(date +%s%N)\" >> {l}",
+            trap = if ignore_term { "trap \"\" TERM; " } else { "" },
+            pid = self.grandchild_pid.display(),
+            r = self.release.display(),
+            l = self.log.display(),
+        )
+    }
+
+    /// The command given to `lock`: starts the grandchild in the background
+    /// (its output away from `lock`'s pipes), marks its start and waits.
+    fn script(&self, ignore_term: bool) -> String {
+        format!(
+            "sh -c '{g}' >/dev/null 2>&1 </dev/null & touch {st}; wait",
+            g = self.grandchild(ignore_term),
+            st = self.started.display(),
+        )
+    }
+
+    async fn wait_started(&self) -> u32 {
+        wait_for_file(&self.started).await;
+        read_pid(&self.grandchild_pid).await
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// A failed test leaves no grandchild behind: it is killed by its pid.
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.grandchild_pid)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok());
+        if let Some(pid) = pid {
+            if !pid_gone(pid as u32) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+impl Tree {
+    /// After `lock` has exited: the grandchild is gone, and lets the next
+    /// holder in to show it never writes.
+    async fn assert_gone_and_silent(&self, grandchild: u32, path: &str) {
+        assert!(
+            pid_gone(grandchild),
+            "`lock` exited while the grandchild {grandchild} still ran"
+        );
+        std::fs::write(&self.release, "").unwrap();
+        let next = run(&["lock", path, "--", "true"]).await;
+        assert!(next.status.success(), "{}", stderr(&next));
+        assert!(pid_gone(grandchild));
+        assert_eq!(self.log_text(), "", "the grandchild wrote after the stop");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn revocation_stops_the_whole_process_tree() {
+    bounded(async {
+        let tree = Tree::new();
+        let path = unique("tree-revoke");
+        let holder = spawn_lock(&path, &[], &tree.script(false));
+        let grandchild = tree.wait_started().await;
+        let output = run(&["revoke", &path, "--all"]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let output = finish(holder).await;
+        assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
+        tree.assert_gone_and_silent(grandchild, &path).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_session_stops_the_whole_process_tree() {
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let tree = Tree::new();
+        let path = unique("tree-lost");
+        let script = tree.script(false);
+        let holder = zkc(&["lock", &path, "--", "sh", "-c", &script])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        let grandchild = tree.wait_started().await;
+        let session = session_id(&the_holder(&path).await);
+        let grant = proxy
+            .granted_sessions()
+            .into_iter()
+            .find(|grant| grant.session_id == session)
+            .expect("the holder's session went through the proxy");
+        close_granted_session(&server().connect_string(), &grant, WAIT_LIMIT)
+            .await
+            .unwrap();
+        let output = finish(holder).await;
+        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
+        tree.assert_gone_and_silent(grandchild, &path).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_after_kills_a_grandchild_that_ignores_sigterm() {
+    bounded(async {
+        let tree = Tree::new();
+        let path = unique("tree-kill");
+        let holder = spawn_lock(&path, &["--kill-after", "300ms"], &tree.script(true));
+        let grandchild = tree.wait_started().await;
+        let output = run(&["revoke", &path, "--all"]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let output = finish(holder).await;
+        assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
+        assert!(stderr(&output).contains("killing"), "{}", stderr(&output));
+        tree.assert_gone_and_silent(grandchild, &path).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_to_zk_curator_reaches_the_whole_process_tree() {
+    bounded(async {
+        let tree = Tree::new();
+        let path = unique("tree-signal");
+        let holder = spawn_lock(&path, &[], &tree.script(false));
+        let grandchild = tree.wait_started().await;
+        let pid = holder.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let output = finish(holder).await;
+        // The direct child died of the SIGTERM passed on: 128 + 15.
+        assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+        tree.assert_gone_and_silent(grandchild, &path).await;
+    })
+    .await;
+}
+
+/// The command exits at once but leaves a process in its group: the lock
+/// stays held until that process is gone too (like flock(1)).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hold_outlives_the_command_until_its_group_is_gone() {
+    bounded(async {
+        let tree = Tree::new();
+        let path = unique("tree-outlive");
+        let script = format!(
+            "sh -c '{g}' >/dev/null 2>&1 </dev/null & touch {st}; exit 0",
+            g = tree.grandchild(false),
+            st = tree.started.display(),
+        );
+        let holder = spawn_lock(&path, &[], &script);
+        let grandchild = tree.wait_started().await;
+        let waiter = spawn_lock(
+            &path,
+            &[],
+            &format!("echo \"waiter $(date +%s%N)\" >> {}", tree.log.display()),
+        );
+        // The waiter queues behind the kept hold (or, if the hold was let go,
+        // runs at once: the order in the log then shows it).
+        wait_for("the waiter queued or ran", || async {
+            tree.log_text().contains("waiter") || locks_json(&path).await.len() == 2
+        })
+        .await;
+        std::fs::write(&tree.release, "").unwrap();
+        let output = finish(holder).await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert!(pid_gone(grandchild), "`lock` exited before its group");
+        assert!(finish(waiter).await.status.success());
+        let log = tree.log_text();
+        let order: Vec<&str> = log.lines().filter_map(|l| l.split(' ').next()).collect();
+        assert_eq!(order, ["late", "waiter"], "the holds overlapped:\n{log}");
+    })
+    .await;
+}

@@ -1,0 +1,303 @@
+//! Running a command under a hold: in a process group of its own, watched
+//! until the whole group is gone, and stopped as a whole.
+//!
+//! Commands run under a lock are usually shell scripts, whose work is done
+//! by grandchildren. Stopping only the direct child would leave those
+//! running while the next holder starts, so:
+//!
+//! * the command starts in a new process group (its pid is the group's id),
+//!   and every process it starts stays in that group unless it leaves on
+//!   purpose (`setsid`, `setpgid`; such a process is not followed);
+//! * every signal — a stop on loss or revocation, SIGKILL after the grace
+//!   period, SIGINT/SIGTERM/SIGHUP passed on — goes to the whole group;
+//! * [`run_under`] returns only once no process of the group is left, even
+//!   when the direct child exited normally first: until then the caller
+//!   keeps its hold and its watch on it (the safe choice, as `flock(1)`
+//!   keeps the lock while a descendant holds the lock file open);
+//! * on Linux this process is a child subreaper, so members whose parent
+//!   died are reparented to it and reaped here (a zombie would keep the
+//!   group alive).
+//!
+//! `zk-curator lock` uses this; a later command that runs a child under a
+//! hold (e.g. while leader) is meant to use it too.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::io;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, OTHER};
+
+/// How often the group is looked at while waiting for it to end.
+const POLL: Duration = Duration::from_millis(20);
+/// After SIGKILL, how long before saying that the group is slow to go.
+const KILL_NOTICE: Duration = Duration::from_secs(5);
+
+/// The signals taken over while a command runs, passed on to its group.
+#[derive(Debug)]
+pub(crate) struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (from then on these signals no longer end the
+    /// process by themselves).
+    pub(crate) fn new() -> Result<Self, Failure> {
+        let install = |kind: SignalKind| {
+            signal(kind).map_err(|err| Failure::new(OTHER, format!("cannot handle signals: {err}")))
+        };
+        Ok(Signals {
+            interrupt: install(SignalKind::interrupt())?,
+            terminate: install(SignalKind::terminate())?,
+            hangup: install(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal received.
+    pub(crate) async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// The exit code a shell would give for `status`.
+pub(crate) fn status_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(OTHER),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(OTHER),
+        (None, None) => OTHER,
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux), so
+/// that a group member whose parent died is reaped here. Best effort.
+fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+        tracing::debug!(%err, "cannot become a child subreaper");
+    }
+}
+
+/// A command running in a process group of its own.
+#[derive(Debug)]
+pub(crate) struct Group {
+    child: tokio::process::Child,
+    pgid: Pid,
+    /// The direct child's status, once it has been reaped.
+    status: Option<ExitStatus>,
+}
+
+impl Group {
+    /// Starts `program args` with `env` added, in a new process group.
+    ///
+    /// # Errors
+    /// [`NOT_FOUND`] or [`CANNOT_EXECUTE`] (the shell's codes) when it
+    /// cannot be started.
+    pub(crate) fn spawn(
+        program: &OsString,
+        args: &[OsString],
+        env: &[(&str, String)],
+    ) -> Result<Group, Failure> {
+        become_subreaper();
+        let mut command = std::process::Command::new(program);
+        command.args(args).process_group(0);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let spawned = tokio::process::Command::from(command).spawn();
+        let child = spawned.map_err(|err| {
+            let code = if err.kind() == io::ErrorKind::NotFound {
+                NOT_FOUND
+            } else {
+                CANNOT_EXECUTE
+            };
+            Failure::new(
+                code,
+                format!("cannot run {}: {err}", program.to_string_lossy()),
+            )
+        })?;
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or_else(|| Failure::new(OTHER, "the command has no pid"))?;
+        Ok(Group {
+            child,
+            pgid: Pid::from_raw(pid),
+            status: None,
+        })
+    }
+
+    /// Sends `signal` to every process of the group.
+    pub(crate) fn signal(&self, signal: Signal) {
+        match killpg(self.pgid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(err) => tracing::debug!(%err, ?signal, "could not signal the command's group"),
+        }
+    }
+
+    /// Waits for the direct child's end and returns its status.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn wait_command(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.child.wait().await?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Whether no process of the group is left. Reaps the direct child and
+    /// the members reparented to this process that have ended.
+    fn is_gone(&mut self) -> io::Result<bool> {
+        if self.status.is_none() {
+            match self.child.try_wait()? {
+                Some(status) => self.status = Some(status),
+                None => return Ok(false),
+            }
+        }
+        // Only now: before the direct child is reaped, this could take its
+        // status away from the runtime's own wait.
+        let group = Pid::from_raw(-self.pgid.as_raw());
+        loop {
+            match waitpid(group, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(err) => {
+                    tracing::debug!(%err, "cannot reap the command's group");
+                    break;
+                }
+            }
+        }
+        match killpg(self.pgid, None) {
+            Err(Errno::ESRCH) => Ok(true),
+            // EPERM: a member runs as another user, but it exists.
+            Ok(()) | Err(Errno::EPERM) => Ok(false),
+            Err(err) => Err(io::Error::from(err)),
+        }
+    }
+
+    /// Waits until no process of the group is left.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn wait_gone(&mut self) -> io::Result<()> {
+        while !self.is_gone()? {
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the whole group: SIGTERM (and SIGCONT, so that stopped members
+    /// get it), then SIGKILL if any member is left after `grace`; returns
+    /// once none is left.
+    pub(crate) async fn stop(&mut self, grace: Duration) -> io::Result<()> {
+        self.signal(Signal::SIGTERM);
+        self.signal(Signal::SIGCONT);
+        if tokio::time::timeout(grace, self.wait_gone()).await.is_ok() {
+            return Ok(());
+        }
+        eprintln!(
+            "zk-curator: the command did not stop within {}; killing its process group",
+            humantime::format_duration(grace)
+        );
+        self.signal(Signal::SIGKILL);
+        if tokio::time::timeout(KILL_NOTICE, self.wait_gone())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        eprintln!(
+            "zk-curator: the command's process group has not ended {} after SIGKILL; still waiting",
+            humantime::format_duration(KILL_NOTICE)
+        );
+        self.wait_gone().await
+    }
+}
+
+/// How a command run under a hold ended.
+#[derive(Debug)]
+pub(crate) enum Ending<R> {
+    /// The command exited with this status and its whole group is gone.
+    Exited(ExitStatus),
+    /// `stop` fired with this reason; the whole group was stopped.
+    Stopped(R),
+}
+
+/// Runs `program args` (with `env`) in a group of its own and watches it
+/// until the whole group is gone.
+///
+/// When `stop` completes (the hold was lost, revoked, ...), the group gets
+/// SIGTERM, then SIGKILL after `kill_after`, and the reason is returned
+/// once no member is left. Signals from `signals` are passed on to the
+/// group. If the direct child exits while members of its group still run,
+/// all of this goes on until they are gone, and its status is returned
+/// then.
+///
+/// # Errors
+/// A failure when the command cannot be started or waited for.
+pub(crate) async fn run_under<R>(
+    program: &OsString,
+    args: &[OsString],
+    env: &[(&str, String)],
+    stop: impl Future<Output = R>,
+    signals: &mut Signals,
+    kill_after: Duration,
+) -> Result<Ending<R>, Failure> {
+    let waited =
+        |err: io::Error| Failure::new(OTHER, format!("cannot wait for the command: {err}"));
+    let mut group = Group::spawn(program, args, env)?;
+    tokio::pin!(stop);
+    let status = loop {
+        tokio::select! {
+            status = group.wait_command() => break status.map_err(waited)?,
+            reason = &mut stop => {
+                group.stop(kill_after).await.map_err(waited)?;
+                return Ok(Ending::Stopped(reason));
+            }
+            signal = signals.recv() => {
+                tracing::info!(%signal, "passing the signal on to the command's group");
+                group.signal(signal);
+            }
+        }
+    };
+    if group.is_gone().map_err(waited)? {
+        return Ok(Ending::Exited(status));
+    }
+    eprintln!(
+        "zk-curator: the command exited ({}) but processes it started still run in its \
+         process group; holding on until they end",
+        status_code(status)
+    );
+    loop {
+        tokio::select! {
+            gone = group.wait_gone() => {
+                gone.map_err(waited)?;
+                return Ok(Ending::Exited(status));
+            }
+            reason = &mut stop => {
+                group.stop(kill_after).await.map_err(waited)?;
+                return Ok(Ending::Stopped(reason));
+            }
+            signal = signals.recv() => {
+                tracing::info!(%signal, "passing the signal on to the command's group");
+                group.signal(signal);
+            }
+        }
+    }
+}
