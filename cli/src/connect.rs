@@ -1,7 +1,13 @@
-//! Building and connecting the [`Framework`] from the command line's
-//! connection options and the environment.
+//! Building, connecting and closing the [`Framework`] from the command
+//! line's connection options and the environment.
+//!
+//! Every setting is checked before anything is sent: a malformed ensemble or
+//! `ZK_AUTH` is a usage error at once, not a connection timeout later.
 
-use zk_curator::Framework;
+use std::net::Ipv6Addr;
+use std::time::Duration;
+
+use zk_curator::{ConnectionState, Framework};
 
 use crate::exit::{Failure, UNAVAILABLE};
 use crate::ConnectArgs;
@@ -10,48 +16,165 @@ use crate::ConnectArgs;
 /// Never a flag: a flag would show in `ps` and shell history.
 pub(crate) const AUTH_ENV: &str = "ZK_AUTH";
 
-/// Starts a framework and waits for its first session, at most the
-/// connection timeout.
+/// How long closing may wait for the server to confirm the session's end
+/// while connected (it normally takes a round trip).
+const CLOSE_LIMIT: Duration = Duration::from_secs(2);
+/// How long closing may wait while not connected: only long enough to start
+/// it (nobody is there to confirm; the session ends on the server by timing
+/// out).
+const CLOSE_DISCONNECTED_LIMIT: Duration = Duration::from_millis(100);
+
+/// Connection settings, checked.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    hosts: String,
+    auth: Option<(String, String)>,
+    namespace: Option<String>,
+    session_timeout: Duration,
+    connection_timeout: Duration,
+}
+
+impl Settings {
+    /// Checks the connection options and `ZK_AUTH`.
+    ///
+    /// # Errors
+    /// A usage failure when no ensemble is given (naming both `--zk` and
+    /// `ZK_CONNECT`), the ensemble is malformed, or `ZK_AUTH` is not
+    /// `user:password` with both parts non-empty.
+    pub(crate) fn from_args(args: &ConnectArgs) -> Result<Settings, Failure> {
+        let Some(hosts) = args
+            .zk
+            .as_deref()
+            .map(str::trim)
+            .filter(|hosts| !hosts.is_empty())
+        else {
+            return Err(Failure::usage(
+                "no ZooKeeper ensemble given: pass --zk HOST:PORT[,HOST:PORT...] or set ZK_CONNECT",
+            ));
+        };
+        check_hosts(hosts).map_err(|why| {
+            Failure::usage(format!(
+                "malformed ZooKeeper ensemble {hosts:?} (--zk / ZK_CONNECT): {why}; \
+                 write host[:port][,host[:port]...], e.g. 127.0.0.1:2181"
+            ))
+        })?;
+        let auth = match std::env::var_os(AUTH_ENV) {
+            None => None,
+            Some(auth) => {
+                let auth = auth
+                    .into_string()
+                    .map_err(|_| Failure::usage(format!("{AUTH_ENV} is not valid UTF-8")))?;
+                parse_auth(&auth)?
+            }
+        };
+        Ok(Settings {
+            hosts: hosts.to_owned(),
+            auth,
+            namespace: args.namespace.clone(),
+            session_timeout: args.session_timeout,
+            connection_timeout: args.connection_timeout,
+        })
+    }
+}
+
+/// `user:password`, both non-empty; an empty variable means no credentials.
+fn parse_auth(auth: &str) -> Result<Option<(String, String)>, Failure> {
+    if auth.is_empty() {
+        return Ok(None);
+    }
+    match auth.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+            Ok(Some((user.to_owned(), password.to_owned())))
+        }
+        Some(_) => Err(Failure::usage(format!(
+            "{AUTH_ENV} must be user:password with neither part empty (digest credentials)"
+        ))),
+        None => Err(Failure::usage(format!(
+            "{AUTH_ENV} must be user:password (digest credentials)"
+        ))),
+    }
+}
+
+/// Checks `host[:port][,host[:port]...]`: hosts are names (letters, digits,
+/// `-`, `_`, `.`), IPv4 addresses or bracketed IPv6 addresses; ports are
+/// 1 to 65535.
+fn check_hosts(hosts: &str) -> Result<(), String> {
+    for entry in hosts.split(',') {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return Err("an empty entry".into());
+        }
+        let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+            let Some((address, after)) = rest.split_once(']') else {
+                return Err(format!("{entry:?} has no closing `]`"));
+            };
+            if address.parse::<Ipv6Addr>().is_err() {
+                return Err(format!("{address:?} is not an IPv6 address"));
+            }
+            match after {
+                "" => (address, None),
+                _ => match after.strip_prefix(':') {
+                    Some(port) => (address, Some(port)),
+                    None => return Err(format!("{entry:?}: expected `:port` after `]`")),
+                },
+            }
+        } else {
+            match entry.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (entry, None),
+            }
+        };
+        if !entry.starts_with('[') {
+            check_host_name(host)?;
+        }
+        if let Some(port) = port {
+            match port.parse::<u16>() {
+                Ok(port) if port > 0 => {}
+                _ => return Err(format!("{port:?} is not a port (1 to 65535)")),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_host_name(host: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if host.is_empty() {
+        return Err("a host is empty".into());
+    }
+    if !host.chars().all(allowed) || host.starts_with(['-', '.']) || host.contains("..") {
+        return Err(format!(
+            "{host:?} is not a host name or address (an IPv6 address goes in brackets)"
+        ));
+    }
+    Ok(())
+}
+
+/// Starts a framework with `settings` and waits for its first session, at
+/// most the connection timeout.
 ///
 /// # Errors
-/// A usage failure when no ensemble is given (naming both `--zk` and
-/// `ZK_CONNECT`) or a setting is malformed; [`UNAVAILABLE`] when no session
-/// could be had in time.
-pub(crate) async fn connect(args: &ConnectArgs, label: Option<&str>) -> Result<Framework, Failure> {
-    let Some(hosts) = args
-        .zk
-        .as_deref()
-        .map(str::trim)
-        .filter(|hosts| !hosts.is_empty())
-    else {
-        return Err(Failure::usage(
-            "no ZooKeeper ensemble given: pass --zk HOST:PORT[,HOST:PORT...] or set ZK_CONNECT",
-        ));
-    };
+/// A usage failure when a setting is refused by the framework (e.g. the
+/// namespace); [`UNAVAILABLE`] when no session could be had in time.
+pub(crate) async fn connect(
+    settings: &Settings,
+    label: Option<&str>,
+) -> Result<Framework, Failure> {
+    let hosts = settings.hosts.as_str();
     let mut builder = Framework::builder()
         .connect_string(hosts)
-        .session_timeout(args.session_timeout)
-        .connection_timeout(args.connection_timeout);
+        .session_timeout(settings.session_timeout)
+        .connection_timeout(settings.connection_timeout);
     // Lock nodes carry host, pid and this label (the framework's holder
     // identity), which `locks` shows.
     if let Some(label) = label {
         builder = builder.identity_label(label);
     }
-    if let Some(namespace) = &args.namespace {
+    if let Some(namespace) = &settings.namespace {
         builder = builder.namespace(namespace.as_str());
     }
-    if let Some(auth) = std::env::var_os(AUTH_ENV) {
-        let auth = auth
-            .into_string()
-            .map_err(|_| Failure::usage(format!("{AUTH_ENV} is not valid UTF-8")))?;
-        if !auth.is_empty() {
-            let Some((user, password)) = auth.split_once(':') else {
-                return Err(Failure::usage(format!(
-                    "{AUTH_ENV} must be user:password (digest credentials)"
-                )));
-            };
-            builder = builder.digest_auth(user, password);
-        }
+    if let Some((user, password)) = &settings.auth {
+        builder = builder.digest_auth(user, password);
     }
     let framework = builder
         .build()
@@ -61,7 +184,7 @@ pub(crate) async fn connect(args: &ConnectArgs, label: Option<&str>) -> Result<F
         .map_err(|err| Failure::zk("cannot start the ZooKeeper client", err))?;
     tracing::debug!(%hosts, "connecting");
     if let Err(err) = framework
-        .block_until_connected(args.connection_timeout)
+        .block_until_connected(settings.connection_timeout)
         .await
     {
         // Not closed: closing would wait again for a server that is not
@@ -71,9 +194,82 @@ pub(crate) async fn connect(args: &ConnectArgs, label: Option<&str>) -> Result<F
             format!(
                 "cannot connect to ZooKeeper at {hosts} within {} ({err}); \
                  check --zk / ZK_CONNECT and --connection-timeout",
-                humantime::format_duration(args.connection_timeout)
+                humantime::format_duration(settings.connection_timeout)
             ),
         ));
     }
     Ok(framework)
+}
+
+/// Closes the framework without waiting long for a server that may be gone.
+///
+/// While connected, the close (which ends the session, so that its
+/// ephemeral nodes go at once) gets [`CLOSE_LIMIT`]; while not, it is only
+/// begun: nobody would confirm it, and the server ends the session by
+/// timing out. The process exits right after, taking the client with it.
+pub(crate) async fn close(framework: &Framework) {
+    let connected = framework.state().is_some_and(ConnectionState::is_connected);
+    let limit = if connected {
+        CLOSE_LIMIT
+    } else {
+        CLOSE_DISCONNECTED_LIMIT
+    };
+    if tokio::time::timeout(limit, framework.close())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            ?limit,
+            connected,
+            "the close was not confirmed in time; the session ends on the server by timing out"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_checked() {
+        for good in [
+            "127.0.0.1:2181",
+            "localhost",
+            "zk-1.example:2181,zk_2:2182, 10.0.0.3",
+            "[::1]:2181",
+            "[fe80::1]",
+        ] {
+            assert_eq!(check_hosts(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "not a host",
+            "127.0.0.1:notaport",
+            "127.0.0.1:0",
+            "127.0.0.1:65536",
+            "a:2181,",
+            ",a",
+            ":2181",
+            "[::1",
+            "[nope]:1",
+            "[::1]2181",
+            "host:",
+            "-x",
+            "a..b",
+            "tcp://a:1",
+        ] {
+            assert!(check_hosts(bad).is_err(), "{bad} was taken");
+        }
+    }
+
+    #[test]
+    fn auth_needs_both_parts() {
+        assert_eq!(parse_auth("").unwrap(), None);
+        assert_eq!(
+            parse_auth("u:p:q").unwrap(),
+            Some(("u".into(), "p:q".into()))
+        );
+        for bad in [":", "user:", ":pw", "nocolon"] {
+            assert!(parse_auth(bad).is_err(), "{bad} was taken");
+        }
+    }
 }

@@ -8,8 +8,12 @@ use std::fmt;
 
 use zk_curator::Error;
 
-/// Bad arguments, no ensemble given, malformed `ZK_AUTH` (`EX_USAGE`).
+/// Bad arguments or path, malformed or missing ensemble, malformed
+/// `ZK_AUTH` (`EX_USAGE`); given before anything is sent.
 pub(crate) const USAGE: u8 = 64;
+/// `revoke --node` names no participant of the lock (`EX_NOINPUT`: the
+/// named input does not exist).
+pub(crate) const NO_PARTICIPANT: u8 = 66;
 /// ZooKeeper could not be reached within the connection timeout
 /// (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;

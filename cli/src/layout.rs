@@ -320,3 +320,53 @@ async fn semaphore(
     );
     Ok(lease_nodes)
 }
+
+/// A lock recipe, as far as the layout of a path's children tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recipe {
+    Mutex,
+    ReadWrite,
+    Semaphore,
+}
+
+impl Recipe {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Recipe::Mutex => "mutex",
+            Recipe::ReadWrite => "read-write lock",
+            Recipe::Semaphore => "semaphore",
+        }
+    }
+}
+
+/// The recipes that have participants under `path` now (several when
+/// recipes of different kinds share the path, which none of them notices).
+///
+/// # Errors
+/// A failure when ZooKeeper refuses or cannot be reached.
+pub(crate) async fn recipes_present(
+    framework: &Framework,
+    path: &str,
+) -> Result<Vec<Recipe>, Failure> {
+    let children = list(framework, path).await?;
+    let mut found = Vec::new();
+    if children.iter().any(|c| rw_named(c).is_some()) {
+        found.push(Recipe::ReadWrite);
+    }
+    if children
+        .iter()
+        .any(|c| rw_named(c).is_none() && named(Kind::Mutex, c, MUTEX_NAME).is_some())
+    {
+        found.push(Recipe::Mutex);
+    }
+    for (child, name) in [(LEASES_CHILD, LEASE_NAME), (LOCKS_CHILD, MUTEX_NAME)] {
+        if found.contains(&Recipe::Semaphore) || !children.iter().any(|c| c == child) {
+            continue;
+        }
+        let nodes = list(framework, &join(path, child)).await?;
+        if nodes.iter().any(|c| named(Kind::Lease, c, name).is_some()) {
+            found.push(Recipe::Semaphore);
+        }
+    }
+    Ok(found)
+}

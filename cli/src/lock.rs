@@ -1,15 +1,17 @@
 //! `zk-curator lock`: runs a command while holding a lock.
 //!
 //! The order of events:
-//! 1. take the lock (revocable), within `--timeout` if given; an interrupt
+//! 1. warn if the path has participants of another recipe;
+//! 2. take the lock (revocable), within `--timeout` if given; an interrupt
 //!    meanwhile withdraws from the queue;
-//! 2. run the command with the fencing token and the node path in its
-//!    environment, stdin/stdout/stderr passed through;
-//! 3. while it runs, watch for the hold's loss, a revocation request, and
-//!    signals to us (passed on to the command);
-//! 4. on loss or revocation, SIGTERM the command, SIGKILL it after
+//! 3. run the command in a process group of its own ([`crate::child`]) with
+//!    the fencing token and the node path in its environment,
+//!    stdin/stdout/stderr passed through;
+//! 4. while any process of that group runs, watch for the hold's loss, a
+//!    revocation request, and signals to us (passed on to the group);
+//! 5. on loss or revocation, SIGTERM the group, SIGKILL it after
 //!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
-//! 5. release the lock once the command has ended.
+//! 6. release the lock once no process of the group is left.
 
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use zk_curator::{
 
 use crate::child::{self, run_under, status_code, Signals};
 use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
+use crate::layout::{recipes_present, Recipe};
 use crate::LockArgs;
 
 /// The environment variable carrying the hold's fencing token.
@@ -116,12 +119,48 @@ enum Ending {
     Revoked,
 }
 
+/// Warns (one line on stderr) when the lock path has participants of
+/// another recipe than the one asked for: Curator's recipes do not exclude
+/// each other, so a mutex and a read-write lock on one path both hold.
+async fn warn_of_other_recipes(framework: &Framework, args: &LockArgs) {
+    let asked = if args.leases.is_some() {
+        Recipe::Semaphore
+    } else if args.read || args.write {
+        Recipe::ReadWrite
+    } else {
+        Recipe::Mutex
+    };
+    let present = match recipes_present(framework, &args.path).await {
+        Ok(present) => present,
+        Err(failure) => {
+            // Acquiring will meet the same trouble and report it.
+            tracing::debug!(message = %failure.message, "cannot look for other recipes");
+            return;
+        }
+    };
+    let others: Vec<&str> = present
+        .iter()
+        .filter(|recipe| **recipe != asked)
+        .map(|recipe| recipe.as_str())
+        .collect();
+    if !others.is_empty() {
+        eprintln!(
+            "zk-curator: warning: {} already has participants of a {}; they and this {} do \
+             not exclude each other",
+            args.path,
+            others.join(" and a "),
+            asked.as_str()
+        );
+    }
+}
+
 /// Runs `lock` and returns the exit code.
 pub(crate) async fn run(
     framework: &Framework,
     args: LockArgs,
     mut signals: Signals,
 ) -> Result<u8, Failure> {
+    warn_of_other_recipes(framework, &args).await;
     let revoked = Arc::new(Notify::new());
     let acquired = tokio::select! {
         acquired = acquire(framework, &args, &revoked) => acquired,

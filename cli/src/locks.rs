@@ -3,11 +3,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt as _};
 use serde_json::{json, Value};
+use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::zk;
-use zk_curator::Framework;
+use zk_curator::{ConnectionState, Framework};
 
-use crate::exit::Failure;
+use crate::exit::{Failure, OTHER};
 use crate::layout::{participants, Participant};
 use crate::LocksArgs;
 
@@ -23,27 +25,110 @@ fn queue_shape(found: &[Participant]) -> Vec<String> {
 /// Lists the participants of `args.path` on stdout; with `--watch`, again
 /// after every change among them, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
-    loop {
+    if !args.watch {
         let found = participants(framework, &args.path, args.leases).await?;
-        let shown = queue_shape(&found);
-        let text = if args.json {
-            let listed: Vec<Value> = found.iter().map(to_json).collect();
-            json!({ "path": args.path, "participants": listed }).to_string()
-        } else {
-            table(&found)
+        println!("{}", listing(args, &found));
+        return Ok(0);
+    }
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGINT: {err}")))?;
+    let mut states = std::pin::pin!(framework.state_changes());
+    loop {
+        let state = tokio::select! {
+            listed = list_and_wait(framework, args) => match listed {
+                // Something changed: list again.
+                Ok(()) => continue,
+                Err(failure) => match broken_connection(framework, &mut states).await {
+                    Some(state) => state,
+                    None => return Err(failure),
+                },
+            },
+            state = states.next() => match state {
+                // The framework was closed.
+                None => return Ok(0),
+                Some(state) if state.is_connected() => continue,
+                Some(state) => state,
+            },
+            _ = interrupt.recv() => return Ok(0),
         };
-        println!("{text}");
-        if !args.watch {
-            return Ok(0);
-        }
-        if !args.json {
-            println!();
-        }
-        tokio::select! {
-            changed = wait_for_change(framework, args, &shown) => changed?,
-            _ = tokio::signal::ctrl_c() => return Ok(0),
+        // Disconnected: say so now, then wait for the reconnection (the
+        // framework keeps trying) and list again.
+        report(args, "disconnected", state);
+        let mut reported = state;
+        loop {
+            tokio::select! {
+                state = states.next() => match state {
+                    None => return Ok(0),
+                    Some(state) if state.is_connected() => {
+                        report(args, "reconnected", state);
+                        break;
+                    }
+                    // The state already read after a failure comes again.
+                    Some(state) if state == reported => {}
+                    Some(state) => {
+                        report(args, "disconnected", state);
+                        reported = state;
+                    }
+                },
+                _ = interrupt.recv() => return Ok(0),
+            }
         }
     }
+}
+
+/// How long a failed look at the lock waits for the connection state to say
+/// whether the connection broke.
+const STATE_GRACE: Duration = Duration::from_secs(1);
+
+/// After a failure while watching: the state if the connection is broken
+/// (now, or within [`STATE_GRACE`]), `None` if it is not.
+async fn broken_connection(
+    framework: &Framework,
+    states: &mut (impl Stream<Item = ConnectionState> + Unpin),
+) -> Option<ConnectionState> {
+    if let Some(state) = framework.state().filter(|state| !state.is_connected()) {
+        return Some(state);
+    }
+    let next = tokio::time::timeout(STATE_GRACE, states.next()).await;
+    next.ok().flatten().filter(|state| !state.is_connected())
+}
+
+/// Reports a change of the connection: a JSON line on stdout with
+/// `--json`, a line on stderr otherwise.
+fn report(args: &LocksArgs, event: &str, state: ConnectionState) {
+    if args.json {
+        let line = json!({ "event": event, "state": state.to_string(), "path": args.path });
+        println!("{line}");
+    } else if event == "reconnected" {
+        eprintln!(
+            "zk-curator: connected to ZooKeeper again ({state}); listing {} again",
+            args.path
+        );
+    } else {
+        eprintln!(
+            "zk-curator: lost the connection to ZooKeeper ({state}); still trying to reconnect"
+        );
+    }
+}
+
+/// The listing of `found`, as a table or one JSON object.
+fn listing(args: &LocksArgs, found: &[Participant]) -> String {
+    if args.json {
+        let listed: Vec<Value> = found.iter().map(to_json).collect();
+        json!({ "path": args.path, "participants": listed }).to_string()
+    } else {
+        table(found)
+    }
+}
+
+/// Prints the participants, then waits for a change among them.
+async fn list_and_wait(framework: &Framework, args: &LocksArgs) -> Result<(), Failure> {
+    let found = participants(framework, &args.path, args.leases).await?;
+    println!("{}", listing(args, &found));
+    if !args.json {
+        println!();
+    }
+    wait_for_change(framework, args, &queue_shape(&found)).await
 }
 
 /// Waits until the children of the lock path (or of a semaphore's `leases`

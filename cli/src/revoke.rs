@@ -1,29 +1,48 @@
 //! `zk-curator revoke`: asks holders to give their lock up, with
 //! [`Revoker::attempt_revoke`] (Curator's `__REVOKE__` protocol).
 
-use zk_curator::framework::path::join;
+use zk_curator::framework::path::{validate_node_name, validate_path};
 use zk_curator::{Framework, Revoker};
 
-use crate::exit::Failure;
+use crate::exit::{Failure, NO_PARTICIPANT};
 use crate::layout::{participants, Role};
 use crate::RevokeArgs;
 
+/// Refuses a malformed `--node` before anything is sent: a node name, or a
+/// full path when it starts with `/`.
+pub(crate) fn check_node(node: &str) -> Result<(), Failure> {
+    let checked = if node.starts_with('/') {
+        validate_path(node)
+    } else {
+        validate_node_name(node)
+    };
+    checked.map_err(|err| Failure::usage(format!("bad --node {node:?}: {err}")))
+}
+
 /// Writes the revocation request into the chosen nodes and prints how many
-/// were asked.
+/// were asked. A `--node` must be one of the lock's participants (by name,
+/// as `locks` prints it, or full path); nothing is written otherwise.
 pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, Failure> {
+    let found = participants(framework, &args.path, None).await?;
     let targets: Vec<String> = match &args.node {
-        // A full path is taken as it is; a bare name is a child of the lock.
-        Some(node) if node.starts_with('/') => vec![node.clone()],
         Some(node) => {
-            // The semaphore's lease nodes live one level down.
-            let found = participants(framework, &args.path, None).await?;
-            match found.iter().find(|p| &p.name == node) {
-                Some(p) => vec![p.node.clone()],
-                None => vec![join(&args.path, node)],
-            }
+            let chosen = found
+                .iter()
+                .find(|p| p.node == *node || p.name == *node)
+                .ok_or_else(|| {
+                    Failure::new(
+                        NO_PARTICIPANT,
+                        format!(
+                            "{node} is not a participant of the lock {path} (which has {count} \
+                             now; `zk-curator locks {path}` lists them); nothing was revoked",
+                            path = args.path,
+                            count = found.len(),
+                        ),
+                    )
+                })?;
+            vec![chosen.node.clone()]
         }
-        None => participants(framework, &args.path, None)
-            .await?
+        None => found
             .into_iter()
             .filter(|p| p.role == Role::Holder)
             .map(|p| p.node)

@@ -363,9 +363,9 @@ async fn namespace_and_auth_settings() {
         let (script, started, release, _) = gated_script(dir.path());
         let namespace = unique("ns");
         let holder = zkc(&[
+            "lock",
             "--namespace",
             &namespace,
-            "lock",
             "/inner",
             "--",
             "sh",
@@ -382,7 +382,7 @@ async fn namespace_and_auth_settings() {
             .as_str()
             .unwrap()
             .starts_with(&format!("{namespace}/inner/_c_")));
-        let inside = run(&["--namespace", &namespace, "locks", "/inner", "--json"]).await;
+        let inside = run(&["locks", "--namespace", &namespace, "/inner", "--json"]).await;
         let inside: Value = serde_json::from_slice(&inside.stdout).unwrap();
         let inside = inside["participants"].as_array().unwrap();
         assert_eq!(inside.len(), 1);
@@ -953,6 +953,295 @@ async fn the_hold_outlives_the_command_until_its_group_is_gone() {
         let log = tree.log_text();
         let order: Vec<&str> = log.lines().filter_map(|l| l.split(' ').next()).collect();
         assert_eq!(order, ["late", "waiter"], "the holds overlapped:\n{log}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// The command line's edges (issue 15, item 8).
+// ---------------------------------------------------------------------------
+
+/// Runs `zk-curator args` (with `ZK_AUTH` set to `auth` if given) against a
+/// listener that would record any connection attempt, and returns the output
+/// and how long it took.
+async fn run_without_server(args: &[&str], auth: Option<&str>) -> (Output, Duration, bool) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut command = zkc(args);
+    command
+        .env("ZK_CONNECT", listener.local_addr().unwrap().to_string())
+        .env("ZK_CURATOR_TEST_UNUSED", "");
+    if let Some(auth) = auth {
+        command.env("ZK_AUTH", auth);
+    }
+    let began = Instant::now();
+    let output = tokio::time::timeout(WAIT_LIMIT, command.output())
+        .await
+        .expect("zk-curator did not exit")
+        .unwrap();
+    let took = began.elapsed();
+    let connected = listener.accept().is_ok();
+    (output, took, connected)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_64_before_any_connection() {
+    bounded(async {
+        let cases: &[(&[&str], Option<&str>)] = &[
+            (&["locks", "x"], None),
+            (&["locks", "/a//b"], None),
+            (&["locks", "/zookeeper/quota"], None),
+            (&["revoke", "x", "--all"], None),
+            (&["revoke", "/x/", "--node", "n"], None),
+            (&["lock", "x", "--", "true"], None),
+            (&["locks", "/x", "--zk", "not a host"], None),
+            (&["locks", "/x", "--zk", "127.0.0.1:notaport"], None),
+            (&["locks", "/x", "--zk", "127.0.0.1:0"], None),
+            (&["locks", "/x", "--zk", "127.0.0.1:2181,"], None),
+            (&["locks", "/x", "--zk", ""], None),
+            (&["lock", "/x", "--zk", "[::1", "--", "true"], None),
+            (&["locks", "/x"], Some(":")),
+            (&["locks", "/x"], Some("user:")),
+            (&["revoke", "/x", "--all"], Some(":pw")),
+        ];
+        for (args, auth) in cases {
+            let mut args = args.to_vec();
+            // Were a connection tried, it would take this long to give up.
+            let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+            args.splice(at..at, ["--connection-timeout", "10s"]);
+            let (output, took, connected) = run_without_server(&args, *auth).await;
+            let what = format!("{args:?} with ZK_AUTH={auth:?}");
+            assert_eq!(
+                output.status.code(),
+                Some(64),
+                "{what}: {}",
+                stderr(&output)
+            );
+            assert!(!connected, "{what}: a connection was tried");
+            assert!(took < Duration::from_secs(3), "{what}: took {took:?}");
+            let err = stderr(&output);
+            assert!(
+                err.lines().count() >= 1 && !err.contains("panicked"),
+                "{what}: {err}"
+            );
+        }
+        // A well-formed setting is still taken: hostnames, IPv6, no port.
+        for hosts in ["localhost:1", "[::1]:1", "zk-1.example:2181,127.0.0.1"] {
+            let args = [
+                "locks",
+                "/x",
+                "--zk",
+                hosts,
+                "--connection-timeout",
+                "200ms",
+            ];
+            let (output, _, _) = run_without_server(&args, Some("user:pw")).await;
+            assert_eq!(
+                output.status.code(),
+                Some(69),
+                "{hosts}: {}",
+                stderr(&output)
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_takes_only_its_own_options() {
+    bounded(async {
+        let help = run(&["server", "--help"]).await;
+        assert!(help.status.success());
+        let text = String::from_utf8_lossy(&help.stdout).into_owned();
+        assert!(text.contains("--port"), "{text}");
+        for client_only in ["--zk", "--namespace", "--session-timeout", "76", "77", "75"] {
+            assert!(!text.contains(client_only), "{client_only} in:\n{text}");
+        }
+        let help = run(&["lock", "--help"]).await;
+        let text = String::from_utf8_lossy(&help.stdout).into_owned();
+        assert!(text.contains("--zk") && text.contains("76"), "{text}");
+        assert!(text.contains("process group"), "{text}");
+        for args in [
+            &["server", "--port", "0", "--zk", "127.0.0.1:2181"][..],
+            &["server", "--port", "0", "--namespace", "/x"],
+        ] {
+            let output = tokio::time::timeout(WAIT_LIMIT, zkc(args).output())
+                .await
+                .expect("`server` accepted a client option and kept serving")
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(64),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_refuses_a_node_that_is_not_a_participant() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, signalled) = gated_script(dir.path());
+        let path = unique("revoke-bogus");
+        let holder = spawn_lock(&path, &[], &script);
+        wait_for_file(&started).await;
+        let node = the_holder(&path).await["node"].as_str().unwrap().to_owned();
+        for bogus in ["bogus", "/somewhere/else", &format!("{node}x")] {
+            let output = run(&["revoke", &path, "--node", bogus]).await;
+            assert_eq!(
+                output.status.code(),
+                Some(66),
+                "{bogus}: {}",
+                stderr(&output)
+            );
+            let err = stderr(&output);
+            assert!(
+                err.contains(bogus) && err.contains("not a participant"),
+                "{err}"
+            );
+            assert_eq!(String::from_utf8_lossy(&output.stdout), "");
+        }
+        // The holder was left alone; its full path is taken.
+        assert!(!signalled.exists());
+        let output = run(&["revoke", &path, "--node", &node]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(finish(holder).await.status.code(), Some(77));
+        std::fs::write(&release, "").unwrap();
+        // No participants at all: refused too.
+        let output = run(&["revoke", &path, "--node", "bogus"]).await;
+        assert_eq!(output.status.code(), Some(66), "{}", stderr(&output));
+    })
+    .await;
+}
+
+/// The server goes away under a running `lock`: the hold is lost, the
+/// command stopped, and `lock` exits promptly after it (it used to wait 5 s
+/// in `close()` for a server that was not there).
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_exits_promptly_when_the_server_is_gone() {
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, _release, signalled) = gated_script(dir.path());
+        let path = unique("server-gone");
+        let mut holder = zkc(&["lock", &path, "--", "sh", "-c", &script])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        wait_for_file(&started).await;
+        // No listener, every connection closed: as if the server died.
+        drop(proxy);
+        wait_for_file(&signalled).await;
+        let stopped = Instant::now();
+        let status = tokio::time::timeout(WAIT_LIMIT, holder.wait())
+            .await
+            .expect("zk-curator did not exit")
+            .unwrap();
+        let took = stopped.elapsed();
+        assert_eq!(status.code(), Some(76));
+        assert!(
+            took < Duration::from_secs(3),
+            "`lock` exited {took:?} after its command"
+        );
+    })
+    .await;
+}
+
+/// Reads the next line of `lines`, at most [`WAIT_LIMIT`].
+async fn next_json<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut tokio::io::Lines<R>,
+    what: &str,
+) -> Value {
+    let line = tokio::time::timeout(WAIT_LIMIT, lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("no line: {what}"))
+        .unwrap()
+        .unwrap_or_else(|| panic!("output ended: {what}"));
+    serde_json::from_str(&line).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let path = unique("watch-lost");
+        let mut watch = zkc(&["locks", &path, "--json", "--watch"])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let first = next_json(&mut lines, "the first listing").await;
+        assert_eq!(first["participants"].as_array().unwrap().len(), 0);
+        // The connection breaks and new ones hang: reported at once.
+        proxy.set_paused(true);
+        proxy.drop_connections();
+        let broke = Instant::now();
+        let event = next_json(&mut lines, "the lost connection").await;
+        assert!(
+            broke.elapsed() < Duration::from_secs(3),
+            "reported after {:?}",
+            broke.elapsed()
+        );
+        assert_eq!(event["event"], "disconnected", "{event}");
+        assert_eq!(event["path"], path.as_str(), "{event}");
+        // Back: the reconnection is reported and the lock listed again.
+        proxy.set_paused(false);
+        let event = next_json(&mut lines, "the reconnection").await;
+        assert_eq!(event["event"], "reconnected", "{event}");
+        let again = next_json(&mut lines, "a listing after reconnecting").await;
+        assert_eq!(
+            again["participants"].as_array().unwrap().len(),
+            0,
+            "{again}"
+        );
+        let pid = watch.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_warns_about_participants_of_another_kind() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let path = unique("kinds");
+        let reader = spawn_lock(&path, &["--read"], &script);
+        wait_for_file(&started).await;
+        // A mutex does not exclude the reader: it runs, after one warning.
+        let output = run(&["lock", &path, "--", "true"]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let err = stderr(&output);
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{err}");
+        assert!(
+            warnings[0].contains("read-write") && warnings[0].contains("mutex"),
+            "{err}"
+        );
+        let output = run(&["lock", &path, "--leases", "1", "--", "true"]).await;
+        let err = stderr(&output);
+        assert!(
+            err.contains("warning") && err.contains("read-write") && err.contains("semaphore"),
+            "{err}"
+        );
+        // The same kind: no warning (the writer waits, then gives up).
+        let output = run(&["lock", &path, "--write", "--timeout", "200ms", "--", "true"]).await;
+        assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
+        assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
+        std::fs::write(&release, "").unwrap();
+        assert!(finish(reader).await.status.success());
     })
     .await;
 }
