@@ -4,7 +4,14 @@
 //! This facade re-exports the two halves:
 //! * [`framework`]: the session-keeping [`Framework`], connection state,
 //!   retry policies and the lock machinery ([`framework::lock_internals`]);
-//! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …).
+//! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …);
+//! * `zk`: the ZooKeeper client underneath,
+//!   [zookeeper-client](https://docs.rs/zookeeper-client/0.11), whose types
+//!   this API takes (`zk::CreateMode` and `zk::Acls` for a fenced create,
+//!   `zk::MultiWriter` for a fenced multi of your own, `zk::Stat`).
+//!
+//! The repository's README has the full picture, and `docs/DESIGN.md` the
+//! design notes.
 //!
 //! # A tour
 //!
@@ -20,7 +27,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use zk_curator::framework::zk;
+//! use zk_curator::zk;
 //! use zk_curator::{Framework, InterProcessMutex};
 //!
 //! let server = zk_curator_testing::EmbeddedServer::start().await?;
@@ -106,7 +113,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+// Inlined, so that these docs are whole on their own (built alone, links
+// into a crate re-exported without inlining would show as plain text).
+#[doc(inline)]
 pub use zk_curator_framework as framework;
+/// The ZooKeeper client underneath, [`zookeeper_client`](https://docs.rs/zookeeper-client/0.11):
+/// its types appear in this API (`zk::CreateMode`, `zk::Acls`, `zk::Stat`,
+/// `zk::MultiWriter` for fenced writes, `zk::Client` for a raw session).
+pub use zk_curator_framework::zk;
+#[doc(inline)]
 pub use zk_curator_recipes as recipes;
 
 pub use zk_curator_framework::{
@@ -119,3 +134,10 @@ pub use zk_curator_recipes::{
     RevocationListener, Revoker, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
+
+/// The Rust blocks of the repository's README, run as doc tests of this
+/// crate (`cargo test --doc -p zk-curator`), so the README's examples are
+/// complete programs that work as written.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -4,8 +4,8 @@
 //! languages. Both sides check it through marker files in one directory.
 //!
 //! Needs `javac` and Curator's jars (`apt-get install -y default-jdk-headless
-//! libcurator-recipes-java`); skipped with a notice without them, unless
-//! `ZK_REQUIRE_INTEROP=1` (as CI sets it).
+//! libcurator-recipes-java`): without them each test fails saying so, or is
+//! skipped with a notice under `ZK_SKIP_MISSING=curator` (or `=1`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -22,29 +22,33 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use zk_curator::{InterProcessMutex, InterProcessReadWriteLock};
+use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
 
-const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
 const JAVA_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The compiled Java participant (its class directory and classpath), or
-/// `None` with a notice when the JVM side is not installed.
+/// `None` when the JVM side is not installed and `ZK_SKIP_MISSING` asks to
+/// skip (without it, the test fails naming what to install: the testing
+/// crate's one rule, [`Prerequisite::check`]).
 fn java_participant() -> Option<&'static (tempfile::TempDir, String)> {
     static COMPILED: OnceLock<Option<(tempfile::TempDir, String)>> = OnceLock::new();
     COMPILED
         .get_or_init(|| {
-            let has_javac = std::process::Command::new("javac").arg("-version").output().is_ok_and(|o| o.status.success());
-            if !has_javac || !Path::new(CURATOR_JAR).exists() {
-                if std::env::var("ZK_REQUIRE_INTEROP").is_ok_and(|v| v == "1") {
-                    panic!("ZK_REQUIRE_INTEROP=1 but javac or {CURATOR_JAR} is missing: apt-get install -y default-jdk-headless libcurator-recipes-java");
-                }
-                eprintln!("NOTICE: javac or Apache Curator missing (apt-get install -y default-jdk-headless libcurator-recipes-java); interop tests skipped");
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("interop")
+                .to_owned();
+            if !Prerequisite::Curator.check(&test) {
                 return None;
             }
             let classes = tempfile::tempdir().unwrap();
-            let slf4j = ["/usr/share/java/slf4j-nop.jar", "/usr/share/java/slf4j-simple.jar"]
-                .into_iter()
-                .find(|p| Path::new(p).exists())
-                .unwrap_or_default();
+            let slf4j = [
+                "/usr/share/java/slf4j-nop.jar",
+                "/usr/share/java/slf4j-simple.jar",
+            ]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or_default();
             let classpath = format!("{CURATOR_JAR}:{slf4j}");
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/Interop.java");
             let status = std::process::Command::new("javac")

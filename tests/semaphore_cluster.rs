@@ -1,5 +1,5 @@
 //! InterProcessSemaphoreV2 on a real 3-node ZooKeeper ensemble: Curator's
-//! TestInterProcessSemaphoreCluster (CURATOR-NOTES §17.7), in spirit.
+//! TestInterProcessSemaphoreCluster (docs/CURATOR-NOTES.md §17.7), in spirit.
 //!
 //! * killed server: the whole ensemble dies under a held lease; every client
 //!   sees Suspended then Lost, the lease turns invalid; after the restart
@@ -8,8 +8,9 @@
 //!   one active; nothing is acquired while the ensemble is down, and
 //!   acquisitions resume once two of the three nodes are back.
 //!
-//! Always a real ensemble (`zk_curator_testing::TestingCluster`); skipped
-//! with a notice without ZooKeeper, failed with `ZK_REQUIRE_REAL=1`.
+//! Always a real ensemble (`zk_curator_testing::TestingCluster`): without
+//! ZooKeeper each test fails saying so, or is skipped with a notice under
+//! `ZK_SKIP_MISSING=zookeeper` (or `=1`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -20,9 +21,10 @@ use std::time::{Duration, Instant};
 
 use common::{bounded, children, eventually, framework_with, raw_client, unique_path, PATIENCE};
 use futures::StreamExt;
-use zk_curator::framework::zk;
+use zk_curator::zk;
 use zk_curator::{ConnectionState, Framework, InterProcessSemaphoreV2, Lease};
-use zk_curator_testing::{zookeeper_available, TestingCluster};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::TestingCluster;
 
 /// Each test runs three JVMs; one test at a time keeps a 2-core machine
 /// responsive enough for short session timeouts.
@@ -32,17 +34,11 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// (up to 30 s each try), killed and restarted on a slow 2-core machine.
 const CLUSTER_BOUND: Duration = Duration::from_secs(300);
 
-/// Whether a real ensemble can be started here. With `ZK_REQUIRE_REAL=1` a
-/// missing ZooKeeper fails the test instead of skipping it.
+/// Whether a real ensemble can be started here: a missing ZooKeeper fails
+/// `test` naming what to install, or skips it with a notice under
+/// `ZK_SKIP_MISSING` (the testing crate's one rule, [`Prerequisite::check`]).
 fn cluster_available(test: &str) -> bool {
-    if zookeeper_available() {
-        return true;
-    }
-    if std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-        panic!("{test}: ZK_REQUIRE_REAL=1 but ZooKeeper is not installed: apt-get install -y zookeeper");
-    }
-    eprintln!("NOTICE: ZooKeeper is not installed (apt-get install -y zookeeper); {test} skipped (needs a real 3-node ensemble)");
-    false
+    Prerequisite::ZooKeeper.check(test)
 }
 
 /// `count` started, connected frameworks on `connect`, each its own session.

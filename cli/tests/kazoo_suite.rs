@@ -5,49 +5,34 @@
 //! the single tests deselected (they stop or reconfigure servers, or race), with the reasons.
 //!
 //! Needs `python3-pytest`, `python3-pytest-timeout`, `python3-mock` and `python3-objgraph`
-//! besides kazoo; skipped with a notice when they are missing, unless `ZK_REQUIRE_INTEROP=1`.
+//! besides kazoo: without them the test fails saying so, or is skipped with a notice under
+//! `ZK_SKIP_MISSING=kazoo-tests` (or `=1`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON as PYTHON};
 use zk_curator_testing::Backend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
-/// Debian's interpreter, where the kazoo and pytest packages install.
-const PYTHON: &str = "/usr/bin/python3";
 /// A bound on the whole suite (it takes about a minute).
 const SUITE_LIMIT: Duration = Duration::from_secs(900);
 
-fn python_deps_available() -> bool {
-    let found = std::process::Command::new(PYTHON)
-        .args(["-c", "import kazoo, pytest, pytest_timeout, mock, objgraph"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        let install = "apt-get install -y python3-kazoo python3-pytest python3-pytest-timeout \
-                       python3-mock python3-objgraph";
-        if std::env::var("ZK_REQUIRE_INTEROP").is_ok_and(|v| v == "1") {
-            panic!("ZK_REQUIRE_INTEROP=1 but kazoo's test dependencies are missing: {install}");
-        }
-        eprintln!("NOTICE: kazoo's test dependencies are missing ({install}); suite skipped");
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_test_suite_passes() {
-    if !python_deps_available() {
+    // The testing crate's one rule: a missing prerequisite fails the test
+    // naming what to install, unless ZK_SKIP_MISSING asks to skip it.
+    let test = "kazoo_test_suite_passes";
+    if !Prerequisite::KazooTestSuite.check(test) {
         return;
     }
     let backend = Backend::from_env().unwrap();
-    if backend == Backend::Real && !backend.is_available() {
-        if std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-            panic!("ZK_REQUIRE_REAL=1 but ZooKeeper is not installed");
+    if let Some(prerequisite) = backend.prerequisite() {
+        if !prerequisite.check(test) {
+            return;
         }
-        eprintln!("NOTICE: ZooKeeper is not installed; kazoo suite skipped");
-        return;
     }
     let shim_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../server/tests/kazoo");
     let modules = std::process::Command::new(PYTHON)

@@ -5,9 +5,23 @@
 //! the suite and the quickstart run on a machine with only Rust installed).
 //! `ZK_TEST_SERVER=real` switches to a real Apache ZooKeeper
 //! ([`ZooKeeperServer`]); CI runs the whole suite both ways.
+//!
+//! # Suites that need something installed
+//!
+//! Some suites need more than Rust: a real ZooKeeper (Java and Debian's
+//! `zookeeper`), Apache Curator (a JDK and `libcurator-recipes-java`) or
+//! kazoo (Debian's `/usr/bin/python3` with `python3-kazoo`). Each names
+//! what it needs with [`Prerequisite::check`], the one rule for all of
+//! them: a missing prerequisite **fails** the test with a message naming
+//! the packages to install, so a run never reports a suite that did not
+//! run as passed. Skipping is asked for explicitly with [`SKIP_MISSING_ENV`]
+//! (`ZK_SKIP_MISSING=1`, or a list such as `ZK_SKIP_MISSING=curator,kazoo`);
+//! the test then returns at once after printing a notice.
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use crate::embedded::EmbeddedServer;
 use crate::error::Error;
@@ -47,11 +61,246 @@ impl Backend {
     /// Whether this backend can run on this machine (the real one needs
     /// ZooKeeper and Java installed).
     pub fn is_available(self) -> bool {
-        match self {
-            Backend::Embedded => true,
-            Backend::Real => zookeeper_available(),
+        match self.prerequisite() {
+            None => true,
+            Some(prerequisite) => prerequisite.is_available(),
         }
     }
+
+    /// What this backend needs installed: nothing for the embedded server,
+    /// [`Prerequisite::ZooKeeper`] for the real one.
+    pub fn prerequisite(self) -> Option<Prerequisite> {
+        match self {
+            Backend::Embedded => None,
+            Backend::Real => Some(Prerequisite::ZooKeeper),
+        }
+    }
+}
+
+/// The environment variable asking tests to skip, rather than fail, when
+/// something they need is not installed: `1` (or `all`) for every
+/// [`Prerequisite`], or a comma-separated list of their
+/// [names](Prerequisite::name), e.g. `ZK_SKIP_MISSING=curator,kazoo`.
+/// Unset or empty, a missing prerequisite fails the test.
+/// [`REQUIRE_REAL_ENV`] and [`REQUIRE_INTEROP_ENV`] override it.
+pub const SKIP_MISSING_ENV: &str = "ZK_SKIP_MISSING";
+
+/// With `ZK_REQUIRE_REAL=1` (as CI sets it) a missing ZooKeeper fails the
+/// test even if [`SKIP_MISSING_ENV`] asks to skip it.
+pub const REQUIRE_REAL_ENV: &str = "ZK_REQUIRE_REAL";
+
+/// With `ZK_REQUIRE_INTEROP=1` (as CI sets it) a missing Curator or kazoo
+/// fails the test even if [`SKIP_MISSING_ENV`] asks to skip it.
+pub const REQUIRE_INTEROP_ENV: &str = "ZK_REQUIRE_INTEROP";
+
+/// Debian's Python interpreter, where `python3-kazoo` and the pytest
+/// packages install (not whatever `python3` comes first on `PATH`).
+pub const DEBIAN_PYTHON: &str = "/usr/bin/python3";
+
+/// Where Debian's `libcurator-recipes-java` installs Apache Curator.
+pub const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
+
+/// Something a suite needs beyond Rust, and how to get it on Debian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Prerequisite {
+    /// A real Apache ZooKeeper: Java and the `zookeeper` jars (the real
+    /// backend, [`ZooKeeperServer`], `TestingCluster`).
+    ZooKeeper,
+    /// Apache Curator: `javac`, `java` and [`CURATOR_JAR`] (the suites
+    /// contending with Curator on the same locks).
+    Curator,
+    /// kazoo under [`DEBIAN_PYTHON`].
+    Kazoo,
+    /// kazoo's own test suite: kazoo with pytest, pytest-timeout, mock and
+    /// objgraph under [`DEBIAN_PYTHON`].
+    KazooTestSuite,
+}
+
+impl Prerequisite {
+    /// Every prerequisite.
+    pub const ALL: [Prerequisite; 4] = [
+        Prerequisite::ZooKeeper,
+        Prerequisite::Curator,
+        Prerequisite::Kazoo,
+        Prerequisite::KazooTestSuite,
+    ];
+
+    /// Its name in [`SKIP_MISSING_ENV`]: `zookeeper`, `curator`, `kazoo` or
+    /// `kazoo-tests`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prerequisite::ZooKeeper => "zookeeper",
+            Prerequisite::Curator => "curator",
+            Prerequisite::Kazoo => "kazoo",
+            Prerequisite::KazooTestSuite => "kazoo-tests",
+        }
+    }
+
+    /// What it is, in words.
+    pub fn description(self) -> &'static str {
+        match self {
+            Prerequisite::ZooKeeper => "a real Apache ZooKeeper (Java and the zookeeper jars)",
+            Prerequisite::Curator => "Apache Curator (javac, java and curator-recipes.jar)",
+            Prerequisite::Kazoo => "kazoo under /usr/bin/python3",
+            Prerequisite::KazooTestSuite => {
+                "kazoo's test suite (kazoo, pytest, pytest-timeout, mock, objgraph under /usr/bin/python3)"
+            }
+        }
+    }
+
+    /// The Debian packages that provide it.
+    pub fn packages(self) -> &'static str {
+        match self {
+            Prerequisite::ZooKeeper => "zookeeper",
+            Prerequisite::Curator => "default-jdk-headless libcurator-recipes-java zookeeper",
+            Prerequisite::Kazoo => "python3-kazoo",
+            Prerequisite::KazooTestSuite => {
+                "python3-kazoo python3-pytest python3-pytest-timeout python3-mock python3-objgraph"
+            }
+        }
+    }
+
+    /// The environment variable whose value `1` refuses to skip it.
+    fn require_env(self) -> &'static str {
+        match self {
+            Prerequisite::ZooKeeper => REQUIRE_REAL_ENV,
+            _ => REQUIRE_INTEROP_ENV,
+        }
+    }
+
+    /// Whether it is installed here.
+    pub fn is_available(self) -> bool {
+        match self {
+            Prerequisite::ZooKeeper => zookeeper_available(),
+            Prerequisite::Curator => {
+                tool_runs("javac") && tool_runs("java") && Path::new(CURATOR_JAR).is_file()
+            }
+            Prerequisite::Kazoo => python_imports("kazoo"),
+            Prerequisite::KazooTestSuite => {
+                python_imports("kazoo, pytest, pytest_timeout, mock, objgraph")
+            }
+        }
+    }
+
+    /// Whether [`SKIP_MISSING_ENV`] asks to skip this prerequisite when it
+    /// is missing (and neither [`REQUIRE_REAL_ENV`] nor
+    /// [`REQUIRE_INTEROP_ENV`] forbids it).
+    ///
+    /// # Errors
+    /// A [`SKIP_MISSING_ENV`] value naming no known prerequisite, with the
+    /// names it accepts.
+    pub fn skip_requested(self) -> Result<bool, Error> {
+        if std::env::var(self.require_env()).is_ok_and(|v| v.trim() == "1") {
+            return Ok(false);
+        }
+        let value = std::env::var(SKIP_MISSING_ENV).unwrap_or_default();
+        let mut requested = false;
+        for word in value
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+        {
+            let word = word.to_ascii_lowercase();
+            match word.as_str() {
+                "1" | "all" | "true" | "yes" => requested = true,
+                "0" | "false" | "no" => {}
+                name => match Prerequisite::ALL.iter().find(|p| p.name() == name) {
+                    Some(&p) => requested |= p == self,
+                    None => {
+                        let names: Vec<&str> = Prerequisite::ALL.iter().map(|p| p.name()).collect();
+                        return Err(Error::InvalidConfig(format!(
+                            "{SKIP_MISSING_ENV}={value}: `{name}` is not one of 1, all, {}",
+                            names.join(", ")
+                        )));
+                    }
+                },
+            }
+        }
+        Ok(requested)
+    }
+
+    /// The one rule for a test that needs this prerequisite: `true` when
+    /// it is installed (run the test); when it is missing, `false` after a
+    /// notice on stderr if [`SKIP_MISSING_ENV`] asks to skip it (return
+    /// from the test at once), and otherwise a panic that fails `test`
+    /// with what to install and how to skip instead.
+    ///
+    /// ```no_run
+    /// use zk_curator_testing::backend::Prerequisite;
+    ///
+    /// // A test body:
+    /// fn contends_with_curator() {
+    ///     if !Prerequisite::Curator.check("contends_with_curator") {
+    ///         return; // skipped, as ZK_SKIP_MISSING asked
+    ///     }
+    ///     // ...
+    /// }
+    /// ```
+    ///
+    /// # Panics
+    /// When the prerequisite is missing and skipping it was not asked
+    /// for, or when [`SKIP_MISSING_ENV`] is malformed: that is how the test
+    /// fails.
+    #[track_caller]
+    pub fn check(self, test: &str) -> bool {
+        if self.is_available() {
+            return true;
+        }
+        match self.skip_requested() {
+            Ok(true) => {
+                eprintln!(
+                    "NOTICE: {test} skipped: it needs {} (apt-get install -y {}); {SKIP_MISSING_ENV} asked to skip it",
+                    self.description(),
+                    self.packages()
+                );
+                false
+            }
+            Ok(false) => panic!("{}", self.missing_message(test)),
+            Err(err) => panic!("{test}: {err}"),
+        }
+    }
+
+    /// Why `test` fails without this prerequisite, and the two ways out.
+    pub fn missing_message(self, test: &str) -> String {
+        let forbidden = if std::env::var(self.require_env()).is_ok_and(|v| v.trim() == "1") {
+            format!(" ({}=1 forbids skipping it)", self.require_env())
+        } else {
+            format!(
+                "; to skip it instead, set {SKIP_MISSING_ENV}={} (or {SKIP_MISSING_ENV}=1 for everything missing)",
+                self.name()
+            )
+        };
+        format!(
+            "{test} needs {}, which is not installed here. Install it with \
+             `sudo apt-get install -y {}` (`.ci/test` installs everything the tests need, then runs them){forbidden}",
+            self.description(),
+            self.packages()
+        )
+    }
+}
+
+impl fmt::Display for Prerequisite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether `tool -version` runs and succeeds (found on `PATH`).
+fn tool_runs(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-version")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// Whether [`DEBIAN_PYTHON`] imports `modules` (a comma-separated list).
+fn python_imports(modules: &str) -> bool {
+    Command::new(DEBIAN_PYTHON)
+        .args(["-c", &format!("import {modules}")])
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|out| out.status.success())
 }
 
 impl fmt::Display for Backend {

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use zk_curator::framework::zk;
+use zk_curator::zk;
 use zk_curator::Framework;
 use zk_curator_testing::{Backend, FaultProxy, TestingServer, Traffic};
 
@@ -27,7 +27,9 @@ pub const LONG_BOUND: Duration = Duration::from_secs(180);
 pub const SHARED_PARENT: &str = "/tests";
 
 /// The binary's shared server, or `None` (with a printed notice) when the
-/// real backend was asked for but ZooKeeper is not installed.
+/// real backend was asked for, ZooKeeper is not installed and
+/// `ZK_SKIP_MISSING` asks to skip (without it, the test fails naming what to
+/// install).
 pub fn server() -> Option<&'static TestingServer> {
     static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
     SERVER
@@ -67,18 +69,25 @@ fn create_open_shared_parent(connect: &str) {
     .expect("create the shared test parent");
 }
 
-/// Whether the chosen backend can be started. With `ZK_REQUIRE_REAL=1` (as
-/// CI sets it) a missing ZooKeeper fails the test instead of skipping it.
+/// Whether the chosen backend can be started: always for the embedded
+/// server; for the real one (`ZK_TEST_SERVER=real`), a missing ZooKeeper
+/// fails the test naming what to install, or skips it with a notice under
+/// `ZK_SKIP_MISSING` (the testing crate's one rule,
+/// `zk_curator_testing::backend::Prerequisite::check`).
 fn real_server_available() -> bool {
     let backend = Backend::from_env().expect("ZK_TEST_SERVER");
-    if backend.is_available() {
-        return true;
+    match backend.prerequisite() {
+        None => true,
+        Some(prerequisite) => prerequisite.check(&current_test()),
     }
-    if std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-        panic!("ZK_REQUIRE_REAL=1 but ZooKeeper is not installed: apt-get install -y zookeeper");
+}
+
+/// The running test's name (libtest names each test's thread after it).
+fn current_test() -> String {
+    match std::thread::current().name() {
+        Some(name) if name != "main" => name.to_owned(),
+        _ => "this test".to_owned(),
     }
-    eprintln!("NOTICE: ZooKeeper is not installed (apt-get install -y zookeeper); real-server test skipped");
-    false
 }
 
 /// A fresh server of the test's own (for outage tests).
