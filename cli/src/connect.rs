@@ -99,6 +99,9 @@ fn parse_auth(auth: &str) -> Result<Option<(String, String)>, Failure> {
 /// `-`, `_`, `.`), IPv4 addresses or bracketed IPv6 addresses; ports are
 /// 1 to 65535.
 fn check_hosts(hosts: &str) -> Result<(), String> {
+    if hosts.contains('/') {
+        return Err("a chroot does not go in the ensemble: use --namespace".into());
+    }
     for entry in hosts.split(',') {
         let entry = entry.trim();
         if entry.is_empty() {
@@ -227,6 +230,7 @@ pub(crate) async fn close(framework: &Framework) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -256,6 +260,7 @@ mod tests {
             "-x",
             "a..b",
             "tcp://a:1",
+            "a:2181/chroot",
         ] {
             assert!(check_hosts(bad).is_err(), "{bad} was taken");
         }
