@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator::framework::lock_internals::{LockInternals, LockInternalsDriver, PredicateResults};
-use zk_curator::{Error, Framework, Result};
+use zk_curator::{Error, Framework, LockLoss, Result};
 use zk_curator_testing::connect_string_or_start;
 
 /// The first `k` participants hold the lock. Holders leave in any order, so a
@@ -30,7 +30,7 @@ impl LockInternalsDriver for KHolders {
         _max_leases: u32,
     ) -> Result<PredicateResults> {
         let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
-            return Err(Error::LockLost(format!("{our_name} is gone")));
+            return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
         };
         if index < self.k {
             Ok(PredicateResults::holds())

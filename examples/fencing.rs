@@ -66,7 +66,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Worker 1 takes the lock and writes once, fenced.
     let guard = InterProcessMutex::new(first.clone(), &path)?.lock().await?;
     let old_token = guard.fencing_token();
-    guard.fence().set_data(&report, b"worker 1", None).await?;
+    guard.fence()?.set_data(&report, b"worker 1", None).await?;
     store
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -83,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .lock()
         .await?;
     let new_token = theirs.fencing_token();
-    theirs.fence().set_data(&report, b"worker 2", None).await?;
+    theirs.fence()?.set_data(&report, b"worker 2", None).await?;
     store
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -91,12 +91,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("worker 2 holds the lock (token {new_token}) and wrote");
 
     // Worker 1 wakes up and tries to go on as if nothing happened.
-    match guard
-        .fence()
-        .set_data(&report, b"worker 1 again", None)
-        .await
-    {
-        Err(Error::LockLost(why)) => println!("worker 1's ZooKeeper write refused: {why}"),
+    // (A hold already known lost refuses to make a fence at all; one that
+    // still looks valid has its write refused by ZooKeeper.)
+    let stale = async {
+        guard
+            .fence()?
+            .set_data(&report, b"worker 1 again", None)
+            .await
+    };
+    match stale.await {
+        Err(err @ Error::LockLost { .. }) => println!("worker 1's ZooKeeper write refused: {err}"),
         other => return Err(format!("a stale write got through: {other:?}").into()),
     }
     match store

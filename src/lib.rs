@@ -39,7 +39,7 @@
 //! let guard = mutex.lock().await?;
 //! println!("holding with fencing token {}", guard.fencing_token());
 //! let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-//! guard.fence().create("/report", b"written under the lock", &open).await?;
+//! guard.fence()?.create("/report", b"written under the lock", &open).await?;
 //! assert!(guard.is_valid());
 //! guard.release().await?;
 //!

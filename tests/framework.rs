@@ -75,7 +75,7 @@ async fn session_expiry_while_holding_reports_lost_and_builds_a_new_session() {
         theirs.release().await.unwrap();
         // Releasing the dead hold returns at once, saying it was lost.
         let started = std::time::Instant::now();
-        assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+        assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         assert!(
             started.elapsed() < Duration::from_secs(1),
             "no wait for a session"
@@ -181,7 +181,7 @@ async fn dropped_connections_keep_the_session_and_the_lock() {
             "the lock node survived"
         );
         let node = guard.node_path().to_owned();
-        assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+        assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         assert!(
             raw.check_stat(&node).await.unwrap().is_none(),
             "deleted anyway"
@@ -426,7 +426,7 @@ async fn lost_signal_fires_for_each_reason() {
         fw.block_until_connected(PATIENCE).await.unwrap();
         let node = guard.node_path().to_owned();
         // Released after its loss: the node is deleted, and the result says so.
-        assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+        assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         let raw = raw_client(&server.connect_string()).await;
         assert!(raw.check_stat(&node).await.unwrap().is_none());
         fw.close().await;

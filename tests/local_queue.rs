@@ -617,7 +617,7 @@ async fn a_lost_session_ends_every_share_of_a_read_node() {
         for guard in guards {
             assert!(matches!(
                 guard.release().await,
-                Err(zk_curator::Error::LockLost(_))
+                Err(zk_curator::Error::LockLost { .. })
             ));
         }
         writer.release().await.unwrap();

@@ -672,7 +672,7 @@ impl InterProcessLock for GuardLock {
 
     fn fence(&self) -> Result<Fence> {
         match &*self.guard.lock().unwrap() {
-            Some(guard) => Ok(guard.fence()),
+            Some(guard) => guard.fence(),
             None => Err(Error::NotOwner),
         }
     }

@@ -15,7 +15,7 @@ use common::{
 use zk_curator::framework::lock_internals::{LockInternalsDriver, ParticipantNode};
 use zk_curator::{
     Error, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreMutex,
+    InterProcessSemaphoreMutex, LockLoss,
 };
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{FaultProxy, Traffic};
@@ -595,9 +595,7 @@ async fn dropped_release_and_dropped_guard_still_delete_the_node() {
 
 #[tokio::test]
 async fn lock_internals_refuse_bad_names_and_oversized_data() {
-    use zk_curator::framework::lock_internals::{
-        LockInternals, StandardLockInternalsDriver, MAX_NODE_DATA,
-    };
+    use zk_curator::framework::lock_internals::{LockInternals, StandardLockInternalsDriver};
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let fw = framework(&server.connect_string()).await;
@@ -618,16 +616,37 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
         ));
 
         let internals = LockInternals::new(fw.clone(), &path, "lock-", 1, driver).unwrap();
-        let too_big = vec![0u8; MAX_NODE_DATA + 1];
+        // The largest data whose create fits the packet limit, found
+        // without I/O; one byte more is refused.
+        let fits = |n: usize| internals.check_node_data(&vec![0u8; n]).is_ok();
+        let (mut low, mut high) = (0, zk_curator::framework::DEFAULT_MAX_PACKET_SIZE);
+        while low + 1 < high {
+            let mid = (low + high) / 2;
+            if fits(mid) {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        let too_big = vec![0u8; low + 1];
         assert!(matches!(
             internals.acquire(&too_big, None).await,
-            Err(Error::InvalidArgument(_))
+            Err(Error::RequestTooLarge { size, limit }) if size > limit
         ));
         let raw = raw_client(&server.connect_string()).await;
         assert!(
             raw.check_stat(&path).await.unwrap().is_none(),
             "nothing was sent"
         );
+
+        // The largest data that fits is accepted by the server.
+        let largest = internals
+            .acquire(&vec![7u8; low], None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(raw.get_data(largest.path()).await.unwrap().0.len(), low);
+        internals.release(&largest).await.unwrap();
 
         // Data within the limit is stored in the node.
         let node = internals
@@ -697,7 +716,7 @@ impl LockInternalsDriver for Refusing {
         _our_name: &str,
         _max_leases: u32,
     ) -> zk_curator::Result<zk_curator::framework::lock_internals::PredicateResults> {
-        Err(Error::LockLost("refused by the driver".into()))
+        Err(Error::lock_lost("refused by the driver", LockLoss::NotHeld))
     }
 }
 
@@ -710,7 +729,10 @@ async fn a_driver_refusal_ends_the_acquire_at_once() {
         let mutex = InterProcessMutex::with_driver(fw.clone(), &path, Arc::new(Refusing)).unwrap();
         let started = std::time::Instant::now();
         let err = mutex.acquire().await.unwrap_err();
-        assert_eq!(err, Error::LockLost("refused by the driver".into()));
+        assert_eq!(
+            err,
+            Error::lock_lost("refused by the driver", LockLoss::NotHeld)
+        );
         // Not restarted under the retry policy (which would take many seconds).
         assert!(
             started.elapsed() < Duration::from_secs(3),

@@ -52,7 +52,7 @@ async fn waiting_process_survives_a_killed_and_restarted_server() {
         // a suspension: under the standard policy it stays lost, and its
         // release says so (deleting the node all the same).
         assert!(!guard.is_valid(), "a suspension is latched");
-        assert!(matches!(guard.release().await, Err(Error::LockLost(_))));
+        assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         tokio::time::timeout(PATIENCE, waiter)
             .await
             .expect("the waiter must get the lock")

@@ -879,12 +879,12 @@ async fn killed_writer_session_lets_readers_in() {
             .await
             .unwrap()
             .unwrap_err();
-        assert!(matches!(err, Error::LockLost(_)), "{err:?}");
+        assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
         assert!(!lock1.read_lock().is_owned_by_current_task());
         // The dead write hold is released at once, with a typed result.
         assert!(matches!(
             lock1.write_lock().release().await,
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
         lock2.read_lock().release().await.unwrap();
         assert!(

@@ -13,8 +13,8 @@ use common::{
     bounded, children, eventually, framework, raw_client, requests_with, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
-use zk_curator::framework::lock_internals::MAX_NODE_DATA;
 use zk_curator::framework::zk;
+use zk_curator::framework::DEFAULT_MAX_PACKET_SIZE;
 use zk_curator::{
     Error, Framework, InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
 };
@@ -537,7 +537,7 @@ async fn killed_session_frees_leases() {
         // Returning a dead lease returns at once and says it was lost.
         assert!(matches!(
             InterProcessSemaphoreV2::return_all(held).await,
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
         InterProcessSemaphoreV2::return_all(leases).await.unwrap();
         fa.close().await;
@@ -780,13 +780,11 @@ async fn bad_input_is_refused_before_anything_is_sent() {
                 "{bad:?}"
             );
         }
-        let big = vec![0u8; MAX_NODE_DATA + 1];
-        assert!(invalid_argument(InterProcessSemaphoreV2::with_node_data(
-            fw.clone(),
-            "/sem",
-            1,
-            &big
-        )));
+        let big = vec![0u8; DEFAULT_MAX_PACKET_SIZE];
+        assert!(matches!(
+            InterProcessSemaphoreV2::with_node_data(fw.clone(), "/sem", 1, &big),
+            Err(Error::RequestTooLarge { .. })
+        ));
         let ok = vec![0u8; 1024];
         let semaphore =
             InterProcessSemaphoreV2::with_node_data(fw.clone(), "/sem", 2, &ok).unwrap();

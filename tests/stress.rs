@@ -49,6 +49,7 @@ async fn hand_offs(sessions: usize, run_for: Duration) -> usize {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 guard
                     .fence()
+                    .unwrap()
                     .set_data(
                         &counter,
                         (value + 1).to_string().as_bytes(),

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use crate::loss::LockLoss;
 use crate::path::PathError;
 use crate::retry::InvalidRetryPolicy;
 
@@ -77,19 +78,42 @@ pub enum Error {
     /// task than the owner of a task-owned hold, or nobody holds it at all.
     #[error("the caller does not hold this lock")]
     NotOwner,
-    /// The lock's node vanished (session expiry, or deleted by someone else)
-    /// while it was held or being acquired.
-    #[error("the lock was lost: {0}")]
-    LockLost(String),
+    /// A hold could not be trusted any more, or a lock's node vanished
+    /// (session expiry, deleted by someone else) while it was held or being
+    /// acquired.
+    #[error("the lock {path} was lost: {reason}")]
+    LockLost {
+        /// The node that was held or waited on (or the lock's path when
+        /// that itself is gone).
+        path: String,
+        /// Why it can no longer be trusted.
+        reason: LockLoss,
+    },
+    /// A request would exceed ZooKeeper's packet limit (`jute.maxbuffer`,
+    /// 1 MiB by default; see
+    /// [`FrameworkBuilder::max_packet_size`](crate::FrameworkBuilder::max_packet_size)).
+    /// The server would drop the connection on it, and with it every hold
+    /// of the session, so it is refused before anything is sent.
+    #[error("a request of {size} bytes exceeds ZooKeeper's packet limit of {limit} bytes; nothing was sent")]
+    RequestTooLarge {
+        /// The request's size as sent (its serialised form).
+        size: usize,
+        /// The framework's limit.
+        limit: usize,
+    },
     /// An owner holding a read lock asked for the write lock of the same
     /// read-write lock: its write node would queue behind its own read node
     /// forever, so the request is refused at once. Release the read lock
     /// first.
     #[error("cannot upgrade a read lock to the write lock; release the read lock first")]
     UpgradeNotSupported,
-    /// The framework was closed (or never started).
+    /// The framework was closed.
     #[error("the framework is closed")]
     Closed,
+    /// The framework was never started: call
+    /// [`Framework::start`](crate::Framework::start) first.
+    #[error("the framework is not started; call start() first")]
+    NotStarted,
 }
 
 impl Error {
@@ -148,6 +172,16 @@ impl Error {
             zk::Error::NoChildrenForEphemerals => Error::NoChildrenForEphemerals,
             zk::Error::InvalidAcl => Error::InvalidAcl,
             other => Error::Zk(other),
+        }
+    }
+}
+
+impl Error {
+    /// [`Error::LockLost`] for `path`.
+    pub fn lock_lost(path: impl Into<String>, reason: LockLoss) -> Error {
+        Error::LockLost {
+            path: path.into(),
+            reason,
         }
     }
 }

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::{Fence, Hold, LockLoss};
+use zk_curator_framework::lock_internals::{Fence, LockLoss};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -146,7 +146,7 @@ impl ReentrantHold for MultiHold {
     }
 
     fn describe(&self) -> String {
-        format!("the multi-lock {}", self.label)
+        self.label.clone()
     }
 
     fn forget(self) {
@@ -376,13 +376,14 @@ impl InterProcessMultiLock {
         }
         // A member taken early may have been lost while a later one was
         // awaited: the set is not handed out then.
-        if let Some(loss) = taken.holds.iter().find_map(|h| h.check().err()) {
-            tracing::info!(%loss, "a member was lost while acquiring the others; rolling back");
+        let lost_member = taken
+            .holds
+            .iter()
+            .find_map(|h| h.check().err().map(|loss| (h.path().to_owned(), loss)));
+        if let Some((member, loss)) = lost_member {
+            tracing::info!(%member, %loss, "a member was lost while acquiring the others; rolling back");
             taken.roll_back().await;
-            return Err(Error::LockLost(format!(
-                "a member of {} was lost while the others were acquired: {loss}",
-                self.shared.label
-            )));
+            return Err(Error::lock_lost(member, loss));
         }
         tracing::info!("multi-lock acquired");
         Ok(Some(MultiHold {
@@ -604,7 +605,7 @@ impl MemberHold {
 
     fn fence(&self) -> Result<Fence> {
         match self {
-            MemberHold::Guard(guard) => crate::mutex::fence_of(Some(Hold::clone(guard))),
+            MemberHold::Guard(guard) => guard.fence(),
             MemberHold::Lock(lock) => lock.fence(),
         }
     }

@@ -390,14 +390,7 @@ pub(crate) async fn lost_of(hold: Option<Hold>) -> LockLoss {
 
 /// The fence of a hold looked up now.
 pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
-    let hold = hold.ok_or(Error::NotOwner)?;
-    if let Err(loss) = hold.check() {
-        return Err(Error::LockLost(format!(
-            "{} is no longer held: {loss}",
-            hold.path()
-        )));
-    }
-    Ok(hold.fence())
+    hold.ok_or(Error::NotOwner)?.fence()
 }
 
 /// A hold of an [`InterProcessMutex`] owned by this value, not by a task.

@@ -92,9 +92,7 @@ impl<H: ReentrantHold> Reentrant<H> {
                             let what = hold.describe();
                             tracing::warn!(?owner, hold = %what, %loss, "re-entry refused: the hold was lost");
                             hold.forget();
-                            return Err(Error::LockLost(format!(
-                                "{what} is no longer held ({loss}); release is not needed, acquire again"
-                            )));
+                            return Err(Error::lock_lost(what, loss));
                         }
                     },
                     Slot::Acquiring(done) => done.clone(),

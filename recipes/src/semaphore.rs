@@ -82,10 +82,10 @@ use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
     standard_gets_the_lock, Acquire, ContenderGuard, Hold, LockInternals, LockInternalsDriver,
     PredicateResults, Revocation, RevocationListener, RevocationSetting,
-    StandardLockInternalsDriver, MAX_NODE_DATA,
+    StandardLockInternalsDriver,
 };
 use zk_curator_framework::path::{self, join};
-use zk_curator_framework::{Error, Framework, Result};
+use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use crate::held::Held;
 
@@ -214,8 +214,8 @@ impl InterProcessSemaphoreV2 {
     /// operators and for [`Lease::data`]).
     ///
     /// # Errors
-    /// As [`new`](Self::new); [`Error::InvalidArgument`] for data larger than
-    /// [`MAX_NODE_DATA`]. Nothing is sent.
+    /// As [`new`](Self::new); [`Error::RequestTooLarge`] for data too large
+    /// for the framework's packet limit. Nothing is sent.
     pub fn with_node_data(
         framework: Framework,
         path: &str,
@@ -227,12 +227,6 @@ impl InterProcessSemaphoreV2 {
             return Err(Error::InvalidArgument(
                 "a semaphore needs max_leases of at least 1".into(),
             ));
-        }
-        if data.len() > MAX_NODE_DATA {
-            return Err(Error::InvalidArgument(format!(
-                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
-                data.len()
-            )));
         }
         let lock = LockInternals::new(
             framework.clone(),
@@ -248,6 +242,8 @@ impl InterProcessSemaphoreV2 {
             max_leases,
             Arc::new(LeaseNodeDriver),
         )?;
+        lock.check_node_data(data)?;
+        leases.check_node_data(data)?;
         Ok(InterProcessSemaphoreV2 {
             shared: Arc::new(Shared {
                 framework,
@@ -310,7 +306,7 @@ impl InterProcessSemaphoreV2 {
     pub async fn acquire(&self) -> Result<Lease> {
         self.check_open()?;
         let leases = self.acquire_restarting(1).instrument(self.span(1)).await?;
-        first(leases)
+        first(leases, self.path())
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
@@ -325,7 +321,7 @@ impl InterProcessSemaphoreV2 {
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
         self.acquire_leases(1, timeout)
             .await?
-            .map(first)
+            .map(|leases| first(leases, self.path()))
             .transpose()
     }
 
@@ -342,7 +338,7 @@ impl InterProcessSemaphoreV2 {
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
         self.acquire_leases(1, Duration::ZERO)
             .await?
-            .map(first)
+            .map(|leases| first(leases, self.path()))
             .transpose()
     }
 
@@ -579,11 +575,12 @@ impl InterProcessSemaphoreV2 {
     }
 }
 
-/// The one lease of a single-lease acquire (which returns exactly one).
-fn first(mut leases: Vec<Lease>) -> Result<Lease> {
+/// The one lease of a single-lease acquire (which returns exactly one; an
+/// empty answer cannot happen and would be reported as nothing held).
+fn first(mut leases: Vec<Lease>, path: &str) -> Result<Lease> {
     leases
         .pop()
-        .ok_or_else(|| Error::LockLost("the acquire ended without a lease".into()))
+        .ok_or_else(|| Error::lock_lost(path, LockLoss::NotHeld))
 }
 
 /// Counts the restarts of one acquire against the framework's retry policy.
@@ -763,7 +760,7 @@ mod tests {
         }
         assert!(matches!(
             LeaseNodeDriver.gets_the_lock(&children, "d", 2),
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
     }
 }

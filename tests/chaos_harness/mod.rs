@@ -361,10 +361,10 @@ impl Taken {
 
     fn fence(&self) -> zk_curator::Result<Fence> {
         match self {
-            Taken::Guard(g) => Ok(g.fence()),
+            Taken::Guard(g) => g.fence(),
             Taken::Task(m) => m.fence(),
-            Taken::Write(g) => Ok(g.fence()),
-            Taken::Lease(l) => Ok(l.fence()),
+            Taken::Write(g) => g.fence(),
+            Taken::Lease(l) => l.fence(),
             Taken::Multi(m) => m.fence(),
         }
     }
@@ -869,7 +869,7 @@ async fn write(
             token,
             lost_before,
         }),
-        Err(Error::LockLost(_)) => Written::Refused,
+        Err(Error::LockLost { .. }) => Written::Refused,
         Err(Error::BadVersion) => Written::Interfered,
         Err(_) => Written::Failed,
     }

@@ -31,6 +31,7 @@ pub(crate) struct Config {
     pub(crate) metrics_path_label: bool,
     pub(crate) local_queue: bool,
     pub(crate) release_before_reply: bool,
+    pub(crate) max_packet_size: usize,
 }
 
 /// Builds a [`Framework`]; start from [`Framework::builder`].
@@ -52,6 +53,7 @@ pub struct FrameworkBuilder {
     metrics_path_label: bool,
     local_queue: bool,
     release_before_reply: bool,
+    max_packet_size: usize,
 }
 
 impl FrameworkBuilder {
@@ -70,6 +72,7 @@ impl FrameworkBuilder {
             metrics_path_label: true,
             local_queue: true,
             release_before_reply: false,
+            max_packet_size: crate::packet::DEFAULT_MAX_PACKET_SIZE,
         }
     }
 
@@ -129,6 +132,18 @@ impl FrameworkBuilder {
     /// peer that you tell about the release to find the lock free at once.
     pub fn release_before_reply(mut self, enabled: bool) -> Self {
         self.release_before_reply = enabled;
+        self
+    }
+
+    /// The longest request the servers accept, in bytes: their
+    /// `jute.maxbuffer` (ZooKeeper's default, 0xfffff, is the default here
+    /// too). A server drops the connection of a client that sends a longer
+    /// one, and every hold of the session is lost with it, so node data,
+    /// fenced writes and multis that would be longer are refused with
+    /// [`Error::RequestTooLarge`] before anything is sent. Set it to the
+    /// servers' `jute.maxbuffer` when they raise it; never above.
+    pub fn max_packet_size(mut self, bytes: usize) -> Self {
+        self.max_packet_size = bytes;
         self
     }
 
@@ -227,7 +242,7 @@ impl FrameworkBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a missing or empty connect string, a
-    /// zero timeout or an empty default ACL; [`Error::InvalidPath`] for a bad
+    /// zero timeout, a packet limit under 1 KiB or an empty default ACL; [`Error::InvalidPath`] for a bad
     /// namespace.
     pub fn build(self) -> Result<Framework> {
         let connect_string = match self.connect_string {
@@ -242,6 +257,13 @@ impl FrameworkBuilder {
             return Err(Error::InvalidArgument(
                 "put the chroot in `namespace(..)`, not in the connect string".into(),
             ));
+        }
+        if self.max_packet_size < 1024 {
+            return Err(Error::InvalidArgument(format!(
+                "a packet limit of {} bytes is too small for any lock (ZooKeeper's default is {})",
+                self.max_packet_size,
+                crate::packet::DEFAULT_MAX_PACKET_SIZE
+            )));
         }
         if self.session_timeout.is_zero() || self.connection_timeout.is_zero() {
             return Err(Error::InvalidArgument("timeouts must be positive".into()));
@@ -295,6 +317,7 @@ impl FrameworkBuilder {
             metrics_path_label: self.metrics_path_label,
             local_queue: self.local_queue,
             release_before_reply: self.release_before_reply,
+            max_packet_size: self.max_packet_size,
         }))
     }
 }

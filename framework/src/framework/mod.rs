@@ -458,6 +458,17 @@ impl Framework {
         self.inner().config.error_policy
     }
 
+    /// The longest request sent (see
+    /// [`FrameworkBuilder::max_packet_size`]).
+    pub fn max_packet_size(&self) -> usize {
+        self.inner().config.max_packet_size
+    }
+
+    /// The bytes the namespace adds to every path on the wire.
+    pub(crate) fn namespace_len(&self) -> usize {
+        self.namespace().map_or(0, str::len)
+    }
+
     /// The namespace (chroot) every path is relative to, if any.
     pub fn namespace(&self) -> Option<&str> {
         self.inner().config.namespace.as_deref()
@@ -515,8 +526,8 @@ impl Framework {
     /// The current session, waiting up to the connection timeout for one.
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed or was never started;
-    /// [`Error::Timeout`] if no session appears within the connection timeout.
+    /// [`Error::Closed`] if the framework is closed, [`Error::NotStarted`]
+    /// if it was never started; [`Error::Timeout`] if no session appears within the connection timeout.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes state.
@@ -628,6 +639,7 @@ impl Inner {
     pub(crate) fn check_open(&self) -> Result<()> {
         match self.status.load(Ordering::Acquire) {
             STARTED => Ok(()),
+            LATENT => Err(Error::NotStarted),
             _ => Err(Error::Closed),
         }
     }

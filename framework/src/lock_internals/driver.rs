@@ -11,6 +11,7 @@
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::loss::LockLoss;
 use crate::path::{strip_protection, Sequence};
 
 /// How a participant node is created. The name is always
@@ -204,9 +205,7 @@ pub fn standard_gets_the_lock(
         ));
     }
     let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
-        return Err(Error::LockLost(format!(
-            "our node {our_name} is no longer among the participants"
-        )));
+        return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
     };
     let max = max_leases as usize;
     if index < max {
@@ -310,7 +309,7 @@ mod tests {
         let children = vec![node(1)];
         assert!(matches!(
             standard_gets_the_lock(&children, &node(2), 1),
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
         assert!(matches!(
             standard_gets_the_lock(&children, &node(1), 0),

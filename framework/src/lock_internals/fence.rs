@@ -18,9 +18,11 @@ use std::fmt;
 use zookeeper_client as zk;
 
 use super::hold::Hold;
-use super::loss::LockLoss;
 use crate::error::{Error, Result};
 use crate::framework::Session;
+use crate::loss::LockLoss;
+use crate::packet;
+use crate::state::ConnectionState;
 
 /// The fencing token of a hold: the zxid of the transaction that created its
 /// lock node.
@@ -104,21 +106,13 @@ impl From<FencingToken> for i64 {
 /// Get one from any hold (`guard.fence()`, `mutex.fence()`, a lease, a
 /// multi-lock), then either use the convenience methods
 /// ([`set_data`](Self::set_data), [`create`](Self::create),
-/// [`delete`](Self::delete)) or build a multi of your own:
-///
-/// ```no_run
-/// # async fn demo(fence: zk_curator_framework::lock_internals::Fence) -> zk_curator_framework::Result<()> {
-/// let client = fence.client()?;
-/// let mut multi = client.new_multi_writer();
-/// fence.add_checks(&mut multi)?; // first, before your own operations
-/// multi.add_set_data("/app/config", b"v2", None)?;
-/// multi.add_delete("/app/draft", None)?;
-/// let results = fence.commit(multi).await?; // the checks' results are left out
-/// # Ok(()) }
-/// ```
+/// [`delete`](Self::delete)) or build a multi of your own with
+/// [`Fence::multi`].
 ///
 /// A check that fails means a held node is gone: the hold is marked lost
-/// and the write is refused with [`Error::LockLost`].
+/// and the write is refused with [`Error::LockLost`]. Every write is sized
+/// before it is sent: one longer than ZooKeeper's packet limit is refused
+/// with [`Error::RequestTooLarge`], and nothing is sent.
 #[derive(Clone, Debug)]
 pub struct Fence {
     holds: Vec<Hold>,
@@ -181,7 +175,8 @@ impl Fence {
             .ok_or_else(|| lost(first, LockLoss::SessionReplaced))
     }
 
-    /// The client to build a multi on (bound to the holds' session).
+    /// The client of the holds' session (for reads; writes that must be
+    /// fenced go through [`Fence::multi`] or the methods below).
     ///
     /// # Errors
     /// [`Error::LockLost`] if a hold is known to be lost.
@@ -189,41 +184,57 @@ impl Fence {
         Ok(self.session()?.client().clone())
     }
 
-    /// Adds one existence check per held node to `multi`. Call it before
-    /// adding your own operations (so that [`Fence::commit`] can tell a
-    /// failed check from a failed write).
+    /// A multi transaction of your own, sent with this fence's checks in
+    /// front of your operations by [`FencedMulti::commit`]:
     ///
-    /// # Errors
-    /// [`Error::LockLost`] if a hold is already known to be lost (nothing is
-    /// added); [`Error::InvalidPath`]-like client errors as [`Error::Zk`].
-    pub fn add_checks(&self, multi: &mut zk::MultiWriter<'_>) -> Result<()> {
-        self.check_valid()?;
+    /// ```no_run
+    /// # async fn demo(fence: zk_curator_framework::lock_internals::Fence) -> zk_curator_framework::Result<()> {
+    /// let mut multi = fence.multi();
+    /// multi.set_data("/app/config", b"v2", None)?;
+    /// multi.delete("/app/draft", None)?;
+    /// let results = multi.commit().await?; // one result per operation of yours
+    /// # Ok(()) }
+    /// ```
+    pub fn multi(&self) -> FencedMulti<'_> {
+        FencedMulti {
+            fence: self,
+            ops: Vec::new(),
+        }
+    }
+
+    /// The checks' sizes on the wire.
+    fn check_ops(&self, root: usize) -> impl Iterator<Item = packet::Op> + '_ {
+        self.holds
+            .iter()
+            .map(move |h| packet::Op::check(root, h.path()))
+    }
+
+    /// Sends `ops` behind the checks, in one multi, and returns the results
+    /// of `ops`.
+    async fn send(&self, ops: &[FencedOp<'_>]) -> Result<Vec<zk::MultiWriteResult>> {
+        let session = self.session()?;
+        let client = session.client();
+        let mut multi = client.new_multi_writer();
         for hold in &self.holds {
             // Version -1: any version, the node only has to exist.
             multi.add_check_version(hold.path(), -1)?;
         }
-        Ok(())
-    }
-
-    /// Commits a multi whose first operations are this fence's checks (see
-    /// [`Fence::add_checks`]) and returns the results of the caller's own
-    /// operations.
-    ///
-    /// # Errors
-    /// [`Error::LockLost`] if a hold was found lost before sending, or a
-    /// check failed on the server (the hold is then marked lost); the
-    /// failing operation's error otherwise (e.g. [`Error::BadVersion`],
-    /// [`Error::NoNode`]); [`Error::ConnectionLoss`] when the outcome is
-    /// unknown (the multi is not retried).
-    ///
-    /// # Cancel safety
-    /// The request is sent when this is first polled; dropping the future
-    /// afterwards leaves the outcome unknown, as for any ZooKeeper write.
-    pub async fn commit(
-        &self,
-        mut multi: zk::MultiWriter<'_>,
-    ) -> Result<Vec<zk::MultiWriteResult>> {
-        let session = self.session()?;
+        for op in ops {
+            match *op {
+                FencedOp::Create {
+                    path,
+                    data,
+                    options,
+                } => multi.add_create(path, data, options)?,
+                FencedOp::SetData {
+                    path,
+                    data,
+                    version,
+                } => multi.add_set_data(path, data, version)?,
+                FencedOp::Delete { path, version } => multi.add_delete(path, version)?,
+                FencedOp::Check { path, version } => multi.add_check_version(path, version)?,
+            }
+        }
         let checks = self.holds.len();
         match multi.commit().await {
             Ok(mut results) => {
@@ -247,31 +258,54 @@ impl Fence {
                     let loss = self.holds[0].mark_lost(LockLoss::SessionReplaced);
                     return Err(lost(&self.holds[0], loss));
                 }
+                if err == Error::ConnectionLoss {
+                    // The connection broke under the write: from now on
+                    // the holds are suspended, whatever the framework's
+                    // state says a moment later.
+                    let suspended = LockLoss::ConnectionState(ConnectionState::Suspended);
+                    for hold in &self.holds {
+                        if hold
+                            .framework()
+                            .error_policy()
+                            .is_error_state(ConnectionState::Suspended)
+                        {
+                            hold.mark_lost(suspended);
+                        }
+                    }
+                }
                 Err(err)
             }
         }
     }
 
+    /// Sends one operation behind the checks, after sizing the request.
+    async fn send_one(&self, op: FencedOp<'_>) -> Result<zk::MultiWriteResult> {
+        let mut multi = self.multi();
+        multi.push(op)?;
+        multi.commit().await?.pop().ok_or_else(|| unexpected(None))
+    }
+
     /// Sets the data of `path` only while every hold is still held.
     ///
     /// # Errors
-    /// As [`Fence::commit`].
+    /// As [`FencedMulti::commit`].
     ///
     /// # Cancel safety
-    /// As [`Fence::commit`].
+    /// As [`FencedMulti::commit`].
     pub async fn set_data(
         &self,
         path: &str,
         data: &[u8],
         expected_version: Option<i32>,
     ) -> Result<zk::Stat> {
-        let client = self.client()?;
-        let mut multi = client.new_multi_writer();
-        self.add_checks(&mut multi)?;
-        multi.add_set_data(path, data, expected_version)?;
-        match self.commit(multi).await?.pop() {
-            Some(zk::MultiWriteResult::SetData { stat }) => Ok(stat),
-            other => Err(unexpected(other)),
+        let op = FencedOp::SetData {
+            path,
+            data,
+            version: expected_version,
+        };
+        match self.send_one(op).await? {
+            zk::MultiWriteResult::SetData { stat } => Ok(stat),
+            other => Err(unexpected(Some(other))),
         }
     }
 
@@ -279,47 +313,195 @@ impl Fence {
     /// created path (with its sequence, for a sequential mode).
     ///
     /// # Errors
-    /// As [`Fence::commit`] (e.g. [`Error::NodeExists`]).
+    /// As [`FencedMulti::commit`] (e.g. [`Error::NodeExists`]).
     ///
     /// # Cancel safety
-    /// As [`Fence::commit`].
+    /// As [`FencedMulti::commit`].
     pub async fn create(
         &self,
         path: &str,
         data: &[u8],
         options: &zk::CreateOptions<'_>,
     ) -> Result<String> {
-        let client = self.client()?;
-        let mut multi = client.new_multi_writer();
-        self.add_checks(&mut multi)?;
-        multi.add_create(path, data, options)?;
-        match self.commit(multi).await?.pop() {
-            Some(zk::MultiWriteResult::Create { path, .. }) => Ok(path),
-            other => Err(unexpected(other)),
+        let op = FencedOp::Create {
+            path,
+            data,
+            options,
+        };
+        match self.send_one(op).await? {
+            zk::MultiWriteResult::Create { path, .. } => Ok(path),
+            other => Err(unexpected(Some(other))),
         }
     }
 
     /// Deletes `path` only while every hold is still held.
     ///
     /// # Errors
-    /// As [`Fence::commit`] (e.g. [`Error::NoNode`]).
+    /// As [`FencedMulti::commit`] (e.g. [`Error::NoNode`]).
     ///
     /// # Cancel safety
-    /// As [`Fence::commit`].
+    /// As [`FencedMulti::commit`].
     pub async fn delete(&self, path: &str, expected_version: Option<i32>) -> Result<()> {
-        let client = self.client()?;
-        let mut multi = client.new_multi_writer();
-        self.add_checks(&mut multi)?;
-        multi.add_delete(path, expected_version)?;
-        match self.commit(multi).await?.pop() {
-            Some(zk::MultiWriteResult::Delete) => Ok(()),
-            other => Err(unexpected(other)),
+        let op = FencedOp::Delete {
+            path,
+            version: expected_version,
+        };
+        match self.send_one(op).await? {
+            zk::MultiWriteResult::Delete => Ok(()),
+            other => Err(unexpected(Some(other))),
         }
     }
 }
 
+/// One write of a [`FencedMulti`], kept until the commit.
+#[derive(Clone, Copy, Debug)]
+enum FencedOp<'a> {
+    Create {
+        path: &'a str,
+        data: &'a [u8],
+        options: &'a zk::CreateOptions<'a>,
+    },
+    SetData {
+        path: &'a str,
+        data: &'a [u8],
+        version: Option<i32>,
+    },
+    Delete {
+        path: &'a str,
+        version: Option<i32>,
+    },
+    Check {
+        path: &'a str,
+        version: i32,
+    },
+}
+
+impl FencedOp<'_> {
+    fn size(&self, root: usize) -> packet::Op {
+        match *self {
+            FencedOp::Create {
+                path,
+                data,
+                options,
+            } => packet::Op::create(root, path, data.len(), options),
+            FencedOp::SetData { path, data, .. } => packet::Op::set_data(root, path, data.len()),
+            FencedOp::Delete { path, .. } => packet::Op::delete(root, path),
+            FencedOp::Check { path, .. } => packet::Op::check(root, path),
+        }
+    }
+}
+
+/// A multi transaction sent with a [`Fence`]'s checks in front of its
+/// operations (see [`Fence::multi`]): ZooKeeper applies all of it only while
+/// every hold of the fence is still held.
+///
+/// Each operation is sized as it is added: one that would make the request
+/// longer than the framework's
+/// [`max_packet_size`](crate::FrameworkBuilder::max_packet_size) is refused
+/// with [`Error::RequestTooLarge`] and left out, so nothing too long is ever
+/// sent (a server would drop the connection, and every hold with it).
+#[derive(Debug)]
+#[must_use = "a multi does nothing until `commit()`"]
+pub struct FencedMulti<'a> {
+    fence: &'a Fence,
+    ops: Vec<FencedOp<'a>>,
+}
+
+impl<'a> FencedMulti<'a> {
+    fn push(&mut self, op: FencedOp<'a>) -> Result<()> {
+        let Some(first) = self.fence.holds.first() else {
+            return Err(Error::NotOwner);
+        };
+        let framework = first.framework();
+        let root = framework.namespace_len();
+        let ops = self
+            .ops
+            .iter()
+            .chain(std::iter::once(&op))
+            .map(|op| op.size(root));
+        let size = packet::multi(self.fence.check_ops(root).chain(ops));
+        packet::check(size, framework.max_packet_size())?;
+        self.ops.push(op);
+        Ok(())
+    }
+
+    /// Adds a create of `path` (see `zk::Client::create`).
+    ///
+    /// # Errors
+    /// [`Error::RequestTooLarge`] if the multi would outgrow the packet
+    /// limit (the operation is left out).
+    pub fn create(
+        &mut self,
+        path: &'a str,
+        data: &'a [u8],
+        options: &'a zk::CreateOptions<'a>,
+    ) -> Result<()> {
+        self.push(FencedOp::Create {
+            path,
+            data,
+            options,
+        })
+    }
+
+    /// Adds a set-data of `path`, of any version with `None`.
+    ///
+    /// # Errors
+    /// As [`FencedMulti::create`].
+    pub fn set_data(
+        &mut self,
+        path: &'a str,
+        data: &'a [u8],
+        expected_version: Option<i32>,
+    ) -> Result<()> {
+        self.push(FencedOp::SetData {
+            path,
+            data,
+            version: expected_version,
+        })
+    }
+
+    /// Adds a delete of `path`, of any version with `None`.
+    ///
+    /// # Errors
+    /// As [`FencedMulti::create`].
+    pub fn delete(&mut self, path: &'a str, expected_version: Option<i32>) -> Result<()> {
+        self.push(FencedOp::Delete {
+            path,
+            version: expected_version,
+        })
+    }
+
+    /// Adds a check that `path` has `version` (-1: that it exists).
+    ///
+    /// # Errors
+    /// As [`FencedMulti::create`].
+    pub fn check_version(&mut self, path: &'a str, version: i32) -> Result<()> {
+        self.push(FencedOp::Check { path, version })
+    }
+
+    /// Sends the fence's checks and the operations in one multi, and
+    /// returns the results of the operations added (in order).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if a hold was found lost before sending, or a
+    /// check failed on the server (the hold is then marked lost); the
+    /// failing operation's error otherwise (e.g. [`Error::BadVersion`],
+    /// [`Error::NoNode`]); [`Error::InvalidPath`]-like client refusals as
+    /// [`Error::Zk`] before anything is sent; [`Error::ConnectionLoss`] when
+    /// the outcome is unknown (the multi is not retried, and under
+    /// [`ErrorPolicy::Standard`](crate::ErrorPolicy::Standard) the holds
+    /// are lost from then on, as the connection is).
+    ///
+    /// # Cancel safety
+    /// The request is sent when this is first polled; dropping the future
+    /// afterwards leaves the outcome unknown, as for any ZooKeeper write.
+    pub async fn commit(self) -> Result<Vec<zk::MultiWriteResult>> {
+        self.fence.send(&self.ops).await
+    }
+}
+
 fn lost(hold: &Hold, loss: LockLoss) -> Error {
-    Error::LockLost(format!("{} is no longer held: {loss}", hold.path()))
+    Error::lock_lost(hold.path(), loss)
 }
 
 fn unexpected(result: Option<zk::MultiWriteResult>) -> Error {

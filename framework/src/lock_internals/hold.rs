@@ -30,10 +30,10 @@ use zookeeper_client as zk;
 
 use super::fence::{Fence, FencingToken};
 use super::local_queue::LocalTurn;
-use super::loss::LockLoss;
 use super::shared_node::Membership;
 use super::AcquiredNode;
 use crate::framework::{Framework, Session};
+use crate::loss::LockLoss;
 use crate::telemetry;
 
 /// A participant node that was granted the lock, with its loss latch. Cheap
@@ -277,10 +277,18 @@ impl Hold {
     /// Cancel safe: it only observes (dropping it drops its watch).
     pub fn lost(&self) -> impl Future<Output = LockLoss> + Send + 'static {
         let hold = self.clone();
-        async move { hold.wait_lost().await }
+        async move { hold.wait_lost(true).await }
     }
 
-    async fn wait_lost(&self) -> LockLoss {
+    /// Completes when the hold is found lost without looking at its node:
+    /// for a release, whose own delete would otherwise count as a loss.
+    pub(crate) async fn loss_without_node_watch(&self) -> LockLoss {
+        self.wait_lost(false).await
+    }
+
+    /// Waits for the loss of the hold; with `watch_node`, a deletion of its
+    /// node (watched on ZooKeeper) counts too.
+    async fn wait_lost(&self, watch_node: bool) -> LockLoss {
         let framework = self.inner.framework.clone();
         let mut states = framework.state_watcher();
         let mut latch = self.inner.lost.subscribe();
@@ -292,7 +300,13 @@ impl Hold {
             if let Err(loss) = self.check() {
                 return loss;
             }
-            let deleted = watch_deletion(self.clone());
+            let deleted = async {
+                if watch_node {
+                    watch_deletion(self.clone()).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 _ = deleted => return self.mark_lost(LockLoss::NodeDeleted),
                 _ = states.changed() => {}
@@ -302,9 +316,17 @@ impl Hold {
         }
     }
 
-    /// A fence over this hold alone (see [`Fence`]).
-    pub fn fence(&self) -> Fence {
-        Fence::new(vec![self.clone()])
+    /// A fence over this hold alone (see [`Fence`]). Every hold answers
+    /// `fence()` this way: guards, leases, and the task-bound holds through
+    /// their lock (`mutex.fence()`, `multi.fence()`, ...).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`](crate::Error::LockLost) if the hold is already
+    /// known to be lost (a fence would refuse every write anyway).
+    pub fn fence(&self) -> crate::Result<Fence> {
+        self.check()
+            .map_err(|loss| crate::Error::lock_lost(self.path(), loss))?;
+        Ok(Fence::new(vec![self.clone()]))
     }
 }
 
@@ -331,12 +353,22 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
         // deletion (seen by `lost`, a fence or a release) ends the hold.
         return None;
     }
-    if session_of(framework, node).is_none() {
+    let Some(session) = session_of(framework, node) else {
         return Some(LockLoss::SessionReplaced);
-    }
+    };
+    let policy = framework.error_policy();
     let state = framework.state();
-    if let Some(state) = state.filter(|s| framework.error_policy().is_error_state(*s)) {
+    if let Some(state) = state.filter(|s| policy.is_error_state(*s)) {
         return Some(LockLoss::ConnectionState(state));
+    }
+    // The client knows of a broken connection a moment before the
+    // framework's state follows (a request failing with `ConnectionLoss`,
+    // say): from then on the hold is not trusted either.
+    let suspended = crate::state::ConnectionState::Suspended;
+    if policy.is_error_state(suspended)
+        && session.client().state() == zk::SessionState::Disconnected
+    {
+        return Some(LockLoss::ConnectionState(suspended));
     }
     if framework.loss_epoch() != epoch {
         // An error state came and went since the grant; with the same

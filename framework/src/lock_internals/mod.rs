@@ -35,7 +35,6 @@ mod fence;
 mod guard;
 mod hold;
 mod local_queue;
-mod loss;
 mod revocation;
 mod shared_node;
 
@@ -50,18 +49,18 @@ pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
-pub use self::fence::{Fence, FencingToken};
+pub use self::fence::{Fence, FencedMulti, FencingToken};
 pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
 pub(crate) use self::local_queue::LocalQueues;
 use self::local_queue::LocalTurn;
-pub use self::loss::LockLoss;
 pub use self::revocation::{
     Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
 pub(crate) use self::shared_node::SharedNodes;
 use crate::error::{Error, Result};
 use crate::framework::{Framework, Session};
+pub use crate::loss::LockLoss;
 use crate::path;
 
 /// How many times one create may find the lock path missing and create its
@@ -70,9 +69,9 @@ use crate::path;
 /// path, not a failure, so it does not spend the retry budget.
 const PARENT_ROUNDS: u32 = 3;
 
-/// The largest node data a lock accepts (ZooKeeper's default packet limit is
-/// 1 MiB including the request's other fields).
-pub const MAX_NODE_DATA: usize = 1024 * 1024 - 4096;
+/// The longest participant node name: the protection prefix
+/// (`_c_` + a UUID + `-`), the lock name and a ten-digit sequence.
+const PROTECTED_NAME_EXTRA: usize = 3 + 36 + 1 + 10;
 
 /// A participant node that holds the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -192,6 +191,27 @@ impl LockInternals {
         self.max_leases
     }
 
+    /// Checks that a participant node carrying `data` can be created: its
+    /// create must fit in the framework's
+    /// [`max_packet_size`](crate::FrameworkBuilder::max_packet_size).
+    /// Nothing is sent.
+    ///
+    /// # Errors
+    /// [`Error::RequestTooLarge`], naming the create's size and the limit.
+    pub fn check_node_data(&self, data: &[u8]) -> Result<()> {
+        let name = "x".repeat(PROTECTED_NAME_EXTRA + self.lock_name.len());
+        let node = path::join(&self.base_path, &name);
+        let acl = self.framework.acl_for_path(&node);
+        let create = crate::packet::Op::create_with(
+            self.framework.namespace_len(),
+            &node,
+            data.len(),
+            &acl,
+            false,
+        );
+        crate::packet::check(create.alone(), self.framework.max_packet_size())
+    }
+
     /// The driver.
     pub fn driver(&self) -> &Arc<dyn LockInternalsDriver> {
         &self.driver
@@ -203,8 +223,8 @@ impl LockInternals {
     /// zero timeout is a [`try_acquire`](Self::try_acquire).
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed; [`Error::InvalidArgument`]
-    /// for data over [`MAX_NODE_DATA`]; ZooKeeper errors that retrying could
+    /// [`Error::Closed`] if the framework is closed; [`Error::RequestTooLarge`]
+    /// for data too large for the packet limit (nothing is sent); ZooKeeper errors that retrying could
     /// not overcome (for example [`Error::NoAuth`], or [`Error::ConnectionLoss`]
     /// once the retry policy gives up); [`Error::Timeout`] if no session could
     /// be had within the connection timeout.
@@ -284,12 +304,7 @@ impl LockInternals {
     /// # Cancel safety
     /// As [`LockInternals::acquire`].
     pub async fn acquire_with(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
-        if request.data.len() > MAX_NODE_DATA {
-            return Err(Error::InvalidArgument(format!(
-                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
-                request.data.len()
-            )));
-        }
+        self.check_node_data(request.data)?;
         self.framework.inner().check_open()?;
         let timeout = request.timeout;
         let try_only = timeout == Some(Duration::ZERO);
@@ -479,9 +494,10 @@ impl LockInternals {
             let sorted = self.sort_children(children);
             if !sorted.contains(&created.name) {
                 // Our node is gone (deleted by someone, or its session died).
-                return Err(Failure::Restart(Error::LockLost(format!(
-                    "{our_path} is no longer among the participants"
-                ))));
+                return Err(Failure::Restart(Error::lock_lost(
+                    our_path,
+                    LockLoss::NodeDeleted,
+                )));
             }
             // A driver's own refusal ends the acquire; it is not restarted.
             let decision = self
@@ -501,9 +517,7 @@ impl LockInternals {
                 // went, or the connection broke, while the answer was on its
                 // way): our node goes to the cleaner and we start over.
                 if let Some(loss) = hold::loss_of(&self.framework, &node, epoch) {
-                    return Err(Failure::Restart(Error::LockLost(format!(
-                        "{our_path} was lost as it was granted: {loss}"
-                    ))));
+                    return Err(Failure::Restart(Error::lock_lost(our_path, loss)));
                 }
                 let hold = Hold::new(self.framework.clone(), node, epoch);
                 guard.disarm();
@@ -581,10 +595,10 @@ impl LockInternals {
         let (fresh, watcher) = match watched {
             Ok(found) => found,
             Err(Error::NoNode) => {
-                return Err(Failure::Restart(Error::LockLost(format!(
-                    "{} does not exist",
-                    self.base_path
-                ))))
+                return Err(Failure::Restart(Error::lock_lost(
+                    &*self.base_path,
+                    LockLoss::NodeDeleted,
+                )))
             }
             Err(err) => return Err(err.into()),
         };
@@ -668,7 +682,7 @@ impl LockInternals {
                 // adopt our node rather than create a second one.
                 let children = match self.list_children_on(session).await {
                     Ok(children) => children,
-                    Err(Error::LockLost(_)) => Vec::new(), // parent missing: nothing was created
+                    Err(Error::LockLost { .. }) => Vec::new(), // parent missing: nothing was created
                     Err(err) => return Err(err),
                 };
                 if let Some(name) = children
@@ -768,12 +782,10 @@ impl LockInternals {
             {
                 Ok(stat.czxid)
             }
-            Some(_) => Err(Error::LockLost(format!(
-                "{node_path} belongs to another session"
-            ))),
-            None => Err(Error::LockLost(format!(
-                "{node_path} vanished before it could be adopted"
-            ))),
+            // Not ours: the node we created died with our session.
+            Some(_) => Err(Error::lock_lost(node_path, LockLoss::SessionReplaced)),
+            // Vanished before it could be adopted.
+            None => Err(Error::lock_lost(node_path, LockLoss::NodeDeleted)),
         }
     }
 
@@ -832,10 +844,7 @@ impl LockInternals {
             })
             .await;
         match result {
-            Err(Error::NoNode) => Err(Error::LockLost(format!(
-                "{} does not exist",
-                self.base_path
-            ))),
+            Err(Error::NoNode) => Err(Error::lock_lost(&*self.base_path, LockLoss::NodeDeleted)),
             other => other,
         }
     }
@@ -932,9 +941,7 @@ impl LockInternals {
     async fn release_as(&self, hold: &Hold, before_reply: bool) -> Result<()> {
         let span = tracing::info_span!("lock.release", node = %hold.path());
         let result = async {
-            let lost = |loss: LockLoss| {
-                Error::LockLost(format!("{} was lost before its release: {loss}", hold.path()))
-            };
+            let lost = |loss: LockLoss| Error::lock_lost(hold.path(), loss);
             let last_share = hold.leave_share();
             self.framework.inner().check_open()?;
             if !last_share {
@@ -979,26 +986,29 @@ impl LockInternals {
             // trip per local hand-off).
             let first = futures::poll!(delete.as_mut());
             hold.give_turn_back();
+            // Only an ephemeral node's hold can be lost while its delete is
+            // on the way (a persistent one ends with its deletion alone).
+            let trusted = loss.is_none() && hold.node().is_ephemeral();
             let deleted = match first {
                 std::task::Poll::Ready(deleted) => deleted,
-                std::task::Poll::Pending
-                    if before_reply && loss.is_none() && hold.node().is_ephemeral() =>
-                {
-                    // The answer is settled in the background (see
-                    // `FrameworkBuilder::release_before_reply`); it counts
-                    // as background work until then.
-                    let pending = self.framework.inner().background_work();
-                    let settling = async move {
-                        match settle_delete(delete.await, guard, limit) {
-                            Ok(()) => {}
-                            // The node goes with the session being closed.
-                            Err(Error::Closed) => tracing::debug!("framework closed during the release"),
-                            Err(err) => tracing::warn!(%err, "the release's delete failed"),
-                        }
-                        drop(pending);
-                    };
-                    tokio::spawn(settling.in_current_span());
+                std::task::Poll::Pending if before_reply && trusted => {
+                    // See `FrameworkBuilder::release_before_reply`.
+                    self.settle_in_background(delete, guard, limit);
                     return Ok(());
+                }
+                std::task::Poll::Pending if trusted => {
+                    tokio::select! {
+                        deleted = &mut delete => deleted,
+                        // Lost while the answer was awaited (the link broke,
+                        // say): the caller hears it now, as it would from a
+                        // release begun after the loss, and the node goes
+                        // with the session or by the delete still on its way.
+                        loss = hold.loss_without_node_watch() => {
+                            tracing::info!(%loss, "hold lost with its release in flight; the delete goes on in the background");
+                            self.settle_in_background(delete, guard, limit);
+                            return Err(lost(loss));
+                        }
+                    }
                 }
                 std::task::Poll::Pending => delete.await,
             };
@@ -1013,6 +1023,31 @@ impl LockInternals {
         // Whatever happened, the hold no longer occupies a turn.
         hold.give_turn_back();
         result
+    }
+}
+
+impl LockInternals {
+    /// Lets a release's delete finish without the caller: its answer is
+    /// settled by a task of its own, and counts as background work (see
+    /// [`Framework::wait_for_background_cleanup`]) until then.
+    fn settle_in_background<F>(&self, delete: F, guard: ContenderGuard, limit: Duration)
+    where
+        F: std::future::Future<
+                Output = std::result::Result<Result<()>, tokio::time::error::Elapsed>,
+            > + Send
+            + 'static,
+    {
+        let pending = self.framework.inner().background_work();
+        let settling = async move {
+            match settle_delete(delete.await, guard, limit) {
+                Ok(()) => {}
+                // The node goes with the session being closed.
+                Err(Error::Closed) => tracing::debug!("framework closed during the release"),
+                Err(err) => tracing::warn!(%err, "the release's delete failed"),
+            }
+            drop(pending);
+        };
+        tokio::spawn(settling.in_current_span());
     }
 }
 
@@ -1134,7 +1169,7 @@ enum Failure {
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Self {
-        if err.is_session_terminal() || matches!(err, Error::LockLost(_)) {
+        if err.is_session_terminal() || matches!(err, Error::LockLost { .. }) {
             Failure::Restart(err)
         } else {
             Failure::Fail(err)

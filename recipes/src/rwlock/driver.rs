@@ -7,7 +7,7 @@ use zk_curator_framework::lock_internals::{
     PredicateResults, SortKey,
 };
 use zk_curator_framework::path::strip_protection;
-use zk_curator_framework::{Error, Result};
+use zk_curator_framework::{Error, LockLoss, Result};
 
 /// The name Curator gives read participants (`_c_<uuid>-__READ__<seq>`).
 pub(crate) const READ_LOCK_NAME: &str = "__READ__";
@@ -102,9 +102,7 @@ fn read_gets_the_lock(sorted_children: &[String], our_name: &str) -> Result<Pred
             nearest_writer = Some(child.as_str());
         }
     }
-    Err(Error::LockLost(format!(
-        "our node {our_name} is no longer among the participants"
-    )))
+    Err(Error::lock_lost(our_name, LockLoss::NodeDeleted))
 }
 
 /// A read acquire by the write holder: the node takes the write node's
@@ -150,17 +148,13 @@ impl LockInternalsDriver for DowngradeDriver {
         _max_leases: u32,
     ) -> Result<PredicateResults> {
         if !sorted_children.iter().any(|c| c == our_name) {
-            return Err(Error::LockLost(format!(
-                "our node {our_name} is no longer among the participants"
-            )));
+            return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
         }
         // Listed after our create on the same session: while the write node
         // is there, our read node sits level with the lock's holder.
         if !sorted_children.contains(&self.write_name) {
-            return Err(Error::LockLost(format!(
-                "the write node {} is gone; cannot downgrade",
-                self.write_name
-            )));
+            // The write node is gone: there is nothing to downgrade.
+            return Err(Error::lock_lost(&self.write_name, LockLoss::NodeDeleted));
         }
         Ok(PredicateResults::holds())
     }
@@ -234,7 +228,7 @@ mod tests {
         );
         assert!(matches!(
             read_gets_the_lock(&children, &read(6)),
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
     }
 
@@ -269,11 +263,11 @@ mod tests {
         let without_write = vec![ours.clone(), write(43)];
         assert!(matches!(
             driver.gets_the_lock(&without_write, &ours, u32::MAX),
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
         assert!(matches!(
             driver.gets_the_lock(&children, &read(1), u32::MAX),
-            Err(Error::LockLost(_))
+            Err(Error::LockLost { .. })
         ));
         assert!(matches!(
             DowngradeDriver::new(&read(42)),

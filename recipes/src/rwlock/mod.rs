@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting, MAX_NODE_DATA,
+    Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting,
 };
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
@@ -186,15 +186,9 @@ impl InterProcessReadWriteLock {
     /// for operators listing the queue).
     ///
     /// # Errors
-    /// As [`new`](Self::new); [`Error::InvalidArgument`] for data larger than
-    /// [`MAX_NODE_DATA`]. Nothing is sent.
+    /// As [`new`](Self::new); [`Error::RequestTooLarge`] for data too large
+    /// for the framework's packet limit. Nothing is sent.
     pub fn with_data(framework: Framework, path: &str, data: &[u8]) -> Result<Self> {
-        if data.len() > MAX_NODE_DATA {
-            return Err(Error::InvalidArgument(format!(
-                "node data of {} bytes exceeds the limit of {MAX_NODE_DATA}",
-                data.len()
-            )));
-        }
         let side = |lock_name: &str, max_leases: u32, driver: Arc<dyn LockInternalsDriver>| {
             LockInternals::new(framework.clone(), path, lock_name, max_leases, driver).map(
                 |internals| Side {
@@ -207,6 +201,8 @@ impl InterProcessReadWriteLock {
         };
         let write = side(WRITE_LOCK_NAME, 1, Arc::new(WriteDriver))?;
         let read = side(READ_LOCK_NAME, u32::MAX, Arc::new(ReadDriver))?;
+        write.internals.check_node_data(data)?;
+        read.internals.check_node_data(data)?;
         Ok(InterProcessReadWriteLock {
             shared: Arc::new(Shared {
                 data: data.into(),
@@ -301,10 +297,7 @@ impl Shared {
         let span = tracing::info_span!("rwlock.downgrade", write_node = %write_hold.path());
         async {
             if let Err(loss) = write_hold.check() {
-                return Err(Error::LockLost(format!(
-                    "the write lock {} was lost ({loss}); it cannot be downgraded",
-                    write_hold.path()
-                )));
+                return Err(Error::lock_lost(write_hold.path(), loss));
             }
             let framework = self.read.internals.framework();
             let driver = DowngradeDriver::new(write_hold.node().name())?;

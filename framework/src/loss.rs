@@ -2,8 +2,8 @@
 //!
 //! Curator leaves loss detection to every user (add a connection-state
 //! listener, treat `SUSPENDED` as "maybe lost"), and most get it wrong. Here
-//! every hold answers [`Hold::lost`](super::Hold::lost) and
-//! [`Hold::is_valid`](super::Hold::is_valid) with the reasons below.
+//! every hold answers [`Hold::lost`](crate::lock_internals::Hold::lost) and
+//! [`Hold::is_valid`](crate::lock_internals::Hold::is_valid) with the reasons below.
 
 use std::fmt;
 
