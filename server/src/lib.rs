@@ -81,14 +81,20 @@
 //! [`stall`]: EmbeddedServer::stall
 //! [`lose_reply_to_next`]: EmbeddedServer::lose_reply_to_next
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use zk_curator_server::EmbeddedServer;
+//! use zookeeper_client as zk;
 //!
 //! let server = EmbeddedServer::start().await?;
-//! let client = zookeeper_client::Client::connect(&server.connect_string()).await?;
-//! server.drop_connections(); // the client reconnects into its session
-//! server.expire_session(client.session_id().0);
+//! let client = zk::Client::connect(&server.connect_string()).await?;
+//! let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+//! client.create("/worker", b"up", &ephemeral).await?;
+//! assert!(server.expire_session(client.session_id().0)); // its ephemeral node goes at once
+//! let observer = zk::Client::connect(&server.connect_string()).await?;
+//! assert!(observer.check_stat("/worker").await?.is_none());
+//! server.drop_connections(); // the observer reconnects into its session
 //! # Ok(())
 //! # }
 //! ```

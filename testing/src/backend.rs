@@ -191,10 +191,14 @@ impl Prerequisite {
     /// A [`SKIP_MISSING_ENV`] value naming no known prerequisite, with the
     /// names it accepts.
     pub fn skip_requested(self) -> Result<bool, Error> {
-        if std::env::var(self.require_env()).is_ok_and(|v| v.trim() == "1") {
-            return Ok(false);
-        }
+        let required = std::env::var(self.require_env()).is_ok_and(|v| v.trim() == "1");
         let value = std::env::var(SKIP_MISSING_ENV).unwrap_or_default();
+        self.skip_requested_by(&value, required)
+    }
+
+    /// [`Prerequisite::skip_requested`] for a given [`SKIP_MISSING_ENV`]
+    /// value, and whether its `ZK_REQUIRE_…` variable forbids skipping.
+    fn skip_requested_by(self, value: &str, required: bool) -> Result<bool, Error> {
         let mut requested = false;
         for word in value
             .split(|c: char| c == ',' || c.is_whitespace())
@@ -216,7 +220,7 @@ impl Prerequisite {
                 },
             }
         }
-        Ok(requested)
+        Ok(requested && !required)
     }
 
     /// The one rule for a test that needs this prerequisite: `true` when
@@ -225,16 +229,14 @@ impl Prerequisite {
     /// from the test at once), and otherwise a panic that fails `test`
     /// with what to install and how to skip instead.
     ///
-    /// ```no_run
+    /// ```
     /// use zk_curator_testing::backend::Prerequisite;
     ///
-    /// // A test body:
-    /// fn contends_with_curator() {
-    ///     if !Prerequisite::Curator.check("contends_with_curator") {
-    ///         return; // skipped, as ZK_SKIP_MISSING asked
-    ///     }
-    ///     // ...
+    /// // The first lines of a test that contends with Apache Curator:
+    /// if !Prerequisite::Curator.check("contends_with_curator") {
+    ///     return; // skipped, as ZK_SKIP_MISSING asked (a notice says so)
     /// }
+    /// // ... Curator is installed: run the Java side ...
     /// ```
     ///
     /// # Panics
@@ -486,5 +488,66 @@ pub async fn connect_string_or_start() -> Result<(String, Option<TestingServer>)
             tracing::info!(backend = %server.backend(), connect = %server.connect_string(), "started a test server");
             Ok((server.connect_string(), Some(server)))
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::Prerequisite::{Curator, Kazoo, KazooTestSuite, ZooKeeper};
+
+    #[test]
+    fn skipping_is_asked_for_explicitly() {
+        for p in [ZooKeeper, Curator, Kazoo, KazooTestSuite] {
+            for unset in ["", " ", "0", "no", "false"] {
+                assert!(
+                    !p.skip_requested_by(unset, false).unwrap(),
+                    "{p} with {unset:?}"
+                );
+            }
+            for all in ["1", "all", "ALL", "true", "yes", " 1 "] {
+                assert!(p.skip_requested_by(all, false).unwrap(), "{p} with {all:?}");
+                assert!(
+                    !p.skip_requested_by(all, true).unwrap(),
+                    "{p} required, {all:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_list_names_what_may_be_skipped() {
+        let list = "curator, kazoo";
+        assert!(Curator.skip_requested_by(list, false).unwrap());
+        assert!(Kazoo.skip_requested_by(list, false).unwrap());
+        assert!(!ZooKeeper.skip_requested_by(list, false).unwrap());
+        assert!(!KazooTestSuite.skip_requested_by(list, false).unwrap());
+        assert!(KazooTestSuite
+            .skip_requested_by("kazoo-tests", false)
+            .unwrap());
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_listing_the_names() {
+        let err = Curator.skip_requested_by("java", false).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("`java`"), "{text}");
+        assert!(
+            text.contains("zookeeper, curator, kazoo, kazoo-tests"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_failure_names_the_packages_and_the_way_to_skip() {
+        let message = Curator.missing_message("some_test");
+        assert!(
+            message.starts_with("some_test needs Apache Curator"),
+            "{message}"
+        );
+        assert!(
+            message.contains("apt-get install -y default-jdk-headless libcurator-recipes-java"),
+            "{message}"
+        );
     }
 }

@@ -21,22 +21,34 @@
 //!
 //! For the real server, ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
 //! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
-//! jars) and `java` must be on `PATH` or in `$JAVA_HOME/bin`. Suites can check
-//! [`zookeeper_available`] to skip with a notice where it is not.
+//! jars) and `java` must be on `PATH` or in `$JAVA_HOME/bin`. Suites that need it ask
+//! [`Prerequisite::check`](backend::Prerequisite::check): where it is missing the test fails
+//! naming what to install, unless `ZK_SKIP_MISSING` asks to skip it.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), zk_curator_testing::Error> {
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), zk_curator_testing::Error> {
+//! use std::time::Duration;
 //! use zk_curator_testing::{FaultProxy, RequestMatcher, TestingServer};
+//! use zookeeper_client as zk;
 //!
 //! let server = TestingServer::start_async().await?;
 //! let proxy = FaultProxy::start(server.connect_string()).await?;
-//! let client = zookeeper_client::Client::connect(&proxy.connect_string()).await?;
+//! let client = zk::Client::connect(&proxy.connect_string()).await?;
 //! let fault = proxy.lose_reply_to_next(RequestMatcher::creates().path_contains("_c_"));
-//! // ... run the code under test with `client`, then inspect `fault.fired()` ...
+//! // The code under test runs with `client`; here, a create the fault matches:
+//! let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+//! let create = client.create("/_c_demo", b"", &ephemeral);
+//! assert!(fault.wait(Duration::from_secs(10)).await.is_some(), "the reply was swallowed");
+//! drop(create); // its answer never comes
 //! zk_curator_testing::expire_session(&server.connect_string(), &client).await?;
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! (`zk-curator` itself is tested this way; README's "The two commands" says
+//! how a suite that needs a real ZooKeeper, Curator or kazoo behaves when
+//! they are missing: see [`backend::Prerequisite`].)
 
 #![forbid(unsafe_code)]
 
