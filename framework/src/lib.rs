@@ -17,6 +17,61 @@
 //! Runtime: tokio. [`Framework::start`] spawns its tasks on the current
 //! runtime, and `zookeeper-client` must be built with its `tokio` feature
 //! (this crate enables it).
+//!
+//! # Example
+//!
+//! A framework on one ensemble: start it, follow its connection, run a
+//! ZooKeeper call on the current session under the retry policy, close it.
+//! The locks themselves are in `zk-curator-recipes` (or the `zk-curator`
+//! facade, whose front page has examples that run against an embedded
+//! server); [`lock_internals`] is for drivers of your own.
+//!
+//! ```no_run
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use futures::StreamExt;
+//! use zk_curator_framework::retry::ExponentialBackoffRetry;
+//! use zk_curator_framework::{zk, ConnectionState, Framework};
+//!
+//! let framework = Framework::builder()
+//!     .connect_string("127.0.0.1:2181")
+//!     .namespace("my-service") // created on start if missing
+//!     .session_timeout(Duration::from_secs(30))
+//!     .retry_policy(ExponentialBackoffRetry::new(Duration::from_millis(100), 10)?)
+//!     .build()?; // bad settings are refused here, before anything is sent
+//! framework.start()?;
+//! framework.block_until_connected(Duration::from_secs(10)).await?;
+//!
+//! // Suspended may still hold locks; Lost does not.
+//! let mut states = Box::pin(framework.state_changes());
+//! tokio::spawn(async move {
+//!     while let Some(state) = states.next().await {
+//!         if state == ConnectionState::Lost {
+//!             eprintln!("session lost: stop the work that needed it");
+//!         }
+//!     }
+//! });
+//!
+//! // Any call, on the current session, retried while the outcome is unknown:
+//! let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+//! let open = &open;
+//! framework
+//!     .call_with_retry(|client| async move { client.mkdir("/config/feature", open).await })
+//!     .await?;
+//! let (data, stat) = framework
+//!     .call_with_retry(|client| async move { client.get_data("/config/feature").await })
+//!     .await?;
+//! println!("{} bytes, version {}", data.len(), stat.version);
+//!
+//! framework.close().await; // returns once the server has ended the session
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! (`no_run`: this crate's tests cannot start a server. The same calls run
+//! against the embedded server in the `zk-curator` facade's doc tests and
+//! integration tests.)
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]
