@@ -52,7 +52,7 @@ impl Settings {
                 "no ZooKeeper ensemble given: pass --zk HOST:PORT[,HOST:PORT...] or set ZK_CONNECT",
             ));
         };
-        check_hosts(hosts).map_err(|why| {
+        let hosts = check_hosts(hosts).map_err(|why| {
             Failure::usage(format!(
                 "malformed ZooKeeper ensemble {hosts:?} (--zk / ZK_CONNECT): {why}; \
                  write host[:port][,host[:port]...], e.g. 127.0.0.1:2181"
@@ -68,7 +68,7 @@ impl Settings {
             }
         };
         Ok(Settings {
-            hosts: hosts.to_owned(),
+            hosts,
             auth,
             namespace: args.namespace.clone(),
             session_timeout: args.session_timeout,
@@ -97,8 +97,8 @@ fn parse_auth(auth: &str) -> Result<Option<(String, String)>, Failure> {
 
 /// Checks `host[:port][,host[:port]...]`: hosts are names (letters, digits,
 /// `-`, `_`, `.`), IPv4 addresses or bracketed IPv6 addresses; ports are
-/// 1 to 65535.
-fn check_hosts(hosts: &str) -> Result<(), String> {
+/// 1 to 65535. Returns the entries without the blanks around them.
+fn check_hosts(hosts: &str) -> Result<String, String> {
     if hosts.contains('/') {
         return Err("a chroot does not go in the ensemble: use --namespace".into());
     }
@@ -137,7 +137,8 @@ fn check_hosts(hosts: &str) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    let entries: Vec<&str> = hosts.split(',').map(str::trim).collect();
+    Ok(entries.join(","))
 }
 
 fn check_host_name(host: &str) -> Result<(), String> {
@@ -206,13 +207,14 @@ pub(crate) async fn connect(
 
 /// Closes the framework without waiting long for a server that may be gone.
 ///
-/// While connected, the close (which ends the session, so that its
-/// ephemeral nodes go at once) gets [`CLOSE_LIMIT`]; while not, it is only
-/// begun: nobody would confirm it, and the server ends the session by
-/// timing out. The process exits right after, taking the client with it.
-pub(crate) async fn close(framework: &Framework) {
+/// While connected (and `trusted`: the server answered so far), the close,
+/// which ends the session so that its ephemeral nodes go at once, gets
+/// [`CLOSE_LIMIT`]; otherwise it is only begun: nobody would confirm it, and
+/// the server ends the session by timing out. The process exits right
+/// after, taking the client with it.
+pub(crate) async fn close(framework: &Framework, trusted: bool) {
     let connected = framework.state().is_some_and(ConnectionState::is_connected);
-    let limit = if connected {
+    let limit = if connected && trusted {
         CLOSE_LIMIT
     } else {
         CLOSE_DISCONNECTED_LIMIT
@@ -243,7 +245,7 @@ mod tests {
             "[::1]:2181",
             "[fe80::1]",
         ] {
-            assert_eq!(check_hosts(good), Ok(()), "{good}");
+            assert!(check_hosts(good).is_ok(), "{good}");
         }
         for bad in [
             "not a host",
@@ -264,6 +266,11 @@ mod tests {
         ] {
             assert!(check_hosts(bad).is_err(), "{bad} was taken");
         }
+    }
+
+    #[test]
+    fn blanks_around_entries_are_dropped() {
+        assert_eq!(check_hosts(" a:1 , b ").unwrap(), "a:1,b");
     }
 
     #[test]

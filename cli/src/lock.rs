@@ -15,6 +15,7 @@
 
 use std::process::ExitStatus;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
@@ -24,6 +25,7 @@ use zk_curator::{
 };
 
 use crate::child::{self, run_under, status_code, Signals};
+use crate::connect::close;
 use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
 use crate::layout::{recipes_present, Recipe};
 use crate::LockArgs;
@@ -154,11 +156,30 @@ async fn warn_of_other_recipes(framework: &Framework, args: &LockArgs) {
     }
 }
 
-/// Runs `lock` and returns the exit code.
+/// How long the release may wait for ZooKeeper's answer.
+const RELEASE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs `lock`, closes the framework and returns the exit code.
 pub(crate) async fn run(
     framework: &Framework,
     args: LockArgs,
+    signals: Signals,
+) -> Result<u8, Failure> {
+    let mut answered = true;
+    let result = run_open(framework, args, signals, &mut answered).await;
+    // An unanswered release means the server is not answering: the close
+    // is then only begun.
+    close(framework, answered).await;
+    result
+}
+
+/// Runs `lock` on an open framework; `answered` is cleared when ZooKeeper
+/// did not answer the release in time.
+async fn run_open(
+    framework: &Framework,
+    args: LockArgs,
     mut signals: Signals,
+    answered: &mut bool,
 ) -> Result<u8, Failure> {
     warn_of_other_recipes(framework, &args).await;
     let revoked = Arc::new(Notify::new());
@@ -207,9 +228,21 @@ pub(crate) async fn run(
             ),
         )),
     };
-    // A hold lost meanwhile fails its release at once; nothing more to do.
-    if let Err(err) = held.release().await {
-        tracing::debug!(%err, "release");
+    // A hold lost meanwhile fails its release at once. One whose answer
+    // does not come is left to the end of the session (the release goes
+    // on in the background until then).
+    let node = hold.path().to_owned();
+    match tokio::time::timeout(RELEASE_LIMIT, held.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::debug!(%err, "release"),
+        Err(_) => {
+            *answered = false;
+            eprintln!(
+                "zk-curator: ZooKeeper did not confirm the release of {node} within {}; \
+                 the lock node goes when the session ends",
+                humantime::format_duration(RELEASE_LIMIT)
+            );
+        }
     }
     code
 }

@@ -1,8 +1,9 @@
 //! `zk-curator`: the command line of zk-curator.
 //!
 //! * `lock` runs a command while holding a ZooKeeper lock (mutex, one half of
-//!   a read-write lock, or a semaphore lease) and stops it if the hold is
-//!   lost or revoked;
+//!   a read-write lock, or a semaphore lease), in a process group of its
+//!   own, and stops the whole group if the hold is lost or revoked (see
+//!   [`child`]);
 //! * `locks` lists the holders and waiters of a lock path;
 //! * `revoke` asks holders to give their lock up (Curator's protocol);
 //! * `server` runs the embedded ZooKeeper-protocol server for local work.
@@ -38,8 +39,10 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   `lock --timeout` expired before the lock was acquired
-  76   `lock`: the hold was lost while the command ran (the command was stopped)
-  77   `lock`: the hold was revoked while the command ran (the command was stopped)
+  76   `lock`: the hold was lost while the command ran (its process group
+       was stopped)
+  77   `lock`: the hold was revoked while the command ran (its process group
+       was stopped)
   126  `lock`: the command could not be executed
   127  `lock`: the command was not found
   128+N `lock`: the command was ended by signal N (e.g. 130, 143), or
@@ -170,8 +173,6 @@ enum Command {
 pub(crate) struct LockArgs {
     /// The lock's path, e.g. /locks/nightly-report.
     pub(crate) path: String,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
     /// Give up (exit 75) if the lock is not acquired within this long,
     /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
     #[arg(long, value_name = "D", value_parser = parse_duration)]
@@ -195,6 +196,8 @@ pub(crate) struct LockArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
 }
 
 /// Options of `locks`.
@@ -202,8 +205,6 @@ pub(crate) struct LockArgs {
 pub(crate) struct LocksArgs {
     /// The lock's path.
     pub(crate) path: String,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
     /// Print one JSON object (for scripts) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -219,6 +220,8 @@ pub(crate) struct LocksArgs {
     /// head of the semaphore's internal queue is taken for the waiter.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) leases: Option<u32>,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
 }
 
 /// Options of `revoke`.
@@ -227,14 +230,14 @@ pub(crate) struct LocksArgs {
 pub(crate) struct RevokeArgs {
     /// The lock's path.
     pub(crate) path: String,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
     /// One participant node, by name (as `locks` prints it) or full path.
     #[arg(long, value_name = "NAME")]
     pub(crate) node: Option<String>,
     /// Every holder of the lock (waiters are left alone).
     #[arg(long)]
     pub(crate) all: bool,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
 }
 
 /// Options of `server`.
@@ -323,16 +326,14 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             // during the wait for the lock withdraws from the queue cleanly.
             let signals = child::Signals::new()?;
             let framework = connect::connect(&settings, args.id.as_deref()).await?;
-            let result = lock::run(&framework, args, signals).await;
-            connect::close(&framework).await;
-            result
+            lock::run(&framework, args, signals).await
         }
         Command::Locks(args) => {
             check_path(&args.path)?;
             let settings = connect::Settings::from_args(&args.connect)?;
             let framework = connect::connect(&settings, None).await?;
             let result = locks::run(&framework, &args).await;
-            connect::close(&framework).await;
+            connect::close(&framework, true).await;
             result
         }
         Command::Revoke(args) => {
@@ -343,7 +344,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let settings = connect::Settings::from_args(&args.connect)?;
             let framework = connect::connect(&settings, None).await?;
             let result = revoke::run(&framework, &args).await;
-            connect::close(&framework).await;
+            connect::close(&framework, true).await;
             result
         }
     }

@@ -1245,3 +1245,45 @@ async fn lock_warns_about_participants_of_another_kind() {
     })
     .await;
 }
+
+/// The command ends while the server answers nothing (replies held): the
+/// release cannot be confirmed, and `lock` does not wait for the session's
+/// end to find out (it used to take the connection's read timeout plus the
+/// session timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_exits_promptly_when_the_release_goes_unanswered() {
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let started = dir.path().join("started");
+        let release = dir.path().join("release");
+        let ended = dir.path().join("ended");
+        let script = format!(
+            "touch {st}; while [ ! -f {r} ]; do sleep 0.02; done; touch {e}; exit 5",
+            st = started.display(),
+            r = release.display(),
+            e = ended.display(),
+        );
+        let mut holder = zkc(&["lock", &unique("unanswered"), "--", "sh", "-c", &script])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        wait_for_file(&started).await;
+        proxy.hold_replies(true);
+        std::fs::write(&release, "").unwrap();
+        wait_for_file(&ended).await;
+        let ended_at = Instant::now();
+        let status = tokio::time::timeout(WAIT_LIMIT, holder.wait())
+            .await
+            .expect("zk-curator did not exit")
+            .unwrap();
+        let took = ended_at.elapsed();
+        assert_eq!(status.code(), Some(5), "the command's status");
+        assert!(
+            took < Duration::from_secs(5),
+            "`lock` exited {took:?} after its command"
+        );
+        proxy.hold_replies(false);
+    })
+    .await;
+}
