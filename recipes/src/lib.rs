@@ -1,5 +1,5 @@
-//! Curator's distributed lock recipes for Rust, on the
-//! [`zk_curator_framework`] machinery.
+//! Curator's distributed lock recipes for Rust, built on the
+//! `zk-curator-framework` crate's lock machinery.
 //!
 //! * [`InterProcessMutex`]: a reentrant mutex (per task), with a guard API
 //!   and fencing tokens.

@@ -17,7 +17,7 @@
 //!   network, or swallows the reply to a chosen request.
 //! * [`EmbeddedServer`] is an in-process, single-node server speaking ZooKeeper's client
 //!   protocol (no JVM needed), with the same faults built in; it is the `zk-curator-server`
-//!   crate, re-exported here as [`embedded`].
+//!   crate, re-exported here as the module `embedded`.
 //!
 //! For the real server, ZooKeeper must be installed (`apt-get install -y zookeeper` on Debian, which provides the
 //! jars in `/usr/share/java`; set [`ZOOKEEPER_CLASSPATH`](server::CLASSPATH_ENV) to use other
