@@ -222,3 +222,188 @@ async fn a_hold_is_invalid_as_soon_as_its_connection_is_known_broken() {
     })
     .await;
 }
+
+/// Runs `f` and asserts it answers well within its own (10 s) timeout.
+async fn promptly<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: still waiting after 5 s"));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{what}: took {:?}",
+        started.elapsed()
+    );
+    answer
+}
+
+fn would_deadlock<T: std::fmt::Debug>(result: zk_curator::Result<T>) -> bool {
+    matches!(result, Err(Error::WouldDeadlock { .. }))
+}
+
+/// A task holding a guard of a mutex that asks the same mutex for a
+/// task-bound hold, or holding the task-bound hold and asking for a guard,
+/// is answered at once instead of waiting for itself. A guard of another
+/// task is waited for as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_asking_a_mutex_it_holds_the_other_way_is_answered_at_once() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let framework = framework_with(&server.connect_string(), |b| b).await;
+        let path = unique_path("self-deadlock-mutex");
+        let mutex = InterProcessMutex::new(framework.clone(), &path).unwrap();
+        let long = Duration::from_secs(10);
+
+        let guard = mutex.lock().await.unwrap();
+        assert!(would_deadlock(
+            promptly("acquire_timeout", mutex.acquire_timeout(long)).await
+        ));
+        assert!(would_deadlock(promptly("acquire", mutex.acquire()).await));
+        assert!(would_deadlock(
+            promptly("try_acquire", mutex.try_acquire()).await
+        ));
+        assert_eq!(mutex.hold_count(), 0);
+        guard.release().await.unwrap();
+
+        mutex.acquire().await.unwrap();
+        assert!(would_deadlock(promptly("lock", mutex.lock()).await));
+        assert!(would_deadlock(
+            promptly("try_lock_for", mutex.try_lock_for(long)).await
+        ));
+        assert_eq!(mutex.hold_count(), 1, "the task-bound hold is untouched");
+        mutex.release().await.unwrap();
+
+        // A guard taken by another task is waited for, not refused.
+        let (taken_tx, taken_rx) = tokio::sync::oneshot::channel();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let other = mutex.clone();
+        let holder = tokio::spawn(async move {
+            let guard = other.lock().await.unwrap();
+            taken_tx.send(()).unwrap();
+            let _ = done_rx.await;
+            guard.release().await.unwrap();
+        });
+        taken_rx.await.unwrap();
+        assert_eq!(
+            mutex.acquire_timeout(Duration::from_millis(300)).await,
+            Ok(false)
+        );
+        done_tx.send(()).unwrap();
+        holder.await.unwrap();
+        assert_eq!(mutex.acquire_timeout(long).await, Ok(true));
+        mutex.release().await.unwrap();
+        framework.close().await;
+    })
+    .await;
+}
+
+/// The same for a read-write lock: a task holding a read guard that asks
+/// for the write lock gets `UpgradeNotSupported` at once (as a task-bound
+/// reader does), and one holding a write guard that asks for a task-bound
+/// hold of either half gets `WouldDeadlock` (`WriteGuard::downgrade` is the
+/// way from write to read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_asking_a_read_write_lock_it_holds_through_a_guard_is_answered_at_once() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let framework = framework_with(&server.connect_string(), |b| b).await;
+        let path = unique_path("self-deadlock-rwlock");
+        let lock = zk_curator::InterProcessReadWriteLock::new(framework.clone(), &path).unwrap();
+        let (read, write) = (lock.read_lock(), lock.write_lock());
+        let long = Duration::from_secs(10);
+
+        let reading = read.lock().await.unwrap();
+        for result in [
+            promptly("write acquire_timeout", write.acquire_timeout(long)).await,
+            promptly("write try_lock_for", async {
+                write.try_lock_for(long).await.map(|g| g.is_some())
+            })
+            .await,
+        ] {
+            assert_eq!(result, Err(Error::UpgradeNotSupported));
+        }
+        assert!(would_deadlock(
+            promptly("read acquire", read.acquire()).await
+        ));
+        reading.release().await.unwrap();
+
+        let writing = write.lock().await.unwrap();
+        assert!(would_deadlock(
+            promptly("write acquire", write.acquire_timeout(long)).await
+        ));
+        assert!(would_deadlock(
+            promptly("read acquire", read.acquire_timeout(long)).await
+        ));
+        let reading = writing.downgrade().await.unwrap();
+        reading.release().await.unwrap();
+
+        write.acquire().await.unwrap();
+        assert!(would_deadlock(promptly("write lock", write.lock()).await));
+        // A task-bound writer may still take a read guard: a downgrade.
+        let downgraded = promptly("read lock", read.lock()).await.unwrap();
+        write.release().await.unwrap();
+        downgraded.release().await.unwrap();
+        framework.close().await;
+    })
+    .await;
+}
+
+/// Errors say what failed: ZooKeeper's node errors name the node, a lost
+/// hold's error carries the node and the `LockLoss`, and a framework never
+/// started is told apart from a closed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_node_and_the_reason() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let framework = framework_with(&server.connect_string(), |b| b).await;
+        let path = unique_path("errors-name");
+        let mutex = InterProcessMutex::new(framework.clone(), &path).unwrap();
+        let guard = mutex.lock().await.unwrap();
+        let fence = guard.fence().unwrap();
+        let missing = format!("{path}-missing");
+        let err = fence.set_data(&missing, b"x", None).await.unwrap_err();
+        assert_eq!(
+            err,
+            Error::NoNode {
+                path: missing.clone()
+            }
+        );
+        assert!(err.to_string().contains(&missing), "{err}");
+        let open =
+            zk_curator::zk::CreateMode::Persistent.with_acls(zk_curator::zk::Acls::anyone_all());
+        let err = fence.create(&path, b"", &open).await.unwrap_err();
+        assert_eq!(err, Error::NodeExists { path: path.clone() });
+
+        // A hold lost to a deleted node: the error names the node and why.
+        let raw = raw_client(&server.connect_string()).await;
+        raw.delete(guard.path(), None).await.unwrap();
+        let err = fence.set_data(&missing, b"x", None).await.unwrap_err();
+        assert_eq!(
+            err,
+            Error::LockLost {
+                path: guard.path().to_owned(),
+                reason: LockLoss::NodeDeleted
+            }
+        );
+        assert!(matches!(
+            guard.fence(),
+            Err(Error::LockLost {
+                reason: LockLoss::NodeDeleted,
+                ..
+            })
+        ));
+        drop(guard);
+        framework.close().await;
+
+        let latent = zk_curator::Framework::builder()
+            .connect_string(server.connect_string())
+            .build()
+            .unwrap();
+        let mutex = InterProcessMutex::new(latent.clone(), &path).unwrap();
+        assert_eq!(mutex.try_acquire().await, Err(Error::NotStarted));
+        assert_ne!(Error::NotStarted.to_string(), Error::Closed.to_string());
+        let closed = InterProcessMutex::new(framework.clone(), &path).unwrap();
+        assert_eq!(closed.try_acquire().await, Err(Error::Closed));
+    })
+    .await;
+}

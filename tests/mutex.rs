@@ -518,7 +518,7 @@ async fn bad_input_is_refused_before_anything_is_sent() {
         let mutex = InterProcessMutex::new(latent, &path).unwrap();
         assert_eq!(
             mutex.acquire_timeout(Duration::from_secs(1)).await,
-            Err(Error::Closed)
+            Err(Error::NotStarted)
         );
     })
     .await;

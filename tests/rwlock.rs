@@ -765,7 +765,7 @@ async fn node_data_is_copied_and_stored() {
         let too_big = vec![0u8; 2 * 1024 * 1024];
         assert!(matches!(
             InterProcessReadWriteLock::with_data(fw.clone(), &path, &too_big),
-            Err(Error::InvalidArgument(_))
+            Err(Error::RequestTooLarge { .. })
         ));
         for bad in ["", "relative", "/", "/trailing/", "/zookeeper/x"] {
             assert!(matches!(
@@ -805,12 +805,21 @@ async fn guards_and_trait_objects() {
             "a guard is not a task hold"
         );
         assert_eq!(a.read_lock().release().await, Err(Error::NotOwner));
-        assert!(b
+        // (Through an instance of its own: this task holds read guards of
+        // `a` and `b`, which would refuse it an upgrade at once.)
+        assert!(rw(&fb, &path)
             .write_lock()
             .try_lock_for(Duration::from_millis(300))
             .await
             .unwrap()
             .is_none());
+        assert_eq!(
+            b.write_lock()
+                .try_lock_for(Duration::from_secs(10))
+                .await
+                .map(|g| g.is_some()),
+            Err(Error::UpgradeNotSupported)
+        );
         // A dropped guard releases in the background.
         drop(ra);
         assert!(!a.read_lock().is_acquired_in_this_process());

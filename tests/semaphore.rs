@@ -751,7 +751,7 @@ fn invalid_path<T>(result: Result<T, Error>) -> bool {
 async fn bad_input_is_refused_before_anything_is_sent() {
     bounded(BOUND, async move {
         common::init_tracing();
-        // A framework that was never started: any I/O would fail with `Closed`.
+        // A framework that was never started: any I/O would fail with `NotStarted`.
         let fw = Framework::builder()
             .connect_string("127.0.0.1:1")
             .build()
@@ -796,14 +796,14 @@ async fn bad_input_is_refused_before_anything_is_sent() {
         assert!(invalid_argument(
             semaphore.acquire_many_timeout(3, SHORT).await
         ));
-        // Valid requests do reach the (closed) framework.
+        // Valid requests do reach the framework, never started.
         assert!(matches!(
             within(semaphore.acquire_many(2)).await,
-            Err(Error::Closed)
+            Err(Error::NotStarted)
         ));
         assert!(matches!(
             within(semaphore.acquire()).await,
-            Err(Error::Closed)
+            Err(Error::NotStarted)
         ));
     })
     .await;

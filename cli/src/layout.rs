@@ -157,7 +157,7 @@ async fn list(framework: &Framework, path: &str) -> Result<Vec<String>, Failure>
         .await;
     match listed {
         Ok(children) => Ok(children),
-        Err(Error::NoNode) => Ok(Vec::new()),
+        Err(Error::NoNode { .. }) => Ok(Vec::new()),
         Err(err) => Err(Failure::zk(format!("cannot list {path}"), err)),
     }
 }
@@ -173,7 +173,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Option<(Vec<u8>, zk::
         .await;
     match read {
         Ok(found) => Ok(Some(found)),
-        Err(Error::NoNode) => Ok(None),
+        Err(Error::NoNode { .. }) => Ok(None),
         Err(err) => Err(Failure::zk(format!("cannot read {path}"), err)),
     }
 }

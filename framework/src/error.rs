@@ -38,11 +38,20 @@ pub enum Error {
     #[error("request throttled by the ZooKeeper server")]
     Throttled,
     /// The node (or its parent) does not exist.
-    #[error("node does not exist")]
-    NoNode,
+    #[error("node does not exist{}", at(.path))]
+    NoNode {
+        /// The node the request named, when the framework knows it (empty
+        /// for the result of a request of your own, e.g. through
+        /// [`Framework::call_with_retry`](crate::Framework::call_with_retry)).
+        path: String,
+    },
     /// The node already exists.
-    #[error("node already exists")]
-    NodeExists,
+    #[error("node already exists{}", at(.path))]
+    NodeExists {
+        /// The node the request named, when the framework knows it (as for
+        /// [`Error::NoNode`]).
+        path: String,
+    },
     /// The node still has children.
     #[error("node has children")]
     NotEmpty,
@@ -107,6 +116,18 @@ pub enum Error {
     /// first.
     #[error("cannot upgrade a read lock to the write lock; release the read lock first")]
     UpgradeNotSupported,
+    /// The current task asked a lock for a hold while it already holds the
+    /// same lock through that instance in another form: a task-bound hold
+    /// (`acquire`) while a guard it took is alive, or a guard (`lock`)
+    /// while it holds the task-bound hold. Waiting would mean waiting for
+    /// itself, so the request is refused at once; release the other hold
+    /// first, or keep to one form. (A guard counts for the task that took
+    /// it, even if it was moved to another task since.)
+    #[error("this task already holds {path} in another form (a guard, or a task-bound hold); waiting for it again would wait for itself")]
+    WouldDeadlock {
+        /// The lock's path.
+        path: String,
+    },
     /// The framework was closed.
     #[error("the framework is closed")]
     Closed,
@@ -163,8 +184,12 @@ impl Error {
             zk::Error::ClientClosed => Error::Closed,
             zk::Error::SessionMoved => Error::SessionMoved,
             zk::Error::Throttled => Error::Throttled,
-            zk::Error::NoNode => Error::NoNode,
-            zk::Error::NodeExists => Error::NodeExists,
+            zk::Error::NoNode => Error::NoNode {
+                path: String::new(),
+            },
+            zk::Error::NodeExists => Error::NodeExists {
+                path: String::new(),
+            },
             zk::Error::NotEmpty => Error::NotEmpty,
             zk::Error::BadVersion => Error::BadVersion,
             zk::Error::NoAuth => Error::NoAuth,
@@ -176,7 +201,31 @@ impl Error {
     }
 }
 
+/// ": <path>" when the path is known.
+fn at(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(": {path}")
+    }
+}
+
 impl Error {
+    /// Names `path` in an error about a node that does not name one yet
+    /// ([`Error::NoNode`], [`Error::NodeExists`]); other errors are
+    /// returned as they are.
+    pub fn at_path(self, path: &str) -> Error {
+        match self {
+            Error::NoNode { path: known } if known.is_empty() => Error::NoNode {
+                path: path.to_owned(),
+            },
+            Error::NodeExists { path: known } if known.is_empty() => Error::NodeExists {
+                path: path.to_owned(),
+            },
+            other => other,
+        }
+    }
+
     /// [`Error::LockLost`] for `path`.
     pub fn lock_lost(path: impl Into<String>, reason: LockLoss) -> Error {
         Error::LockLost {

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use zk_curator_framework::lock_internals::{
 };
 use zk_curator_framework::{Error, Framework, Result};
 
-use crate::held::Held;
+use crate::held::{would_deadlock, Guards, Held};
 use crate::lock::InterProcessLock;
 use crate::reentrant::Reentrant;
 
@@ -25,7 +24,7 @@ pub const LOCK_NAME: &str = "lock-";
 struct Shared {
     internals: LockInternals,
     owners: Reentrant<Hold>,
-    guards: Arc<AtomicUsize>,
+    guards: Arc<Guards>,
     revocation: RevocationSetting,
 }
 
@@ -64,6 +63,15 @@ impl Shared {
 ///   [`try_lock`](Self::try_lock) take one round trip and never wait.
 /// * **Guard API**: [`lock`](Self::lock) returns a [`MutexGuard`] that owns
 ///   its hold, whichever task holds the guard; it is not reentrant.
+/// * **No silent self-deadlock**: a task that holds a guard it took from
+///   this instance and asks it for a task-bound hold
+///   ([`acquire`](Self::acquire) and its timed and try forms), or that holds
+///   the task-bound hold and asks for a guard, gets
+///   [`Error::WouldDeadlock`] at once instead of waiting for itself. The
+///   library cannot follow a guard moved to another task: it still counts
+///   for the task that took it. A second [`lock`](Self::lock) while a guard
+///   of the same task is alive waits for that guard, as a guard may be
+///   released by another task.
 /// * **Fencing**: every hold has a token ([`Hold::fencing_token`],
 ///   [`fencing_token`](Self::fencing_token)) that grows strictly from one
 ///   holder to the next.
@@ -101,7 +109,7 @@ impl fmt::Debug for InterProcessMutex {
         f.debug_struct("InterProcessMutex")
             .field("path", &self.path())
             .field("holders", &self.shared.owners.holders())
-            .field("guards", &self.shared.guards.load(Ordering::Relaxed))
+            .field("guards", &self.shared.guards.alive())
             .finish()
     }
 }
@@ -131,7 +139,7 @@ impl InterProcessMutex {
             shared: Arc::new(Shared {
                 internals,
                 owners: Reentrant::new(),
-                guards: Arc::new(AtomicUsize::new(0)),
+                guards: Arc::new(Guards::default()),
                 revocation: RevocationSetting::default(),
             }),
         })
@@ -147,10 +155,12 @@ impl InterProcessMutex {
     /// # Errors
     /// [`Error::LockLost`] when the owner's hold was lost (its session
     /// ended, its node was deleted, or its loss was signalled): the stale
-    /// hold is forgotten, so a new `acquire` queues afresh; [`Error::Closed`]
-    /// if the framework is closed; [`Error::Timeout`] if no session could be
-    /// had within the connection timeout; ZooKeeper errors that retrying
-    /// could not overcome (e.g. [`Error::NoAuth`]).
+    /// hold is forgotten, so a new `acquire` queues afresh;
+    /// [`Error::WouldDeadlock`] at once if the current task holds a guard it
+    /// took from this mutex; [`Error::Closed`] if the framework is closed;
+    /// [`Error::Timeout`] if no session could be had within the connection
+    /// timeout; ZooKeeper errors that retrying could not overcome (e.g.
+    /// [`Error::NoAuth`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future (in `select!`, under `timeout`, by
@@ -192,6 +202,7 @@ impl InterProcessMutex {
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<bool> {
         let shared = &self.shared;
+        shared.guards.refuse_own(self.path())?;
         shared
             .owners
             .acquire(Some(Instant::now()), |_| {
@@ -202,6 +213,7 @@ impl InterProcessMutex {
 
     async fn acquire_until(&self, deadline: Option<Instant>) -> Result<bool> {
         let shared = &self.shared;
+        shared.guards.refuse_own(self.path())?;
         shared
             .owners
             .acquire(deadline, |remaining| async move {
@@ -237,7 +249,7 @@ impl InterProcessMutex {
     /// Whether any owner of this process holds the lock through this mutex
     /// (or one of its guards is alive).
     pub fn is_acquired_in_this_process(&self) -> bool {
-        self.shared.owners.holders() > 0 || self.shared.guards.load(Ordering::Acquire) > 0
+        self.shared.owners.holders() > 0 || self.shared.guards.alive() > 0
     }
 
     /// Whether the current owner (task, or thread outside a task) holds it.
@@ -326,11 +338,14 @@ impl InterProcessMutex {
     /// reentrant: a second `lock()` queues behind the first guard.
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// [`Error::WouldDeadlock`] at once if the current task holds the
+    /// task-bound hold of this mutex; otherwise as
+    /// [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<MutexGuard> {
+        self.refuse_own_task_hold()?;
         let revocation = self.shared.revocation();
         let hold = self
             .shared
@@ -349,6 +364,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
+        self.refuse_own_task_hold()?;
         Ok(self
             .shared
             .acquire_hold(Some(timeout))
@@ -367,6 +383,16 @@ impl InterProcessMutex {
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock(&self) -> Result<Option<MutexGuard>> {
         self.try_lock_for(Duration::ZERO).await
+    }
+
+    /// A guard asked for by a task that holds the task-bound hold would
+    /// wait for that task, which is waiting: refused at once.
+    fn refuse_own_task_hold(&self) -> Result<()> {
+        if self.shared.owners.is_held_by_current() {
+            tracing::debug!(path = %self.path(), "guard refused: the task holds this mutex");
+            return Err(would_deadlock(self.path()));
+        }
+        Ok(())
     }
 
     fn guard(&self, hold: Hold) -> MutexGuard {

@@ -251,6 +251,12 @@ impl Fence {
                     other => Err(session.map_err(other)),
                 }
             }
+            Err(zk::MultiWriteError::OperationFailed { index, source })
+                if index - checks < ops.len() =>
+            {
+                // One of the caller's operations failed: name its node.
+                Err(session.map_err(source).at_path(ops[index - checks].path()))
+            }
             Err(zk::MultiWriteError::OperationFailed { source, .. })
             | Err(zk::MultiWriteError::RequestFailed { source }) => {
                 let err = session.map_err(source);
@@ -377,6 +383,15 @@ enum FencedOp<'a> {
 }
 
 impl FencedOp<'_> {
+    fn path(&self) -> &str {
+        match *self {
+            FencedOp::Create { path, .. }
+            | FencedOp::SetData { path, .. }
+            | FencedOp::Delete { path, .. }
+            | FencedOp::Check { path, .. } => path,
+        }
+    }
+
     fn size(&self, root: usize) -> packet::Op {
         match *self {
             FencedOp::Create {

@@ -571,7 +571,7 @@ impl LockInternals {
         match watched {
             Ok((_, _, watcher)) => self.wait_event(session, watcher).await,
             // Already gone: look again at once.
-            Err(Error::NoNode) => Ok(()),
+            Err(Error::NoNode { .. }) => Ok(()),
             Err(err) => Err(err.into()),
         }
     }
@@ -594,7 +594,7 @@ impl LockInternals {
             .await;
         let (fresh, watcher) = match watched {
             Ok(found) => found,
-            Err(Error::NoNode) => {
+            Err(Error::NoNode { .. }) => {
                 return Err(Failure::Restart(Error::lock_lost(
                     &*self.base_path,
                     LockLoss::NodeDeleted,
@@ -726,14 +726,16 @@ impl LockInternals {
                     // two creates) is missing: create it and go again, outside
                     // the retry budget for the first few rounds.
                     match self.create_parents(session).await {
-                        Ok(()) | Err(Error::NoNode) => {}
+                        Ok(()) | Err(Error::NoNode { .. }) => {}
                         Err(err) => return Err(err),
                     }
                     parent_rounds += 1;
                     if parent_rounds <= PARENT_ROUNDS {
                         continue;
                     }
-                    Error::NoNode
+                    Error::NoNode {
+                        path: self.base_path.to_string(),
+                    }
                 }
                 Err(err) => {
                     let err = session.map_err(err);
@@ -752,7 +754,7 @@ impl LockInternals {
                 return Err(err);
             };
             retries += 1;
-            if !matches!(err, Error::NoNode) {
+            if !matches!(err, Error::NoNode { .. }) {
                 tracing::debug!(%err, ?delay, "create failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
@@ -844,7 +846,9 @@ impl LockInternals {
             })
             .await;
         match result {
-            Err(Error::NoNode) => Err(Error::lock_lost(&*self.base_path, LockLoss::NodeDeleted)),
+            Err(Error::NoNode { .. }) => {
+                Err(Error::lock_lost(&*self.base_path, LockLoss::NodeDeleted))
+            }
             other => other,
         }
     }
@@ -874,7 +878,7 @@ impl LockInternals {
             .await;
         let children = match children {
             Ok(children) => children,
-            Err(Error::NoNode) => return Ok(Vec::new()),
+            Err(Error::NoNode { .. }) => return Ok(Vec::new()),
             Err(err) => return Err(err),
         };
         Ok(self

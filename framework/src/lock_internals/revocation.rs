@@ -103,7 +103,7 @@ impl Revoker {
             })
             .await;
         match written {
-            Ok(_) | Err(Error::NoNode) => Ok(()),
+            Ok(_) | Err(Error::NoNode { .. }) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -4,7 +4,6 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,11 +75,12 @@ pub type ReadLock = LockHalf<ReadHalf>;
 
 /// The exclusive half of an [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
 ///
-/// An owner that holds only the read lock is refused the write lock with
+/// An owner that holds only the read lock (task-bound, or a
+/// [`ReadGuard`](crate::ReadGuard) it took) is refused the write lock with
 /// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) at once
-/// (an upgrade would wait behind its own read node forever). The check sees
-/// task holds only: a task holding a [`ReadGuard`](crate::ReadGuard) that
-/// asks for the write lock waits for that guard.
+/// (an upgrade would wait behind its own read node forever). A guard counts
+/// for the task that took it, even once moved to another task: ask from
+/// the task that holds it, or release it first.
 pub type WriteLock = LockHalf<WriteHalf>;
 
 /// One half of a read-write lock; see [`ReadLock`] and [`WriteLock`].
@@ -108,7 +108,7 @@ impl<H: Half> fmt::Debug for LockHalf<H> {
         })
         .field("path", &self.path())
         .field("holders", &side.owners.holders())
-        .field("guards", &side.guards.load(Ordering::Relaxed))
+        .field("guards", &side.guards.alive())
         .finish()
     }
 }
@@ -136,7 +136,11 @@ impl<H: Half> LockHalf<H> {
     /// [`Error::LockLost`](crate::Error::LockLost) when the owner's hold was
     /// lost (the stale hold is forgotten; acquire again);
     /// [`Error::UpgradeNotSupported`](crate::Error::UpgradeNotSupported) for
-    /// the write half while the owner holds only the read half;
+    /// the write half while the owner holds only the read half (task-bound
+    /// or a guard it took);
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) at once while
+    /// the owner holds a guard it took of this half, or a write guard (for
+    /// the read half; use `WriteGuard::downgrade`);
     /// [`Error::Closed`](crate::Error::Closed) if the framework is closed;
     /// [`Error::Timeout`](crate::Error::Timeout) if no session could be had
     /// within the connection timeout; ZooKeeper errors that retrying could
@@ -196,7 +200,7 @@ impl<H: Half> LockHalf<H> {
     /// (or one of its guards is alive).
     pub fn is_acquired_in_this_process(&self) -> bool {
         let side = self.side();
-        side.owners.holders() > 0 || side.guards.load(Ordering::Acquire) > 0
+        side.owners.holders() > 0 || side.guards.alive() > 0
     }
 
     /// Makes every later acquire of this half revocable: a
@@ -274,7 +278,10 @@ impl<H: Half> LockHalf<H> {
     /// reentrant: the guard is a participant of its own.
     ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) at once if the
+    /// current task holds the task-bound hold of this half (a task-bound
+    /// writer asking for a read guard gets a downgrade instead); otherwise
+    /// as [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).

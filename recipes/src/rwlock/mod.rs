@@ -13,7 +13,6 @@ mod guard;
 mod half;
 
 use std::fmt;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use zk_curator_framework::{Error, Framework, Result};
 use self::driver::{DowngradeDriver, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
 pub use self::guard::{ReadGuard, RwGuard, WriteGuard};
 pub use self::half::{Half, LockHalf, ReadHalf, ReadLock, WriteHalf, WriteLock};
-use crate::held::Held;
+use crate::held::{would_deadlock, Guards, Held};
 use crate::reentrant::Reentrant;
 
 /// Which half of the lock (crate-internal: the module is private).
@@ -42,7 +41,7 @@ pub enum Kind {
 struct Side {
     internals: LockInternals,
     owners: Reentrant<Hold>,
-    guards: Arc<AtomicUsize>,
+    guards: Arc<Guards>,
     revocation: RevocationSetting,
 }
 
@@ -106,9 +105,15 @@ struct Shared {
 ///   node's sequence, so it sorts level with it: a writer queued behind
 ///   cannot slip in when the write lock is then released (CURATOR-621).
 ///   [`WriteGuard::downgrade`] does the same for guards.
-/// * **No upgrade**: an owner holding only the read lock who asks for the
-///   write lock gets [`Error::UpgradeNotSupported`] at once (its write node
-///   would wait behind its own read node forever; Curator hangs).
+/// * **No upgrade**: an owner holding only the read lock (task-bound, or a
+///   read guard it took) who asks for the write lock gets
+///   [`Error::UpgradeNotSupported`] at once (its write node would wait
+///   behind its own read node forever; Curator hangs).
+/// * **No silent self-deadlock**: a task asking a half for a hold while it
+///   holds that half in the other form (a guard it took, or the task-bound
+///   hold), or asking for a task-bound read hold behind its own write guard,
+///   gets [`Error::WouldDeadlock`] at once. A guard counts for the task that
+///   took it, even once moved to another task.
 /// * **Guard API**: [`ReadLock::lock`] and [`WriteLock::lock`] return guards
 ///   that own their holds, whichever task holds them; they are not
 ///   reentrant.
@@ -194,7 +199,7 @@ impl InterProcessReadWriteLock {
                 |internals| Side {
                     internals,
                     owners: Reentrant::new(),
-                    guards: Arc::new(AtomicUsize::new(0)),
+                    guards: Arc::new(Guards::default()),
                     revocation: RevocationSetting::default(),
                 },
             )
@@ -242,6 +247,8 @@ impl Shared {
 
     /// A task acquire of `kind` for the current owner (reentrant).
     async fn acquire(&self, kind: Kind, timeout: Option<Duration>) -> Result<bool> {
+        // The task's own guard of this half would be waited for.
+        self.side(kind).guards.refuse_own(self.path())?;
         // A deadline too far away to represent is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let try_only = timeout.is_some_and(|t| t.is_zero());
@@ -263,8 +270,11 @@ impl Shared {
     async fn acquire_hold(&self, kind: Kind, timeout: Option<Duration>) -> Result<Option<Hold>> {
         match kind {
             Kind::Write => {
-                if self.read.owners.is_held_by_current() && !self.write.owners.is_held_by_current()
-                {
+                // A read hold of the task's own, task-bound or a guard it
+                // took, would keep its write node waiting forever.
+                let reading =
+                    self.read.owners.is_held_by_current() || self.read.guards.taken_by_current();
+                if reading && !self.write.owners.is_held_by_current() {
                     tracing::debug!(path = %self.path(), "write lock refused: upgrade");
                     return Err(Error::UpgradeNotSupported);
                 }
@@ -276,6 +286,12 @@ impl Shared {
             }
             Kind::Read => match self.write.owners.with_current(Hold::clone) {
                 Some(write_hold) => self.downgrade(&write_hold, timeout).await,
+                // Behind the task's own write guard (`WriteGuard::downgrade`
+                // is the way from one to the other).
+                None if self.write.guards.taken_by_current() => {
+                    tracing::debug!(path = %self.path(), "read lock refused: the task holds a write guard");
+                    Err(would_deadlock(self.path()))
+                }
                 None => {
                     let revocation = self.read.revocation();
                     self.read
@@ -335,6 +351,11 @@ impl Shared {
 
     /// A guard's hold of `kind` (not reentrant; downgrade rules apply).
     async fn lock(self: &Arc<Self>, kind: Kind, timeout: Option<Duration>) -> Result<Option<Held>> {
+        // The task's own task-bound hold of this half would be waited for.
+        if self.side(kind).owners.is_held_by_current() {
+            tracing::debug!(path = %self.path(), "guard refused: the task holds this half");
+            return Err(would_deadlock(self.path()));
+        }
         Ok(self
             .acquire_hold(kind, timeout)
             .await?
