@@ -142,6 +142,10 @@ enum Command {
     /// setpgid) is not followed. Not being the terminal's foreground group,
     /// a command that reads from the terminal is stopped by it (SIGTTIN):
     /// give it its input another way.
+    ///
+    /// Once the group is gone, zk-curator exits promptly even if ZooKeeper
+    /// is gone too: an unanswered release is given up after 2s, and the
+    /// lock node then goes when the server ends the session.
     #[command(after_help = LOCK_EXIT_CODES)]
     Lock(LockArgs),
     /// List the holders and waiters of a lock, in queue order.
