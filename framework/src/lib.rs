@@ -26,9 +26,10 @@
 //! facade, whose front page has examples that run against an embedded
 //! server); [`lock_internals`] is for drivers of your own.
 //!
-//! ```no_run
+//! ```
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = zk_curator_server::EmbeddedServer::start().await?;
 //! use std::time::Duration;
 //! use futures::StreamExt;
 //! use zk_curator_framework::retry::ExponentialBackoffRetry;
@@ -36,6 +37,7 @@
 //!
 //! let framework = Framework::builder()
 //!     .connect_string("127.0.0.1:2181")
+//! #   .connect_string(server.connect_string())
 //!     .namespace("my-service") // created on start if missing
 //!     .session_timeout(Duration::from_secs(30))
 //!     .retry_policy(ExponentialBackoffRetry::new(Duration::from_millis(100), 10)?)
@@ -69,9 +71,7 @@
 //! # }
 //! ```
 //!
-//! (`no_run`: this crate's tests cannot start a server. The same calls run
-//! against the embedded server in the `zk-curator` facade's doc tests and
-//! integration tests.)
+//! (Its doc test runs against the embedded server of `zk-curator-server`.)
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]

@@ -4,7 +4,7 @@
 //! is to open a second connection that presents the same session id and password: the server
 //! moves the session to the new connection (dropping the original one), and closing the session
 //! from there deletes its ephemeral nodes. When the original client reconnects, the server tells
-//! it that its session is gone, and the client reports [`SessionState::Expired`].
+//! it that its session is gone, and the client reports `SessionState::Expired`.
 //!
 //! Doing this with a second `zookeeper_client::Client` does not work reliably: that client only
 //! finishes connecting after a further round trip, and the original client, which reconnects
@@ -54,8 +54,8 @@ pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(),
 /// * the server has closed the session and confirmed it (or reported the session unknown), so
 ///   every ephemeral node the session owned is already deleted as seen by any other client;
 /// * `client.state()` (and the state of every clone of `client`) is
-///   [`SessionState::Expired`], so all further operations through it fail with
-///   [`zookeeper_client::Error::SessionExpired`].
+///   `SessionState::Expired`, so all further operations through it fail with
+///   `zookeeper_client::Error::SessionExpired`.
 ///
 /// A session already expired returns `Ok(())` at once.
 ///
@@ -65,8 +65,8 @@ pub async fn expire_session(connect_string: &str, client: &Client) -> Result<(),
 ///   client cannot reach the server to learn about the expiry (a partitioned client only
 ///   reports `Expired` once it reconnects or its own session timer runs out; the server side
 ///   session may be closed already in that case).
-/// * [`Error::Client`] with [`ClientClosed`](zookeeper_client::Error::ClientClosed) or
-///   [`AuthFailed`](zookeeper_client::Error::AuthFailed) when the client is already in
+/// * [`Error::Client`] with `zookeeper_client::Error::ClientClosed` or
+///   `AuthFailed` when the client is already in
 ///   another terminal state.
 ///
 /// # Cancel safety

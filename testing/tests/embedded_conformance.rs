@@ -5,7 +5,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, FaultProxy, ZooKeeperServer};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::{EmbeddedServer, FaultProxy, ZooKeeperServer};
 use zookeeper_client::{
     Acls, AddWatchMode, Client, CreateMode, CreateOptions, MultiReadResult, MultiWriteResult,
     OneshotWatcher, Stat,
@@ -843,10 +844,8 @@ async fn embedded_matches_real_zookeeper() {
         .unwrap();
     let mut ours = script(&embedded.connect_string()).await;
     ours.extend(fault_script(&embedded.connect_string()).await);
-    if !zookeeper_available() {
-        eprintln!(
-            "skipping the real-ZooKeeper half of embedded_matches_real_zookeeper: ZooKeeper not found: install it with `apt-get install -y zookeeper`"
-        );
+    // The real half: a missing ZooKeeper fails the test, unless ZK_SKIP_MISSING asks to skip.
+    if !Prerequisite::ZooKeeper.check("embedded_matches_real_zookeeper") {
         return;
     }
     let real = ZooKeeperServer::start_async().await.unwrap();

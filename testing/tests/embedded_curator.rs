@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use zk_curator_testing::backend::Prerequisite;
 use zk_curator_testing::EmbeddedServer;
 
 const JARS: &[&str] = &[
@@ -77,13 +78,6 @@ async fn run_bounded(mut command: Command) -> Output {
     .unwrap()
 }
 
-fn tool_available(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-version")
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn curator_mutex_on_embedded_server() {
     let dir = Path::new("/usr/share/java");
@@ -92,12 +86,13 @@ async fn curator_mutex_on_embedded_server() {
         .copied()
         .filter(|jar| !dir.join(jar).is_file())
         .collect();
-    if !tool_available("javac") || !tool_available("java") || !missing.is_empty() {
-        eprintln!(
-            "skipping curator_mutex_on_embedded_server: needs javac, java and Debian's libcurator-recipes-java and zookeeper (missing jars: {missing:?})"
-        );
+    if !Prerequisite::Curator.check("curator_mutex_on_embedded_server") {
         return;
     }
+    assert!(
+        missing.is_empty(),
+        "Curator is installed but these jars are missing: {missing:?} (apt-get install -y libcurator-recipes-java zookeeper)"
+    );
     let server = EmbeddedServer::start().await.unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(work.path().join("CuratorLock.java"), PROGRAM).unwrap();

@@ -9,7 +9,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::{EmbeddedServer, ZooKeeperServer};
 use zookeeper_client::{Acls, Client, CreateMode, Stat, WatchedEvent};
 
 const STEP: Duration = Duration::from_secs(10);
@@ -211,12 +212,9 @@ async fn run(cs: &str, seed: u64) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn random_operation_sequences_match_real_zookeeper() {
     let seeds = [0x1234_5678_9abc_def1_u64, 0x0fed_cba9_8765_4321, 42];
-    let real_available = zookeeper_available();
-    if !real_available {
-        eprintln!(
-            "skipping the real-ZooKeeper half of random_operation_sequences_match_real_zookeeper: ZooKeeper not found: install it with `apt-get install -y zookeeper`"
-        );
-    }
+    // The real half: a missing ZooKeeper fails the test, unless ZK_SKIP_MISSING asks to skip.
+    let real_available =
+        Prerequisite::ZooKeeper.check("random_operation_sequences_match_real_zookeeper");
     for seed in seeds {
         let embedded = EmbeddedServer::builder()
             .extended_types(true)

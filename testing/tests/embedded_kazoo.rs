@@ -1,7 +1,7 @@
 //! kazoo (Python, Debian `python3-kazoo`) takes and releases a lock against
 //! the embedded server, while a Rust client watches the lock's nodes.
-//! Skipped with a notice when kazoo is not installed, unless
-//! `ZK_REQUIRE_INTEROP=1` (as CI sets it).
+//! Without kazoo the test fails saying so, or is skipped with a notice under
+//! `ZK_SKIP_MISSING=kazoo` (or `=1`).
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
@@ -9,30 +9,15 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use zk_curator_testing::backend::Prerequisite;
 use zk_curator_testing::EmbeddedServer;
 
 /// Debian's interpreter, where `python3-kazoo` installs.
 const PYTHON: &str = "/usr/bin/python3";
 
-fn kazoo_available() -> bool {
-    let found = std::process::Command::new(PYTHON)
-        .args(["-c", "import kazoo"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        if std::env::var("ZK_REQUIRE_INTEROP").is_ok_and(|v| v == "1") {
-            panic!("ZK_REQUIRE_INTEROP=1 but kazoo is missing: apt-get install -y python3-kazoo");
-        }
-        eprintln!(
-            "NOTICE: kazoo is not installed (apt-get install -y python3-kazoo); kazoo test skipped"
-        );
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_takes_and_releases_a_lock_on_the_embedded_server() {
-    if !kazoo_available() {
+    if !Prerequisite::Kazoo.check("kazoo_takes_and_releases_a_lock_on_the_embedded_server") {
         return;
     }
     let server = EmbeddedServer::start().await.unwrap();

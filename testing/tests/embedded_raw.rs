@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::{EmbeddedServer, ZooKeeperServer};
 
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -579,10 +580,8 @@ async fn raw_requests_match_real_zookeeper() {
         .await
         .unwrap();
     let ours = transcript(&embedded.connect_string()).await;
-    if !zookeeper_available() {
-        eprintln!(
-            "skipping the real-ZooKeeper half of raw_requests_match_real_zookeeper: ZooKeeper not found: install it with `apt-get install -y zookeeper`"
-        );
+    // The real half: a missing ZooKeeper fails the test, unless ZK_SKIP_MISSING asks to skip.
+    if !Prerequisite::ZooKeeper.check("raw_requests_match_real_zookeeper") {
         return;
     }
     let real = ZooKeeperServer::start_async().await.unwrap();

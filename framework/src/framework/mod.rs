@@ -307,7 +307,7 @@ impl Framework {
     /// capped at 3 s), and the session then ends on the server by timing
     /// out.
     ///
-    /// A [`zk::Client`] obtained from [`Framework::client`] and still kept by
+    /// A `zk::Client` obtained from [`Framework::client`] and still kept by
     /// the caller keeps the session open: `close()` then returns after the
     /// bounded wait and the session ends when that client is dropped.
     ///

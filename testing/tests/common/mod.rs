@@ -6,24 +6,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use zk_curator_testing::{zookeeper_available, ZooKeeperServer};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::ZooKeeperServer;
 use zookeeper_client::{Acls, Client, CreateMode, CreateOptions};
 
 /// Upper bound for any single awaited step in these tests.
 pub const STEP: Duration = Duration::from_secs(20);
 
-/// Whether ZooKeeper can run here; prints a notice naming the test otherwise.
+/// Whether ZooKeeper can run here: the testing crate's one rule (a missing ZooKeeper fails
+/// `test` naming what to install, unless `ZK_SKIP_MISSING` asks to skip it with a notice).
 pub fn available(test: &str) -> bool {
-    let available = zookeeper_available();
-    if !available && std::env::var("ZK_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-        panic!("{test}: ZK_REQUIRE_REAL=1 but ZooKeeper is not installed: apt-get install -y zookeeper");
-    }
-    if !available {
-        eprintln!(
-            "skipping {test}: ZooKeeper not found: install it with `apt-get install -y zookeeper`"
-        );
-    }
-    available
+    Prerequisite::ZooKeeper.check(test)
 }
 
 /// One server shared by every test of a test binary; never dropped, so it also exercises the
