@@ -188,3 +188,6 @@ impl Drop for LocalTurn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
