@@ -211,3 +211,6 @@ impl<H> Drop for AcquiringMark<'_, H> {
             .remove_if(&self.owner, |_, slot| matches!(slot, Slot::Acquiring(_)));
     }
 }
+
+#[cfg(test)]
+mod tests;
