@@ -91,6 +91,8 @@ pub mod telemetry;
 
 pub use self::acl::{AclProvider, FixedAcl};
 pub use self::error::{Error, Result};
+/// The session layer's interface to the lock engine (see `framework/port.rs`).
+pub(crate) use self::framework::{CleanupJob, SessionPort};
 pub use self::framework::{Framework, FrameworkBuilder, Metrics, Session};
 pub use self::identity::HolderIdentity;
 pub use self::listener::{ConnectionStateListener, ListenerHandle};

@@ -85,6 +85,7 @@ use zk_curator_framework::lock_internals::{
     StandardLockInternalsDriver,
 };
 use zk_curator_framework::path::{self, join};
+use zk_curator_framework::retry::RetryLoop;
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use crate::held::Held;
@@ -471,13 +472,15 @@ impl InterProcessSemaphoreV2 {
     /// Runs attempts, starting again after a lost session while the retry
     /// policy allows.
     async fn acquire_restarting(&self, n: u32) -> Result<Vec<Lease>> {
-        let mut restarts = Restarts::new(&self.shared.framework);
+        let framework = &self.shared.framework;
+        let mut restarts = RetryLoop::new(&**framework.retry_policy());
         loop {
+            self.check_open()?;
             match self.attempt(n).await {
                 Ok(leases) => return Ok(leases),
                 Err(err) if err.is_session_terminal() => {
                     tracing::warn!(%err, "the session ended during the acquire; starting over");
-                    restarts.next(err).await?;
+                    restarts.next(err, framework.closed()).await?;
                 }
                 Err(err) => return Err(err),
             }
@@ -581,45 +584,6 @@ fn first(mut leases: Vec<Lease>, path: &str) -> Result<Lease> {
     leases
         .pop()
         .ok_or_else(|| Error::lock_lost(path, LockLoss::NotHeld))
-}
-
-/// Counts the restarts of one acquire against the framework's retry policy.
-struct Restarts<'a> {
-    framework: &'a Framework,
-    started: std::time::Instant,
-    count: u32,
-}
-
-impl<'a> Restarts<'a> {
-    fn new(framework: &'a Framework) -> Self {
-        Restarts {
-            framework,
-            started: std::time::Instant::now(),
-            count: 0,
-        }
-    }
-
-    /// Sleeps before the next restart, or returns `err` when the retry policy
-    /// refuses one (or `Closed` once the framework is closed).
-    async fn next(&mut self, err: Error) -> Result<()> {
-        if self.framework.is_closed() {
-            return Err(Error::Closed);
-        }
-        let Some(delay) = self
-            .framework
-            .retry_policy()
-            .allow_retry(self.count, self.started.elapsed())
-        else {
-            return Err(err);
-        };
-        self.count += 1;
-        tracing::debug!(restarts = self.count, ?delay, "restarting");
-        tokio::time::sleep(delay).await;
-        if self.framework.is_closed() {
-            return Err(Error::Closed);
-        }
-        Ok(())
-    }
 }
 
 /// One lease of an [`InterProcessSemaphoreV2`]: an ephemeral node under

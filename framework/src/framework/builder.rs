@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use super::Framework;
+use super::{BuilderExtensions, Framework};
 use crate::acl::{AclProvider, FixedAcl};
 use crate::error::{Error, Result};
 use crate::identity::HolderIdentity;
@@ -29,8 +29,6 @@ pub(crate) struct Config {
     pub(crate) identity: Option<HolderIdentity>,
     pub(crate) default_node_data: Vec<u8>,
     pub(crate) metrics_path_label: bool,
-    pub(crate) local_queue: bool,
-    pub(crate) release_before_reply: bool,
     pub(crate) max_packet_size: usize,
 }
 
@@ -51,8 +49,7 @@ pub struct FrameworkBuilder {
     identity: bool,
     identity_label: Option<String>,
     metrics_path_label: bool,
-    local_queue: bool,
-    release_before_reply: bool,
+    extensions: BuilderExtensions,
     max_packet_size: usize,
 }
 
@@ -70,69 +67,15 @@ impl FrameworkBuilder {
             identity: true,
             identity_label: None,
             metrics_path_label: true,
-            local_queue: true,
-            release_before_reply: false,
+            extensions: BuilderExtensions::default(),
             max_packet_size: crate::packet::DEFAULT_MAX_PACKET_SIZE,
         }
     }
 
-    /// Whether tasks of this framework contending for one lock wait in an
-    /// in-process queue, first come first served, so that only a bounded
-    /// number of them have a participant node in ZooKeeper at a time (one for
-    /// a mutex or a write lock; the driver says how many, see
-    /// [`LockInternalsDriver::local_turns`](crate::lock_internals::LockInternalsDriver::local_turns)).
-    /// Defaults to `true`.
-    ///
-    /// With it, the server's queue and every listing grow with the number of
-    /// sessions instead of the number of waiting tasks, and a hand-off
-    /// between two tasks of one process is one round trip (the next task's
-    /// create follows the holder's delete on the wire). Every holder still
-    /// gets its own node and fencing token, except readers: the readers of
-    /// the process that wait together share one node (and its token; see
-    /// [`LockInternalsDriver::shares_node`](crate::lock_internals::LockInternalsDriver::shares_node)),
-    /// and a reader arriving once that node holds gets a new one, behind any
-    /// writer queued meanwhile. Fairness becomes first come,
-    /// first served within the process, and arrival order among the
-    /// participants in ZooKeeper (each process's current one): a task of a
-    /// busy process may wait behind tasks of other processes that came after
-    /// it. Turn it off (one node per waiting task, as Curator) when tasks
-    /// must be served in global arrival order.
-    pub fn local_queue(mut self, enabled: bool) -> Self {
-        self.local_queue = enabled;
-        self
-    }
-
-    /// Whether a release may return as soon as its delete is queued on the
-    /// session, without waiting for ZooKeeper's answer. Defaults to `false`:
-    /// a release returns once the server has answered (as Curator's does),
-    /// so no client sees the node after it, and an error no retry can fix
-    /// (such as `NoAuth`) is returned.
-    ///
-    /// With `true`, the release of an ephemeral participant node returns once
-    /// the delete is queued. The server applies it before any later request
-    /// of this framework, so a later acquire through this framework no
-    /// longer finds the node; other clients see it gone once the server has
-    /// applied it, which may be just after the release returns. The answer is handled
-    /// in the background: a delete that cannot reach ZooKeeper goes to the
-    /// background cleaner, and an error is logged.
-    /// [`Framework::wait_for_background_cleanup`] waits for these deletes
-    /// too. A hold already lost, and a persistent participant node (a driver
-    /// may ask for one, see
-    /// [`ParticipantNode`](crate::lock_internals::ParticipantNode)), are
-    /// still released with the answer awaited.
-    ///
-    /// What it buys: the release's round trip, and under contention a disk
-    /// sync per hand-off. A process that releases and acquires again sends
-    /// its create right behind its delete, so the server syncs both to disk
-    /// together, and under contention the next holder's delete no longer
-    /// queues behind that create's disk sync (see `BENCHMARKS.md`). What it
-    /// costs: end the framework with [`Framework::close`] before the process
-    /// exits (a delete still queued when the runtime stops is never sent, and
-    /// the node then stays until the session expires), and do not expect a
-    /// peer that you tell about the release to find the lock free at once.
-    pub fn release_before_reply(mut self, enabled: bool) -> Self {
-        self.release_before_reply = enabled;
-        self
+    /// Settings of the layers above (the lock engine's), changed in place
+    /// by their own builder methods.
+    pub(crate) fn extension_mut<T: std::any::Any + Send + Sync + Default>(&mut self) -> &mut T {
+        self.extensions.get_mut::<T>()
     }
 
     /// The longest request the servers accept, in bytes: their
@@ -303,21 +246,22 @@ impl FrameworkBuilder {
             .as_ref()
             .map(HolderIdentity::to_bytes)
             .unwrap_or_default();
-        Ok(Framework::from_config(Config {
-            connect_string,
-            session_timeout: self.session_timeout,
-            connection_timeout: self.connection_timeout,
-            namespace,
-            retry_policy,
-            auth: self.auth,
-            acl_provider,
-            error_policy: self.error_policy,
-            identity,
-            default_node_data,
-            metrics_path_label: self.metrics_path_label,
-            local_queue: self.local_queue,
-            release_before_reply: self.release_before_reply,
-            max_packet_size: self.max_packet_size,
-        }))
+        Ok(Framework::from_config(
+            Config {
+                connect_string,
+                session_timeout: self.session_timeout,
+                connection_timeout: self.connection_timeout,
+                namespace,
+                retry_policy,
+                auth: self.auth,
+                acl_provider,
+                error_policy: self.error_policy,
+                identity,
+                default_node_data,
+                metrics_path_label: self.metrics_path_label,
+                max_packet_size: self.max_packet_size,
+            },
+            self.extensions.into(),
+        ))
     }
 }

@@ -17,6 +17,7 @@
 
 mod builder;
 mod cleanup;
+mod port;
 mod supervisor;
 
 use std::fmt;
@@ -33,8 +34,10 @@ use zookeeper_client as zk;
 pub(crate) use self::builder::Config;
 pub use self::builder::FrameworkBuilder;
 pub(crate) use self::cleanup::CleanupJob;
+pub(crate) use self::port::{BuilderExtensions, Extensions, SessionPort};
 use crate::error::{Error, Result};
 use crate::listener::{ConnectionStateListener, ListenerHandle, Listeners};
+use crate::retry::RetryLoop;
 use crate::state::{next_state, ConnectionState, ErrorPolicy, StateEvent};
 
 const LATENT: u8 = 0;
@@ -88,20 +91,20 @@ impl fmt::Debug for Session {
     }
 }
 
-/// Counters the framework keeps about its locks, for tests, benchmarks and
-/// monitoring.
+/// Counters the framework keeps, for tests, benchmarks and monitoring
+/// (the lock engine adds its own, such as `lock_wakeups`).
 #[derive(Debug, Default)]
 pub struct Metrics {
-    lock_wakeups: AtomicU64,
     background_deletes: AtomicU64,
     background_delete_retries: AtomicU64,
+    /// The framework's extensions, where the counters of other layers live.
+    extensions: Arc<Extensions>,
 }
 
 impl Metrics {
-    /// How many times a waiting lock participant was woken by a watch on the
-    /// node ahead of it. With no herd effect, one release wakes one waiter.
-    pub fn lock_wakeups(&self) -> u64 {
-        self.lock_wakeups.load(Ordering::Relaxed)
+    /// The framework's extensions (see [`Framework::extension`]).
+    pub(crate) fn extensions(&self) -> &Extensions {
+        &self.extensions
     }
 
     /// How many nodes the background cleaner deleted (cancelled acquires,
@@ -116,10 +119,6 @@ impl Metrics {
     /// up on such errors.
     pub fn background_delete_retries(&self) -> u64 {
         self.background_delete_retries.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn add_lock_wakeup(&self) {
-        self.lock_wakeups.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -147,10 +146,9 @@ pub(crate) struct Inner {
     /// [`Framework::loss_epoch`]).
     loss_epoch: AtomicU64,
     pub(crate) metrics: Metrics,
-    /// The in-process queue in front of every lock (see
-    /// [`FrameworkBuilder::local_queue`]).
-    pub(crate) local_queues: Arc<crate::lock_internals::LocalQueues>,
-    pub(crate) shared_nodes: Arc<crate::lock_internals::SharedNodes>,
+    /// State and settings of the layers above (the lock engine's), kept
+    /// without knowing their types.
+    pub(crate) extensions: Arc<Extensions>,
 }
 
 impl fmt::Debug for Inner {
@@ -215,7 +213,8 @@ impl Framework {
         FrameworkBuilder::new()
     }
 
-    fn from_config(config: Config) -> Framework {
+    fn from_config(config: Config, extensions: Extensions) -> Framework {
+        let extensions = Arc::new(extensions);
         let (cleanup_tx, cleanup_rx) = mpsc::unbounded_channel();
         let (events_tx, _) = broadcast::channel(EVENTS_CAPACITY);
         let inner = Inner {
@@ -236,9 +235,11 @@ impl Framework {
             pending_cleanups: watch::Sender::new(0),
             tasks: Mutex::new(Vec::new()),
             loss_epoch: AtomicU64::new(0),
-            metrics: Metrics::default(),
-            local_queues: Arc::default(),
-            shared_nodes: Arc::default(),
+            metrics: Metrics {
+                extensions: extensions.clone(),
+                ..Metrics::default()
+            },
+            extensions,
         };
         Framework {
             handle: Arc::new(Handle {
@@ -504,16 +505,7 @@ impl Framework {
         self.inner().loss_epoch.load(Ordering::Acquire)
     }
 
-    /// How many acquires of this framework wait for the lock at `path` (any
-    /// lock name under it; see [`FrameworkBuilder::local_queue`]) without a
-    /// node of their own in ZooKeeper: those waiting in the in-process queue
-    /// for a turn, and readers waiting on another reader's node (see
-    /// [`LockInternalsDriver::shares_node`](crate::lock_internals::LockInternalsDriver::shares_node)).
-    pub fn locally_queued(&self, path: &str) -> usize {
-        self.inner().local_queues.waiting(path) + self.inner().shared_nodes.waiting(path)
-    }
-
-    /// Lock counters.
+    /// Counters (the lock engine's among them).
     pub fn metrics(&self) -> &Metrics {
         &self.inner().metrics
     }
@@ -770,8 +762,7 @@ impl Inner {
         F: FnMut(zk::Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, zk::Error>>,
     {
-        let started = std::time::Instant::now();
-        let mut retries = 0u32;
+        let mut retry = RetryLoop::new(&*self.config.retry_policy);
         loop {
             self.check_open()?;
             let err = match op(session.client.clone()).await {
@@ -781,21 +772,13 @@ impl Inner {
             if !err.is_retryable() {
                 return Err(err);
             }
-            let Some(delay) = self
-                .config
-                .retry_policy
-                .allow_retry(retries, started.elapsed())
-            else {
-                tracing::debug!(%err, retries, "retry policy gave up");
-                return Err(err);
-            };
-            retries += 1;
-            tracing::debug!(%err, retries, ?delay, "retrying");
+            tracing::debug!(%err, "retrying on the same session");
             let mut closed = self.closed_tx.subscribe();
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = closed.wait_for(|c| *c) => return Err(Error::Closed),
-            }
+            retry
+                .next(err, async move {
+                    let _ = closed.wait_for(|c| *c).await;
+                })
+                .await?;
         }
     }
 
@@ -803,34 +786,11 @@ impl Inner {
     /// flush is over (work interrupted by `close()` still gets its node
     /// deleted); after that, dropped with a debug line: the session's end
     /// removes ephemeral nodes.
-    /// Counts one piece of background work (a release's delete whose answer
-    /// is awaited in the background) among the pending cleanups, so that
-    /// [`Framework::wait_for_background_cleanup`] waits for it too, until the
-    /// returned value is dropped.
-    pub(crate) fn background_work(self: &Arc<Self>) -> BackgroundWork {
-        self.pending_cleanups.send_modify(|n| *n += 1);
-        BackgroundWork(Arc::downgrade(self))
-    }
-
     pub(crate) fn schedule_cleanup(&self, job: CleanupJob) {
         self.pending_cleanups.send_modify(|n| *n += 1);
         if let Err(refused) = self.cleanup_tx.send(job) {
             tracing::debug!(job = ?refused.0, "background cleaner stopped; delete skipped");
             self.pending_cleanups
-                .send_modify(|n| *n = n.saturating_sub(1));
-        }
-    }
-}
-
-/// One piece of background work counted among the pending cleanups (see
-/// `Inner::background_work`); dropping it gives the count back.
-pub(crate) struct BackgroundWork(std::sync::Weak<Inner>);
-
-impl Drop for BackgroundWork {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner
-                .pending_cleanups
                 .send_modify(|n| *n = n.saturating_sub(1));
         }
     }

@@ -10,9 +10,8 @@
 
 use std::fmt;
 
-use crate::error::{Error, Result};
-use crate::loss::LockLoss;
 use crate::path::{strip_protection, Sequence};
+use crate::{Error, LockLoss, Result};
 
 /// How a participant node is created. The name is always
 /// `_c_<uuid>-<lock name>` followed by the sequence.

@@ -18,11 +18,7 @@ use std::fmt;
 use zookeeper_client as zk;
 
 use super::hold::Hold;
-use crate::error::{Error, Result};
-use crate::framework::Session;
-use crate::loss::LockLoss;
-use crate::packet;
-use crate::state::ConnectionState;
+use crate::{packet, ConnectionState, Error, LockLoss, Result, Session};
 
 /// The fencing token of a hold: the zxid of the transaction that created its
 /// lock node.

@@ -8,15 +8,13 @@
 //! prefix) to the framework's background cleaner when dropped. It is
 //! disarmed only at the moment ownership passes to the caller.
 
-use std::sync::Arc;
-
-use crate::framework::{CleanupJob, Framework, Inner};
+use crate::{CleanupJob, Framework, SessionPort};
 
 /// Deletes a participant node in the background unless disarmed.
 #[derive(Debug)]
 #[must_use = "a guard deletes its node as soon as it is dropped"]
 pub struct ContenderGuard {
-    inner: Arc<Inner>,
+    port: SessionPort,
     job: Option<CleanupJob>,
 }
 
@@ -26,7 +24,7 @@ impl ContenderGuard {
     /// `name_prefix` (if the create happened at all).
     pub fn protected(framework: &Framework, parent: &str, name_prefix: &str) -> Self {
         ContenderGuard {
-            inner: framework.inner().clone(),
+            port: framework.port(),
             job: Some(CleanupJob::Protected {
                 parent: parent.to_owned(),
                 name_prefix: name_prefix.to_owned(),
@@ -37,7 +35,7 @@ impl ContenderGuard {
     /// A guard for a node whose path is known.
     pub fn node(framework: &Framework, path: &str) -> Self {
         ContenderGuard {
-            inner: framework.inner().clone(),
+            port: framework.port(),
             job: Some(CleanupJob::Node {
                 path: path.to_owned(),
             }),
@@ -68,7 +66,7 @@ impl Drop for ContenderGuard {
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
             tracing::debug!(?job, "participant node handed to the background cleaner");
-            self.inner.schedule_cleanup(job);
+            self.port.schedule_cleanup(job);
         }
     }
 }

@@ -32,9 +32,7 @@ use super::fence::{Fence, FencingToken};
 use super::local_queue::LocalTurn;
 use super::shared_node::Membership;
 use super::AcquiredNode;
-use crate::framework::{Framework, Session};
-use crate::loss::LockLoss;
-use crate::telemetry;
+use crate::{telemetry, ConnectionState, Framework, LockLoss, Session};
 
 /// A participant node that was granted the lock, with its loss latch. Cheap
 /// to clone; clones share the latch.
@@ -364,7 +362,7 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
     // The client knows of a broken connection a moment before the
     // framework's state follows (a request failing with `ConnectionLoss`,
     // say): from then on the hold is not trusted either.
-    let suspended = crate::state::ConnectionState::Suspended;
+    let suspended = ConnectionState::Suspended;
     if policy.is_error_state(suspended)
         && session.client().state() == zk::SessionState::Disconnected
     {
@@ -373,9 +371,7 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
     if framework.loss_epoch() != epoch {
         // An error state came and went since the grant; with the same
         // session still current it can only have been a suspension.
-        return Some(LockLoss::ConnectionState(
-            crate::state::ConnectionState::Suspended,
-        ));
+        return Some(LockLoss::ConnectionState(ConnectionState::Suspended));
     }
     None
 }

@@ -31,6 +31,7 @@
 //!   session that created it.
 
 mod driver;
+mod engine;
 mod fence;
 mod guard;
 mod hold;
@@ -49,19 +50,17 @@ pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
+use self::engine::Engine;
 pub use self::fence::{Fence, FencedMulti, FencingToken};
 pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
-pub(crate) use self::local_queue::LocalQueues;
 use self::local_queue::LocalTurn;
 pub use self::revocation::{
     Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
-pub(crate) use self::shared_node::SharedNodes;
-use crate::error::{Error, Result};
-use crate::framework::{Framework, Session};
-pub use crate::loss::LockLoss;
-use crate::path;
+use crate::retry::RetryLoop;
+pub use crate::LockLoss;
+use crate::{path, Error, Framework, Result, Session};
 
 /// How many times one create may find the lock path missing and create its
 /// parents before the retry policy is asked (a parent reaped by the server
@@ -305,15 +304,15 @@ impl LockInternals {
     /// As [`LockInternals::acquire`].
     pub async fn acquire_with(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
         self.check_node_data(request.data)?;
-        self.framework.inner().check_open()?;
+        self.framework.check_open()?;
         let timeout = request.timeout;
         let try_only = timeout == Some(Duration::ZERO);
         let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
         let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
         let acquire = async {
             if let Some(key) = self.share_key(&request, try_only) {
-                let shared = &self.framework.inner().shared_nodes;
-                return shared.acquire(self, key).await.map(Some);
+                let engine = Engine::of(&self.framework);
+                return engine.shared_nodes.acquire(self, key).await.map(Some);
             }
             let turn = match self.local_turn(try_only).await {
                 LocalTurnOutcome::Taken => return Ok(None),
@@ -350,7 +349,7 @@ impl LockInternals {
     /// The key of the shared node this acquire may join, if the driver and
     /// the request allow sharing (see [`LockInternalsDriver::shares_node`]).
     fn share_key(&self, request: &Acquire<'_>, try_only: bool) -> Option<shared_node::ShareKey> {
-        let shareable = self.framework.inner().config.local_queue
+        let shareable = Engine::options(&self.framework).local_queue
             && self.driver.shares_node()
             && !try_only
             && request.revocation.is_none()
@@ -368,7 +367,7 @@ impl LockInternals {
     /// Waits for this acquire's turn in the framework's in-process queue, if
     /// the driver wants one (see [`LockInternalsDriver::local_turns`]).
     async fn local_turn(&self, try_only: bool) -> LocalTurnOutcome {
-        if !self.framework.inner().config.local_queue {
+        if !Engine::options(&self.framework).local_queue {
             return LocalTurnOutcome::Turn(None);
         }
         let Some(turns) = self.driver.local_turns(self.max_leases) else {
@@ -376,7 +375,8 @@ impl LockInternals {
         };
         let turns = turns.max(1);
         let key = (self.base_path.clone(), self.lock_name.clone(), turns);
-        let queues = &self.framework.inner().local_queues;
+        let engine = Engine::of(&self.framework);
+        let queues = &engine.local_queues;
         if !try_only {
             tracing::debug!(turns, "waiting for our turn in this process");
             return LocalTurnOutcome::Turn(Some(queues.turn(key).await));
@@ -400,8 +400,7 @@ impl LockInternals {
         request: &Acquire<'_>,
         try_only: bool,
     ) -> Result<Option<Hold>> {
-        let started = std::time::Instant::now();
-        let mut restarts = 0u32;
+        let mut restarts = RetryLoop::new(&**self.framework.retry_policy());
         loop {
             let session = match request.session {
                 Some(pinned) => {
@@ -428,19 +427,8 @@ impl LockInternals {
                 Err(Failure::Restart(err)) if try_only => return Err(err),
                 Err(Failure::Restart(err)) => err,
             };
-            let Some(delay) = self
-                .framework
-                .retry_policy()
-                .allow_retry(restarts, started.elapsed())
-            else {
-                return Err(err);
-            };
-            restarts += 1;
-            tracing::warn!(%err, restarts, "our participant node is gone; starting over at the back of the queue");
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = self.framework.closed() => return Err(Error::Closed),
-            }
+            tracing::warn!(%err, restarts = restarts.retries() + 1, "our participant node is gone; starting over at the back of the queue");
+            restarts.next(err, self.framework.closed()).await?;
         }
     }
 
@@ -490,7 +478,7 @@ impl LockInternals {
 
         let mut children = created.children;
         loop {
-            self.framework.inner().check_open()?;
+            self.framework.check_open()?;
             let sorted = self.sort_children(children);
             if !sorted.contains(&created.name) {
                 // Our node is gone (deleted by someone, or its session died).
@@ -624,7 +612,7 @@ impl LockInternals {
                         return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
                     }
                 } else {
-                    self.framework.inner().metrics.add_lock_wakeup();
+                    Engine::of(&self.framework).add_wakeup();
                 }
                 Ok(())
             }
@@ -671,12 +659,11 @@ impl LockInternals {
             mode,
             zk::CreateMode::EphemeralSequential | zk::CreateMode::PersistentSequential
         );
-        let started = std::time::Instant::now();
-        let mut retries = 0u32;
+        let mut retry = RetryLoop::new(&**self.framework.retry_policy());
         let mut parent_rounds = 0u32;
         let mut maybe_created = false;
         loop {
-            self.framework.inner().check_open()?;
+            self.framework.check_open()?;
             if maybe_created {
                 // The last create may have been applied with its reply lost:
                 // adopt our node rather than create a second one.
@@ -730,12 +717,14 @@ impl LockInternals {
                         Err(err) => return Err(err),
                     }
                     parent_rounds += 1;
-                    if parent_rounds <= PARENT_ROUNDS {
-                        continue;
+                    if parent_rounds > PARENT_ROUNDS {
+                        // Parents keep vanishing: each round now counts as a
+                        // retry (without a pause: the parents were just made).
+                        retry.allow(Error::NoNode {
+                            path: self.base_path.to_string(),
+                        })?;
                     }
-                    Error::NoNode {
-                        path: self.base_path.to_string(),
-                    }
+                    continue;
                 }
                 Err(err) => {
                     let err = session.map_err(err);
@@ -746,21 +735,8 @@ impl LockInternals {
                     err
                 }
             };
-            let Some(delay) = self
-                .framework
-                .retry_policy()
-                .allow_retry(retries, started.elapsed())
-            else {
-                return Err(err);
-            };
-            retries += 1;
-            if !matches!(err, Error::NoNode { .. }) {
-                tracing::debug!(%err, ?delay, "create failed; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = self.framework.closed() => return Err(Error::Closed),
-                }
-            }
+            tracing::debug!(%err, "create failed; retrying");
+            retry.next(err, self.framework.closed()).await?;
         }
     }
 
@@ -918,7 +894,7 @@ impl LockInternals {
     /// Cancel safe: once polled, dropping the future hands the delete to the
     /// background cleaner.
     pub async fn release(&self, hold: &Hold) -> Result<()> {
-        let before_reply = self.framework.inner().config.release_before_reply;
+        let before_reply = Engine::options(&self.framework).release_before_reply;
         self.release_as(hold, before_reply).await
     }
 
@@ -947,7 +923,7 @@ impl LockInternals {
         let result = async {
             let lost = |loss: LockLoss| Error::lock_lost(hold.path(), loss);
             let last_share = hold.leave_share();
-            self.framework.inner().check_open()?;
+            self.framework.check_open()?;
             if !last_share {
                 tracing::info!("other acquires of this process still hold the shared node; it stays");
                 return hold.check().map_err(lost);
@@ -1041,7 +1017,7 @@ impl LockInternals {
             > + Send
             + 'static,
     {
-        let pending = self.framework.inner().background_work();
+        let pending = self.framework.background_work();
         let settling = async move {
             match settle_delete(delete.await, guard, limit) {
                 Ok(()) => {}

@@ -17,9 +17,7 @@ use std::sync::Arc;
 
 use zookeeper_client as zk;
 
-use crate::error::{Error, Result};
-use crate::framework::{Framework, Inner, Session};
-use crate::path;
+use crate::{path, Error, Framework, Result, Session, SessionPort};
 
 /// The data a revoker writes into a participant's node (Curator's value).
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -125,13 +123,13 @@ pub(crate) fn spawn_watch(
     };
     let closed = framework.closed();
     let gone = framework.session_gone(&session);
-    let inner = framework.inner().clone();
+    let port = framework.port();
     let generation = session.generation();
     drop(session);
     drop(framework);
     runtime.spawn(async move {
         tokio::select! {
-            _ = watch_loop(&inner, generation, &node_path, &revocation) => {}
+            _ = watch_loop(&port, generation, &node_path, &revocation) => {}
             _ = closed => {}
             _ = gone => {}
         }
@@ -139,10 +137,10 @@ pub(crate) fn spawn_watch(
     });
 }
 
-async fn watch_loop(inner: &Inner, generation: u64, node_path: &str, revocation: &Revocation) {
+async fn watch_loop(port: &SessionPort, generation: u64, node_path: &str, revocation: &Revocation) {
     loop {
         let read = {
-            let Some(session) = inner
+            let Some(session) = port
                 .current_session()
                 .filter(|s| s.generation() == generation)
             else {

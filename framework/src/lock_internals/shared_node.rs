@@ -29,8 +29,7 @@ use tracing::Instrument;
 
 use super::hold::loss_of;
 use super::{until_held, Acquire, AcquiredNode, Hold, LockInternals};
-use crate::error::{Error, Result};
-use crate::framework::Framework;
+use crate::{Error, Framework, Result};
 
 /// A lock path, lock name and the participant node's data: acquires that
 /// agree on all three may share a node.

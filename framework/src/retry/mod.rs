@@ -27,6 +27,7 @@
 
 mod backoff_impl;
 mod policies;
+mod retry_loop;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub use policies::{
     BoundedExponentialBackoffRetry, ExponentialBackoffRetry, InvalidRetryPolicy, RetryForever,
     RetryNTimes, RetryOneTime, RetryUntilElapsed, DEFAULT_JITTER, MAX_EXPONENTIAL_RETRIES,
 };
+pub use retry_loop::RetryLoop;
 
 /// Decides whether, and after which pause, a failed operation is retried.
 ///
