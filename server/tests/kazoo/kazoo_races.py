@@ -7,7 +7,9 @@ script runs the test in a loop against the server ``kazoo_shim`` picks (``ZK_CUR
 ``ZK_SHIM_SERVER=real`` or ``ZK_HOSTS``, as for the shim) and, with ``--stall``, holds the
 main thread for that long at the racy point, as a loaded machine sometimes does. Instead of
 hanging as the unmodified test does, each run that hits the race is counted as ``missed`` and
-unblocked.
+unblocked: the main thread's wait is bounded, and a run counts as missed only when, at the
+end of that bound, the test is in the state it cannot leave (the semaphore's event clear,
+or the contender holding the lock waiting for an event nobody set).
 
     PYTHONPATH=server/tests/kazoo ZK_CURATOR_BIN=target/debug/zk-curator \\
         /usr/bin/python3 server/tests/kazoo/kazoo_races.py semaphore --runs 10 --stall 0.5
@@ -24,9 +26,14 @@ Races:
   the main thread waits while ``active_thread`` is set, meaning "until contender *n* is
   done". When contender *n* releases and contender *n+1* takes the lock and sets
   ``active_thread`` before the main thread looks, the main thread waits for contender *n+1*,
-  which waits for the main thread. pytest-timeout then fails the test, but kazoo's
-  ``tearDown`` joins the blocked contender thread with no timeout, so the whole pytest run
-  hangs.
+  which waits for the main thread. The window is the time contender *n* needs to wake,
+  release (one round trip) and contender *n+1* to see the deletion and take the lock (a
+  notification and a round trip): a few milliseconds. pytest-timeout then fails the test,
+  but kazoo's ``tearDown`` joins the blocked contender thread with no timeout, so the whole
+  pytest run hangs.
+
+Each run prints how it ended; the semaphore race also prints the main thread's margin (how
+long before the semaphore consumed the wake-up the main thread came to wait for it).
 """
 
 import argparse
@@ -50,12 +57,18 @@ MISSED_AFTER = 10.0
 
 
 class Counters:
+    """What the patched events saw: runs that hit a race, the event the main thread waited on."""
+
     def __init__(self):
         self.missed = 0
         self.watched = None
 
 
 COUNTERS = Counters()
+
+
+class _RaceHit(Exception):
+    """Ends a run that hit the race instead of letting it hang."""
 
 
 def _is_main():
@@ -67,7 +80,8 @@ class _SemaphoreWakeEvent(threading.Event):
 
     It notes when the main thread comes to wait, when the event is first set (the session
     loss) and when the semaphore first clears it after that: the difference is the margin the
-    main thread had (negative: the unmodified test hangs)."""
+    main thread had. Near zero or below, the unmodified test can hang (the arrival is noted
+    a little before the event is looked at)."""
 
     stall = 0.0
 
@@ -119,12 +133,9 @@ def _patch_semaphore(stall):
     return lambda: test_lock.TestSemaphore("test_handle_session_loss")
 
 
-class _RaceHit(Exception):
-    """Ends a run that hit the race instead of letting it hang."""
-
-
 class _ContenderEvent(threading.Event):
-    """A contender's event in ``test_lock``: the main thread looks again only after a stall."""
+    """A contender's event in ``test_lock``. Setting it from the main thread stalls the main
+    thread afterwards; waiting on it from a contender notes the contender's name."""
 
     stall = 0.0
     all_events = []
@@ -132,28 +143,52 @@ class _ContenderEvent(threading.Event):
     def __init__(self, case):
         super().__init__()
         self.case = case
+        self.contender = None
         _ContenderEvent.all_events.append(self)
+
+    def wait(self, timeout=None):
+        # The contender set `active_thread` to its name just before, and holds the lock.
+        self.contender = self.case.active_thread
+        return super().wait(timeout)
 
     def set(self):
         super().set()
-        if not _is_main():
-            return
-        time.sleep(self.stall)
-        with self.case.condition:
-            if self.case.active_thread is None:
-                return
-        # Another contender already holds the lock and waits for its own event: the
-        # unmodified main thread waits for it forever. Count it, let every contender go, and
-        # end the run (kazoo's tearDown then joins the contenders, which finish).
+        if _is_main():
+            time.sleep(self.stall)
+
+
+class _MainCondition(threading.Condition):
+    """``test_lock``'s condition. When the main thread's wait on it lasts long, it looks for
+    the deadlock: the contender named by ``active_thread`` waits for an event that only the
+    main thread would set."""
+
+    def __init__(self, case):
+        super().__init__()
+        self.case = case
+
+    def wait(self, timeout=None):
+        if not _is_main() or timeout is not None:
+            return super().wait(timeout)
+        if super().wait(MISSED_AFTER / 2):
+            return True
+        active = self.case.active_thread
+        stuck = [
+            e for e in _ContenderEvent.all_events if e.contender == active and not e.is_set()
+        ]
+        if active is None or not stuck:
+            return False  # kazoo's loop looks again
+        # The unmodified main thread waits here forever. Count it, let every contender go,
+        # and end the run (kazoo's tearDown then joins the contenders, which finish).
         COUNTERS.missed += 1
         for event in _ContenderEvent.all_events:
             threading.Event.set(event)
-        raise _RaceHit("contender %s took the lock first" % self.case.active_thread)
+        raise _RaceHit("contender %s took the lock before the main thread looked" % active)
 
 
 def _patch_lock(stall):
     _ContenderEvent.stall = stall
     test_lock.KazooLockTests.make_event = lambda self: _ContenderEvent(self)
+    test_lock.KazooLockTests.make_condition = lambda self: _MainCondition(self)
     return lambda: test_lock.KazooLockTests("test_lock")
 
 

@@ -91,20 +91,24 @@ RACY = {
     # which the main thread frees after its wait: a main thread that comes to the wait after
     # that clear waits forever (pytest-timeout fails it at 60 s). When the semaphore is still
     # waiting for a reply as the loss arrives, the clear comes after the reconnection and a
-    # retry back-off (about 80-500 ms later); when it is already parked waiting for a lease,
-    # within a few milliseconds, less than the GIL's 5 ms switch interval. A server that
-    # answers creates without an fsync (this one, or ZooKeeper with `forceSync=no`) leaves the
-    # semaphore parked more often, so this server loses the race more often than a default
-    # ZooKeeper, but the race is the test's: `kazoo_races.py semaphore --stall 0.5` makes
-    # every run miss the wake-up on either server.
+    # retry back-off (about 0.1-0.6 s later); when it is already parked waiting for a lease,
+    # within a few milliseconds, less than the GIL's 5 ms switch interval. It timed out once
+    # in 8 suite runs on this server. Nothing the server does decides it: on a loaded machine
+    # (load average 8 on 2 cores), 100 runs each through `kazoo_races.py semaphore` missed
+    # the wake-up once on Apache ZooKeeper 3.8 (once more with `forceSync=no`) and not on
+    # this server, with a margin under 10 ms in 6 (7) and 16 runs; `--stall 0.5` makes every
+    # run miss it on either server.
     "::TestSemaphore::test_handle_session_loss::": "main thread can miss the semaphore's wake-up after the session loss",
     # After letting contender n go, the main thread waits while `active_thread` is set,
     # meaning until contender n is done; if contender n has released and contender n+1 has
     # taken the lock and set `active_thread` before the main thread looks, each waits for the
     # other. pytest-timeout fails the test, but kazoo's tearDown then joins the blocked
-    # contender with no timeout, so the whole run hangs. Seen once in 15 runs of this module
-    # on a loaded machine; `kazoo_races.py lock --stall 0.5` hits it on every run on either
-    # server.
+    # contender with no timeout, so the whole run hangs. The window is contender n's release
+    # and contender n+1's acquire: a few milliseconds, widened on a default ZooKeeper by the
+    # fsync of the release's delete. On a loaded machine, 60 runs each through
+    # `kazoo_races.py lock` hit it 5 times on this server, 4 on Apache ZooKeeper 3.8 with
+    # `forceSync=no` and none on ZooKeeper with its default fsync; `--stall 0.5` hits it on
+    # every run on either server. It hung one of 15 runs of this module here.
     "::KazooLockTests::test_lock::": "main thread can look after the next contender took the lock",
 }
 
