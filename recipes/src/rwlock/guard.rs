@@ -1,13 +1,15 @@
-//! The guards of a read-write lock: [`ReadGuard`], [`WriteGuard`] and the
-//! downgrade from one to the other.
+//! The guards of a read-write lock: [`ReadGuard`], [`WriteGuard`], the
+//! halves' methods that hand them out, and the downgrade from one to the
+//! other. This module depends on `half`, never the reverse.
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{until_held, Hold};
 use zk_curator_framework::Result;
 
-use super::half::{Half, ReadHalf, WriteHalf};
+use super::half::{Half, LockHalf, ReadHalf, WriteHalf};
 use super::Kind;
 use crate::held::Held;
 
@@ -109,5 +111,52 @@ impl RwGuard<WriteHalf> {
         let read = RwGuard::new(shared.held(Kind::Read, hold), shared.clone());
         self.held.release().await?;
         Ok(read)
+    }
+}
+
+/// The guard API of a half, kept next to the guard it builds.
+impl<H: Half> LockHalf<H> {
+    /// Waits for this half and returns a guard that owns the hold. Not
+    /// reentrant: the guard is a participant of its own.
+    ///
+    /// # Errors
+    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) at once if the
+    /// current task holds the task-bound hold of this half (a task-bound
+    /// writer asking for a read guard gets a downgrade instead); otherwise
+    /// as [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn lock(&self) -> Result<RwGuard<H>> {
+        let held = until_held(|| self.shared.lock(H::kind(), None)).await?;
+        Ok(RwGuard::new(held, self.shared.clone()))
+    }
+
+    /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
+    /// timeout. A zero timeout is [`try_lock`](Self::try_lock).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<RwGuard<H>>> {
+        Ok(self
+            .shared
+            .lock(H::kind(), Some(timeout))
+            .await?
+            .map(|held| RwGuard::new(held, self.shared.clone())))
+    }
+
+    /// A guard if this half can be had right now (one round trip; otherwise
+    /// nothing is left behind and this returns `None`).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn try_lock(&self) -> Result<Option<RwGuard<H>>> {
+        self.try_lock_for(Duration::ZERO).await
     }
 }

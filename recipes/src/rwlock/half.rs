@@ -10,11 +10,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    until_held, Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
+    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
 };
 use zk_curator_framework::Result;
 
-use super::guard::RwGuard;
 use super::{Kind, Shared};
 use crate::lock::InterProcessLock;
 use crate::mutex::{fence_of, lost_of};
@@ -85,7 +84,7 @@ pub type WriteLock = LockHalf<WriteHalf>;
 
 /// One half of a read-write lock; see [`ReadLock`] and [`WriteLock`].
 pub struct LockHalf<H> {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     half: PhantomData<fn() -> H>,
 }
 
@@ -272,50 +271,6 @@ impl<H: Half> LockHalf<H> {
     /// Cancel safe: it only reads.
     pub async fn participant_nodes(&self) -> Result<Vec<String>> {
         self.shared.participant_nodes(H::kind()).await
-    }
-
-    /// Waits for this half and returns a guard that owns the hold. Not
-    /// reentrant: the guard is a participant of its own.
-    ///
-    /// # Errors
-    /// [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) at once if the
-    /// current task holds the task-bound hold of this half (a task-bound
-    /// writer asking for a read guard gets a downgrade instead); otherwise
-    /// as [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`acquire`](Self::acquire).
-    pub async fn lock(&self) -> Result<RwGuard<H>> {
-        let held = until_held(|| self.shared.lock(H::kind(), None)).await?;
-        Ok(RwGuard::new(held, self.shared.clone()))
-    }
-
-    /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
-    /// timeout. A zero timeout is [`try_lock`](Self::try_lock).
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`acquire`](Self::acquire).
-    pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<RwGuard<H>>> {
-        Ok(self
-            .shared
-            .lock(H::kind(), Some(timeout))
-            .await?
-            .map(|held| RwGuard::new(held, self.shared.clone())))
-    }
-
-    /// A guard if this half can be had right now (one round trip; otherwise
-    /// nothing is left behind and this returns `None`).
-    ///
-    /// # Errors
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`acquire`](Self::acquire).
-    pub async fn try_lock(&self) -> Result<Option<RwGuard<H>>> {
-        self.try_lock_for(Duration::ZERO).await
     }
 }
 
