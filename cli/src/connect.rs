@@ -7,10 +7,31 @@
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
+use clap::Args;
 use zk_curator::{ConnectionState, Framework};
 
+use crate::duration::parse_duration;
 use crate::exit::{Failure, UNAVAILABLE};
-use crate::ConnectArgs;
+
+/// Where and how to connect (every command but `server`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Connection")]
+pub(crate) struct ConnectArgs {
+    /// The ensemble, `host[:port][,host[:port]...]` (port 2181 if left
+    /// out; IPv6 as `[addr]:port`). Digest credentials come from the
+    /// environment only: ZK_AUTH=user:password.
+    #[arg(long = "zk", value_name = "HOSTS", env = "ZK_CONNECT")]
+    pub(crate) zk: Option<String>,
+    /// A namespace (chroot) every path is relative to.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) namespace: Option<String>,
+    /// The ZooKeeper session timeout asked for.
+    #[arg(long, value_name = "D", default_value = "20s", value_parser = parse_duration)]
+    pub(crate) session_timeout: Duration,
+    /// How long to wait for a connection before giving up (exit 69).
+    #[arg(long, value_name = "D", default_value = "15s", value_parser = parse_duration)]
+    pub(crate) connection_timeout: Duration,
+}
 
 /// The environment variable holding digest credentials, `user:password`.
 /// Never a flag: a flag would show in `ps` and shell history.

@@ -209,7 +209,7 @@ async fn load(
 
 /// The participants of the lock at `path`, holders and waiters in queue
 /// order. `max_leases` tells semaphore holders from the waiting lease node
-/// (see [`LocksArgs::leases`](crate::LocksArgs)).
+/// (see [`LocksArgs::leases`](crate::locks::LocksArgs)).
 ///
 /// # Errors
 /// A failure when ZooKeeper refuses or cannot be reached; an unknown path

@@ -13,10 +13,12 @@
 //!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
 //! 6. release the lock once no process of the group is left.
 
+use std::ffi::OsString;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use tokio::sync::Notify;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
@@ -25,10 +27,42 @@ use zk_curator::{
 };
 
 use crate::child::{self, run_under, status_code, Signals};
-use crate::connect::close;
+use crate::connect::{close, ConnectArgs};
+use crate::duration::parse_duration;
 use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
 use crate::layout::{recipes_present, Recipe};
-use crate::LockArgs;
+
+/// Options of `lock`.
+#[derive(Debug, Args)]
+pub(crate) struct LockArgs {
+    /// The lock's path, e.g. /locks/nightly-report.
+    pub(crate) path: String,
+    /// Give up (exit 75) if the lock is not acquired within this long,
+    /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// Take the shared (read) half of a read-write lock.
+    #[arg(long, conflicts_with_all = ["write", "leases"])]
+    pub(crate) read: bool,
+    /// Take the exclusive (write) half of a read-write lock.
+    #[arg(long, conflicts_with = "leases")]
+    pub(crate) write: bool,
+    /// Take one lease of a semaphore admitting N holders.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) leases: Option<u32>,
+    /// A label stored with host and pid in the lock node (shown by `locks`).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) id: Option<String>,
+    /// After a loss or revocation, how long the command's process group has
+    /// between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) kill_after: Duration,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+}
 
 /// The environment variable carrying the hold's fencing token.
 pub(crate) const TOKEN_ENV: &str = "ZK_CURATOR_FENCING_TOKEN";

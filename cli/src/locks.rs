@@ -3,15 +3,40 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use clap::Args;
 use futures::{Stream, StreamExt as _};
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::zk;
 use zk_curator::{ConnectionState, Framework};
 
+use crate::connect::ConnectArgs;
 use crate::exit::{Failure, OTHER};
 use crate::layout::{participants, Participant};
-use crate::LocksArgs;
+
+/// Options of `locks`.
+#[derive(Debug, Args)]
+pub(crate) struct LocksArgs {
+    /// The lock's path.
+    pub(crate) path: String,
+    /// Print one JSON object (for scripts) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Print again after every change among the participants (one JSON
+    /// object per line with `--json`), until Ctrl-C. A lost connection is
+    /// reported at once (on stderr; with `--json` as a line
+    /// `{"event":"disconnected",...}`), and so is the reconnection
+    /// (`{"event":"reconnected",...}`), followed by a fresh listing.
+    #[arg(long)]
+    pub(crate) watch: bool,
+    /// For a semaphore: its number of leases, to tell holders from the
+    /// waiting lease node. Without it, the lease node of the session at the
+    /// head of the semaphore's internal queue is taken for the waiter.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) leases: Option<u32>,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+}
 
 /// What `--watch` compares between two listings: each participant's node
 /// and role (ages change all the time and are left out).

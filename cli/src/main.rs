@@ -13,6 +13,7 @@
 
 mod child;
 mod connect;
+mod duration;
 mod exit;
 mod layout;
 mod lock;
@@ -20,14 +21,16 @@ mod locks;
 mod revoke;
 mod server;
 
-use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use zk_curator::framework::path::validate_recipe_path;
 
 use crate::exit::Failure;
+use crate::lock::LockArgs;
+use crate::locks::LocksArgs;
+use crate::revoke::RevokeArgs;
+use crate::server::ServerArgs;
 
 /// Every exit code, shown under the top-level `--help`.
 const EXIT_CODES: &str = "\
@@ -98,26 +101,6 @@ struct Cli {
     command: Command,
 }
 
-/// Where and how to connect (every command but `server`).
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Connection")]
-pub(crate) struct ConnectArgs {
-    /// The ensemble, `host[:port][,host[:port]...]` (port 2181 if left
-    /// out; IPv6 as `[addr]:port`). Digest credentials come from the
-    /// environment only: ZK_AUTH=user:password.
-    #[arg(long = "zk", value_name = "HOSTS", env = "ZK_CONNECT")]
-    pub(crate) zk: Option<String>,
-    /// A namespace (chroot) every path is relative to.
-    #[arg(long, value_name = "PATH")]
-    pub(crate) namespace: Option<String>,
-    /// The ZooKeeper session timeout asked for.
-    #[arg(long, value_name = "D", default_value = "20s", value_parser = parse_duration)]
-    pub(crate) session_timeout: Duration,
-    /// How long to wait for a connection before giving up (exit 69).
-    #[arg(long, value_name = "D", default_value = "15s", value_parser = parse_duration)]
-    pub(crate) connection_timeout: Duration,
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a command while holding a lock; exit with its status.
@@ -170,118 +153,6 @@ enum Command {
     /// persistence. Prints its connect string on stdout.
     #[command(after_help = SERVER_EXIT_CODES)]
     Server(ServerArgs),
-}
-
-/// Options of `lock`.
-#[derive(Debug, Args)]
-pub(crate) struct LockArgs {
-    /// The lock's path, e.g. /locks/nightly-report.
-    pub(crate) path: String,
-    /// Give up (exit 75) if the lock is not acquired within this long,
-    /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub(crate) timeout: Option<Duration>,
-    /// Take the shared (read) half of a read-write lock.
-    #[arg(long, conflicts_with_all = ["write", "leases"])]
-    pub(crate) read: bool,
-    /// Take the exclusive (write) half of a read-write lock.
-    #[arg(long, conflicts_with = "leases")]
-    pub(crate) write: bool,
-    /// Take one lease of a semaphore admitting N holders.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) leases: Option<u32>,
-    /// A label stored with host and pid in the lock node (shown by `locks`).
-    #[arg(long, value_name = "TEXT")]
-    pub(crate) id: Option<String>,
-    /// After a loss or revocation, how long the command's process group has
-    /// between SIGTERM and SIGKILL.
-    #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
-    pub(crate) kill_after: Duration,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub(crate) command: Vec<OsString>,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
-}
-
-/// Options of `locks`.
-#[derive(Debug, Args)]
-pub(crate) struct LocksArgs {
-    /// The lock's path.
-    pub(crate) path: String,
-    /// Print one JSON object (for scripts) instead of a table.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Print again after every change among the participants (one JSON
-    /// object per line with `--json`), until Ctrl-C. A lost connection is
-    /// reported at once (on stderr; with `--json` as a line
-    /// `{"event":"disconnected",...}`), and so is the reconnection
-    /// (`{"event":"reconnected",...}`), followed by a fresh listing.
-    #[arg(long)]
-    pub(crate) watch: bool,
-    /// For a semaphore: its number of leases, to tell holders from the
-    /// waiting lease node. Without it, the lease node of the session at the
-    /// head of the semaphore's internal queue is taken for the waiter.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) leases: Option<u32>,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
-}
-
-/// Options of `revoke`.
-#[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("which").required(true).args(["node", "all"]))]
-pub(crate) struct RevokeArgs {
-    /// The lock's path.
-    pub(crate) path: String,
-    /// One participant node, by name (as `locks` prints it) or full path.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) node: Option<String>,
-    /// Every holder of the lock (waiters are left alone).
-    #[arg(long)]
-    pub(crate) all: bool,
-    #[command(flatten)]
-    pub(crate) connect: ConnectArgs,
-}
-
-/// Options of `server`.
-#[derive(Debug, Args)]
-pub(crate) struct ServerArgs {
-    /// The 127.0.0.1 port to listen on; 0 picks a free one.
-    #[arg(long, short, default_value_t = 2181)]
-    pub(crate) port: u16,
-    /// How often sessions are checked for expiry, e.g. 100ms.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub(crate) tick: Option<Duration>,
-    /// Smallest session timeout granted, e.g. 400ms.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub(crate) min_session_timeout: Option<Duration>,
-    /// Largest session timeout granted, e.g. 60s.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub(crate) max_session_timeout: Option<Duration>,
-    /// How often empty containers and expired TTL nodes are looked for, e.g. 100ms.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
-    pub(crate) container_check_interval: Option<Duration>,
-    /// Allow TTL nodes (ZooKeeper's extendedTypesEnabled; off by default, as in ZooKeeper).
-    #[arg(long)]
-    pub(crate) extended_types: bool,
-    /// List children sorted by name (by default in no particular order, as ZooKeeper).
-    #[arg(long)]
-    pub(crate) sorted_children: bool,
-    /// Serve at most this many connections at once.
-    #[arg(long, value_name = "N")]
-    pub(crate) max_connections: Option<usize>,
-    /// Stop reading a connection's requests while more than this many bytes of its
-    /// replies are unsent.
-    #[arg(long, value_name = "BYTES")]
-    pub(crate) max_outstanding_bytes: Option<usize>,
-    /// Make clients authenticating with digest USER:PASSWORD super users.
-    #[arg(long, value_name = "USER:PASSWORD")]
-    pub(crate) super_user: Option<String>,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|err| format!("{err} (write e.g. 30s, 500ms, 2m)"))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

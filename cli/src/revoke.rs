@@ -1,12 +1,29 @@
 //! `zk-curator revoke`: asks holders to give their lock up, with
 //! [`Revoker::attempt_revoke`] (Curator's `__REVOKE__` protocol).
 
+use clap::Args;
 use zk_curator::framework::path::{validate_node_name, validate_path};
 use zk_curator::{Framework, Revoker};
 
+use crate::connect::ConnectArgs;
 use crate::exit::{Failure, NO_PARTICIPANT};
 use crate::layout::{participants, Role};
-use crate::RevokeArgs;
+
+/// Options of `revoke`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["node", "all"]))]
+pub(crate) struct RevokeArgs {
+    /// The lock's path.
+    pub(crate) path: String,
+    /// One participant node, by name (as `locks` prints it) or full path.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) node: Option<String>,
+    /// Every holder of the lock (waiters are left alone).
+    #[arg(long)]
+    pub(crate) all: bool,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+}
 
 /// Refuses a malformed `--node` before anything is sent: a node name, or a
 /// full path when it starts with `/`.
