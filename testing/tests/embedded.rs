@@ -184,8 +184,14 @@ async fn reattach_keeps_session_and_ephemerals() {
     // Our re-attach replaced the first client's connection (as on ZooKeeper, two clients on
     // one session keep taking it from each other); once the first is gone the node is still
     // there.
+    // Once the first client's connection is gone (so whatever it sent on
+    // its way out, such as a close of the session, has been handled), the
+    // node is still there.
     drop(first);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually("the first client's connection closed", || async {
+        server.active_connections() == 1
+    })
+    .await;
     assert!(retrying(|| second.check_stat("/kept"))
         .await
         .unwrap()
@@ -561,8 +567,24 @@ async fn containers_and_ttl_nodes_are_reaped() {
     bounded(c.create("/box/item", b"", &persistent()))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(bounded(c.check_stat("/box")).await.unwrap().is_some());
+    // A container that has had a child and has none now, created after
+    // /box: once the reaper has taken it, the reaper has looked at /box with
+    // its child too, and left it.
+    bounded(c.create("/emptied", b"", &container))
+        .await
+        .unwrap();
+    bounded(c.create("/emptied/item", b"", &persistent()))
+        .await
+        .unwrap();
+    bounded(c.delete("/emptied/item", None)).await.unwrap();
+    eventually("emptied container reaped", || async {
+        bounded(c.check_stat("/emptied")).await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        bounded(c.check_stat("/box")).await.unwrap().is_some(),
+        "a container with a child was reaped"
+    );
     bounded(c.delete("/box/item", None)).await.unwrap();
     eventually("container reaped", || async {
         bounded(c.check_stat("/box")).await.unwrap().is_none()
@@ -878,7 +900,11 @@ async fn stop_and_restart_keep_data_and_sessions() {
     let c = connect(&server).await;
     bounded(c.create("/kept", b"", &ephemeral())).await.unwrap();
     server.stop();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The client has seen the server go before it comes back.
+    eventually("the client to notice the stop", || async {
+        c.state() != SessionState::SyncConnected
+    })
+    .await;
     server.restart().await.unwrap();
     assert!(retrying(|| c.check_stat("/kept")).await.unwrap().is_some());
     assert_eq!(c.state(), SessionState::SyncConnected);

@@ -179,11 +179,22 @@ async fn paused_proxy_holds_traffic_until_resumed() {
     let client = connect(&proxy.connect_string()).await;
     let node = unique("paused");
 
+    // A second, unpaused proxy to the same server is the control: whatever
+    // goes through it after the paused create was sent shows how far an
+    // unpaused path would have got.
+    let control_proxy = FaultProxy::start(server.connect_string()).await.unwrap();
+    let observer = connect(&control_proxy.connect_string()).await;
+    let marker = unique("paused-marker");
+
     proxy.blackhole(true);
     assert!(proxy.is_paused());
+    // zookeeper-client sends at call time; the future only awaits the reply.
     let create = client.create(&node, b"", &persistent());
-    let observer = connect(&server.connect_string()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The control request, issued after the create, has gone all the way
+    // through the server: the create would have too, were it not held.
+    let (marker_stat, _) = bounded(observer.create(&marker, b"", &persistent()))
+        .await
+        .unwrap();
     assert!(
         bounded(observer.check_stat(&node)).await.unwrap().is_none(),
         "request leaked through a paused proxy"
@@ -203,8 +214,14 @@ async fn paused_proxy_holds_traffic_until_resumed() {
         proxy.accepted_connections() == 2
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!held.is_finished());
+    // The control: a connection opened after the held one was accepted,
+    // through the unpaused proxy, completes its handshake; the held one,
+    // were it forwarded, would have had as long.
+    let control = connect(&control_proxy.connect_string()).await;
+    assert!(
+        !held.is_finished(),
+        "a paused proxy let a new connection through"
+    );
 
     let resumed = Instant::now();
     proxy.set_paused(false);
@@ -215,4 +232,14 @@ async fn paused_proxy_holds_traffic_until_resumed() {
         resumed.elapsed()
     );
     assert!(bounded(held.check_stat(&node)).await.unwrap().is_some());
+    // Whatever the timing, the create reached the server only after the
+    // control request that was issued after it: it was held.
+    let stat = bounded(observer.check_stat(&node)).await.unwrap().unwrap();
+    assert!(
+        stat.czxid > marker_stat.czxid,
+        "the paused create was applied (zxid {}) before the later control request (zxid {})",
+        stat.czxid,
+        marker_stat.czxid
+    );
+    drop(control);
 }
