@@ -19,6 +19,10 @@ use tokio::time::Instant;
 
 use super::{Key, LocalQueues, LocalTurn};
 
+/// Paused time jumps to this when every task waits for a turn that never
+/// comes: a test that would hang fails instead.
+const HOUR: Duration = Duration::from_secs(3600);
+
 fn key(path: &str, lock: &str, turns: u32) -> Key {
     (path.into(), lock.into(), turns)
 }
@@ -243,7 +247,9 @@ async fn a_timed_out_wait_leaves_the_queue_and_the_next_waiter_is_served() {
     assert!(timed_out.is_err());
     assert_eq!(start.elapsed(), Duration::from_millis(10));
     assert_eq!(queues.waiting("/timeout"), 0);
-    let turn = queues.turn(k.clone()).await;
+    let turn = tokio::time::timeout(HOUR, queues.turn(k.clone()))
+        .await
+        .expect("the released turn never came");
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     assert!(release.await.is_ok());
     drop(turn);
@@ -280,9 +286,10 @@ async fn tasks_take_turns_in_arrival_order_and_never_more_than_the_count() {
             })
         })
         .collect();
-    for task in tasks {
-        assert!(task.await.is_ok());
-    }
+    let all = tokio::time::timeout(HOUR, futures::future::join_all(tasks))
+        .await
+        .expect("tasks still waited an hour later: a turn was never given back");
+    assert!(all.iter().all(|task| task.is_ok()));
     let served = served.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let order: Vec<u64> = served.iter().map(|(i, _)| *i).collect();
     assert_eq!(order, (0..20).collect::<Vec<_>>());
@@ -473,7 +480,11 @@ fn run_sequence(ops: &[Op]) -> std::result::Result<(), TestCaseError> {
     // Everyone leaves: nothing is left behind.
     drop(waiters);
     drop(turns);
-    prop_assert_eq!(queues.waiting("/a") + queues.waiting("/b"), 0);
+    prop_assert_eq!(
+        queues.waiting("/a") + queues.waiting("/b"),
+        0,
+        "waiters counted after every task left"
+    );
     prop_assert_eq!(queues.gates.len(), 0, "idle gates are forgotten");
     Ok(())
 }
@@ -588,7 +599,7 @@ fn run_tasks(plans: &[Plan]) -> std::result::Result<(), TestCaseError> {
     let locks = [key("/t1", "lock", 1), key("/t2", "lock", 2)];
     let queues = Arc::new(LocalQueues::default());
     let board = Arc::new(Mutex::new(Board::default()));
-    runtime.block_on(async {
+    let run = async {
         let start = Instant::now();
         let ms = move || start.elapsed().as_millis() as u64;
         let tasks: Vec<_> = plans
@@ -654,7 +665,12 @@ fn run_tasks(plans: &[Plan]) -> std::result::Result<(), TestCaseError> {
         for task in tasks {
             let _ = task.await;
         }
-    });
+    };
+    let finished = runtime.block_on(async { tokio::time::timeout(HOUR, run).await });
+    prop_assert!(
+        finished.is_ok(),
+        "tasks still waited an hour later: a turn was never given back"
+    );
     let board = board.lock().unwrap_or_else(|e| e.into_inner());
     prop_assert!(board.broken.is_empty(), "{:?}", board.broken);
     prop_assert_eq!(board.seen.len(), plans.len(), "a task panicked");
@@ -674,7 +690,11 @@ fn run_tasks(plans: &[Plan]) -> std::result::Result<(), TestCaseError> {
             );
         }
     }
-    prop_assert_eq!(queues.waiting("/t1") + queues.waiting("/t2"), 0);
+    prop_assert_eq!(
+        queues.waiting("/t1") + queues.waiting("/t2"),
+        0,
+        "waiters counted after every task left"
+    );
     prop_assert_eq!(queues.gates.len(), 0, "idle gates are forgotten");
     Ok(())
 }
