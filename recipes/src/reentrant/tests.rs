@@ -360,13 +360,13 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..OWNERS, proptest::option::of(0..10u64))
             .prop_map(|(owner, within)| Op::Acquire { owner, within }),
-        3 => (any::<usize>(), prop_oneof![
+        3 => (0..4usize, prop_oneof![
                 3 => Just(Answer::Grant),
                 1 => Just(Answer::Refuse),
                 1 => Just(Answer::Fail),
             ])
             .prop_map(|(take, answer)| Op::Answer { take, answer }),
-        1 => any::<usize>().prop_map(|acquire| Op::Cancel { acquire }),
+        1 => (0..8usize).prop_map(|acquire| Op::Cancel { acquire }),
         3 => (0..OWNERS).prop_map(|owner| Op::Release { owner }),
         1 => (0..OWNERS).prop_map(|owner| Op::Lose { owner }),
         1 => (1..8u64).prop_map(|half| Op::Wait { half }),
