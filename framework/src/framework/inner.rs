@@ -1,0 +1,185 @@
+//! The framework's shared state: its status, the current session, the
+//! connection state (changed in one place) and the background cleaner's
+//! queue.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::events::{StateChange, StateEvents};
+use super::{CleanupJob, Inner, Session, CLOSED, LATENT, STARTED};
+use crate::error::{Error, Result};
+use crate::retry::RetryLoop;
+use crate::state::{next_state, ConnectionState, StateEvent};
+
+impl Inner {
+    pub(crate) fn check_open(&self) -> Result<()> {
+        match self.status.load(Ordering::Acquire) {
+            STARTED => Ok(()),
+            LATENT => Err(Error::NotStarted),
+            _ => Err(Error::Closed),
+        }
+    }
+
+    /// Marks the framework closed (once): refuses new work and new
+    /// sessions, moves the current session aside for the cleaner's final
+    /// flush, wakes everything waiting on `closed`, ends the state
+    /// broadcast. Does not wait; see [`Framework::close`].
+    pub(super) fn shut_down(&self) {
+        if self.status.swap(CLOSED, Ordering::AcqRel) == CLOSED {
+            return;
+        }
+        tracing::info!("framework closing");
+        // The status is CLOSED before this swap: the supervisor publishes a
+        // session only while the status is not (see `publish_session`), so
+        // no session can appear after this.
+        if let Some(session) = self.session_tx.send_replace(None) {
+            *self
+                .closing_watcher
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(session.client.state_watcher());
+            *self
+                .closing_session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(session);
+        }
+        self.closed_tx.send_replace(true);
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).tx = None;
+        // Never started: nobody will read the handovers.
+        drop(
+            self.cleanup_rx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+    }
+
+    /// Makes `session` the current one, unless the framework is closed.
+    /// Returns whether it was published.
+    pub(crate) fn publish_session(&self, session: Session) -> bool {
+        let mut published = false;
+        self.session_tx.send_if_modified(|current| {
+            if self.status.load(Ordering::Acquire) == CLOSED {
+                return false;
+            }
+            *current = Some(session);
+            published = true;
+            true
+        });
+        published
+    }
+
+    /// The session set aside by [`Inner::shut_down`], if nobody took it yet.
+    pub(crate) fn take_closing_session(&self) -> Option<Session> {
+        self.closing_session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// The current session, if any and not terminated (no waiting).
+    pub(crate) fn current_session(&self) -> Option<Session> {
+        self.session_tx
+            .borrow()
+            .clone()
+            .filter(|s| !s.is_terminated())
+    }
+
+    /// A receiver of every state change from now on (ended at once if the
+    /// framework is closed).
+    pub(crate) fn subscribe_events(&self) -> StateEvents {
+        let events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        StateEvents {
+            rx: events.tx.as_ref().map(broadcast::Sender::subscribe),
+            seen_losses: events.losses,
+            pending: None,
+        }
+    }
+
+    /// The one place where the connection state changes. Serialised by the
+    /// events lock, so the broadcast carries the changes in order.
+    pub(crate) fn change_state(&self, event: StateEvent) {
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let current = *self.state_tx.borrow();
+        if let Some(next) = next_state(current, event) {
+            tracing::info!(from = ?current, to = %next, ?event, "connection state changed");
+            crate::telemetry::state_change(next.to_string());
+            if self.config.error_policy.is_error_state(next) {
+                self.loss_epoch.fetch_add(1, Ordering::AcqRel);
+            }
+            if next == ConnectionState::Lost {
+                events.losses += 1;
+            }
+            self.state_tx.send_replace(Some(next));
+            let losses = events.losses;
+            if let Some(tx) = &events.tx {
+                let _ = tx.send(StateChange {
+                    state: next,
+                    losses,
+                });
+            }
+        }
+    }
+
+    pub(crate) async fn session(&self) -> Result<Session> {
+        self.check_open()?;
+        let timeout = self.config.connection_timeout;
+        let deadline = Instant::now() + timeout;
+        let mut rx = self.session_tx.subscribe();
+        let mut closed = self.closed_tx.subscribe();
+        loop {
+            self.check_open()?;
+            if let Some(session) = rx.borrow_and_update().clone() {
+                if !session.is_terminated() {
+                    return Ok(session);
+                }
+            }
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = closed.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => return Err(Error::Timeout(timeout)),
+            }
+        }
+    }
+
+    pub(crate) async fn retry_on<T, F, Fut>(&self, session: &Session, mut op: F) -> Result<T>
+    where
+        F: FnMut(zk::Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, zk::Error>>,
+    {
+        let mut retry = RetryLoop::new(&*self.config.retry_policy);
+        loop {
+            self.check_open()?;
+            let err = match op(session.client.clone()).await {
+                Ok(value) => return Ok(value),
+                Err(err) => session.map_err(err),
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            tracing::debug!(%err, "retrying on the same session");
+            let mut closed = self.closed_tx.subscribe();
+            retry
+                .next(err, async move {
+                    let _ = closed.wait_for(|c| *c).await;
+                })
+                .await?;
+        }
+    }
+
+    /// Hands a delete to the cleaner. Accepted until the cleaner's final
+    /// flush is over (work interrupted by `close()` still gets its node
+    /// deleted); after that, dropped with a debug line: the session's end
+    /// removes ephemeral nodes.
+    pub(crate) fn schedule_cleanup(&self, job: CleanupJob) {
+        self.pending_cleanups.send_modify(|n| *n += 1);
+        if let Err(refused) = self.cleanup_tx.send(job) {
+            tracing::debug!(job = ?refused.0, "background cleaner stopped; delete skipped");
+            self.pending_cleanups
+                .send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
+}
