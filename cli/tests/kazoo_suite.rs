@@ -57,6 +57,10 @@ async fn kazoo_test_suite_passes() {
             "-p",
             "no:cacheprovider",
             "--timeout=60",
+            // A test that hangs in its tearDown (joining a blocked thread)
+            // prints every thread's stack and ends the run, instead of
+            // holding the suite until SUITE_LIMIT.
+            "--timeout-method=thread",
             "-q",
             "-rfE",
             "--pyargs",
