@@ -356,10 +356,20 @@ async fn uncontended_acquire_is_one_round_trip() {
                 })
                 .collect()
         };
-        let both_sent =
-            eventually(PATIENCE, || async { requests(&proxy.traffic()).len() >= 2 }).await;
-        // Nothing more is sent while the replies are held.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Both requests were sent, and the server has answered both (the
+        // proxy records the replies it holds back): the client has had
+        // everything it needs, only not seen it.
+        let replies = |traffic: &[Traffic]| {
+            traffic
+                .iter()
+                .filter(|t| matches!(t, Traffic::Reply { .. }))
+                .count()
+        };
+        let both_sent = eventually(PATIENCE, || async {
+            let traffic = proxy.traffic();
+            requests(&traffic).len() >= 2 && replies(&traffic) >= 2
+        })
+        .await;
         let held = proxy.traffic();
         proxy.hold_replies(false);
         let guard = tokio::time::timeout(PATIENCE, acquiring)
@@ -378,7 +388,9 @@ async fn uncontended_acquire_is_one_round_trip() {
             matches!(sent[1].1, opcode::GET_CHILDREN | opcode::GET_CHILDREN2),
             "{held:?}"
         );
-        // And that was all the acquire needed.
+        // And that was all the acquire needed: nothing more was sent, while
+        // the replies were held or after (the acquire has returned, so
+        // anything it sent is recorded).
         assert_eq!(requests(&proxy.traffic()).len(), 2, "{:?}", proxy.traffic());
         guard.release().await.unwrap();
         keep.release().await.unwrap();

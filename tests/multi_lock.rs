@@ -614,17 +614,24 @@ async fn dropped_acquire_releases_what_was_taken() {
             children(&raw, &b).await
         );
 
-        // Also under tokio::time::timeout, and by aborting a task.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(500), multi.acquire())
-                .await
-                .is_err()
-        );
+        // Also under tokio::time::timeout (which the helper drops it with
+        // once the first member is taken), and by aborting a task once its
+        // acquire has taken the first member and waits for the second.
+        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        assert!(fw.wait_for_background_cleanup(PATIENCE).await);
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
         let task = {
             let multi = multi.clone();
             tokio::spawn(async move { multi.acquire().await })
         };
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            eventually(PATIENCE, || async { children(&raw, &a).await.len() == 1 }).await,
+            "the task never took the first member"
+        );
+        assert!(
+            !task.is_finished(),
+            "the multi-lock got in past a held member"
+        );
         task.abort();
         assert!(task.await.unwrap_err().is_cancelled());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
-    wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, notifications_delivered, raw_client,
+    server, unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{LockInternalsDriver, ParticipantNode};
 use zk_curator::{
@@ -113,6 +113,7 @@ async fn reentrant_with_a_second_task_waiting() {
         let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
 
         let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
         let holder = {
             let mutex = mutex.clone();
             tokio::spawn(async move {
@@ -120,7 +121,7 @@ async fn reentrant_with_a_second_task_waiting() {
                     mutex.acquire().await.unwrap();
                 }
                 held_tx.send(()).unwrap();
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                go_rx.await.unwrap();
                 for _ in 0..3 {
                     mutex.release().await.unwrap();
                 }
@@ -142,6 +143,21 @@ async fn reentrant_with_a_second_task_waiting() {
                 mutex.release().await.unwrap();
             })
         };
+        // The holder lets go only once the other task is seen waiting (in
+        // this process's queue, or with a node of its own).
+        let raw = raw_client(&server.connect_string()).await;
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &path).await.len() + fw.locally_queued(&path) == 2
+            })
+            .await,
+            "the other task never waited"
+        );
+        assert!(
+            !other.is_finished(),
+            "the other task got in past the holder"
+        );
+        go_tx.send(()).unwrap();
         holder.await.unwrap();
         other.await.unwrap();
         assert!(!mutex.is_acquired_in_this_process());
@@ -333,22 +349,39 @@ async fn dropped_acquire_leaves_no_node() {
         let raw = raw_client(&server.connect_string()).await;
         let guard = holder.lock().await.unwrap();
 
-        // Dropped while waiting, through select!, timeout and abort.
+        // Dropped while waiting, through select!, timeout and abort. Each is
+        // dropped once it is seen waiting: queued behind the holder in this
+        // process, or with a node of its own behind the holder's (after the
+        // previous one has left both).
         let waiter = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let waiting = |count: usize| {
+            let (raw, fw, path) = (&raw, &fw, &path);
+            async move {
+                eventually(PATIENCE, || async {
+                    children(raw, path).await.len() + fw.locally_queued(path) == count
+                })
+                .await
+            }
+        };
         tokio::select! {
             _ = waiter.acquire() => panic!("must not get the lock"),
-            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            seen = waiting(2) => assert!(seen, "the acquire never waited"),
         }
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), waiter.lock())
-                .await
-                .is_err()
-        );
+        assert!(waiting(1).await, "the dropped acquire stayed queued");
+        let mut lock = Box::pin(waiter.lock());
+        tokio::select! {
+            _ = &mut lock => panic!("must not get the lock"),
+            seen = waiting(2) => assert!(seen, "the guard's acquire never waited"),
+        }
+        // Still waiting: a timeout around it now drops it.
+        assert!(tokio::time::timeout(Duration::ZERO, lock).await.is_err());
+        assert!(waiting(1).await, "the dropped acquire stayed queued");
         let task = {
             let waiter = waiter.clone();
             tokio::spawn(async move { waiter.acquire().await })
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(waiting(2).await, "the task's acquire never waited");
+        assert!(!task.is_finished(), "the acquire got in past the holder");
         task.abort();
         // Dropped before the first reply arrives (cancel right after sending).
         for _ in 0..5 {
@@ -416,8 +449,10 @@ async fn one_release_wakes_one_waiter() {
                 .unwrap()
                 .unwrap();
             assert_eq!(i as u64, n - 1, "waiters are served in arrival order");
-            // Give any extra (herd) notifications time to arrive before counting.
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // Every session has read past the release that let waiter n-1
+            // in, so any herd notification it caused has arrived (see
+            // `notifications_delivered`) before the wake-ups are counted.
+            notifications_delivered(&frameworks, &path).await;
             assert_eq!(
                 wakeups(&frameworks),
                 n,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, server, unique_path,
-    wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    bounded, children, eventually, framework, notifications_delivered, raw_client, server,
+    unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use zk_curator::recipes::InterProcessReadWriteLock;
 use zk_curator::{Error, Framework, InterProcessLock};
@@ -593,8 +593,12 @@ async fn readers_behind_different_writers_are_not_a_herd() {
         }
         let wakeups =
             |fws: &[Framework]| fws.iter().map(|f| f.metrics().lock_wakeups()).sum::<u64>();
-        let settle = || tokio::time::sleep(Duration::from_millis(200));
-        settle().await;
+        // Before a release nothing has changed that could wake anyone.
+        // After each release below, every session has read past it (so every
+        // notification it caused has arrived, see `notifications_delivered`)
+        // before the wake-ups are counted: a waiter that watched the wrong
+        // node would have been woken by then.
+        let settle = || notifications_delivered(&frameworks, &path);
         assert_eq!(wakeups(&frameworks), 0);
         assert!(rx.try_recv().is_err());
 
@@ -665,27 +669,45 @@ async fn dropped_acquires_leave_no_node() {
         let waiter = rw(&fb, &path);
         let (read, write) = (waiter.read_lock(), waiter.write_lock());
 
+        let ours = name(holder.node_path());
+        // Each acquire below is dropped once it waits: its node is listed
+        // behind the holder's (the previous one's node gone first, so the
+        // new node is told apart from it).
+        let only_holder = || async {
+            assert!(
+                eventually(PATIENCE, || async {
+                    children(&raw, &path).await == vec![ours.clone()]
+                })
+                .await,
+                "a dropped acquire's node stayed: {:?}",
+                children(&raw, &path).await
+            );
+        };
+
         // A waiting read acquire and a waiting write acquire, dropped by select!.
+        only_holder().await;
         tokio::select! {
             _ = read.acquire() => panic!("must not get the read lock"),
-            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            _ = wait_for_participants(&raw, &path, 2) => {}
         }
+        only_holder().await;
         tokio::select! {
             _ = write.acquire() => panic!("must not get the write lock"),
-            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            _ = wait_for_participants(&raw, &path, 2) => {}
         }
-        // ... by a timeout around the guard API ...
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), read.lock())
-                .await
-                .is_err()
-        );
-        assert!(
-            tokio::time::timeout(Duration::from_millis(300), write.lock())
-                .await
-                .is_err()
-        );
-        // ... by aborting the task ...
+        // ... the guard API's, likewise (as a timeout around it would) ...
+        only_holder().await;
+        tokio::select! {
+            _ = read.lock() => panic!("must not get a read guard"),
+            _ = wait_for_participants(&raw, &path, 2) => {}
+        }
+        only_holder().await;
+        tokio::select! {
+            _ = write.lock() => panic!("must not get a write guard"),
+            _ = wait_for_participants(&raw, &path, 2) => {}
+        }
+        // ... by aborting the task once both wait ...
+        only_holder().await;
         let tasks = [
             {
                 let read = read.clone();
@@ -696,8 +718,19 @@ async fn dropped_acquires_leave_no_node() {
                 tokio::spawn(async move { write.acquire().await })
             },
         ];
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Both wait: each with a node behind the holder's, or one of them in
+        // this process's queue behind the other.
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &path).await.len() + fb.locally_queued(&path) == 3
+            })
+            .await,
+            "the two acquires never both waited: {:?}, {} queued in the process",
+            children(&raw, &path).await,
+            fb.locally_queued(&path)
+        );
         for task in &tasks {
+            assert!(!task.is_finished(), "an acquire got in past the holder");
             task.abort();
         }
         // ... and right after sending, before any reply.
@@ -712,7 +745,6 @@ async fn dropped_acquires_leave_no_node() {
         assert!(!read.is_acquired_in_this_process());
         assert!(!write.is_acquired_in_this_process());
         assert!(fb.wait_for_background_cleanup(PATIENCE).await);
-        let ours = name(holder.node_path());
         assert!(
             eventually(PATIENCE, || async {
                 children(&raw, &path).await == vec![ours.clone()]

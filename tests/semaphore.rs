@@ -608,8 +608,25 @@ async fn cancelled_acquires_leave_nothing_behind() {
         let names: Vec<String> = held.iter().map(|l| l.node_name().to_owned()).collect();
         let held_names: Vec<&str> = names.iter().map(String::as_str).collect();
 
-        // Under tokio::time::timeout.
-        assert!(tokio::time::timeout(SHORT, b.acquire()).await.is_err());
+        // Each acquire below is dropped once it is seen waiting with a lease
+        // node of its own, next to the two held ones.
+        let waiting = || async {
+            assert!(
+                eventually(PATIENCE, || async {
+                    children(&raw, &leases_of(&path)).await.len() == 3
+                })
+                .await,
+                "the acquire never waited with a lease node"
+            );
+        };
+
+        // Under tokio::time::timeout (let go once it waits).
+        let mut acquire = Box::pin(b.acquire());
+        tokio::select! {
+            _ = &mut acquire => panic!("nothing is free"),
+            () = waiting() => {}
+        }
+        assert!(tokio::time::timeout(Duration::ZERO, acquire).await.is_err());
         assert_settles(&raw, &[&fb], &path, &held_names).await;
 
         // A timed acquire.
@@ -619,7 +636,7 @@ async fn cancelled_acquires_leave_nothing_behind() {
         // A losing select! branch.
         tokio::select! {
             _ = b.acquire() => panic!("nothing is free"),
-            _ = tokio::time::sleep(SHORT) => {}
+            () = waiting() => {}
         }
         assert_settles(&raw, &[&fb], &path, &held_names).await;
 

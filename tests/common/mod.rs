@@ -242,3 +242,24 @@ pub fn requests_with(proxy: &FaultProxy, opcode: i32) -> usize {
         .filter(|&&op| op == opcode)
         .count()
 }
+
+/// Reads `path` through each framework's own session and waits for every
+/// answer. ZooKeeper sends a session the notifications of a change before
+/// its reply to any read made after that change, so once this returns,
+/// every watch event that a change made before the call can cause has
+/// reached each framework's client: a test that asserts that some waiter
+/// was *not* woken by that change calls this first.
+pub async fn read_through_each(frameworks: &[Framework], path: &str) {
+    for fw in frameworks {
+        let client = fw.client().await.unwrap();
+        client.check_stat(path).await.unwrap();
+    }
+}
+
+/// [`read_through_each`] twice: after the first round every notification
+/// has reached its client; the second round trip is the (bounded) time given
+/// to a task woken by one to count the wake-up before a test reads counters.
+pub async fn notifications_delivered(frameworks: &[Framework], path: &str) {
+    read_through_each(frameworks, path).await;
+    read_through_each(frameworks, path).await;
+}
