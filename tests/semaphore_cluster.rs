@@ -280,14 +280,18 @@ struct Tally {
     invalid: AtomicUsize,
 }
 
-/// Loops acquire → work (checking it is alone) → release until `stop`.
+/// Loops acquire → work (checking it is alone) → release until `stop`,
+/// counting in `tries` every acquire attempt that has returned.
 async fn semaphore_client(
     semaphore: InterProcessSemaphoreV2,
     tally: Arc<Tally>,
+    tries: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 ) {
     while !stop.load(Ordering::SeqCst) {
-        match semaphore.acquire_timeout(Duration::from_secs(2)).await {
+        let attempt = semaphore.acquire_timeout(Duration::from_secs(2)).await;
+        tries.fetch_add(1, Ordering::SeqCst);
+        match attempt {
             Ok(Some(lease)) => {
                 let now = tally.active.fetch_add(1, Ordering::SeqCst) + 1;
                 tally.peak.fetch_max(now, Ordering::SeqCst);
@@ -331,11 +335,18 @@ async fn operations_cease_while_the_cluster_is_down_and_resume_on_a_quorum() {
         let fws = frameworks(&connect, CLIENTS, Duration::from_secs(10)).await;
         let tally = Arc::new(Tally::default());
         let stop = Arc::new(AtomicBool::new(false));
+        let tries: Vec<Arc<AtomicUsize>> = (0..CLIENTS).map(|_| Arc::default()).collect();
         let clients: Vec<_> = fws
             .iter()
-            .map(|fw| {
+            .zip(&tries)
+            .map(|(fw, tries)| {
                 let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap();
-                tokio::spawn(semaphore_client(semaphore, tally.clone(), stop.clone()))
+                tokio::spawn(semaphore_client(
+                    semaphore,
+                    tally.clone(),
+                    tries.clone(),
+                    stop.clone(),
+                ))
             })
             .collect();
 
@@ -364,7 +375,25 @@ async fn operations_cease_while_the_cluster_is_down_and_resume_on_a_quorum() {
             "every client notices the outage"
         );
         let at_outage = acquired();
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Every client has since tried for the lease from start to end (two
+        // more attempts returned: the first may have begun before the
+        // outage), and none got it.
+        let tries_at_outage: Vec<usize> = tries.iter().map(|t| t.load(Ordering::SeqCst)).collect();
+        assert!(
+            eventually(PATIENCE, || async {
+                tries
+                    .iter()
+                    .zip(&tries_at_outage)
+                    .all(|(now, then)| now.load(Ordering::SeqCst) >= then + 2)
+            })
+            .await,
+            "some client stopped trying during the outage: {:?} attempts then, {:?} now",
+            tries_at_outage,
+            tries
+                .iter()
+                .map(|t| t.load(Ordering::SeqCst))
+                .collect::<Vec<_>>()
+        );
         assert_eq!(
             acquired(),
             at_outage,
