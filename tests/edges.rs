@@ -8,8 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework_with, raw_client, requests_with, server, unique_path,
-    BOUND, PATIENCE,
+    bounded, children, eventually, framework_with, largest_fitting, raw_client, requests_with,
+    server, unique_path, BOUND, PATIENCE,
 };
 use zk_curator::{ConnectionState, Error, InterProcessMutex, LockLoss};
 use zk_curator_testing::proxy::opcode;
@@ -140,15 +140,7 @@ async fn an_oversized_write_is_refused_before_it_is_sent() {
                 .set_data(&data_node, &two_mib[..n], None)
                 .is_ok()
         };
-        let (mut low, mut high) = (0, two_mib.len());
-        while low + 1 < high {
-            let mid = (low + high) / 2;
-            if fits(mid) {
-                low = mid;
-            } else {
-                high = mid;
-            }
-        }
+        let low = largest_fitting(two_mib.len(), fits);
         assert!(low > limit - 200, "the sizing is far too cautious: {low}");
         let mut multi = fence.multi();
         multi.set_data(&data_node, &two_mib[..low], None).unwrap();

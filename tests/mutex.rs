@@ -654,15 +654,7 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
         // The largest data whose create fits the packet limit, found
         // without I/O; one byte more is refused.
         let fits = |n: usize| internals.check_node_data(&vec![0u8; n]).is_ok();
-        let (mut low, mut high) = (0, zk_curator::framework::DEFAULT_MAX_PACKET_SIZE);
-        while low + 1 < high {
-            let mid = (low + high) / 2;
-            if fits(mid) {
-                low = mid;
-            } else {
-                high = mid;
-            }
-        }
+        let low = common::largest_fitting(zk_curator::framework::DEFAULT_MAX_PACKET_SIZE, fits);
         let too_big = vec![0u8; low + 1];
         assert!(matches!(
             internals.acquire(&too_big, None).await,

@@ -263,3 +263,18 @@ pub async fn notifications_delivered(frameworks: &[Framework], path: &str) {
     read_through_each(frameworks, path).await;
     read_through_each(frameworks, path).await;
 }
+
+/// The largest `n` in `0..limit` for which `fits(n)` holds, by bisection
+/// (`fits` must hold for 0 and turn false once, somewhere below `limit`).
+pub fn largest_fitting(limit: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, limit);
+    while low + 1 < high {
+        let mid = low + (high - low) / 2;
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    low
+}
