@@ -21,8 +21,8 @@ impl LockInternals {
     /// far as this process is concerned, and the node goes as soon as
     /// ZooKeeper can be reached (or with its session). A node already gone
     /// counts as deleted. A share of a node held together (readers, see
-    /// [`LockInternalsDriver::shares_node`]) only leaves it, without a
-    /// request, unless it is the last share.
+    /// [`LockInternalsDriver::shares_node`](super::LockInternalsDriver::shares_node))
+    /// only leaves it, without a request, unless it is the last share.
     ///
     /// A hold that was already lost is released without waiting for a new
     /// session: if its (ephemeral) node died with its session, there is
