@@ -126,7 +126,7 @@ pub use zk_curator_recipes as recipes;
 
 pub use zk_curator_framework::{
     AclProvider, ConnectionState, ConnectionStateListener, Error, ErrorPolicy, FixedAcl, Framework,
-    FrameworkBuilder, Result,
+    FrameworkBuilder, Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
     Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,

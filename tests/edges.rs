@@ -51,7 +51,7 @@ async fn a_release_in_flight_returns_once_its_hold_is_lost() {
         proxy.blackhole(true);
         let suspended = tokio::time::timeout(
             PATIENCE,
-            states.wait_for(|s| *s == Some(ConnectionState::Suspended)),
+            states.wait_for(|s| s == Some(ConnectionState::Suspended)),
         )
         .await;
         assert!(
@@ -396,6 +396,45 @@ async fn errors_name_the_node_and_the_reason() {
         assert_ne!(Error::NotStarted.to_string(), Error::Closed.to_string());
         let closed = InterProcessMutex::new(framework.clone(), &path).unwrap();
         assert_eq!(closed.try_acquire().await, Err(Error::Closed));
+    })
+    .await;
+}
+
+/// The states a watcher hands out are values: one kept while the connection
+/// changes and the framework closes holds neither up. (A borrow of a bare
+/// `watch::Receiver` kept the same way stopped the framework's next state
+/// change, and then `close()`, for good: each waited for the borrow.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_kept_from_the_watcher_holds_nothing_up() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let framework = framework_with(&proxy.connect_string(), |b| b).await;
+        let mut kept = framework.state_watcher();
+        let connected = kept
+            .wait_for(|s| s.is_some_and(ConnectionState::is_connected))
+            .await
+            .unwrap();
+
+        // Another watcher sees the link go dark while `connected` is kept.
+        let mut other = framework.state_watcher();
+        proxy.blackhole(true);
+        let dark = tokio::time::timeout(
+            PATIENCE,
+            other.wait_for(|s| s == Some(ConnectionState::Suspended)),
+        )
+        .await;
+        assert!(
+            dark.is_ok(),
+            "the change to Suspended was never recorded while a state was kept"
+        );
+        assert_eq!(kept.get(), Some(ConnectionState::Suspended));
+        tokio::time::timeout(PATIENCE, framework.close())
+            .await
+            .expect("close() waited on a kept state");
+        assert_eq!(connected, Some(ConnectionState::Connected));
+        // A closed framework's watcher still answers.
+        let _ = kept.get_and_update();
     })
     .await;
 }

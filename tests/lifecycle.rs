@@ -134,7 +134,7 @@ async fn state_changes_end_after_close() {
         let late = tokio::time::timeout(PATIENCE, Box::pin(fw.state_changes()).next()).await;
         assert_eq!(late, Ok(None));
         // The watch still reports the last state; nothing hangs on it.
-        let _ = watcher.borrow_and_update();
+        let _ = watcher.get_and_update();
     })
     .await
     .expect("test timed out");

@@ -93,7 +93,7 @@ pub use self::acl::{AclProvider, FixedAcl};
 pub use self::error::{Error, Result};
 /// The session layer's interface to the lock engine (see `framework/port.rs`).
 pub(crate) use self::framework::{CleanupJob, SessionPort};
-pub use self::framework::{Framework, FrameworkBuilder, Metrics, Session};
+pub use self::framework::{Framework, FrameworkBuilder, Metrics, Session, StateWatcher};
 pub use self::identity::HolderIdentity;
 pub use self::listener::{ConnectionStateListener, ListenerHandle};
 pub use self::loss::LockLoss;

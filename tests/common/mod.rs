@@ -126,16 +126,47 @@ fn unique_suffix() -> String {
 /// let Some(server) = server() else { return };
 /// bounded(BOUND, async move { /* the test */ }).await;
 /// ```
+///
+/// A body that blocks a thread of its runtime (a deadlock on a lock, not an
+/// await) stops the timer too; a watchdog thread then ends the whole test
+/// process [`WATCHDOG_GRACE`] after the bound, saying why.
 #[track_caller]
 pub fn bounded<T>(limit: Duration, body: impl Future<Output = T>) -> impl Future<Output = T> {
     let caller = std::panic::Location::caller();
     async move {
+        let _watchdog = Watchdog::start(limit + WATCHDOG_GRACE, caller);
         match tokio::time::timeout(limit, body).await {
             Ok(out) => out,
             Err(_) => {
                 panic!("the test body at {caller} did not finish within its bound of {limit:?}")
             }
         }
+    }
+}
+
+/// How long past its bound a test body may stay stuck before the watchdog
+/// of [`bounded`] ends the test process.
+pub const WATCHDOG_GRACE: Duration = Duration::from_secs(30);
+
+/// Ends the process unless dropped within its limit (see [`bounded`]).
+struct Watchdog {
+    _done: std::sync::mpsc::Sender<()>,
+}
+
+impl Watchdog {
+    fn start(limit: Duration, caller: &'static std::panic::Location<'static>) -> Self {
+        let (done, dropped) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            // Dropping the sender disconnects: the body finished or panicked.
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = dropped.recv_timeout(limit) {
+                eprintln!(
+                    "the test body at {caller} is stuck {limit:?} after it began, past its bound: \
+                     a thread of its runtime is blocked (a deadlock?); ending the test process"
+                );
+                std::process::exit(101);
+            }
+        });
+        Self { _done: done }
     }
 }
 

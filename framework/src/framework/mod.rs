@@ -23,6 +23,7 @@ mod metrics;
 mod port;
 mod session;
 mod supervisor;
+mod watcher;
 
 use std::fmt;
 use std::future::Future;
@@ -42,6 +43,7 @@ use self::events::{dispatch_listeners, Events, EVENTS_CAPACITY};
 pub use self::metrics::Metrics;
 pub(crate) use self::port::{BuilderExtensions, Extensions, SessionPort};
 pub use self::session::Session;
+pub use self::watcher::StateWatcher;
 use crate::error::{Error, Result};
 use crate::listener::{ConnectionStateListener, ListenerHandle, Listeners};
 use crate::state::{ConnectionState, ErrorPolicy};
@@ -348,9 +350,11 @@ impl Framework {
         *self.inner().state_tx.borrow()
     }
 
-    /// A watch on the connection state (`None` before the first connection).
-    pub fn state_watcher(&self) -> watch::Receiver<Option<ConnectionState>> {
-        self.inner().state_tx.subscribe()
+    /// A watch on the connection state (`None` before the first
+    /// connection). It hands out copies of the state, so nothing a caller
+    /// keeps can hold up the framework's next change.
+    pub fn state_watcher(&self) -> StateWatcher {
+        StateWatcher::new(self.inner().state_tx.subscribe())
     }
 
     /// Every state change from now on, as a stream; it ends once the

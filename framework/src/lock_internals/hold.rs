@@ -293,7 +293,7 @@ impl Hold {
         let closed = framework.closed();
         tokio::pin!(closed);
         loop {
-            states.borrow_and_update();
+            states.get_and_update();
             latch.borrow_and_update();
             if let Err(loss) = self.check() {
                 return loss;
