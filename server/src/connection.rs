@@ -12,7 +12,7 @@ use tracing::{debug, info};
 use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
 use crate::faults::LostReply;
 use crate::outbox::{outbox, Outbox, OutboxReceiver};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::state::{Limits, Outbound, Reply, State};
 use crate::watch::ConnId;
 

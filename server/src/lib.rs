@@ -69,7 +69,8 @@
 //! request handling, which `state` splits by family of requests (reads, writes, multi,
 //! watches, sessions, auth/ACL); `admin` answers the four-letter words; `server` holds the
 //! handle, the builder, the accept loop and the timers; `connection` serves one socket with
-//! its backpressure (`outbox`); `faults` holds the test hooks.
+//! its backpressure (`outbox`); both take the settings and the shared state from `shared`
+//! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks.
 //!
 //! # From a shell or another language's tests
 //!
@@ -110,6 +111,7 @@ pub mod faults;
 mod outbox;
 mod server;
 pub mod session;
+mod shared;
 mod state;
 pub mod tree;
 pub mod watch;

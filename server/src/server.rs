@@ -1,75 +1,22 @@
 //! The public [`EmbeddedServer`] handle and its builder, the accept loop (with the connection
-//! cap) and the expiry and container timers; each connection is served by `connection`.
+//! cap) and the expiry and container timers; each connection is served by `connection`, and
+//! what they share (settings and state) lives in `shared`.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::connection::serve_connection;
 use crate::error::Error;
-use crate::faults::RequestMatcher;
-use crate::faults::{Faults, LostReplyHandle};
-use crate::state::{Limits, State};
-use crate::watch::ConnId;
-
-/// How many client connections are served at once unless the builder says otherwise.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
-
-/// How many bytes of unsent replies a connection may have before the server stops reading its
-/// requests, unless the builder says otherwise.
-pub const DEFAULT_MAX_OUTSTANDING_BYTES: usize = 4 << 20;
-
-/// Settings chosen through [`EmbeddedServerBuilder`].
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    pub(crate) super_user: Option<String>,
-    pub(crate) tick_time: Duration,
-    pub(crate) min_session_timeout: Duration,
-    pub(crate) max_session_timeout: Duration,
-    pub(crate) container_check_interval: Duration,
-    /// The port to listen on; 0 asks the system for a free one.
-    pub(crate) port: u16,
-    pub(crate) extended_types: bool,
-    pub(crate) sorted_children: bool,
-    pub(crate) max_connections: usize,
-    pub(crate) max_outstanding_bytes: usize,
-}
-
-impl Settings {
-    /// What the admin words report about the configuration.
-    pub(crate) fn admin(&self, port: u16) -> crate::admin::Config {
-        crate::admin::Config {
-            port,
-            tick_time: self.tick_time,
-            min_session_timeout: self.min_session_timeout,
-            max_session_timeout: self.max_session_timeout,
-            max_connections: self.max_connections,
-        }
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            super_user: None,
-            tick_time: Duration::from_millis(100),
-            min_session_timeout: Duration::from_millis(400),
-            max_session_timeout: Duration::from_secs(60),
-            container_check_interval: Duration::from_millis(100),
-            port: 0,
-            extended_types: false,
-            sorted_children: false,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
-        }
-    }
-}
+use crate::faults::{LostReplyHandle, RequestMatcher};
+use crate::shared::{Settings, Shared};
+pub use crate::shared::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_OUTSTANDING_BYTES};
 
 /// Configures and starts an [`EmbeddedServer`]; obtained from [`EmbeddedServer::builder`].
 ///
@@ -221,21 +168,7 @@ impl EmbeddedServerBuilder {
         let address = listener
             .local_addr()
             .map_err(|err| Error::io("cannot read embedded server address", err))?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(Limits {
-                min_session_timeout: s.min_session_timeout,
-                max_session_timeout: s.max_session_timeout,
-                super_digest: s.super_user.clone(),
-                extended_types: s.extended_types,
-                sorted_children: s.sorted_children,
-            })),
-            settings: s.clone(),
-            port: address.port(),
-            faults: Faults::default(),
-            connections: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(1),
-            stopped: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new(s.clone(), address.port()));
         let tasks = vec![
             handle.spawn(accept_loop(listener, shared.clone())),
             handle.spawn(expiry_loop(shared.clone(), s.tick_time)),
@@ -249,28 +182,6 @@ impl EmbeddedServerBuilder {
             handle,
             runtime,
         })
-    }
-}
-
-/// State shared by the handle and every task.
-pub(crate) struct Shared {
-    pub(crate) state: Mutex<State>,
-    pub(crate) settings: Settings,
-    /// The port it listens on (for `conf`).
-    pub(crate) port: u16,
-    pub(crate) faults: Faults,
-    pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
-    pub(crate) next_conn: AtomicU64,
-    pub(crate) stopped: AtomicBool,
-}
-
-impl Shared {
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
-        self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -509,12 +420,7 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             continue;
         }
         debug!(id, %peer, "embedded server accepted connection");
-        let task = tokio::spawn(crate::connection::serve_connection(
-            id,
-            stream,
-            peer,
-            shared.clone(),
-        ));
+        let task = tokio::spawn(serve_connection(id, stream, peer, shared.clone()));
         connections.insert(id, task.abort_handle());
     }
 }

@@ -1,0 +1,109 @@
+//! What the server handle, its accept loop and timers, and every connection share: the
+//! settings chosen through the builder and the [`Shared`] state behind one `Arc`. Both
+//! `server` and `connection` build on this module; neither needs the other's insides.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::task::AbortHandle;
+
+use crate::faults::Faults;
+use crate::state::{Limits, State};
+use crate::watch::ConnId;
+
+/// How many client connections are served at once unless the builder says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+
+/// How many bytes of unsent replies a connection may have before the server stops reading its
+/// requests, unless the builder says otherwise.
+pub const DEFAULT_MAX_OUTSTANDING_BYTES: usize = 4 << 20;
+
+/// Settings chosen through [`EmbeddedServerBuilder`](crate::EmbeddedServerBuilder).
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) super_user: Option<String>,
+    pub(crate) tick_time: Duration,
+    pub(crate) min_session_timeout: Duration,
+    pub(crate) max_session_timeout: Duration,
+    pub(crate) container_check_interval: Duration,
+    /// The port to listen on; 0 asks the system for a free one.
+    pub(crate) port: u16,
+    pub(crate) extended_types: bool,
+    pub(crate) sorted_children: bool,
+    pub(crate) max_connections: usize,
+    pub(crate) max_outstanding_bytes: usize,
+}
+
+impl Settings {
+    /// What the admin words report about the configuration.
+    pub(crate) fn admin(&self, port: u16) -> crate::admin::Config {
+        crate::admin::Config {
+            port,
+            tick_time: self.tick_time,
+            min_session_timeout: self.min_session_timeout,
+            max_session_timeout: self.max_session_timeout,
+            max_connections: self.max_connections,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            super_user: None,
+            tick_time: Duration::from_millis(100),
+            min_session_timeout: Duration::from_millis(400),
+            max_session_timeout: Duration::from_secs(60),
+            container_check_interval: Duration::from_millis(100),
+            port: 0,
+            extended_types: false,
+            sorted_children: false,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
+        }
+    }
+}
+
+/// State shared by the handle and every task.
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    pub(crate) settings: Settings,
+    /// The port it listens on (for `conf`).
+    pub(crate) port: u16,
+    pub(crate) faults: Faults,
+    pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
+    pub(crate) next_conn: AtomicU64,
+    pub(crate) stopped: AtomicBool,
+}
+
+impl Shared {
+    /// Fresh state for a server with these settings, listening on `port`.
+    pub(crate) fn new(settings: Settings, port: u16) -> Self {
+        let limits = Limits {
+            min_session_timeout: settings.min_session_timeout,
+            max_session_timeout: settings.max_session_timeout,
+            super_digest: settings.super_user.clone(),
+            extended_types: settings.extended_types,
+            sorted_children: settings.sorted_children,
+        };
+        Shared {
+            state: Mutex::new(State::new(limits)),
+            settings,
+            port,
+            faults: Faults::default(),
+            connections: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
+        self.connections.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
