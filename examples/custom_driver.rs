@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::framework::lock_internals::{LockInternals, LockInternalsDriver, PredicateResults};
+use zk_curator::framework::lock_internals::{
+    until_held, Acquire, LockInternals, LockInternalsDriver, PredicateResults,
+};
 use zk_curator::{Error, Framework, LockLoss, Result};
 use zk_curator_testing::connect_string_or_start;
 
@@ -68,10 +70,10 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error + Send + Sy
                 1,
                 Arc::new(KHolders { k: K }),
             )?;
-            let node = lock
-                .acquire(format!("worker {id}").as_bytes(), None)
-                .await?
-                .ok_or("no timeout was set")?;
+            // `Wait::Forever` (the default) ends only with a hold or an
+            // error; `until_held` says so in the type.
+            let data = format!("worker {id}");
+            let node = until_held(|| lock.acquire(Acquire::new().data(data.as_bytes()))).await?;
             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
             peak.fetch_max(now, Ordering::SeqCst);
             println!(

@@ -13,7 +13,7 @@ use common::{children, eventually, framework, framework_with, raw_client, server
 use common::{init_tracing, PATIENCE};
 use futures::StreamExt;
 use zk_curator::framework::lock_internals::{
-    ContenderGuard, LockInternals, LockInternalsDriver, ParticipantNode,
+    Acquire, ContenderGuard, LockInternals, LockInternalsDriver, ParticipantNode,
 };
 use zk_curator::{ConnectionState, Framework, InterProcessMutex};
 use zk_curator_testing::FaultProxy;
@@ -89,7 +89,7 @@ async fn close_is_bounded_when_the_server_is_unreachable() {
         })
         .await;
         let lock = persistent_lock(&fw, &path);
-        let node = lock.acquire(b"", None).await.unwrap().unwrap();
+        let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
         proxy.blackhole(true);
         // Something for the final flush to try, which cannot succeed.
         drop(ContenderGuard::node(&fw, node.path()));
@@ -149,7 +149,7 @@ async fn waiting_acquire(
     holder_node: &str,
 ) -> (tokio::task::JoinHandle<()>, String) {
     let task = tokio::spawn(async move {
-        let _ = lock.acquire(b"", None).await;
+        let _ = lock.acquire(Acquire::new()).await;
     });
     let deadline = Instant::now() + PATIENCE;
     let ours = loop {
@@ -248,7 +248,7 @@ async fn close_flushes_dropped_persistent_participants() {
         let raw = raw_client(&server.connect_string()).await;
         let holder_fw = framework(&server.connect_string()).await;
         let holder = persistent_lock(&holder_fw, &path);
-        let held = holder.acquire(b"", None).await.unwrap().unwrap();
+        let held = holder.acquire(Acquire::new()).await.unwrap().unwrap();
 
         // A dropped acquire, then close at once.
         let fw = framework(&server.connect_string()).await;
@@ -285,7 +285,7 @@ async fn cleaner_keeps_one_job_per_node() {
         let raw = raw_client(&server.connect_string()).await;
         let fw = framework(&server.connect_string()).await;
         let lock = persistent_lock(&fw, &path);
-        let node = lock.acquire(b"", None).await.unwrap().unwrap();
+        let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
         // The same node handed over many times is deleted once.
         for _ in 0..1000 {
             fw.delete_in_background(node.path());

@@ -630,7 +630,9 @@ async fn dropped_release_and_dropped_guard_still_delete_the_node() {
 
 #[tokio::test]
 async fn lock_internals_refuse_bad_names_and_oversized_data() {
-    use zk_curator::framework::lock_internals::{LockInternals, StandardLockInternalsDriver};
+    use zk_curator::framework::lock_internals::{
+        Acquire, LockInternals, StandardLockInternalsDriver,
+    };
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let fw = framework(&server.connect_string()).await;
@@ -657,7 +659,7 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
         let low = common::largest_fitting(zk_curator::framework::DEFAULT_MAX_PACKET_SIZE, fits);
         let too_big = vec![0u8; low + 1];
         assert!(matches!(
-            internals.acquire(&too_big, None).await,
+            internals.acquire(Acquire::new().data(&too_big)).await,
             Err(Error::RequestTooLarge { size, limit }) if size > limit
         ));
         let raw = raw_client(&server.connect_string()).await;
@@ -668,7 +670,7 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
 
         // The largest data that fits is accepted by the server.
         let largest = internals
-            .acquire(&vec![7u8; low], None)
+            .acquire(Acquire::new().data(&vec![7u8; low]))
             .await
             .unwrap()
             .unwrap();
@@ -677,7 +679,7 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
 
         // Data within the limit is stored in the node.
         let node = internals
-            .acquire(b"owner=test", None)
+            .acquire(Acquire::new().data(b"owner=test"))
             .await
             .unwrap()
             .unwrap();
@@ -781,7 +783,9 @@ async fn a_driver_refusal_ends_the_acquire_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_lease_internals_wake_a_waiter_on_any_release() {
-    use zk_curator::framework::lock_internals::{LockInternals, StandardLockInternalsDriver};
+    use zk_curator::framework::lock_internals::{
+        Acquire, LockInternals, StandardLockInternalsDriver,
+    };
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("two-leases");
@@ -795,11 +799,11 @@ async fn two_lease_internals_wake_a_waiter_on_any_release() {
             Arc::new(StandardLockInternalsDriver),
         )
         .unwrap();
-        let first = lock.acquire(b"", None).await.unwrap().unwrap();
-        let second = lock.acquire(b"", None).await.unwrap().unwrap();
+        let first = lock.acquire(Acquire::new()).await.unwrap().unwrap();
+        let second = lock.acquire(Acquire::new()).await.unwrap().unwrap();
         let waiting = {
             let lock = lock.clone();
-            tokio::spawn(async move { lock.acquire(b"", None).await })
+            tokio::spawn(async move { lock.acquire(Acquire::new()).await })
         };
         let raw = raw_client(&server.connect_string()).await;
         wait_for_participants(&raw, &path, 3).await;

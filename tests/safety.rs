@@ -14,7 +14,8 @@ use common::{
     unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{
-    LockInternals, LockInternalsDriver, PredicateResults, StandardLockInternalsDriver,
+    until_held, Acquire, LockInternals, LockInternalsDriver, PredicateResults,
+    StandardLockInternalsDriver,
 };
 use zk_curator::framework::retry::RetryNTimes;
 use zk_curator::framework::zk;
@@ -542,10 +543,10 @@ async fn a_slot_freed_before_the_children_watch_is_not_missed() {
             LockInternals::new(fw.clone(), &path, "lease-", 1, Arc::new(WatchChildren)).unwrap()
         };
         let (ours, theirs) = (lock(&fa), lock(&fb));
-        let held = theirs.acquire_held(&[], None).await.unwrap();
+        let held = until_held(|| theirs.acquire(Acquire::new())).await.unwrap();
         proxy.clear_traffic();
         proxy.hold_replies(true);
-        let waiter = tokio::spawn(async move { ours.acquire(&[], None).await });
+        let waiter = tokio::spawn(async move { ours.acquire(Acquire::new()).await });
         // The create and the pipelined listing were answered by the server
         // (with the holder still there); the replies wait at the proxy.
         wait_for_participants(&raw, &path, 2).await;

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::{Fence, LockLoss};
+use zk_curator_framework::lock_internals::{Fence, LockLoss, Wait};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -285,7 +285,7 @@ impl InterProcessMultiLock {
     /// [Cancel safety](Self#cancel-safety): members taken so far are released
     /// in the background, and no count changes.
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_inner(None).await.map(|_| ())
+        self.acquire_with(Wait::Forever).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` for the
@@ -300,7 +300,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_inner(Some(timeout)).await
+        self.acquire_with(Wait::timeout(timeout)).await
     }
 
     /// Tries every member once, without waiting (one round trip each); if
@@ -313,51 +313,35 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<bool> {
-        self.acquire_inner(Some(Duration::ZERO)).await
+        self.acquire_with(Wait::Try).await
     }
 
-    async fn acquire_inner(&self, timeout: Option<Duration>) -> Result<bool> {
+    async fn acquire_with(&self, wait: Wait) -> Result<bool> {
         let owner = Owner::current();
         let span = tracing::info_span!(
             "multi_lock.acquire",
             paths = %self.shared.label,
-            ?timeout,
+            ?wait,
             ?owner
         );
-        let try_only = timeout.is_some_and(|t| t.is_zero());
-        // A deadline too far away to represent is no deadline.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         self.shared
             .holds
-            .acquire(deadline, |_| self.take_all(owner, deadline, try_only))
+            .acquire(wait, |wait| self.take_all(owner, wait))
             .instrument(span)
             .await
     }
 
-    /// Takes every member in order, under one deadline; gives back what was
-    /// taken when one fails or runs out of time.
-    async fn take_all(
-        &self,
-        owner: Owner,
-        deadline: Option<Instant>,
-        try_only: bool,
-    ) -> Result<Option<MultiHold>> {
+    /// Takes every member in order, under one wait; gives back what was
+    /// taken when one fails or the wait ends.
+    async fn take_all(&self, owner: Owner, wait: Wait) -> Result<Option<MultiHold>> {
         let mut taken = Taken::new(owner);
         for member in &self.shared.members {
-            let remaining = match deadline {
-                _ if try_only => Some(Duration::ZERO),
-                None => None,
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        tracing::info!(member = member.path(), "deadline passed; rolling back");
-                        taken.roll_back().await;
-                        return Ok(None);
-                    }
-                    Some(left)
-                }
-            };
-            match member.take(remaining).await {
+            if wait.has_expired() {
+                tracing::info!(member = member.path(), "deadline passed; rolling back");
+                taken.roll_back().await;
+                return Ok(None);
+            }
+            match member.take(wait).await {
                 Ok(Some(hold)) => taken.push(hold),
                 Ok(None) => {
                     tracing::info!(
@@ -555,22 +539,25 @@ impl Member {
         }
     }
 
-    /// Acquires the member, waiting at most `timeout` (forever with `None`);
-    /// `None` on timeout. Cancel safe (each recipe's acquire is).
-    async fn take(&self, timeout: Option<Duration>) -> Result<Option<MemberHold>> {
-        match (self, timeout) {
-            (Member::Mutex(mutex), None) => mutex.lock().await.map(|g| Some(MemberHold::Guard(g))),
-            (Member::Mutex(mutex), Some(timeout)) => {
-                Ok(mutex.try_lock_for(timeout).await?.map(MemberHold::Guard))
+    /// Acquires the member within `wait`; `None` when the wait ends first.
+    /// Cancel safe (each recipe's acquire is).
+    async fn take(&self, wait: Wait) -> Result<Option<MemberHold>> {
+        match self {
+            Member::Mutex(mutex) => Ok(mutex.lock_with(wait).await?.map(MemberHold::Guard)),
+            Member::Lock(lock) => {
+                let held = match wait {
+                    Wait::Try => lock.try_acquire().await?,
+                    Wait::Until(deadline) => {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        lock.acquire_timeout(left).await?
+                    }
+                    Wait::Forever => {
+                        lock.acquire().await?;
+                        true
+                    }
+                };
+                Ok(held.then(|| MemberHold::Lock(lock.clone())))
             }
-            (Member::Lock(lock), None) => {
-                lock.acquire().await?;
-                Ok(Some(MemberHold::Lock(lock.clone())))
-            }
-            (Member::Lock(lock), Some(timeout)) => Ok(lock
-                .acquire_timeout(timeout)
-                .await?
-                .then(|| MemberHold::Lock(lock.clone()))),
         }
     }
 }

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use tokio::time::Instant;
 use zk_curator_framework::lock_internals::{
-    Fence, FencingToken, Hold, LockInternals, LockInternalsDriver, LockLoss, Revocation,
-    RevocationListener, RevocationSetting, StandardLockInternalsDriver,
+    until_held, Acquire, Fence, FencingToken, Hold, LockInternals, LockInternalsDriver, LockLoss,
+    Revocation, RevocationListener, RevocationSetting, StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -33,11 +32,10 @@ impl Shared {
         self.revocation.current()
     }
 
-    async fn acquire_hold(&self, timeout: Option<Duration>) -> Result<Option<Hold>> {
+    async fn acquire_hold(&self, wait: Wait) -> Result<Option<Hold>> {
         let revocation = self.revocation();
-        self.internals
-            .acquire_revocable(&[], timeout, revocation.as_ref())
-            .await
+        let request = Acquire::new().wait(wait).revocation(revocation.as_ref());
+        self.internals.acquire(request).await
     }
 }
 
@@ -169,7 +167,7 @@ impl InterProcessMutex {
     /// mutex.acquire())` is therefore a correct timed acquire; so is
     /// [`acquire_timeout`](Self::acquire_timeout).
     pub async fn acquire(&self) -> Result<()> {
-        self.acquire_until(None).await.map(|_| ())
+        self.acquire_with(Wait::Forever).await.map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
@@ -182,11 +180,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        if timeout.is_zero() {
-            return self.try_acquire().await;
-        }
-        self.acquire_until(Instant::now().checked_add(timeout))
-            .await
+        self.acquire_with(Wait::timeout(timeout)).await
     }
 
     /// Takes the lock if it is free right now, without waiting: one round
@@ -201,28 +195,15 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<bool> {
-        let shared = &self.shared;
-        shared.guards.refuse_own(self.path())?;
-        shared
-            .owners
-            .acquire(Some(Instant::now()), |_| {
-                shared.acquire_hold(Some(Duration::ZERO))
-            })
-            .await
+        self.acquire_with(Wait::Try).await
     }
 
-    async fn acquire_until(&self, deadline: Option<Instant>) -> Result<bool> {
+    async fn acquire_with(&self, wait: Wait) -> Result<bool> {
         let shared = &self.shared;
         shared.guards.refuse_own(self.path())?;
         shared
             .owners
-            .acquire(deadline, |remaining| async move {
-                match remaining {
-                    // Out of time already: a try is all that is left.
-                    Some(left) if left.is_zero() => shared.acquire_hold(Some(Duration::ZERO)).await,
-                    other => shared.acquire_hold(other).await,
-                }
-            })
+            .acquire(wait, |wait| shared.acquire_hold(wait))
             .await
     }
 
@@ -345,14 +326,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<MutexGuard> {
-        self.refuse_own_task_hold()?;
-        let revocation = self.shared.revocation();
-        let hold = self
-            .shared
-            .internals
-            .acquire_held(&[], revocation.as_ref())
-            .await?;
-        Ok(self.guard(hold))
+        until_held(|| self.lock_with(Wait::Forever)).await
     }
 
     /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
@@ -364,12 +338,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<MutexGuard>> {
-        self.refuse_own_task_hold()?;
-        Ok(self
-            .shared
-            .acquire_hold(Some(timeout))
-            .await?
-            .map(|hold| self.guard(hold)))
+        self.lock_with(Wait::timeout(timeout)).await
     }
 
     /// A guard if the lock is free right now, without waiting (one round
@@ -382,7 +351,18 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock(&self) -> Result<Option<MutexGuard>> {
-        self.try_lock_for(Duration::ZERO).await
+        self.lock_with(Wait::Try).await
+    }
+
+    /// A guard within `wait` (`None` when it ends first); the one way every
+    /// guard is taken, the multi-lock's members included.
+    pub(crate) async fn lock_with(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        self.refuse_own_task_hold()?;
+        Ok(self
+            .shared
+            .acquire_hold(wait)
+            .await?
+            .map(|hold| self.guard(hold)))
     }
 
     /// A guard asked for by a task that holds the task-bound hold would

@@ -22,13 +22,12 @@
 //!   no count changes and no hold is lost.
 
 use std::future::Future;
-use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
+use futures::FutureExt;
 use tokio::sync::watch;
-use tokio::time::Instant;
-use zk_curator_framework::lock_internals::LockLoss;
+use zk_curator_framework::lock_internals::{LockLoss, Wait};
 use zk_curator_framework::{Error, Result};
 
 use crate::owner::Owner;
@@ -68,11 +67,12 @@ impl<H: ReentrantHold> Reentrant<H> {
     }
 
     /// Acquires for the current owner: counts on its valid hold, waits for
-    /// its acquire already under way, or runs `take` with the time left
-    /// before `deadline`. `Ok(false)` when the deadline passes first.
-    pub(crate) async fn acquire<F, Fut>(&self, deadline: Option<Instant>, take: F) -> Result<bool>
+    /// its acquire already under way, or runs `take` with `wait` (passed on
+    /// unchanged). `Ok(false)` when the wait ends first; a [`Wait::Try`]
+    /// does not wait for the owner's acquire under way.
+    pub(crate) async fn acquire<F, Fut>(&self, wait: Wait, take: F) -> Result<bool>
     where
-        F: FnOnce(Option<Duration>) -> Fut,
+        F: FnOnce(Wait) -> Fut,
         Fut: Future<Output = Result<Option<H>>>,
     {
         let owner = Owner::current();
@@ -106,13 +106,12 @@ impl<H: ReentrantHold> Reentrant<H> {
             // A sibling future of the same owner is acquiring: wait for its
             // outcome (the sender is dropped when it ends, either way).
             let finished = async { while pending.changed().await.is_ok() {} };
-            match deadline {
-                None => finished.await,
-                Some(deadline) => {
-                    if tokio::time::timeout_at(deadline, finished).await.is_err() {
-                        return Ok(false);
-                    }
-                }
+            let ended = match wait {
+                Wait::Try => finished.now_or_never(),
+                Wait::Until(_) | Wait::Forever => wait.bound(finished).await,
+            };
+            if ended.is_none() {
+                return Ok(false);
             }
         };
         let mark = AcquiringMark {
@@ -120,8 +119,7 @@ impl<H: ReentrantHold> Reentrant<H> {
             owner,
             _done: done,
         };
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let granted = take(remaining).await?;
+        let granted = take(wait).await?;
         // No await from here on: the grant goes into the map at once.
         match granted {
             Some(hold) => {

@@ -80,9 +80,9 @@ use std::time::Duration;
 
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    standard_gets_the_lock, Acquire, ContenderGuard, Hold, LockInternals, LockInternalsDriver,
-    PredicateResults, Revocation, RevocationListener, RevocationSetting,
-    StandardLockInternalsDriver,
+    standard_gets_the_lock, until_held, Acquire, ContenderGuard, Hold, LockInternals,
+    LockInternalsDriver, PredicateResults, Revocation, RevocationListener, RevocationSetting,
+    StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::retry::RetryLoop;
@@ -305,8 +305,7 @@ impl InterProcessSemaphoreV2 {
     /// therefore a correct timed acquire; so is
     /// [`acquire_timeout`](Self::acquire_timeout).
     pub async fn acquire(&self) -> Result<Lease> {
-        self.check_open()?;
-        let leases = self.acquire_restarting(1).instrument(self.span(1)).await?;
+        let leases = until_held(|| self.acquire_leases(1, Wait::Forever)).await?;
         first(leases, self.path())
     }
 
@@ -320,7 +319,7 @@ impl InterProcessSemaphoreV2 {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
-        self.acquire_leases(1, timeout)
+        self.acquire_leases(1, Wait::timeout(timeout))
             .await?
             .map(|leases| first(leases, self.path()))
             .transpose()
@@ -337,7 +336,7 @@ impl InterProcessSemaphoreV2 {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
-        self.acquire_leases(1, Duration::ZERO)
+        self.acquire_leases(1, Wait::Try)
             .await?
             .map(|leases| first(leases, self.path()))
             .transpose()
@@ -361,8 +360,7 @@ impl InterProcessSemaphoreV2 {
     /// lease node the call created and its internal mutex node.
     pub async fn acquire_many(&self, n: u32) -> Result<Vec<Lease>> {
         self.check_count(n)?;
-        self.check_open()?;
-        self.acquire_restarting(n).instrument(self.span(n)).await
+        until_held(|| self.acquire_leases(n, Wait::Forever)).await
     }
 
     /// Like [`acquire_many`](Self::acquire_many), with one deadline for the
@@ -379,7 +377,7 @@ impl InterProcessSemaphoreV2 {
         timeout: Duration,
     ) -> Result<Option<Vec<Lease>>> {
         self.check_count(n)?;
-        self.acquire_leases(n, timeout).await
+        self.acquire_leases(n, Wait::timeout(timeout)).await
     }
 
     /// Returns every lease of `leases` (Curator's `returnAll`), concurrently.
@@ -442,43 +440,35 @@ impl InterProcessSemaphoreV2 {
         )
     }
 
-    /// `n` leases within `timeout`; `None` on timeout. A zero timeout is a
-    /// single try.
-    async fn acquire_leases(&self, n: u32, timeout: Duration) -> Result<Option<Vec<Lease>>> {
+    /// `n` leases within `wait`; `None` when the wait ends first.
+    async fn acquire_leases(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
         self.check_open()?;
         let span = self.span(n);
-        let result = if timeout.is_zero() {
-            self.try_attempt(n).instrument(span.clone()).await
-        } else {
-            // Everything the call created is under a drop guard: the timeout
-            // simply drops the future.
-            let acquire = self.acquire_restarting(n).instrument(span.clone());
-            match tokio::time::timeout(timeout, acquire).await {
-                Ok(result) => result.map(Some),
-                Err(_) => Ok(None),
-            }
-        };
+        // Everything the call created is under a drop guard: a deadline
+        // simply drops the future.
+        let acquire = self.acquire_restarting(n, wait).instrument(span.clone());
+        let result = wait.bound(acquire).await.unwrap_or(Ok(None));
         span.in_scope(|| match &result {
             Ok(Some(leases)) => {
                 let nodes: Vec<&str> = leases.iter().map(Lease::node_name).collect();
                 tracing::info!(?nodes, "leases acquired");
             }
-            Ok(None) => tracing::info!(?timeout, "no lease in time"),
+            Ok(None) => tracing::info!(?wait, "no lease in time"),
             Err(err) => tracing::info!(%err, "lease acquire failed"),
         });
         result
     }
 
     /// Runs attempts, starting again after a lost session while the retry
-    /// policy allows.
-    async fn acquire_restarting(&self, n: u32) -> Result<Vec<Lease>> {
+    /// policy allows (a try does not start again).
+    async fn acquire_restarting(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
         let framework = &self.shared.framework;
         let mut restarts = RetryLoop::new(&**framework.retry_policy());
         loop {
             self.check_open()?;
-            match self.attempt(n).await {
+            match self.attempt(n, wait).await {
                 Ok(leases) => return Ok(leases),
-                Err(err) if err.is_session_terminal() => {
+                Err(err) if err.is_session_terminal() && !wait.is_try() => {
                     tracing::warn!(%err, "the session ended during the acquire; starting over");
                     restarts.next(err, framework.closed()).await?;
                 }
@@ -492,45 +482,32 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// One acquire under one hold of the internal mutex, on one session.
-    async fn attempt(&self, n: u32) -> Result<Vec<Lease>> {
-        let mutex = self.shared.lock.acquire_held(&[], None).await?;
-        self.leases_under(&mutex, n, false)
-            .await
-            .map(|leases| leases.unwrap_or_default())
-    }
-
-    /// A single try: the internal mutex and the lease(s) without waiting.
-    async fn try_attempt(&self, n: u32) -> Result<Option<Vec<Lease>>> {
-        match self.shared.lock.try_acquire(&[]).await? {
-            Some(mutex) => self.leases_under(&mutex, n, true).await,
+    async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
+        match self.shared.lock.acquire(Acquire::new().wait(wait)).await? {
+            Some(mutex) => self.leases_under(&mutex, n, wait).await,
             None => Ok(None),
         }
     }
 
     /// Takes `n` leases while holding the internal mutex `mutex`, on the
     /// mutex's session only (a lease taken on another session would not be
-    /// covered by the mutex), then gives the mutex back. With `try_only`,
-    /// `None` (and nothing left behind) when a lease is not free at once.
-    async fn leases_under(
-        &self,
-        mutex: &Hold,
-        n: u32,
-        try_only: bool,
-    ) -> Result<Option<Vec<Lease>>> {
+    /// covered by the mutex), then gives the mutex back. `None` (and
+    /// nothing left behind) when `wait` ends before the last lease: a try
+    /// whose lease is not free at once, or a deadline.
+    async fn leases_under(&self, mutex: &Hold, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
         // No await since the grant: the mutex node is always guarded.
         let mutex_guard = ContenderGuard::node(&self.shared.framework, mutex.path());
         tracing::debug!(node = %mutex.path(), "internal mutex held");
         let session = mutex.session().ok_or(Error::SessionExpired)?;
         let revocation = self.revocation();
-        let timeout = try_only.then_some(Duration::ZERO);
         let mut leases = Vec::with_capacity(n as usize);
         while leases.len() < n as usize {
             let request = Acquire::new()
                 .data(&self.shared.data)
-                .timeout(timeout)
+                .wait(wait)
                 .revocation(revocation.as_ref())
                 .on_session(&session);
-            match self.shared.leases.acquire_with(request).await? {
+            match self.shared.leases.acquire(request).await? {
                 Some(hold) => {
                     // No await since the grant: from here the lease deletes
                     // itself on drop.
@@ -538,14 +515,14 @@ impl InterProcessSemaphoreV2 {
                     tracing::debug!(node = %lease.node_name(), "lease granted");
                     leases.push(lease);
                 }
-                // Only a try ends without a lease (its node is gone again);
-                // the leases taken so far go back when dropped.
-                None if try_only => {
+                // The wait ended (a try's node is gone again, a deadline's
+                // goes in the background); the leases taken so far go back
+                // when dropped.
+                None => {
                     drop(leases);
                     self.give_back(mutex, mutex_guard).await;
                     return Ok(None);
                 }
-                None => {}
             }
         }
         self.give_back(mutex, mutex_guard).await;
@@ -555,7 +532,7 @@ impl InterProcessSemaphoreV2 {
         if let Some(lost) = leases.iter().find(|lease| !lease.is_valid()) {
             tracing::info!(node = %lost.node_path(), "lease lost before the acquire returned; starting over");
             drop(leases);
-            return if try_only {
+            return if wait.is_try() {
                 Ok(None)
             } else {
                 Err(Error::SessionExpired)

@@ -31,6 +31,7 @@
 //!   session that created it.
 
 mod create;
+mod deadline;
 mod driver;
 mod engine;
 mod fence;
@@ -44,10 +45,10 @@ mod wait;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tracing::Instrument;
 
+pub use self::deadline::Wait;
 pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
     PredicateResults, SortKey, StandardLockInternalsDriver,
@@ -211,17 +212,30 @@ impl LockInternals {
         &self.driver
     }
 
-    /// Creates a participant node carrying `data` and waits until it holds
-    /// the lock, for at most `timeout` (forever with `None`). Returns
-    /// `Ok(None)` on timeout (the node is then deleted in the background). A
-    /// zero timeout is a [`try_acquire`](Self::try_acquire).
+    /// Acquires as `request` says: creates a participant node carrying its
+    /// data and waits, as long as its [`Wait`] allows, until the node holds
+    /// the lock. Returns `Ok(None)` when the wait ends first: a
+    /// [`Wait::Try`] that found the lock taken (our node is deleted again
+    /// before this returns, in the background only if ZooKeeper cannot be
+    /// reached within the connection timeout), or a [`Wait::Until`] whose
+    /// deadline passed (the node is deleted in the background). A
+    /// [`Wait::Forever`] ends only with a hold or an error (see
+    /// [`until_held`]). A deadline already past when this begins still gets
+    /// one try.
+    ///
+    /// With a [`Revocation`], our node is watched from the moment it exists
+    /// (waiting or holding) and the listener called whenever a [`Revoker`]
+    /// asks for the lock; the watch ends by itself once the node is gone.
     ///
     /// # Errors
     /// [`Error::Closed`] if the framework is closed; [`Error::RequestTooLarge`]
-    /// for data too large for the packet limit (nothing is sent); ZooKeeper errors that retrying could
-    /// not overcome (for example [`Error::NoAuth`], or [`Error::ConnectionLoss`]
-    /// once the retry policy gives up); [`Error::Timeout`] if no session could
-    /// be had within the connection timeout.
+    /// for data too large for the packet limit (nothing is sent); ZooKeeper
+    /// errors that retrying could not overcome (for example
+    /// [`Error::NoAuth`], or [`Error::ConnectionLoss`] once the retry policy
+    /// gives up); [`Error::Timeout`] if no session could be had within the
+    /// connection timeout. A session lost during a try is returned as
+    /// [`Error::SessionExpired`], not retried; so is, with a pinned session
+    /// ([`Acquire::on_session`]), the end of that session.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future at any point deletes our node in the
@@ -230,102 +244,33 @@ impl LockInternals {
     /// that shares a waiting node with others of this process (see
     /// [`LockInternalsDriver::shares_node`]) leaves the share instead; the
     /// node goes when its last waiter leaves.
-    pub async fn acquire(&self, data: &[u8], timeout: Option<Duration>) -> Result<Option<Hold>> {
-        self.acquire_with(Acquire::new().data(data).timeout(timeout))
-            .await
-    }
-
-    /// Like [`LockInternals::acquire`], and if `revocation` is given, watches
-    /// our node from the moment it exists (waiting or holding) and calls the
-    /// listener whenever a [`Revoker`] asks for the lock. The watch ends by
-    /// itself once the node is gone.
-    ///
-    /// # Errors
-    /// As [`LockInternals::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`LockInternals::acquire`].
-    pub async fn acquire_revocable(
-        &self,
-        data: &[u8],
-        timeout: Option<Duration>,
-        revocation: Option<&Revocation>,
-    ) -> Result<Option<Hold>> {
-        self.acquire_with(
-            Acquire::new()
-                .data(data)
-                .timeout(timeout)
-                .revocation(revocation),
-        )
-        .await
-    }
-
-    /// Waits as long as it takes (no timeout) and returns the hold.
-    ///
-    /// # Errors
-    /// As [`LockInternals::acquire`].
-    ///
-    /// # Cancel safety
-    /// As [`LockInternals::acquire`].
-    pub async fn acquire_held(&self, data: &[u8], revocation: Option<&Revocation>) -> Result<Hold> {
-        until_held(|| self.acquire_with(Acquire::new().data(data).revocation(revocation))).await
-    }
-
-    /// Tries once, without waiting: the create and the listing go out
-    /// together (one round trip), then either the lock is held or our node
-    /// is deleted again before this returns (in the background only if
-    /// ZooKeeper cannot be reached within the connection timeout).
-    ///
-    /// # Errors
-    /// As [`LockInternals::acquire`]; a session lost during the try is
-    /// returned as [`Error::SessionExpired`], not retried.
-    ///
-    /// # Cancel safety
-    /// As [`LockInternals::acquire`].
-    pub async fn try_acquire(&self, data: &[u8]) -> Result<Option<Hold>> {
-        self.acquire_with(Acquire::new().data(data).timeout(Some(Duration::ZERO)))
-            .await
-    }
-
-    /// The general form of [`acquire`](Self::acquire): data, timeout,
-    /// revocation, and optionally the one session the acquire must happen
-    /// on (see [`Acquire::on_session`]).
-    ///
-    /// # Errors
-    /// As [`LockInternals::acquire`]; with a pinned session,
-    /// [`Error::SessionExpired`] once that session is no longer current.
-    ///
-    /// # Cancel safety
-    /// As [`LockInternals::acquire`].
-    pub async fn acquire_with(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
+    pub async fn acquire(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
         self.check_node_data(request.data)?;
         self.framework.check_open()?;
-        let timeout = request.timeout;
-        let try_only = timeout == Some(Duration::ZERO);
-        let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, try_only);
+        let request = Acquire {
+            wait: request.wait.for_attempt(),
+            ..request
+        };
+        let wait = request.wait;
+        let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, ?wait);
         let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
         let acquire = async {
-            if let Some(key) = self.share_key(&request, try_only) {
+            if let Some(key) = self.share_key(&request) {
                 let engine = Engine::of(&self.framework);
                 return engine.shared_nodes.acquire(self, key).await.map(Some);
             }
-            let turn = match self.local_turn(try_only).await {
+            let turn = match self.local_turn(wait).await {
                 LocalTurnOutcome::Taken => return Ok(None),
                 LocalTurnOutcome::Turn(turn) => turn,
             };
-            let hold = self.acquire_restarting(&request, try_only).await?;
+            let hold = self.acquire_restarting(&request).await?;
             if let Some(hold) = &hold {
                 hold.keep_turn(turn);
             }
             Ok(hold)
         }
         .instrument(span.clone());
-        let result = match timeout {
-            Some(timeout) if !try_only => tokio::time::timeout(timeout, acquire)
-                .await
-                .unwrap_or(Ok(None)),
-            _ => acquire.await,
-        };
+        let result = wait.bound(acquire).await.unwrap_or(Ok(None));
         waiting.finish(match &result {
             Ok(Some(_)) => "acquired",
             Ok(None) => "timed_out",
@@ -335,7 +280,7 @@ impl LockInternals {
             Ok(Some(hold)) => {
                 tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired")
             }
-            Ok(None) => tracing::info!(?timeout, "lock not acquired in time"),
+            Ok(None) => tracing::info!("lock not acquired in time"),
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
         result
@@ -343,10 +288,10 @@ impl LockInternals {
 
     /// The key of the shared node this acquire may join, if the driver and
     /// the request allow sharing (see [`LockInternalsDriver::shares_node`]).
-    fn share_key(&self, request: &Acquire<'_>, try_only: bool) -> Option<shared_node::ShareKey> {
+    fn share_key(&self, request: &Acquire<'_>) -> Option<shared_node::ShareKey> {
         let shareable = Engine::options(&self.framework).local_queue
             && self.driver.shares_node()
-            && !try_only
+            && !request.wait.is_try()
             && request.revocation.is_none()
             && request.session.is_none();
         if !shareable {
@@ -361,7 +306,7 @@ impl LockInternals {
 
     /// Waits for this acquire's turn in the framework's in-process queue, if
     /// the driver wants one (see [`LockInternalsDriver::local_turns`]).
-    async fn local_turn(&self, try_only: bool) -> LocalTurnOutcome {
+    async fn local_turn(&self, wait: Wait) -> LocalTurnOutcome {
         if !Engine::options(&self.framework).local_queue {
             return LocalTurnOutcome::Turn(None);
         }
@@ -372,7 +317,7 @@ impl LockInternals {
         let key = (self.base_path.clone(), self.lock_name.clone(), turns);
         let engine = Engine::of(&self.framework);
         let queues = &engine.local_queues;
-        if !try_only {
+        if !wait.is_try() {
             tracing::debug!(turns, "waiting for our turn in this process");
             return LocalTurnOutcome::Turn(Some(queues.turn(key).await));
         }
@@ -449,20 +394,25 @@ where
     }
 }
 
-/// What to acquire and how (see [`LockInternals::acquire_with`]).
-#[derive(Clone, Copy, Debug, Default)]
+/// What to acquire and how (see [`LockInternals::acquire`]).
+#[derive(Clone, Copy, Debug)]
 pub struct Acquire<'a> {
     data: &'a [u8],
-    timeout: Option<Duration>,
+    wait: Wait,
     revocation: Option<&'a Revocation>,
     session: Option<&'a Session>,
 }
 
 impl<'a> Acquire<'a> {
-    /// No data, no timeout, not revocable, on the framework's current
-    /// session (and its successors).
+    /// No data, [`Wait::Forever`], not revocable, on the framework's
+    /// current session (and its successors).
     pub fn new() -> Self {
-        Acquire::default()
+        Acquire {
+            data: &[],
+            wait: Wait::Forever,
+            revocation: None,
+            session: None,
+        }
     }
 
     /// The participant node's data.
@@ -471,9 +421,9 @@ impl<'a> Acquire<'a> {
         self
     }
 
-    /// How long to wait in all (`None`: forever; zero: a single try).
-    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
+    /// How long to wait in all (see [`Wait`]).
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
         self
     }
 
@@ -490,6 +440,12 @@ impl<'a> Acquire<'a> {
     pub fn on_session(mut self, session: &'a Session) -> Self {
         self.session = Some(session);
         self
+    }
+}
+
+impl Default for Acquire<'_> {
+    fn default() -> Self {
+        Acquire::new()
     }
 }
 

@@ -164,7 +164,7 @@ impl Generation {
         let data = self.key.2.clone();
         let acquire = async move {
             let request = Acquire::new().data(&data);
-            let outcome = until_held(|| internals.acquire_restarting(&request, false)).await;
+            let outcome = until_held(|| internals.acquire_restarting(&request)).await;
             generation.settle(outcome);
         };
         let task = tokio::spawn(acquire.in_current_span());

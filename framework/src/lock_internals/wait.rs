@@ -32,11 +32,8 @@ impl From<Error> for Failure {
 }
 
 impl LockInternals {
-    pub(super) async fn acquire_restarting(
-        &self,
-        request: &Acquire<'_>,
-        try_only: bool,
-    ) -> Result<Option<Hold>> {
+    pub(super) async fn acquire_restarting(&self, request: &Acquire<'_>) -> Result<Option<Hold>> {
+        let try_only = request.wait.is_try();
         let mut restarts = RetryLoop::new(&**self.framework.retry_policy());
         loop {
             let session = match request.session {

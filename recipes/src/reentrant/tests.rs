@@ -17,7 +17,7 @@ use futures::FutureExt;
 use proptest::prelude::*;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use zk_curator_framework::lock_internals::LockLoss;
+use zk_curator_framework::lock_internals::{LockLoss, Wait};
 use zk_curator_framework::{Error, Result};
 
 use super::{Reentrant, ReentrantHold};
@@ -100,7 +100,7 @@ fn held_id(r: &Reentrant<TestHold>, owner: Owner) -> Option<u64> {
 fn granting(
     holds: &Arc<Holds>,
     takes: &Arc<AtomicU64>,
-) -> impl FnOnce(Option<Duration>) -> futures::future::Ready<Result<Option<TestHold>>> {
+) -> impl FnOnce(Wait) -> futures::future::Ready<Result<Option<TestHold>>> {
     let (holds, takes) = (holds.clone(), takes.clone());
     move |_| {
         takes.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +113,10 @@ async fn counts_go_up_and_down_and_the_last_release_hands_the_hold_back() {
     let r = Reentrant::<TestHold>::new();
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
     for n in 1..=3 {
-        assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+        assert_eq!(
+            r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+            Ok(true)
+        );
         assert_eq!(r.count(), n);
     }
     assert_eq!(
@@ -137,8 +140,14 @@ async fn counts_go_up_and_down_and_the_last_release_hands_the_hold_back() {
 async fn a_release_by_another_owner_is_not_owner_and_changes_nothing() {
     let r = Arc::new(Reentrant::<TestHold>::new());
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
     let me = Owner::current();
     let other = {
         let r = r.clone();
@@ -156,11 +165,17 @@ async fn a_release_by_another_owner_is_not_owner_and_changes_nothing() {
 async fn a_re_entry_into_a_lost_hold_fails_and_forgets_it() {
     let r = Reentrant::<TestHold>::new();
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
     holds.lose(0);
     assert_eq!(
-        r.acquire(None, granting(&holds, &takes)).await,
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
         Err(lost(0))
     );
     assert_eq!(holds.forgotten(), vec![0]);
@@ -168,7 +183,10 @@ async fn a_re_entry_into_a_lost_hold_fails_and_forgets_it() {
     assert_eq!(r.holders(), 0);
     assert!(matches!(r.release(), Err(Error::NotOwner)));
     // The next acquire takes the lock anew.
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
     assert_eq!(takes.load(Ordering::Relaxed), 2);
     assert_eq!(held_id(&r, Owner::current()), Some(1));
 }
@@ -182,7 +200,10 @@ async fn owners_are_counted_apart() {
             let (r, holds, takes) = (r.clone(), holds.clone(), takes.clone());
             tokio::spawn(async move {
                 for _ in 0..=n {
-                    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+                    assert_eq!(
+                        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+                        Ok(true)
+                    );
                 }
                 (Owner::current(), r.count())
             })
@@ -210,9 +231,9 @@ async fn futures_of_one_owner_acquiring_together_take_one_hold() {
         }
     };
     let (a, b, c) = tokio::join!(
-        r.acquire(None, slow(holds.clone(), takes.clone())),
-        r.acquire(None, slow(holds.clone(), takes.clone())),
-        r.acquire(None, slow(holds.clone(), takes.clone())),
+        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
+        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
+        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
     );
     assert_eq!((a, b, c), (Ok(true), Ok(true), Ok(true)));
     assert_eq!(takes.load(Ordering::Relaxed), 1, "one owner, one take");
@@ -228,7 +249,7 @@ async fn a_sibling_waiting_past_its_deadline_gives_up_without_taking() {
     let start = Instant::now();
     let first = {
         let (holds, takes) = (holds.clone(), takes.clone());
-        r.acquire(None, move |_| async move {
+        r.acquire(Wait::Forever, move |_| async move {
             takes.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(100)).await;
             Ok(Some(holds.grant()))
@@ -237,7 +258,7 @@ async fn a_sibling_waiting_past_its_deadline_gives_up_without_taking() {
     let second = async {
         let out = r
             .acquire(
-                Some(start + Duration::from_millis(10)),
+                Wait::Until(start + Duration::from_millis(10)),
                 granting(&holds, &takes),
             )
             .await;
@@ -264,11 +285,15 @@ async fn a_dropped_first_acquire_clears_its_mark() {
             std::future::pending::<Result<Option<TestHold>>>()
         }
     };
-    let dropped = tokio::time::timeout(Duration::from_millis(10), r.acquire(None, never)).await;
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(10), r.acquire(Wait::Forever, never)).await;
     assert!(dropped.is_err());
     assert_eq!(r.count(), 0);
     assert!(r.owners.is_empty(), "no mark is left behind");
-    assert_eq!(r.acquire(None, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(
+        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
+        Ok(true)
+    );
     assert_eq!(takes.load(Ordering::Relaxed), 2);
     assert_eq!(r.count(), 1);
 }
@@ -286,8 +311,8 @@ async fn a_sibling_takes_the_lock_when_the_first_acquire_is_dropped_or_fails() {
         }
     };
     let (dropped, second) = tokio::join!(
-        tokio::time::timeout(Duration::from_millis(10), r.acquire(None, never)),
-        r.acquire(None, granting(&holds, &takes)),
+        tokio::time::timeout(Duration::from_millis(10), r.acquire(Wait::Forever, never)),
+        r.acquire(Wait::Forever, granting(&holds, &takes)),
     );
     assert!(dropped.is_err());
     assert_eq!(second, Ok(true));
@@ -303,8 +328,8 @@ async fn a_sibling_takes_the_lock_when_the_first_acquire_is_dropped_or_fails() {
         }
     };
     let (failed, second) = tokio::join!(
-        r.acquire(None, failing),
-        r.acquire(None, granting(&holds, &takes)),
+        r.acquire(Wait::Forever, failing),
+        r.acquire(Wait::Forever, granting(&holds, &takes)),
     );
     assert_eq!(failed, Err(Error::ConnectionLoss));
     assert_eq!(second, Ok(true));
@@ -312,11 +337,42 @@ async fn a_sibling_takes_the_lock_when_the_first_acquire_is_dropped_or_fails() {
     assert_eq!(r.count(), 1);
 }
 
+/// A try of an owner whose first acquire is under way does not wait for
+/// it: the lock is not to be had right now.
+#[tokio::test(start_paused = true)]
+async fn a_try_does_not_wait_for_its_owners_acquire_under_way() {
+    let r = Reentrant::<TestHold>::new();
+    let holds = Arc::new(Holds::default());
+    let takes = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let first = {
+        let (holds, takes) = (holds.clone(), takes.clone());
+        r.acquire(Wait::Forever, move |_| async move {
+            takes.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(Some(holds.grant()))
+        })
+    };
+    let tried = async {
+        tokio::task::yield_now().await;
+        let out = r.acquire(Wait::Try, granting(&holds, &takes)).await;
+        (out, start.elapsed())
+    };
+    let (first, (tried, after)) = tokio::join!(first, tried);
+    assert_eq!(first, Ok(true));
+    assert_eq!(tried, Ok(false));
+    assert_eq!(after, Duration::ZERO);
+    assert_eq!(takes.load(Ordering::Relaxed), 1);
+    // Once the hold is in, a try re-enters at once.
+    assert_eq!(r.acquire(Wait::Try, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(r.count(), 2);
+}
+
 #[tokio::test]
 async fn a_refused_take_leaves_nothing() {
     let r = Reentrant::<TestHold>::new();
     let refused = r
-        .acquire(Some(Instant::now()), |_| async { Ok(None) })
+        .acquire(Wait::Until(Instant::now()), |_| async { Ok(None) })
         .await;
     assert_eq!(refused, Ok(false));
     assert!(r.owners.is_empty());
@@ -471,8 +527,7 @@ fn answered_take(
     id: u64,
     log: &Arc<Mutex<Vec<(u64, Owner)>>>,
     answer: oneshot::Receiver<Result<Option<TestHold>>>,
-) -> impl FnOnce(Option<Duration>) -> futures::future::BoxFuture<'static, Result<Option<TestHold>>>
-{
+) -> impl FnOnce(Wait) -> futures::future::BoxFuture<'static, Result<Option<TestHold>>> {
     let log = log.clone();
     move |_| {
         lock(&log).push((id, Owner::current()));
@@ -517,7 +572,11 @@ async fn run_as(ops: &[Op], owners: &[Owner]) -> std::result::Result<(), TestCas
                 let (answer, answered) = oneshot::channel();
                 let take = answered_take(id, &log, answered);
                 let at = deadline.map(|ms| start + Duration::from_millis(ms));
-                let future = Owner::act_for(owners[owner], r.acquire(at, take)).boxed_local();
+                let future = Owner::act_for(
+                    owners[owner],
+                    r.acquire(at.map_or(Wait::Forever, Wait::Until), take),
+                )
+                .boxed_local();
                 flights.push(Flight {
                     id,
                     owner,

@@ -6,7 +6,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use zk_curator_framework::lock_internals::{until_held, Hold};
+use zk_curator_framework::lock_internals::{until_held, Hold, Wait};
 use zk_curator_framework::Result;
 
 use super::half::{Half, LockHalf, ReadHalf, WriteHalf};
@@ -107,7 +107,7 @@ impl RwGuard<WriteHalf> {
     pub async fn downgrade(self) -> Result<ReadGuard> {
         let shared = self.shared.clone();
         let write_hold = self.held.hold().clone();
-        let hold = until_held(|| shared.downgrade(&write_hold, None)).await?;
+        let hold = until_held(|| shared.downgrade(&write_hold, Wait::Forever)).await?;
         let read = RwGuard::new(shared.held(Kind::Read, hold), shared.clone());
         self.held.release().await?;
         Ok(read)
@@ -128,7 +128,7 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn lock(&self) -> Result<RwGuard<H>> {
-        let held = until_held(|| self.shared.lock(H::kind(), None)).await?;
+        let held = until_held(|| self.shared.lock(H::kind(), Wait::Forever)).await?;
         Ok(RwGuard::new(held, self.shared.clone()))
     }
 
@@ -141,11 +141,7 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock_for(&self, timeout: Duration) -> Result<Option<RwGuard<H>>> {
-        Ok(self
-            .shared
-            .lock(H::kind(), Some(timeout))
-            .await?
-            .map(|held| RwGuard::new(held, self.shared.clone())))
+        self.lock_with(Wait::timeout(timeout)).await
     }
 
     /// A guard if this half can be had right now (one round trip; otherwise
@@ -157,6 +153,14 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_lock(&self) -> Result<Option<RwGuard<H>>> {
-        self.try_lock_for(Duration::ZERO).await
+        self.lock_with(Wait::Try).await
+    }
+
+    async fn lock_with(&self, wait: Wait) -> Result<Option<RwGuard<H>>> {
+        Ok(self
+            .shared
+            .lock(H::kind(), wait)
+            .await?
+            .map(|held| RwGuard::new(held, self.shared.clone())))
     }
 }

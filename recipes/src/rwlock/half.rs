@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener,
+    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener, Wait,
 };
 use zk_curator_framework::Result;
 
@@ -150,7 +150,10 @@ impl<H: Half> LockHalf<H> {
     /// aborting the task) deletes our waiting node in the background and
     /// leaves the owner's count unchanged.
     pub async fn acquire(&self) -> Result<()> {
-        self.shared.acquire(H::kind(), None).await.map(|_| ())
+        self.shared
+            .acquire(H::kind(), Wait::Forever)
+            .await
+            .map(|_| ())
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
@@ -163,7 +166,7 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.shared.acquire(H::kind(), Some(timeout)).await
+        self.shared.acquire(H::kind(), Wait::timeout(timeout)).await
     }
 
     /// Takes this half only if it can be had right now: one round trip, and
@@ -175,7 +178,7 @@ impl<H: Half> LockHalf<H> {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<bool> {
-        self.shared.acquire(H::kind(), Some(Duration::ZERO)).await
+        self.shared.acquire(H::kind(), Wait::Try).await
     }
 
     /// Releases one hold of the current owner; the last release deletes the

@@ -14,12 +14,10 @@ mod half;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting,
+    Acquire, Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting, Wait,
 };
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
@@ -246,28 +244,33 @@ impl Shared {
     }
 
     /// A task acquire of `kind` for the current owner (reentrant).
-    async fn acquire(&self, kind: Kind, timeout: Option<Duration>) -> Result<bool> {
+    async fn acquire(&self, kind: Kind, wait: Wait) -> Result<bool> {
         // The task's own guard of this half would be waited for.
         self.side(kind).guards.refuse_own(self.path())?;
-        // A deadline too far away to represent is no deadline.
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let try_only = timeout.is_some_and(|t| t.is_zero());
         self.side(kind)
             .owners
-            .acquire(deadline, |remaining| {
-                let remaining = if try_only {
-                    Some(Duration::ZERO)
-                } else {
-                    remaining
-                };
-                self.acquire_hold(kind, remaining)
-            })
+            .acquire(wait, |wait| self.acquire_hold(kind, wait))
             .await
+    }
+
+    /// One acquire of `internals` within `wait`, revocable as `side` says.
+    async fn acquire_on(
+        &self,
+        internals: &LockInternals,
+        side: &Side,
+        wait: Wait,
+    ) -> Result<Option<Hold>> {
+        let revocation = side.revocation();
+        let request = Acquire::new()
+            .data(&self.data)
+            .wait(wait)
+            .revocation(revocation.as_ref());
+        internals.acquire(request).await
     }
 
     /// Acquires a fresh hold of `kind`, applying the downgrade and upgrade
     /// rules of the current owner's task holds.
-    async fn acquire_hold(&self, kind: Kind, timeout: Option<Duration>) -> Result<Option<Hold>> {
+    async fn acquire_hold(&self, kind: Kind, wait: Wait) -> Result<Option<Hold>> {
         match kind {
             Kind::Write => {
                 // A read hold of the task's own, task-bound or a guard it
@@ -278,14 +281,11 @@ impl Shared {
                     tracing::debug!(path = %self.path(), "write lock refused: upgrade");
                     return Err(Error::UpgradeNotSupported);
                 }
-                let revocation = self.write.revocation();
-                self.write
-                    .internals
-                    .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                self.acquire_on(&self.write.internals, &self.write, wait)
                     .await
             }
             Kind::Read => match self.write.owners.with_current(Hold::clone) {
-                Some(write_hold) => self.downgrade(&write_hold, timeout).await,
+                Some(write_hold) => self.downgrade(&write_hold, wait).await,
                 // Behind the task's own write guard (`WriteGuard::downgrade`
                 // is the way from one to the other).
                 None if self.write.guards.taken_by_current() => {
@@ -293,10 +293,7 @@ impl Shared {
                     Err(would_deadlock(self.path()))
                 }
                 None => {
-                    let revocation = self.read.revocation();
-                    self.read
-                        .internals
-                        .acquire_revocable(&self.data, timeout, revocation.as_ref())
+                    self.acquire_on(&self.read.internals, &self.read, wait)
                         .await
                 }
             },
@@ -305,11 +302,7 @@ impl Shared {
 
     /// Takes a read node level with `write_hold` (held by the caller): it
     /// sorts with the write node, ahead of every writer queued behind it.
-    async fn downgrade(
-        &self,
-        write_hold: &Hold,
-        timeout: Option<Duration>,
-    ) -> Result<Option<Hold>> {
+    async fn downgrade(&self, write_hold: &Hold, wait: Wait) -> Result<Option<Hold>> {
         let span = tracing::info_span!("rwlock.downgrade", write_node = %write_hold.path());
         async {
             if let Err(loss) = write_hold.check() {
@@ -324,10 +317,7 @@ impl Shared {
                 u32::MAX,
                 Arc::new(driver),
             )?;
-            let revocation = self.read.revocation();
-            internals
-                .acquire_revocable(&self.data, timeout, revocation.as_ref())
-                .await
+            self.acquire_on(&internals, &self.read, wait).await
         }
         .instrument(span)
         .await
@@ -350,14 +340,14 @@ impl Shared {
     }
 
     /// A guard's hold of `kind` (not reentrant; downgrade rules apply).
-    async fn lock(self: &Arc<Self>, kind: Kind, timeout: Option<Duration>) -> Result<Option<Held>> {
+    async fn lock(self: &Arc<Self>, kind: Kind, wait: Wait) -> Result<Option<Held>> {
         // The task's own task-bound hold of this half would be waited for.
         if self.side(kind).owners.is_held_by_current() {
             tracing::debug!(path = %self.path(), "guard refused: the task holds this half");
             return Err(would_deadlock(self.path()));
         }
         Ok(self
-            .acquire_hold(kind, timeout)
+            .acquire_hold(kind, wait)
             .await?
             .map(|hold| self.held(kind, hold)))
     }
@@ -371,6 +361,8 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn assert_send<T: Send>(_: &T) {}
