@@ -15,6 +15,8 @@ use common::{
 };
 use zk_curator::recipes::InterProcessReadWriteLock;
 use zk_curator::{Error, Framework, InterProcessLock};
+use zk_curator_testing::proxy::opcode;
+use zk_curator_testing::{FaultProxy, Traffic};
 
 fn rw(framework: &Framework, path: &str) -> InterProcessReadWriteLock {
     InterProcessReadWriteLock::new(framework.clone(), path).unwrap()
@@ -474,19 +476,26 @@ async fn mixed_stress_writers_are_exclusive_and_readers_overlap() {
     .await;
 }
 
+/// A reader arriving while only readers hold, but behind a queued writer,
+/// waits for that writer: it parks on a watch of the writer's node, is not
+/// even woken while the writer holds, and gets in only after the writer is
+/// out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reader_behind_a_queued_writer_waits() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
         let path = unique_path("rw-fifo");
+        // The late reader talks through a proxy, so that its requests show.
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
         let (fa, fb, fc) = (
             framework(&connect).await,
             framework(&connect).await,
-            framework(&connect).await,
+            framework(&proxy.connect_string()).await,
         );
         let (first, writer, late) = (rw(&fa, &path), rw(&fb, &path), rw(&fc, &path));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (let_go, released) = tokio::sync::oneshot::channel::<()>();
 
         let first_guard = first.read_lock().lock().await.unwrap();
         let write_task = {
@@ -494,7 +503,7 @@ async fn reader_behind_a_queued_writer_waits() {
             tokio::spawn(async move {
                 let guard = write.lock().await.unwrap();
                 tx.send("writer in").unwrap();
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                released.await.unwrap();
                 tx.send("writer out").unwrap();
                 guard.release().await.unwrap();
             })
@@ -505,6 +514,7 @@ async fn reader_behind_a_queued_writer_waits() {
             })
             .await
         );
+        let writer_node = first.write_lock().participant_nodes().await.unwrap()[0].clone();
         // Only a reader holds the lock, yet a new reader must wait behind the
         // queued writer.
         assert!(late
@@ -513,6 +523,7 @@ async fn reader_behind_a_queued_writer_waits() {
             .await
             .unwrap()
             .is_none());
+        proxy.clear_traffic();
         let read_task = {
             let (read, tx) = (late.read_lock(), tx.clone());
             tokio::spawn(async move {
@@ -521,18 +532,37 @@ async fn reader_behind_a_queued_writer_waits() {
                 guard.release().await.unwrap();
             })
         };
+        // The late reader parks on a watch of the writer's node: its read of
+        // that node (which sets the watch) is answered.
         assert!(
-            eventually(PATIENCE, || async {
-                first.read_lock().participant_nodes().await.unwrap().len() == 2
-            })
-            .await
+            eventually(PATIENCE, || async { watch_answered(&proxy, &writer_node) }).await,
+            "the late reader never watched the writer's node {writer_node}"
         );
-        // The writer and the late reader are both listed (queued).
-        assert!(rx.try_recv().is_err(), "nobody got in yet");
+        assert!(rx.try_recv().is_err(), "a parked reader got in");
 
         first_guard.release().await.unwrap();
+        assert_eq!(
+            tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
+            Some("writer in")
+        );
+        // Every notification the first reader's release and the writer's
+        // grant can cause has reached the late reader, and a woken task has
+        // had its round trip to act: it was not woken at all, so it still
+        // waits while the writer holds.
+        notifications_delivered(std::slice::from_ref(&fc), &path).await;
+        assert_eq!(
+            fc.metrics().lock_wakeups(),
+            0,
+            "the late reader was woken while the writer held"
+        );
+        assert!(
+            rx.try_recv().is_err(),
+            "the late reader got in past the writer"
+        );
+
+        let_go.send(()).unwrap();
         let mut order = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..2 {
             order.push(
                 tokio::time::timeout(PATIENCE, rx.recv())
                     .await
@@ -540,7 +570,7 @@ async fn reader_behind_a_queued_writer_waits() {
                     .unwrap(),
             );
         }
-        assert_eq!(order, ["writer in", "writer out", "late reader in"]);
+        assert_eq!(order, ["writer out", "late reader in"]);
         write_task.await.unwrap();
         read_task.await.unwrap();
         for fw in [fa, fb, fc] {
@@ -548,6 +578,27 @@ async fn reader_behind_a_queued_writer_waits() {
         }
     })
     .await;
+}
+
+/// Whether a read of `node` (a watch-setting `getData`) went through the
+/// proxy and was answered.
+fn watch_answered(proxy: &FaultProxy, node: &str) -> bool {
+    let traffic = proxy.traffic();
+    let reads: Vec<i32> = traffic
+        .iter()
+        .filter_map(|t| match t {
+            Traffic::Request {
+                xid,
+                opcode: opcode::GET_DATA,
+                path: Some(path),
+            } if path == node => Some(*xid),
+            _ => None,
+        })
+        .collect();
+    traffic.iter().any(|t| match t {
+        Traffic::Reply { xid, .. } => reads.contains(xid),
+        Traffic::Request { .. } => false,
+    })
 }
 
 /// Readers watch the nearest writer ahead of them, so a release wakes only
