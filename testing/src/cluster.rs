@@ -649,6 +649,14 @@ impl TestingCluster {
         &self.nodes[index]
     }
 
+    /// Sets how long later restarts wait for their nodes to serve (the
+    /// builder's [`startup_timeout`](TestingClusterBuilder::startup_timeout)
+    /// until then): a test expecting a restart to fail can shorten it for
+    /// that restart alone.
+    pub fn set_startup_timeout(&mut self, timeout: Duration) {
+        self.startup_timeout = timeout;
+    }
+
     /// Returns the number of servers in the ensemble (running or not).
     pub fn size(&self) -> usize {
         self.nodes.len()
