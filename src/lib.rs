@@ -129,6 +129,10 @@ pub use zk_curator_framework::{
     FrameworkBuilder, Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
+    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LeaderSelector,
+    LeaderSelectorListener, LeaderTerm, Leadership, Participant,
+};
+pub use zk_curator_recipes::{
     Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
     RevocationListener, Revoker, WriteGuard, WriteLock,

@@ -21,6 +21,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod held;
+mod leader;
 mod lock;
 mod multi;
 mod mutex;
@@ -30,6 +31,10 @@ mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
 
+pub use self::leader::{
+    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LeaderSelector,
+    LeaderSelectorListener, LeaderTerm, Leadership, Participant, LATCH_NAME,
+};
 pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};

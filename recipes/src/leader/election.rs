@@ -1,0 +1,390 @@
+//! [`Election`]: what a latch and a selector share. One participant of one
+//! election path: the lock engine that queues its node, the node data (its
+//! id), and its published status (started, the current term, closed) as a
+//! `watch` channel, read by value only.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::sync::watch;
+use tracing::Instrument;
+use zk_curator_framework::lock_internals::{
+    until_held, Acquire, Hold, LockInternals, LockInternalsDriver, Wait,
+};
+use zk_curator_framework::{Error, Framework, LockLoss, Result};
+
+use super::participant::{read_participants, Participant};
+use super::term::{LeaderTerm, Leadership};
+use super::CloseMode;
+
+/// The queue discipline of an election: the lock engine's standard rule
+/// (the first participant leads; each waiter watches only the node right
+/// ahead of it, so a departure wakes one waiter), with every participant
+/// owning a node of its own, as in Curator, even several of one framework:
+/// elections list their participants, and a candidate parked in the
+/// engine's in-process queue would be missing from that list.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ElectionDriver;
+
+impl LockInternalsDriver for ElectionDriver {}
+
+/// A participant's published state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Status {
+    pub(crate) started: bool,
+    /// The current term, while leader.
+    pub(crate) term: Option<LeaderTerm>,
+    /// Set once closed, with how the close is told.
+    pub(crate) closed: Option<CloseMode>,
+}
+
+/// What one campaign for leadership came to.
+pub(crate) enum Campaign {
+    /// Leader: the node that leads.
+    Held(Hold),
+    /// The participant was closed while waiting (its node is deleted in the
+    /// background).
+    Stopped,
+    /// The engine gave up (its retry policy spent, the framework closed...).
+    Failed(Error),
+}
+
+/// One participant of one election.
+pub(crate) struct Election {
+    internals: LockInternals,
+    id: String,
+    data: Vec<u8>,
+    status: watch::Sender<Status>,
+}
+
+impl fmt::Debug for Election {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.status();
+        f.debug_struct("Election")
+            .field("path", &self.path())
+            .field("id", &self.id)
+            .field("started", &status.started)
+            .field("term", &status.term)
+            .field("closed", &status.closed)
+            .finish()
+    }
+}
+
+impl Election {
+    /// A participant on `path` whose nodes are named `lock_name` and carry
+    /// `id` (the framework's default node data when `id` is empty). Checks
+    /// everything that can be checked without sending anything.
+    pub(crate) fn new(
+        framework: Framework,
+        path: &str,
+        lock_name: &str,
+        id: String,
+    ) -> Result<Self> {
+        let internals =
+            LockInternals::new(framework, path, lock_name, 1, Arc::new(ElectionDriver))?;
+        let data = id.as_bytes().to_vec();
+        internals.check_node_data(&data)?;
+        Ok(Election {
+            internals,
+            id,
+            data,
+            status: watch::Sender::new(Status::default()),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        self.internals.base_path()
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn framework(&self) -> &Framework {
+        self.internals.framework()
+    }
+
+    /// The status now, by value.
+    pub(crate) fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// The current term, if leader and the term is still valid.
+    pub(crate) fn term(&self) -> Option<LeaderTerm> {
+        self.status().term.filter(LeaderTerm::is_valid)
+    }
+
+    pub(crate) fn has_leadership(&self) -> bool {
+        self.term().is_some()
+    }
+
+    /// Marks the participant started.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once closed; [`Error::InvalidArgument`] if already
+    /// started.
+    pub(crate) fn mark_started(&self, what: &str) -> Result<()> {
+        let mut result = Ok(());
+        self.status.send_if_modified(|status| {
+            if status.closed.is_some() {
+                result = Err(Error::Closed);
+                false
+            } else if status.started {
+                result = Err(Error::InvalidArgument(format!(
+                    "the {what} is already started"
+                )));
+                false
+            } else {
+                status.started = true;
+                true
+            }
+        });
+        result
+    }
+
+    /// Marks the participant closed (leadership is no longer reported):
+    /// `false` if it already was.
+    pub(crate) fn mark_closed(&self, mode: CloseMode) -> bool {
+        self.status.send_if_modified(|status| {
+            if status.closed.is_some() {
+                return false;
+            }
+            status.closed = Some(mode);
+            status.term = None;
+            true
+        })
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.status.borrow().closed.is_some()
+    }
+
+    /// Completes once the participant is closed.
+    pub(crate) fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut status = self.status.subscribe();
+        async move {
+            // The borrow `wait_for` returns is dropped at once.
+            let _ = status.wait_for(|status| status.closed.is_some()).await;
+        }
+    }
+
+    /// Queues a node and waits until it leads, or the participant is closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a node still waiting is deleted in the background.
+    pub(crate) async fn campaign(&self) -> Campaign {
+        let acquire = until_held(|| {
+            let request = Acquire::new().data(&self.data).wait(Wait::Forever);
+            self.internals.acquire(request)
+        });
+        tokio::select! {
+            biased;
+            () = self.stopped() => Campaign::Stopped,
+            held = acquire => match held {
+                Ok(hold) => Campaign::Held(hold),
+                Err(err) => Campaign::Failed(err),
+            },
+        }
+    }
+
+    /// Publishes `term` as the current one: `false` (nothing published) if
+    /// the participant was closed meanwhile.
+    pub(crate) fn publish(&self, term: &LeaderTerm) -> bool {
+        self.status.send_if_modified(|status| {
+            if status.closed.is_some() {
+                return false;
+            }
+            status.term = Some(term.clone());
+            true
+        })
+    }
+
+    /// Stops reporting `term` as the current one.
+    pub(crate) fn unpublish(&self, term: &LeaderTerm) {
+        self.status.send_if_modified(|status| {
+            if status.term.as_ref() != Some(term) {
+                return false;
+            }
+            status.term = None;
+            true
+        });
+    }
+
+    /// Ends `term`: no longer reported, marked lost
+    /// ([`LockLoss::NotHeld`]), then its node deleted (see
+    /// [`LockInternals::release`]). A term already lost, or a framework
+    /// closed, has nothing left to give back.
+    ///
+    /// # Errors
+    /// Errors no retry can fix, such as [`Error::NoAuth`].
+    pub(crate) async fn resign(&self, term: &LeaderTerm) -> Result<()> {
+        self.unpublish(term);
+        // Over for every clone of the term before its node goes, so that no
+        // clone is still valid once someone else can lead (a term already
+        // lost keeps its first reason).
+        term.hold().mark_lost(LockLoss::NotHeld);
+        let span =
+            tracing::info_span!("leader.resign", path = %self.path(), node = %term.node_path());
+        let released = self
+            .internals
+            .release(term.hold())
+            .instrument(span.clone())
+            .await;
+        match released {
+            Ok(()) => {
+                tracing::info!(parent: &span, token = %term.fencing_token(), "leadership given up");
+                Ok(())
+            }
+            Err(Error::LockLost { .. } | Error::Closed) => Ok(()),
+            Err(err) => {
+                tracing::warn!(parent: &span, %err, "giving leadership up failed");
+                Err(err)
+            }
+        }
+    }
+
+    /// Waits until leader with a valid term.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] if never started; [`Error::Closed`] once closed
+    /// (or its framework is).
+    pub(crate) async fn await_leadership(&self) -> Result<LeaderTerm> {
+        let mut status = self.status.subscribe();
+        loop {
+            let now = status.borrow_and_update().clone();
+            if now.closed.is_some() {
+                return Err(Error::Closed);
+            }
+            if !now.started {
+                return Err(Error::NotStarted);
+            }
+            // A term lost but not yet withdrawn is not leadership: its
+            // withdrawal is a change, waited for below.
+            if let Some(term) = now.term.filter(LeaderTerm::is_valid) {
+                return Ok(term);
+            }
+            if status.changed().await.is_err() {
+                return Err(Error::Closed);
+            }
+        }
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout`: `None` if it passes first.
+    pub(crate) async fn await_leadership_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Option<LeaderTerm>> {
+        match tokio::time::timeout(timeout, self.await_leadership()).await {
+            Ok(result) => result.map(Some),
+            Err(_elapsed) => Ok(None),
+        }
+    }
+
+    /// The current leadership, then every change (see
+    /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes)).
+    pub(crate) fn changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
+        let state = Changes {
+            status: self.status.subscribe(),
+            last: None,
+            pending: VecDeque::new(),
+            done: false,
+        };
+        futures::stream::unfold(state, |mut state| async move {
+            state.next().await.map(|leadership| (leadership, state))
+        })
+    }
+
+    pub(crate) async fn participants(&self) -> Result<Vec<Participant>> {
+        read_participants(&self.internals).await
+    }
+
+    pub(crate) async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+}
+
+/// The state of one leadership stream.
+struct Changes {
+    status: watch::Receiver<Status>,
+    /// The last value handed out.
+    last: Option<Leadership>,
+    pending: VecDeque<Leadership>,
+    done: bool,
+}
+
+impl Changes {
+    async fn next(&mut self) -> Option<Leadership> {
+        loop {
+            if let Some(next) = self.pending.pop_front() {
+                self.last = Some(next.clone());
+                return Some(next);
+            }
+            if self.done {
+                return None;
+            }
+            let status = self.status.borrow_and_update().clone();
+            if let Some(mode) = status.closed {
+                self.done = true;
+                if mode == CloseMode::NotifyLeader
+                    && matches!(self.last, Some(Leadership::Leader(_)))
+                {
+                    self.pending.push_back(Leadership::NotLeader);
+                }
+                continue;
+            }
+            let now = match status.term {
+                Some(term) => Leadership::Leader(term),
+                None => Leadership::NotLeader,
+            };
+            match &self.last {
+                None => self.pending.push_back(now),
+                Some(last) if *last == now => {}
+                // One term replaced by the next between two looks: the end
+                // of the first is reported too.
+                Some(Leadership::Leader(_)) if now.is_leader() => {
+                    self.pending.push_back(Leadership::NotLeader);
+                    self.pending.push_back(now);
+                }
+                Some(_) => self.pending.push_back(now),
+            }
+            if self.pending.is_empty() && self.status.changed().await.is_err() {
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// The pause between two failed campaigns: doubling from 100 ms to 5 s, and
+/// back to the start after a term.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+
+    pub(crate) fn new() -> Self {
+        Backoff { next: Self::FIRST }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+
+    /// Waits the next pause: `false` if the participant was closed first.
+    pub(crate) async fn wait(&mut self, election: &Election) -> bool {
+        let pause = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        tokio::select! {
+            () = election.stopped() => false,
+            () = tokio::time::sleep(pause) => true,
+        }
+    }
+}

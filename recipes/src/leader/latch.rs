@@ -1,0 +1,501 @@
+//! [`LeaderLatch`]: Curator's leader latch on the lock engine.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+use zk_curator_framework::{Error, Framework, Result};
+
+use super::election::{Backoff, Campaign, Election};
+use super::participant::Participant;
+use super::term::{LeaderTerm, Leadership};
+
+/// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
+pub const LATCH_NAME: &str = "latch-";
+
+/// How [`LeaderLatch::close_with`] tells the latch's listeners and streams
+/// (Curator's `CloseMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CloseMode {
+    /// Nobody is told: listeners get no last
+    /// [`not_leader`](LeaderLatchListener::not_leader), and streams end
+    /// without a last [`Leadership::NotLeader`] (the default, as in Curator).
+    /// The term itself still ends: its [`lost`](LeaderTerm::lost) completes.
+    #[default]
+    Silent,
+    /// A leader's listeners get [`not_leader`](LeaderLatchListener::not_leader)
+    /// and its streams a last [`Leadership::NotLeader`] before they end.
+    NotifyLeader,
+}
+
+/// Where a latch is in its life (Curator's `LeaderLatch.State`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LatchState {
+    /// Made, not started.
+    Latent,
+    /// Taking part in the election.
+    Started,
+    /// Closed (by [`LeaderLatch::close`], by dropping every handle, or
+    /// because its framework was closed); it cannot start again.
+    Closed,
+}
+
+/// Told of a latch's leadership changes (Curator's `LeaderLatchListener`).
+///
+/// Calls come one after another, in order, from a task of the latch's own,
+/// never from the election itself: a slow listener delays other listeners,
+/// not the election. Keep them short (spawn a task for slow work); a
+/// panicking listener is logged and does not stop the others.
+///
+/// A closure `Fn(Leadership)` is a listener too.
+pub trait LeaderLatchListener: Send + Sync + 'static {
+    /// The latch became leader, for `term`.
+    fn is_leader(&self, term: LeaderTerm);
+    /// The latch is no longer leader (its term ended).
+    fn not_leader(&self);
+}
+
+impl<F> LeaderLatchListener for F
+where
+    F: Fn(Leadership) + Send + Sync + 'static,
+{
+    fn is_leader(&self, term: LeaderTerm) {
+        self(Leadership::Leader(term));
+    }
+
+    fn not_leader(&self) {
+        self(Leadership::NotLeader);
+    }
+}
+
+type Entry = (u64, Arc<dyn LeaderLatchListener>);
+
+/// The registered listeners of one latch.
+#[derive(Default)]
+struct Listeners {
+    entries: Mutex<(u64, Vec<Entry>)>,
+}
+
+impl Listeners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Vec<Entry>)> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn add(self: &Arc<Self>, listener: Arc<dyn LeaderLatchListener>) -> LatchListenerHandle {
+        let mut entries = self.lock();
+        entries.0 += 1;
+        let id = entries.0;
+        entries.1.push((id, listener));
+        LatchListenerHandle {
+            id,
+            listeners: Arc::downgrade(self),
+            detached: false,
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().1.retain(|(entry, _)| *entry != id);
+    }
+
+    fn notify(&self, change: &Leadership) {
+        let listeners: Vec<Arc<dyn LeaderLatchListener>> =
+            self.lock().1.iter().map(|(_, l)| l.clone()).collect();
+        for listener in listeners {
+            let call = std::panic::AssertUnwindSafe(|| match change {
+                Leadership::Leader(term) => listener.is_leader(term.clone()),
+                Leadership::NotLeader => listener.not_leader(),
+            });
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::warn!("a leader latch listener panicked");
+            }
+        }
+    }
+}
+
+/// Keeps a latch listener registered; dropping it unregisters the listener
+/// (use [`LatchListenerHandle::detach`] to keep it for the latch's life).
+#[must_use = "dropping the handle unregisters the listener"]
+#[derive(Debug)]
+pub struct LatchListenerHandle {
+    id: u64,
+    listeners: Weak<Listeners>,
+    detached: bool,
+}
+
+impl LatchListenerHandle {
+    /// Keeps the listener registered for as long as the latch lives.
+    pub fn detach(mut self) {
+        self.detached = true;
+    }
+}
+
+impl Drop for LatchListenerHandle {
+    fn drop(&mut self) {
+        if self.detached {
+            return;
+        }
+        if let Some(listeners) = self.listeners.upgrade() {
+            listeners.remove(self.id);
+        }
+    }
+}
+
+/// What the latch's tasks share.
+struct Core {
+    election: Election,
+    listeners: Arc<Listeners>,
+}
+
+/// What the handles share: dropping the last handle closes the latch.
+struct Inner {
+    core: Arc<Core>,
+    task: Mutex<Option<JoinHandle<Result<()>>>>,
+}
+
+impl Inner {
+    fn take_task(&self) -> Option<JoinHandle<Result<()>>> {
+        self.task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The election task sees the close, and gives up the node itself.
+        if self.core.election.mark_closed(CloseMode::Silent) {
+            tracing::debug!(path = %self.core.election.path(), "last handle of a leader latch dropped; it closes");
+        }
+    }
+}
+
+/// A participant in a leader election that stays a candidate until closed
+/// (Curator's `LeaderLatch`, on its node layout, so Rust and JVM services
+/// take part in one election).
+///
+/// # Layout
+///
+/// Each started latch keeps one protected ephemeral sequential node
+/// `<path>/_c_<uuid>-latch-<seq>` whose data is the latch's id (or, with an
+/// empty id, the framework's
+/// [holder identity](zk_curator_framework::Framework::default_node_data)).
+/// The first node in sequence order leads; every other waits for the node
+/// right ahead of it only, so a departure wakes one participant (no herd).
+/// It is the lock engine's queue
+/// ([`LockInternals`](zk_curator_framework::lock_internals::LockInternals)),
+/// with one node per latch even for several latches of one framework.
+///
+/// # Terms
+///
+/// Each time the latch leads it gets a [`LeaderTerm`], a lock hold with
+/// [`lost`](LeaderTerm::lost), [`is_valid`](LeaderTerm::is_valid),
+/// [`fence`](LeaderTerm::fence) and [`fencing_token`](LeaderTerm::fencing_token)
+/// under the framework's error policy (README, "Safety"). When a term ends
+/// (the connection suspended under the standard policy, the session
+/// expired, the node deleted) the latch withdraws that node and queues a new
+/// one, on the framework's next session if the old one is gone, for as long
+/// as it is not closed. Unlike Curator's latch, which keeps its node through
+/// a suspension and may lead again with it, a term once lost is never
+/// resumed: the latch queues again at the back.
+///
+/// # Life
+///
+/// [`start`](Self::start) begins taking part (in a task of its own);
+/// [`close`](Self::close) gives leadership up and leaves the election (so
+/// does dropping every handle, in the background). A closed latch cannot
+/// start again: make a new one.
+///
+/// Cheap to clone: clones are one participant.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use zk_curator_recipes::LeaderLatch;
+///
+/// let latch = LeaderLatch::new(framework, "/services/compactor/leader", "host-7")?;
+/// latch.start()?;
+/// let term = latch.await_leadership().await?;
+/// tokio::select! {
+///     loss = term.lost() => eprintln!("no longer leader: {loss}"),
+///     () = async {
+///         // ... lead; ZooKeeper writes through term.fence()? ...
+///     } => {}
+/// }
+/// latch.close().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaderLatch {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LeaderLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderLatch")
+            .field("election", &self.inner.core.election)
+            .finish()
+    }
+}
+
+impl LeaderLatch {
+    /// A latch on `path` for the participant `id` (its node data; Curator's
+    /// participant id). With an empty id, the node carries the framework's
+    /// [holder identity](zk_curator_framework::Framework::holder_identity)
+    /// instead, which [`participants`](Self::participants) reads back.
+    /// Nothing is sent until [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path that breaks ZooKeeper's rules, is
+    /// `/`, or lies in the server's reserved `/zookeeper` tree;
+    /// [`Error::RequestTooLarge`] for an id too long for the framework's
+    /// packet limit. Nothing is sent.
+    pub fn new(framework: Framework, path: &str, id: impl Into<String>) -> Result<Self> {
+        let election = Election::new(framework, path, LATCH_NAME, id.into())?;
+        Ok(LeaderLatch {
+            inner: Arc::new(Inner {
+                core: Arc::new(Core {
+                    election,
+                    listeners: Arc::default(),
+                }),
+                task: Mutex::new(None),
+            }),
+        })
+    }
+
+    fn election(&self) -> &Election {
+        &self.inner.core.election
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        self.election().path()
+    }
+
+    /// The participant id (empty when the node carries the holder identity).
+    pub fn id(&self) -> &str {
+        self.election().id()
+    }
+
+    /// The framework the latch runs on.
+    pub fn framework(&self) -> &Framework {
+        self.election().framework()
+    }
+
+    /// Where the latch is in its life.
+    pub fn state(&self) -> LatchState {
+        let status = self.election().status();
+        match (status.closed, status.started) {
+            (Some(_), _) => LatchState::Closed,
+            (None, true) => LatchState::Started,
+            (None, false) => LatchState::Latent,
+        }
+    }
+
+    /// Starts taking part in the election, in a task of the latch's own: it
+    /// queues the latch's node (waiting for the framework's session if
+    /// need be), reports each term, and queues again after a term ends,
+    /// until the latch is closed. Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] for a closed latch; [`Error::InvalidArgument`] if
+    /// the latch was already started, or when called outside a tokio
+    /// runtime.
+    pub fn start(&self) -> Result<()> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::InvalidArgument("LeaderLatch::start needs a tokio runtime".into())
+        })?;
+        self.election().mark_started("leader latch")?;
+        let core = &self.inner.core;
+        let span = tracing::info_span!("leader.latch", path = %core.election.path(), id = %core.election.id());
+        let task = runtime.spawn(run(core.clone()).instrument(span.clone()));
+        *self
+            .inner
+            .task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(task);
+        runtime.spawn(dispatch(core.clone()).instrument(span));
+        Ok(())
+    }
+
+    /// Whether the latch leads now: it has a term that is still valid (see
+    /// [`LeaderTerm::is_valid`]). No I/O.
+    pub fn has_leadership(&self) -> bool {
+        self.election().has_leadership()
+    }
+
+    /// The current term, if the latch leads now (see
+    /// [`has_leadership`](Self::has_leadership)).
+    pub fn term(&self) -> Option<LeaderTerm> {
+        self.election().term()
+    }
+
+    /// Waits until the latch leads, and returns its term (at once if it
+    /// leads already).
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] for a latch not started; [`Error::Closed`] once
+    /// the latch is closed (before or while waiting), or its framework is.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes; dropping it changes nothing (the
+    /// latch stays in the election, its node where it was).
+    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+        self.election().await_leadership().await
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout`: `Ok(None)` if it passes first (a zero timeout only looks).
+    ///
+    /// # Errors
+    /// As [`await_leadership`](Self::await_leadership).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
+        self.election().await_leadership_timeout(timeout).await
+    }
+
+    /// The latch's leadership now, then each change: a
+    /// [`Leadership::Leader`] per term, a [`Leadership::NotLeader`] when it
+    /// ends. Changes that come faster than they are read are merged, but a
+    /// term is always followed by a `NotLeader` before the next term. The
+    /// stream ends when the latch is closed (with a last `NotLeader` for a
+    /// leader closed with [`CloseMode::NotifyLeader`]). Values, not borrows:
+    /// holding one never holds the latch up.
+    pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
+        self.election().changes()
+    }
+
+    /// Registers a listener for leadership changes from now on; it stays
+    /// registered while the handle lives (see [`LeaderLatchListener`]).
+    pub fn add_listener(&self, listener: impl LeaderLatchListener) -> LatchListenerHandle {
+        self.inner.core.listeners.add(Arc::new(listener))
+    }
+
+    /// Every participant of the election, in queue order; the first is the
+    /// leader.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+    /// retrying could not overcome.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        self.election().participants().await
+    }
+
+    /// The leader of the election, if there are participants.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        self.election().leader().await
+    }
+
+    /// [`close_with`](Self::close_with) [`CloseMode::Silent`] (Curator's
+    /// default).
+    ///
+    /// # Errors
+    /// As [`close_with`](Self::close_with).
+    ///
+    /// # Cancel safety
+    /// As [`close_with`](Self::close_with).
+    pub async fn close(&self) -> Result<()> {
+        self.close_with(CloseMode::Silent).await
+    }
+
+    /// Leaves the election: the latch stops reporting leadership at once
+    /// (so [`has_leadership`](Self::has_leadership) is false before anyone
+    /// else can lead), then its node is deleted: a leader's before this
+    /// returns (its term ends; the next participant leads), a waiting one's
+    /// in the background. `mode` says whether listeners and streams hear of
+    /// it. Closing a closed latch does nothing.
+    ///
+    /// # Errors
+    /// Errors no retry can fix while deleting a leader's node, such as
+    /// [`Error::NoAuth`]. A term already lost, or a framework already
+    /// closed, is no error.
+    ///
+    /// # Cancel safety
+    /// The latch is closed from the first poll on; a dropped close lets the
+    /// latch's task delete the node on its own.
+    pub async fn close_with(&self, mode: CloseMode) -> Result<()> {
+        let span = tracing::info_span!("leader.latch.close", path = %self.path(), ?mode);
+        if self.election().mark_closed(mode) {
+            tracing::info!(parent: &span, "leader latch closing");
+        }
+        let Some(task) = self.inner.take_task() else {
+            return Ok(());
+        };
+        match task.instrument(span).await {
+            Ok(result) => result,
+            Err(join) => {
+                tracing::error!(%join, "the leader latch task failed");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The latch's election: campaign, lead until the term ends, give the node
+/// back, again, until closed. Returns the last resignation's outcome.
+async fn run(core: Arc<Core>) -> Result<()> {
+    let election = &core.election;
+    let mut backoff = Backoff::new();
+    loop {
+        let hold = match election.campaign().await {
+            Campaign::Held(hold) => hold,
+            Campaign::Stopped => return Ok(()),
+            Campaign::Failed(Error::Closed) => {
+                tracing::info!("the framework is closed; so is the latch");
+                election.mark_closed(CloseMode::NotifyLeader);
+                return Ok(());
+            }
+            Campaign::Failed(err) => {
+                tracing::warn!(%err, "could not queue for leadership; trying again");
+                if !backoff.wait(election).await {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        backoff.reset();
+        let term = LeaderTerm::new(hold);
+        if !election.publish(&term) {
+            return election.resign(&term).await;
+        }
+        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+        tokio::select! {
+            loss = term.lost() => {
+                tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
+                if let Err(err) = election.resign(&term).await {
+                    tracing::warn!(%err, "the lost term's node could not be deleted");
+                }
+            }
+            () = election.stopped() => return election.resign(&term).await,
+        }
+    }
+}
+
+/// Calls the listeners with each change, until the latch is closed.
+async fn dispatch(core: Arc<Core>) {
+    let mut changes = Box::pin(core.election.changes());
+    let mut first = true;
+    while let Some(change) = changes.next().await {
+        // The state at start is not a change.
+        if std::mem::take(&mut first) && change == Leadership::NotLeader {
+            continue;
+        }
+        core.listeners.notify(&change);
+    }
+}

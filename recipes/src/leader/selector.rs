@@ -1,0 +1,496 @@
+//! [`LeaderSelector`]: Curator's leader selector on the lock engine: a
+//! function of the user's runs while leader and is cancelled when the term
+//! ends.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+use zk_curator_framework::{Error, Framework, LockLoss, Result};
+
+use super::election::{Backoff, Campaign, Election};
+use super::participant::Participant;
+use super::term::{LeaderTerm, Leadership};
+use super::CloseMode;
+use crate::mutex::LOCK_NAME;
+
+/// The work a [`LeaderSelector`] runs while leader (Curator's
+/// `LeaderSelectorListener.takeLeadership`).
+///
+/// The returned future runs for as long as the term lasts. When it
+/// completes, leadership is given up. When the term ends first (its
+/// [`lost`](LeaderTerm::lost) fires), or the selector is closed, or
+/// [`interrupt_leadership`](LeaderSelector::interrupt_leadership) is called,
+/// the future is dropped at its current await point: cancelled, the way
+/// Curator interrupts the leader's thread. Keep what must not be cut short
+/// behind ZooKeeper writes fenced by the term
+/// ([`LeaderTerm::fence`]), or let a drop guard clean up.
+///
+/// A closure `Fn(LeaderTerm) -> impl Future<Output = ()>` is a listener too.
+pub trait LeaderSelectorListener: Send + Sync + 'static {
+    /// The work of one term.
+    fn take_leadership(&self, term: LeaderTerm) -> BoxFuture<'static, ()>;
+}
+
+impl<F, Fut> LeaderSelectorListener for F
+where
+    F: Fn(LeaderTerm) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    fn take_leadership(&self, term: LeaderTerm) -> BoxFuture<'static, ()> {
+        Box::pin(self(term))
+    }
+}
+
+/// Whether a task is queued (campaigning or leading), and its handle.
+#[derive(Default)]
+struct Run {
+    running: bool,
+    task: Option<JoinHandle<()>>,
+}
+
+/// What the selector's task shares.
+struct Core {
+    election: Election,
+    listener: Arc<dyn LeaderSelectorListener>,
+    auto_requeue: AtomicBool,
+    /// Counts calls of `interrupt_leadership`.
+    interrupts: watch::Sender<u64>,
+    run: Mutex<Run>,
+}
+
+impl Core {
+    fn run_slot(&self) -> std::sync::MutexGuard<'_, Run> {
+        self.run
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues a task unless one is queued: whether it did.
+    fn queue(self: &Arc<Self>, runtime: &tokio::runtime::Handle) -> bool {
+        let mut slot = self.run_slot();
+        if slot.running {
+            return false;
+        }
+        slot.running = true;
+        let span = tracing::info_span!("leader.selector", path = %self.election.path(), id = %self.election.id());
+        slot.task = Some(runtime.spawn(run(self.clone()).instrument(span)));
+        true
+    }
+}
+
+/// What the handles share: dropping the last handle closes the selector.
+struct Inner {
+    core: Arc<Core>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.core.election.mark_closed(CloseMode::Silent) {
+            tracing::debug!(path = %self.core.election.path(), "last handle of a leader selector dropped; it closes");
+        }
+    }
+}
+
+/// Why a term of the selector ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// The leader's function returned.
+    Returned,
+    /// The leader's function panicked.
+    Panicked,
+    /// The term was lost.
+    Lost(LockLoss),
+    /// `interrupt_leadership` was called.
+    Interrupted,
+    /// The selector was closed.
+    Closed,
+}
+
+/// Runs a function of yours while this participant leads an election
+/// (Curator's `LeaderSelector`, on its node layout: Rust and JVM selectors
+/// on one path take part in one election).
+///
+/// # Layout
+///
+/// Participants queue as an
+/// [`InterProcessMutex`](crate::InterProcessMutex) does on the path
+/// (protected ephemeral sequential `<path>/_c_<uuid>-lock-<seq>` nodes, each
+/// waiter watching only the node right ahead of it), the node data being
+/// the participant id (or the framework's holder identity without one).
+///
+/// # Terms
+///
+/// When the selector leads, the listener's
+/// [`take_leadership`](LeaderSelectorListener::take_leadership) gets the
+/// [`LeaderTerm`] and its future runs. Leadership ends, and the node is
+/// deleted, when the future completes, or when it is cancelled (dropped):
+/// the term is lost (error policy, session, node; see [`LeaderTerm`]),
+/// [`interrupt_leadership`](Self::interrupt_leadership) is called, or the
+/// selector is closed. Then the selector queues again if
+/// [`auto_requeue`](Self::auto_requeue) is on, and otherwise waits for
+/// [`requeue`](Self::requeue).
+///
+/// Cheap to clone: clones are one participant.
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use zk_curator_recipes::{LeaderSelector, LeaderTerm};
+///
+/// let selector = LeaderSelector::with_id(framework, "/services/scheduler/leader", "host-7",
+///     |term: LeaderTerm| async move {
+///         println!("leading with token {}", term.fencing_token());
+///         // ... the leader's work: dropped if the term is lost ...
+///     },
+/// )?;
+/// selector.auto_requeue(true);
+/// selector.start()?;
+/// // ...
+/// selector.close().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaderSelector {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LeaderSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderSelector")
+            .field("election", &self.inner.core.election)
+            .field("auto_requeue", &self.is_auto_requeue())
+            .field("queued", &self.inner.core.run_slot().running)
+            .finish()
+    }
+}
+
+impl LeaderSelector {
+    /// A selector on `path` running `listener` while leader; its node
+    /// carries the framework's
+    /// [holder identity](zk_curator_framework::Framework::holder_identity).
+    /// Nothing is sent until [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path that breaks ZooKeeper's rules, is
+    /// `/`, or lies in the server's reserved `/zookeeper` tree. Nothing is
+    /// sent.
+    pub fn new(
+        framework: Framework,
+        path: &str,
+        listener: impl LeaderSelectorListener,
+    ) -> Result<Self> {
+        Self::with_id(framework, path, "", listener)
+    }
+
+    /// As [`new`](Self::new), for the participant `id` (the node data;
+    /// Curator's `setId`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new); [`Error::RequestTooLarge`] for an id too long
+    /// for the framework's packet limit.
+    pub fn with_id(
+        framework: Framework,
+        path: &str,
+        id: impl Into<String>,
+        listener: impl LeaderSelectorListener,
+    ) -> Result<Self> {
+        let election = Election::new(framework, path, LOCK_NAME, id.into())?;
+        Ok(LeaderSelector {
+            inner: Arc::new(Inner {
+                core: Arc::new(Core {
+                    election,
+                    listener: Arc::new(listener),
+                    auto_requeue: AtomicBool::new(false),
+                    interrupts: watch::Sender::new(0),
+                    run: Mutex::default(),
+                }),
+            }),
+        })
+    }
+
+    fn election(&self) -> &Election {
+        &self.inner.core.election
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        self.election().path()
+    }
+
+    /// The participant id (empty when the node carries the holder identity).
+    pub fn id(&self) -> &str {
+        self.election().id()
+    }
+
+    /// The framework the selector runs on.
+    pub fn framework(&self) -> &Framework {
+        self.election().framework()
+    }
+
+    /// Whether the selector queues again by itself after each term
+    /// (Curator's `autoRequeue`); also whether it keeps trying after a
+    /// failure to queue. Off by default; may be changed at any time (it is
+    /// read when a term ends).
+    pub fn auto_requeue(&self, enabled: bool) {
+        self.inner
+            .core
+            .auto_requeue
+            .store(enabled, Ordering::Release);
+    }
+
+    /// Whether [`auto_requeue`](Self::auto_requeue) is on.
+    pub fn is_auto_requeue(&self) -> bool {
+        self.inner.core.auto_requeue.load(Ordering::Acquire)
+    }
+
+    /// Starts: queues for leadership in a task of the selector's own.
+    /// Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] for a closed selector; [`Error::InvalidArgument`]
+    /// if already started, or when called outside a tokio runtime.
+    pub fn start(&self) -> Result<()> {
+        let runtime = runtime("start")?;
+        self.election().mark_started("leader selector")?;
+        self.inner.core.queue(&runtime);
+        Ok(())
+    }
+
+    /// Queues for leadership again, unless the selector is queued already
+    /// or leads (Curator's `requeue`): whether it queued.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] before [`start`](Self::start);
+    /// [`Error::Closed`] once closed; [`Error::InvalidArgument`] outside a
+    /// tokio runtime.
+    pub fn requeue(&self) -> Result<bool> {
+        let runtime = runtime("requeue")?;
+        let status = self.election().status();
+        if status.closed.is_some() {
+            return Err(Error::Closed);
+        }
+        if !status.started {
+            return Err(Error::NotStarted);
+        }
+        Ok(self.inner.core.queue(&runtime))
+    }
+
+    /// Ends the current term, if the selector leads: its function is
+    /// cancelled (dropped), its node deleted; it queues again if
+    /// [`auto_requeue`](Self::auto_requeue) is on. Returns at once.
+    pub fn interrupt_leadership(&self) {
+        if self.has_leadership() {
+            tracing::info!(path = %self.path(), "leadership interrupted");
+            self.inner.core.interrupts.send_modify(|count| *count += 1);
+        }
+    }
+
+    /// Whether the selector leads now (its function runs, or is about to),
+    /// with a term that is still valid. No I/O.
+    pub fn has_leadership(&self) -> bool {
+        self.election().has_leadership()
+    }
+
+    /// The current term, if the selector leads now.
+    pub fn term(&self) -> Option<LeaderTerm> {
+        self.election().term()
+    }
+
+    /// Waits until the selector leads, and returns its term.
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`] for a selector not started; [`Error::Closed`]
+    /// once it is closed (before or while waiting), or its framework is.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+        self.election().await_leadership().await
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout`: `Ok(None)` if it passes first.
+    ///
+    /// # Errors
+    /// As [`await_leadership`](Self::await_leadership).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
+        self.election().await_leadership_timeout(timeout).await
+    }
+
+    /// The selector's leadership now, then each change (as
+    /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes);
+    /// a closed selector's streams end without a last `NotLeader`).
+    pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
+        self.election().changes()
+    }
+
+    /// Every participant of the election, in queue order; the first is the
+    /// leader.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+    /// retrying could not overcome.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        self.election().participants().await
+    }
+
+    /// The leader of the election, if there are participants.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        self.election().leader().await
+    }
+
+    /// Leaves the election: a running function is cancelled (dropped), a
+    /// leader's node deleted before this returns, a waiting one's in the
+    /// background. Closing a closed selector does nothing; a closed
+    /// selector cannot start again.
+    ///
+    /// # Errors
+    /// Errors no retry can fix while deleting a leader's node, such as
+    /// [`Error::NoAuth`] (logged; the node goes with its session). A term
+    /// already lost, or a framework already closed, is no error.
+    ///
+    /// # Cancel safety
+    /// The selector is closed from the first poll on; a dropped close lets
+    /// the selector's task finish on its own.
+    pub async fn close(&self) -> Result<()> {
+        let span = tracing::info_span!("leader.selector.close", path = %self.path());
+        if self.election().mark_closed(CloseMode::Silent) {
+            tracing::info!(parent: &span, "leader selector closing");
+        }
+        let task = self.inner.core.run_slot().task.take();
+        if let Some(task) = task {
+            if let Err(join) = task.instrument(span).await {
+                tracing::error!(%join, "the leader selector task failed");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The current runtime, for spawning the selector's task.
+fn runtime(what: &str) -> Result<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current().map_err(|_| {
+        Error::InvalidArgument(format!("LeaderSelector::{what} needs a tokio runtime"))
+    })
+}
+
+/// One queued selector: campaign, run the function for the term, give the
+/// node back; again while auto-requeue is on.
+async fn run(core: Arc<Core>) {
+    let election = &core.election;
+    let mut backoff = Backoff::new();
+    loop {
+        let hold = match election.campaign().await {
+            Campaign::Held(hold) => hold,
+            Campaign::Stopped => break,
+            Campaign::Failed(Error::Closed) => {
+                tracing::info!("the framework is closed; so is the selector");
+                election.mark_closed(CloseMode::Silent);
+                break;
+            }
+            Campaign::Failed(err) if core.auto_requeue.load(Ordering::Acquire) => {
+                tracing::warn!(%err, "could not queue for leadership; trying again");
+                if !backoff.wait(election).await {
+                    break;
+                }
+                continue;
+            }
+            Campaign::Failed(err) => {
+                tracing::error!(%err, "could not queue for leadership; requeue() tries again");
+                break;
+            }
+        };
+        backoff.reset();
+        let term = LeaderTerm::new(hold);
+        // Interrupts asked for before the term began are not for it.
+        let interrupts = *core.interrupts.borrow();
+        if !election.publish(&term) {
+            let _ = election.resign(&term).await;
+            break;
+        }
+        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership taken");
+        let end = lead(&core, &term, interrupts).await;
+        tracing::info!(node = %term.node_path(), ?end, "leadership given up");
+        // Whether to queue again is decided, under the slot's lock, before
+        // the end of the term shows (leadership no longer reported, the node
+        // gone): whoever sees it and calls `requeue` finds this task either
+        // going on (auto-requeue) or done, never about to stop.
+        let again = end != End::Closed && {
+            let mut slot = core.run_slot();
+            let again = !election.is_closed() && core.auto_requeue.load(Ordering::Acquire);
+            if !again {
+                slot.running = false;
+            }
+            again
+        };
+        if let Err(err) = election.resign(&term).await {
+            tracing::warn!(%err, "the term's node could not be deleted");
+        }
+        if end == End::Closed {
+            break;
+        }
+        if !again {
+            return;
+        }
+    }
+    core.run_slot().running = false;
+}
+
+/// Runs the listener's function for `term` until it returns or the term
+/// ends otherwise (the function is then dropped).
+async fn lead(core: &Core, term: &LeaderTerm, interrupts_before: u64) -> End {
+    let listener = &core.listener;
+    let work =
+        std::panic::catch_unwind(AssertUnwindSafe(|| listener.take_leadership(term.clone())));
+    let work = match work {
+        Ok(work) => AssertUnwindSafe(work).catch_unwind(),
+        Err(_) => {
+            tracing::error!("the leader's function panicked");
+            return End::Panicked;
+        }
+    };
+    let mut interrupts = core.interrupts.subscribe();
+    let interrupted = async move {
+        if interrupts
+            .wait_for(|count| *count != interrupts_before)
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        biased;
+        () = core.election.stopped() => End::Closed,
+        loss = term.lost() => End::Lost(loss),
+        () = interrupted => End::Interrupted,
+        done = work => match done {
+            Ok(()) => End::Returned,
+            Err(_) => {
+                tracing::error!("the leader's function panicked");
+                End::Panicked
+            }
+        },
+    }
+}
