@@ -1,7 +1,9 @@
 //! Shared participant nodes: the blocking acquires of a *shared* lock (a
-//! read lock; see [`LockInternalsDriver::shares_node`]) within one
-//! [`Framework`] wait together behind one participant node, so that many
-//! waiting readers of a process cost the server one node and one watch.
+//! read lock; see
+//! [`LockInternalsDriver::shares_node`](super::LockInternalsDriver::shares_node))
+//! within one [`Framework`](crate::Framework) wait together behind one
+//! participant node, so that many waiting readers of a process cost the
+//! server one node and one watch.
 //!
 //! The acquires that share a node form a *generation*. A generation is open
 //! (new acquires join it) only while its node waits; the moment it is
@@ -18,6 +20,11 @@
 //! deletes the node), a granted generation's last release deletes it. Every
 //! member gets a [`Hold`] of its own over the shared node (its own loss
 //! latch and fence, the node's fencing token).
+//!
+//! The bookkeeping of generations and members is written over a
+//! [`Backend`], which does the I/O: the lock engine ([`LockInternals`]) in
+//! production, a stand-in in the unit tests that plays the node's outcomes,
+//! so that who shares which node can be tested without a server.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,19 +36,127 @@ use tracing::Instrument;
 
 use super::hold::loss_of;
 use super::{until_held, Acquire, AcquiredNode, Hold, LockInternals};
-use crate::{Error, Framework, Result};
+use crate::{Error, Result};
 
 /// A lock path, lock name and the participant node's data: acquires that
 /// agree on all three may share a node.
 pub(crate) type ShareKey = (Arc<str>, Arc<str>, Arc<[u8]>);
 
-/// The open (waiting) generation of every shared lock of one framework.
-#[derive(Default)]
-pub(crate) struct SharedNodes {
-    open: DashMap<ShareKey, Arc<Generation>>,
+/// What the generations need done outside themselves: the node's acquire,
+/// holds over the granted node, whether the grant is lost, and clean-up
+/// without waiting. The lock engine ([`LockInternals`]) in production.
+pub(crate) trait Backend: Clone + Send + Sync + Sized + 'static {
+    /// A member's hold on the granted node.
+    type Hold;
+    /// What a generation keeps of its grant to make further holds from.
+    type Grant: fmt::Display;
+    /// A running acquire, to abort it.
+    type Task;
+
+    /// Starts the acquire of the node of `generation`, with the data of its
+    /// key. Its outcome goes to [`Generation::settle`] unless the task is
+    /// aborted first; an aborted acquire deletes its node itself.
+    fn start(generation: &Arc<Generation<Self>>) -> Self::Task;
+    /// Aborts a waiting node's acquire, which withdraws the node.
+    fn abort(&self, task: Self::Task);
+    /// The grant behind the hold the node's acquire returned.
+    fn grant_of(hold: &Self::Hold) -> Self::Grant;
+    /// Whether the grant can no longer be trusted (its session went, say).
+    fn is_lost(&self, grant: &Self::Grant) -> bool;
+    /// One more hold over the granted node, for another member.
+    fn hold(&self, grant: &Self::Grant) -> Self::Hold;
+    /// Makes `hold` carry a member's share of the node.
+    fn join_share(hold: &Self::Hold, share: Membership<Self>);
+    /// Whether `hold` can still be trusted.
+    fn is_trusted(hold: &Self::Hold) -> bool;
+    /// Gives `hold` up without waiting: its share, and the node with it if
+    /// that was the last share (or the hold has none).
+    fn release_in_background(hold: &Self::Hold);
+    /// Deletes the granted node without waiting.
+    fn delete_in_background(&self, grant: &Self::Grant);
 }
 
-impl fmt::Debug for SharedNodes {
+/// A granted shared node: the node and the framework's loss epoch at the
+/// grant.
+pub(crate) struct Granted {
+    node: AcquiredNode,
+    epoch: u64,
+}
+
+impl fmt::Display for Granted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.node.path())
+    }
+}
+
+/// The generation's node is acquired by the lock engine of its first
+/// member, on a task of its own.
+impl Backend for LockInternals {
+    type Hold = Hold;
+    type Grant = Granted;
+    type Task = tokio::task::AbortHandle;
+
+    fn start(generation: &Arc<Generation<Self>>) -> Self::Task {
+        let generation = generation.clone();
+        let acquire = async move {
+            let internals = &generation.backend;
+            let request = Acquire::new().data(&generation.key.2);
+            let outcome = until_held(|| internals.acquire_restarting(&request)).await;
+            generation.settle(outcome);
+        };
+        tokio::spawn(acquire.in_current_span()).abort_handle()
+    }
+
+    fn abort(&self, task: Self::Task) {
+        task.abort();
+    }
+
+    fn grant_of(hold: &Hold) -> Granted {
+        Granted {
+            node: hold.node().clone(),
+            epoch: hold.epoch(),
+        }
+    }
+
+    fn is_lost(&self, grant: &Granted) -> bool {
+        loss_of(self.framework(), &grant.node, grant.epoch).is_some()
+    }
+
+    fn hold(&self, grant: &Granted) -> Hold {
+        Hold::new(self.framework().clone(), grant.node.clone(), grant.epoch)
+    }
+
+    fn join_share(hold: &Hold, share: Membership) {
+        hold.join_share(share);
+    }
+
+    fn is_trusted(hold: &Hold) -> bool {
+        hold.check().is_ok()
+    }
+
+    fn release_in_background(hold: &Hold) {
+        hold.release_in_background();
+    }
+
+    fn delete_in_background(&self, grant: &Granted) {
+        self.framework().delete_in_background(grant.node.path());
+    }
+}
+
+/// The open (waiting) generation of every shared lock of one framework.
+pub(crate) struct SharedNodes<B: Backend = LockInternals> {
+    open: DashMap<ShareKey, Arc<Generation<B>>>,
+}
+
+impl<B: Backend> Default for SharedNodes<B> {
+    fn default() -> Self {
+        SharedNodes {
+            open: DashMap::new(),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for SharedNodes<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedNodes")
             .field("waiting_nodes", &self.open.len())
@@ -49,7 +164,7 @@ impl fmt::Debug for SharedNodes {
     }
 }
 
-impl SharedNodes {
+impl<B: Backend> SharedNodes<B> {
     /// Waits for the lock as a member of the open generation of `key`
     /// (starting one if there is none) and returns this member's hold.
     ///
@@ -61,13 +176,9 @@ impl SharedNodes {
     /// # Cancel safety
     /// Cancel safe: a dropped member leaves its generation; the last one to
     /// leave a waiting generation aborts its acquire, which deletes the node.
-    pub(crate) async fn acquire(
-        self: &Arc<Self>,
-        internals: &LockInternals,
-        key: ShareKey,
-    ) -> Result<Hold> {
+    pub(crate) async fn acquire(self: &Arc<Self>, backend: &B, key: ShareKey) -> Result<B::Hold> {
         loop {
-            let member = self.join(internals, &key);
+            let member = self.join(backend, &key);
             if let Some(hold) = member.wait().await? {
                 return Ok(hold);
             }
@@ -86,14 +197,14 @@ impl SharedNodes {
             .sum()
     }
 
-    fn join(self: &Arc<Self>, internals: &LockInternals, key: &ShareKey) -> Member {
+    fn join(self: &Arc<Self>, backend: &B, key: &ShareKey) -> Member<B> {
         let mut started = None;
         let generation = {
             let entry = self.open.entry(key.clone()).or_insert_with(|| {
                 let generation = Arc::new(Generation {
                     key: key.clone(),
                     nodes: Arc::downgrade(self),
-                    framework: internals.framework().clone(),
+                    backend: backend.clone(),
                     state: Mutex::new(State {
                         members: 0,
                         phase: Phase::Waiting,
@@ -111,7 +222,8 @@ impl SharedNodes {
         };
         if let Some(generation) = started {
             tracing::debug!("no waiting node of this process to share; creating one");
-            generation.start(internals.clone());
+            let task = B::start(&generation);
+            generation.state().task = Some(task);
         } else {
             tracing::debug!("sharing the waiting node of this process");
         }
@@ -121,57 +233,45 @@ impl SharedNodes {
     }
 }
 
-enum Phase {
+enum Phase<B: Backend> {
     /// The node waits (or is being created).
     Waiting,
-    /// Granted: the node, the loss epoch of the grant, and the generation's
-    /// own hold until a member takes it.
+    /// Granted: what is kept of the grant, and the generation's own hold
+    /// until a member takes it.
     Granted {
-        node: AcquiredNode,
-        epoch: u64,
-        unclaimed: Option<Hold>,
+        grant: B::Grant,
+        unclaimed: Option<B::Hold>,
     },
     /// The acquire failed: every member gets this error.
     Failed(Error),
 }
 
-struct State {
+struct State<B: Backend> {
     /// Members that have not left: waiting, or holding their share.
     members: usize,
-    phase: Phase,
+    phase: Phase<B>,
     /// Aborts the acquire while the node waits.
-    task: Option<tokio::task::AbortHandle>,
+    task: Option<B::Task>,
 }
 
 /// The acquires that share one participant node.
-pub(crate) struct Generation {
+pub(crate) struct Generation<B: Backend = LockInternals> {
     key: ShareKey,
-    nodes: Weak<SharedNodes>,
-    framework: Framework,
-    state: Mutex<State>,
+    nodes: Weak<SharedNodes<B>>,
+    /// The engine of the member that started the generation.
+    backend: B,
+    state: Mutex<State<B>>,
     /// Turns `true` once the phase is no longer `Waiting`.
     settled: watch::Sender<bool>,
 }
 
-impl Generation {
-    fn state(&self) -> MutexGuard<'_, State> {
+impl<B: Backend> Generation<B> {
+    fn state(&self) -> MutexGuard<'_, State<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Creates the node and waits for the lock on a task of its own.
-    fn start(self: &Arc<Self>, internals: LockInternals) {
-        let generation = self.clone();
-        let data = self.key.2.clone();
-        let acquire = async move {
-            let request = Acquire::new().data(&data);
-            let outcome = until_held(|| internals.acquire_restarting(&request)).await;
-            generation.settle(outcome);
-        };
-        let task = tokio::spawn(acquire.in_current_span());
-        self.state().task = Some(task.abort_handle());
-    }
-
-    fn settle(self: &Arc<Self>, outcome: Result<Hold>) {
+    /// Takes the outcome of the node's acquire.
+    fn settle(self: &Arc<Self>, outcome: Result<B::Hold>) {
         // Closed first, so that no one joins a generation that holds.
         if let Some(nodes) = self.nodes.upgrade() {
             nodes
@@ -188,10 +288,10 @@ impl Generation {
                     Some(hold)
                 }
                 Ok(hold) => {
-                    tracing::debug!(node = %hold.path(), members = state.members, "shared node granted");
+                    let grant = B::grant_of(&hold);
+                    tracing::debug!(node = %grant, members = state.members, "shared node granted");
                     state.phase = Phase::Granted {
-                        node: hold.node().clone(),
-                        epoch: hold.epoch(),
+                        grant,
                         unclaimed: Some(hold),
                     };
                     None
@@ -203,7 +303,7 @@ impl Generation {
             }
         };
         if let Some(hold) = orphan {
-            hold.release_in_background();
+            B::release_in_background(&hold);
         }
         self.settled.send_replace(true);
     }
@@ -242,7 +342,7 @@ impl Generation {
             if abandoned {
                 if let Some(task) = self.state().task.take() {
                     tracing::debug!("the last waiter of a shared node left; withdrawing it");
-                    task.abort();
+                    self.backend.abort(task);
                 }
             }
             return false;
@@ -253,14 +353,14 @@ impl Generation {
 
 /// A member of a generation until it takes its hold; leaves it when
 /// dropped before that.
-struct Member {
-    generation: Option<Arc<Generation>>,
+struct Member<B: Backend> {
+    generation: Option<Arc<Generation<B>>>,
 }
 
-impl Member {
+impl<B: Backend> Member<B> {
     /// Waits for the generation's outcome: this member's hold, `None` if
     /// the grant was already lost, or the generation's error.
-    async fn wait(mut self) -> Result<Option<Hold>> {
+    async fn wait(mut self) -> Result<Option<B::Hold>> {
         let Some(generation) = self.generation.clone() else {
             return Ok(None);
         };
@@ -272,44 +372,39 @@ impl Member {
             match &mut state.phase {
                 Phase::Waiting => None,
                 Phase::Failed(err) => return Err(err.clone()),
-                Phase::Granted {
-                    node,
-                    epoch,
-                    unclaimed,
-                } => match unclaimed.take() {
+                Phase::Granted { grant, unclaimed } => match unclaimed.take() {
                     Some(hold) => Some(hold),
                     // Lost already (its session went): no hold is made;
                     // dropping this member leaves the generation.
-                    None if loss_of(&generation.framework, node, *epoch).is_some() => None,
-                    None => Some(Hold::new(
-                        generation.framework.clone(),
-                        node.clone(),
-                        *epoch,
-                    )),
+                    None if generation.backend.is_lost(grant) => None,
+                    None => Some(generation.backend.hold(grant)),
                 },
             }
         };
         let Some(hold) = hold else { return Ok(None) };
         // From here the hold carries the membership.
         self.generation = None;
-        hold.join_share(Membership {
-            generation,
-            left: AtomicBool::new(false),
-        });
-        if hold.check().is_err() {
-            hold.release_in_background();
+        B::join_share(
+            &hold,
+            Membership {
+                generation,
+                left: AtomicBool::new(false),
+            },
+        );
+        if !B::is_trusted(&hold) {
+            B::release_in_background(&hold);
             return Ok(None);
         }
         Ok(Some(hold))
     }
 }
 
-impl Drop for Member {
+impl<B: Backend> Drop for Member<B> {
     fn drop(&mut self) {
         if let Some(generation) = self.generation.take() {
             if generation.leave() {
-                if let Phase::Granted { node, .. } = &generation.state().phase {
-                    generation.framework.delete_in_background(node.path());
+                if let Phase::Granted { grant, .. } = &generation.state().phase {
+                    generation.backend.delete_in_background(grant);
                 }
             }
         }
@@ -317,12 +412,12 @@ impl Drop for Member {
 }
 
 /// A hold's share of a generation's node.
-pub(crate) struct Membership {
-    generation: Arc<Generation>,
+pub(crate) struct Membership<B: Backend = LockInternals> {
+    generation: Arc<Generation<B>>,
     left: AtomicBool,
 }
 
-impl fmt::Debug for Membership {
+impl<B: Backend> fmt::Debug for Membership<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Membership")
             .field("members", &self.generation.state().members)
@@ -331,10 +426,13 @@ impl fmt::Debug for Membership {
     }
 }
 
-impl Membership {
+impl<B: Backend> Membership<B> {
     /// Leaves the generation (once; later calls do nothing). Returns `true`
     /// when the caller must delete the node: it was the last member.
     pub(crate) fn leave(&self) -> bool {
         !self.left.swap(true, Ordering::AcqRel) && self.generation.leave()
     }
 }
+
+#[cfg(test)]
+mod tests;
