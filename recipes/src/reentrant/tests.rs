@@ -364,7 +364,10 @@ async fn a_try_does_not_wait_for_its_owners_acquire_under_way() {
     assert_eq!(after, Duration::ZERO);
     assert_eq!(takes.load(Ordering::Relaxed), 1);
     // Once the hold is in, a try re-enters at once.
-    assert_eq!(r.acquire(Wait::Try, granting(&holds, &takes)).await, Ok(true));
+    assert_eq!(
+        r.acquire(Wait::Try, granting(&holds, &takes)).await,
+        Ok(true)
+    );
     assert_eq!(r.count(), 2);
 }
 
