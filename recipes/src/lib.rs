@@ -12,6 +12,9 @@
 //!   [`Lease`]s; multi-lease acquires are all or nothing and deadlock free.
 //! * [`InterProcessSemaphoreMutex`]: a non-reentrant mutex (a one-lease
 //!   semaphore) that any task may release.
+//! * [`LeaderLatch`] and [`LeaderSelector`]: leader election on the same
+//!   participant queue, each term a [`LeaderTerm`] (a [`Hold`], with its
+//!   loss signal, fence and fencing token).
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
