@@ -438,3 +438,57 @@ async fn a_state_kept_from_the_watcher_holds_nothing_up() {
     })
     .await;
 }
+
+/// A released hold is over for every clone of it: a fence taken before the
+/// release refuses its write without sending it, and `lost()` completes
+/// with `NotHeld` (the server would refuse the write too, since the node is
+/// gone, but only after a round trip, and a clone would still answer
+/// `is_valid()` until something looked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_hold_is_over_for_every_clone() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let framework = framework_with(&proxy.connect_string(), |b| b).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let path = unique_path("released-clone");
+        let data_node = format!("{path}-data");
+        let open =
+            zk_curator::zk::CreateMode::Persistent.with_acls(zk_curator::zk::Acls::anyone_all());
+        raw.create(&data_node, b"", &open).await.unwrap();
+        let mutex = InterProcessMutex::new(framework.clone(), &path).unwrap();
+        for release_in_background in [false, true] {
+            let guard = mutex.lock().await.unwrap();
+            let clone: zk_curator::Hold = (*guard).clone();
+            let fence = guard.fence().unwrap();
+            if release_in_background {
+                drop(guard);
+            } else {
+                guard.release().await.unwrap();
+            }
+            assert!(!clone.is_valid(), "a clone of a released hold is valid");
+            let loss = tokio::time::timeout(PATIENCE, clone.lost()).await;
+            assert_eq!(loss, Ok(LockLoss::NotHeld));
+            proxy.clear_traffic();
+            let refused = fence.set_data(&data_node, b"late", None).await;
+            assert!(
+                matches!(
+                    refused,
+                    Err(Error::LockLost {
+                        reason: LockLoss::NotHeld,
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(
+                requests_with(&proxy, opcode::MULTI),
+                0,
+                "the write was sent"
+            );
+        }
+        assert_eq!(raw.get_data(&data_node).await.unwrap().0, b"");
+        framework.close().await;
+    })
+    .await;
+}

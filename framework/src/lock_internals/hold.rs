@@ -144,6 +144,7 @@ impl Hold {
     /// task at once (even if clones of this hold live on, in a
     /// [`Fence`], say).
     pub fn release_in_background(&self) {
+        self.end();
         self.give_turn_back();
         if self.leave_share() {
             self.inner.framework.delete_in_background(self.path());
@@ -230,6 +231,22 @@ impl Hold {
     /// The reason the hold was lost, if it was found lost.
     pub fn loss(&self) -> Option<LockLoss> {
         self.check().err()
+    }
+
+    /// Ends a hold that was given back (released, or handed to the
+    /// background cleaner): from now on every clone of it answers
+    /// [`LockLoss::NotHeld`], so a fence taken before refuses its writes
+    /// without sending them, and [`Hold::lost`] completes. Not a loss:
+    /// nothing is logged or counted, the turn is left to the release, and
+    /// a hold lost before keeps its first reason.
+    pub(crate) fn end(&self) {
+        self.inner.lost.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(LockLoss::NotHeld);
+            true
+        });
     }
 
     /// Records that the hold is lost (the first reason wins) and returns the

@@ -71,6 +71,10 @@ impl LockInternals {
     /// hold is not lost, and its node is ephemeral).
     pub(super) async fn release_as(&self, hold: &Hold, before_reply: bool) -> Result<()> {
         let span = tracing::info_span!("lock.release", node = %hold.path());
+        // However the release ends (or if it is dropped), the hold is over
+        // for every clone of it afterwards: a fence taken before answers
+        // `NotHeld` without sending anything, `lost()` completes.
+        let _ended = EndOnDrop(hold);
         let result = async {
             let lost = |loss: LockLoss| Error::lock_lost(hold.path(), loss);
             let last_share = hold.leave_share();
@@ -154,6 +158,15 @@ impl LockInternals {
         // Whatever happened, the hold no longer occupies a turn.
         hold.give_turn_back();
         result
+    }
+}
+
+/// Ends a hold when dropped (see [`Hold::end`]).
+struct EndOnDrop<'a>(&'a Hold);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.end();
     }
 }
 
