@@ -185,9 +185,21 @@ pub(crate) async fn connect(
     settings: &Settings,
     label: Option<&str>,
 ) -> Result<Framework, Failure> {
-    let hosts = settings.hosts.as_str();
+    let framework = build(settings, label)?;
+    start(&framework, settings).await?;
+    Ok(framework)
+}
+
+/// Builds a framework with `settings`, without starting it: nothing is
+/// sent yet, so what is checked against it (a recipe's path, its node
+/// data) is still a usage error.
+///
+/// # Errors
+/// A usage failure when a setting is refused by the framework (e.g. the
+/// namespace).
+pub(crate) fn build(settings: &Settings, label: Option<&str>) -> Result<Framework, Failure> {
     let mut builder = Framework::builder()
-        .connect_string(hosts)
+        .connect_string(settings.hosts.as_str())
         .session_timeout(settings.session_timeout)
         .connection_timeout(settings.connection_timeout);
     // Lock nodes carry host, pid and this label (the framework's holder
@@ -201,9 +213,18 @@ pub(crate) async fn connect(
     if let Some((user, password)) = &settings.auth {
         builder = builder.digest_auth(user, password);
     }
-    let framework = builder
+    builder
         .build()
-        .map_err(|err| Failure::usage(format!("invalid connection settings: {err}")))?;
+        .map_err(|err| Failure::usage(format!("invalid connection settings: {err}")))
+}
+
+/// Starts a framework made by [`build`] and waits for its first session, at
+/// most the connection timeout.
+///
+/// # Errors
+/// [`UNAVAILABLE`] when no session could be had in time.
+pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<(), Failure> {
+    let hosts = settings.hosts.as_str();
     framework
         .start()
         .map_err(|err| Failure::zk("cannot start the ZooKeeper client", err))?;
@@ -223,7 +244,7 @@ pub(crate) async fn connect(
             ),
         ));
     }
-    Ok(framework)
+    Ok(())
 }
 
 /// Closes the framework without waiting long for a server that may be gone.

@@ -12,13 +12,18 @@
 //! 5. on loss or revocation, SIGTERM the group, SIGKILL it after
 //!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
 //! 6. release the lock once no process of the group is left.
+//!
+//! Steps 3 to 6 serve `elect` too: [`run_command`], [`exit_code`] and
+//! [`give_back`] take any [`Hold`] (a leader's term is one).
 
 use std::ffi::OsString;
+use std::future::Future;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use nix::sys::signal::Signal;
 use tokio::sync::Notify;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
@@ -148,10 +153,13 @@ async fn acquire(
     Ok(guard.map(Held::Mutex))
 }
 
-/// Why the command's run ended.
-enum Ending {
+/// Why a command run under a hold ended.
+pub(crate) enum Ending {
+    /// It exited with this status, and its whole group is gone.
     Exited(ExitStatus),
+    /// The hold was lost; the group was stopped.
     Lost(LockLoss),
+    /// A revocation was asked for; the group was stopped.
     Revoked,
 }
 
@@ -220,92 +228,125 @@ async fn run_open(
     let acquired = tokio::select! {
         acquired = acquire(framework, &args, &revoked) => acquired,
         // Dropping the acquire deletes our node: we leave the queue.
-        signal = signals.recv() => {
-            eprintln!("zk-curator: {signal} received while waiting for {}; gave up", args.path);
-            return Ok(u8::try_from(128 + signal as i32).unwrap_or(OTHER));
-        }
+        signal = signals.recv() => return Ok(gave_up_waiting(signal, &args.path)),
     };
     let held = match acquired {
         Ok(Some(held)) => held,
-        Ok(None) => {
-            let waited = args.timeout.map(humantime::format_duration);
-            return Err(Failure::new(
-                TIMEOUT,
-                format!(
-                    "timed out after {} waiting for {}",
-                    waited.map(|d| d.to_string()).unwrap_or_default(),
-                    args.path
-                ),
-            ));
-        }
+        Ok(None) => return Err(timed_out(args.timeout, &args.path)),
         Err(err) => return Err(Failure::zk(format!("cannot acquire {}", args.path), err)),
     };
     let hold = held.hold().clone();
     tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired");
 
-    let ending = supervise(&args, &hold, &revoked, &mut signals).await;
-    let code = match ending {
-        Err(failure) => Err(failure),
-        Ok(Ending::Exited(status)) => Ok(status_code(status)),
-        Ok(Ending::Lost(reason)) => Err(Failure::new(
-            LOST,
-            format!(
-                "lost the lock {} ({reason}); the command was stopped",
-                hold.path()
-            ),
-        )),
-        Ok(Ending::Revoked) => Err(Failure::new(
-            REVOKED,
-            format!(
-                "the lock {} was revoked; the command was stopped",
-                hold.path()
-            ),
-        )),
-    };
+    let what = format!("the lock {}", hold.path());
+    let ending = run_command(
+        &args.command,
+        &hold,
+        &what,
+        Some(&revoked),
+        &mut signals,
+        args.kill_after,
+    )
+    .await;
+    let code = exit_code(ending, &what);
     // A hold lost meanwhile fails its release at once. One whose answer
     // does not come is left to the end of the session (the release goes
     // on in the background until then).
-    let node = hold.path().to_owned();
-    match tokio::time::timeout(RELEASE_LIMIT, held.release()).await {
+    give_back(held.release(), hold.path(), answered).await;
+    code
+}
+
+/// Says that a signal came while waiting, and returns the code for it
+/// (128 + N, as a shell gives for a command ended by signal N).
+pub(crate) fn gave_up_waiting(signal: Signal, path: &str) -> u8 {
+    eprintln!("zk-curator: {signal} received while waiting for {path}; gave up");
+    u8::try_from(128 + signal as i32).unwrap_or(OTHER)
+}
+
+/// The failure for a `--timeout` that passed before `path` was had.
+pub(crate) fn timed_out(timeout: Option<Duration>, path: &str) -> Failure {
+    let waited = timeout.map(|d| humantime::format_duration(d).to_string());
+    Failure::new(
+        TIMEOUT,
+        format!(
+            "timed out after {} waiting for {path}",
+            waited.unwrap_or_default()
+        ),
+    )
+}
+
+/// The exit code of a command run under a hold (`what`, e.g. "the lock
+/// /a/_c_...-lock-0000000001", in messages): the command's own status when
+/// it exited, [`LOST`] or [`REVOKED`] when it was stopped.
+pub(crate) fn exit_code(ending: Result<Ending, Failure>, what: &str) -> Result<u8, Failure> {
+    match ending? {
+        Ending::Exited(status) => Ok(status_code(status)),
+        Ending::Lost(reason) => Err(Failure::new(
+            LOST,
+            format!("lost {what} ({reason}); the command was stopped"),
+        )),
+        Ending::Revoked => Err(Failure::new(
+            REVOKED,
+            format!("{what} was revoked; the command was stopped"),
+        )),
+    }
+}
+
+/// Waits for `release` (giving back the hold on `node`) at most
+/// [`RELEASE_LIMIT`]; `answered` is cleared when ZooKeeper did not answer
+/// in time (the node then goes when the session ends).
+pub(crate) async fn give_back(
+    release: impl Future<Output = zk_curator::Result<()>>,
+    node: &str,
+    answered: &mut bool,
+) {
+    match tokio::time::timeout(RELEASE_LIMIT, release).await {
         Ok(Ok(())) => {}
         Ok(Err(err)) => tracing::debug!(%err, "release"),
         Err(_) => {
             *answered = false;
             eprintln!(
                 "zk-curator: ZooKeeper did not confirm the release of {node} within {}; \
-                 the lock node goes when the session ends",
+                 the node goes when the session ends",
                 humantime::format_duration(RELEASE_LIMIT)
             );
         }
     }
-    code
 }
 
-/// Runs the command in a process group of its own and watches it, the
-/// hold, revocation and signals until the whole group has ended.
-async fn supervise(
-    args: &LockArgs,
+/// Runs `command` (program and arguments) in a process group of its own
+/// while `hold` lasts, with the fencing token and the node path in its
+/// environment, and watches it, the hold, `revoked` (if revocable) and
+/// signals until the whole group has ended (see [`run_under`]). `what`
+/// names the hold in messages.
+pub(crate) async fn run_command(
+    command: &[OsString],
     hold: &Hold,
-    revoked: &Notify,
+    what: &str,
+    revoked: Option<&Notify>,
     signals: &mut Signals,
+    kill_after: Duration,
 ) -> Result<Ending, Failure> {
-    let Some((program, rest)) = args.command.split_first() else {
+    let Some((program, rest)) = command.split_first() else {
         return Err(Failure::usage("no command given after --"));
     };
     let env = [
         (TOKEN_ENV, hold.fencing_token().to_string()),
         (NODE_ENV, hold.path().to_owned()),
     ];
+    let revocation = async {
+        match revoked {
+            Some(revoked) => revoked.notified().await,
+            None => std::future::pending().await,
+        }
+    };
     let stop = async {
         tokio::select! {
             reason = hold.lost() => {
-                eprintln!(
-                    "zk-curator: lost the lock {} ({reason}); stopping the command",
-                    hold.path()
-                );
+                eprintln!("zk-curator: lost {what} ({reason}); stopping the command");
                 Ending::Lost(reason)
             }
-            _ = revoked.notified() => {
+            () = revocation => {
                 eprintln!(
                     "zk-curator: revocation of {} requested; stopping the command",
                     hold.path()
@@ -314,7 +355,7 @@ async fn supervise(
             }
         }
     };
-    match run_under(program, rest, &env, stop, signals, args.kill_after).await? {
+    match run_under(program, rest, &env, stop, signals, kill_after).await? {
         child::Ending::Exited(status) => Ok(Ending::Exited(status)),
         child::Ending::Stopped(ending) => Ok(ending),
     }

@@ -198,7 +198,7 @@ async fn wait_for_change(
 /// The identity a holder stored in its node: the framework's holder identity
 /// (`host`, `pid`, `label` — the label is `lock --id`), or else the data as
 /// text.
-fn identity(data: &[u8]) -> Value {
+pub(crate) fn identity(data: &[u8]) -> Value {
     match serde_json::from_slice::<Value>(data) {
         Ok(Value::Object(map))
             if ["host", "pid", "label"]
@@ -211,7 +211,7 @@ fn identity(data: &[u8]) -> Value {
     }
 }
 
-fn identity_text(data: &[u8]) -> String {
+pub(crate) fn identity_text(data: &[u8]) -> String {
     match identity(data) {
         Value::Object(map) => {
             let field = |key: &str| match map.get(key) {
@@ -275,16 +275,28 @@ fn table(found: &[Participant]) -> String {
             p.name.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
+    let mut out = columns(&rows);
+    if found.is_empty() {
+        out.push_str("(no holders or waiters)\n");
+    }
+    out.trim_end().to_owned()
+}
+
+/// `rows` (the first is the header) in columns two blanks apart, the last
+/// column left unpadded; one line each, ending in a newline.
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
+    let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..count)
         .map(|col| {
             rows.iter()
-                .map(|r| r[col].chars().count())
+                .filter_map(|r| r.get(col))
+                .map(|cell| cell.chars().count())
                 .max()
                 .unwrap_or(0)
         })
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let mut line = String::new();
         for (col, cell) in row.iter().enumerate() {
             if col + 1 == row.len() {
@@ -296,8 +308,5 @@ fn table(found: &[Participant]) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    if found.is_empty() {
-        out.push_str("(no holders or waiters)\n");
-    }
-    out.trim_end().to_owned()
+    out
 }

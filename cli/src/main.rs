@@ -5,6 +5,10 @@
 //!   own, and stops the whole group if the hold is lost or revoked (see
 //!   [`child`]);
 //! * `locks` lists the holders and waiters of a lock path;
+//! * `elect` runs a command while this process leads an election (a
+//!   `LeaderLatch`), stopped as `lock` stops its command when the term is
+//!   lost;
+//! * `leader` prints the leader and the participants of an election;
 //! * `revoke` asks holders to give their lock up (Curator's protocol);
 //! * `server` runs the embedded ZooKeeper-protocol server for local work.
 //!
@@ -14,8 +18,10 @@
 mod child;
 mod connect;
 mod duration;
+mod elect;
 mod exit;
 mod layout;
+mod leader;
 mod lock;
 mod locks;
 mod revoke;
@@ -26,7 +32,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use zk_curator::framework::path::validate_recipe_path;
 
+use crate::elect::ElectArgs;
 use crate::exit::Failure;
+use crate::leader::LeaderArgs;
 use crate::lock::LockArgs;
 use crate::locks::LocksArgs;
 use crate::revoke::RevokeArgs;
@@ -35,21 +43,26 @@ use crate::server::ServerArgs;
 /// Every exit code, shown under the top-level `--help`.
 const EXIT_CODES: &str = "\
 Exit codes:
-  0    success (for `lock`: the command's own status is passed through)
+  0    success (for `lock` and `elect`: the command's own status is passed
+       through)
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH); nothing is sent
+       no ensemble given, malformed ZK_AUTH, an `elect --id` that is empty,
+       too long or holds control characters); nothing is sent
   66   `revoke --node`: the node is not a participant of the lock
   69   ZooKeeper could not be reached within the connection timeout
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
-  75   `lock --timeout` expired before the lock was acquired
-  76   `lock`: the hold was lost while the command ran (its process group
+  75   `lock --timeout` expired before the lock was acquired, or
+       `elect --timeout` before this process led
+  76   `lock`: the hold was lost while the command ran; `elect`: the
+       leadership term was lost while the command ran (its process group
        was stopped)
   77   `lock`: the hold was revoked while the command ran (its process group
        was stopped)
-  126  `lock`: the command could not be executed
-  127  `lock`: the command was not found
-  128+N `lock`: the command was ended by signal N (e.g. 130, 143), or
-        zk-curator got signal N while still waiting for the lock";
+  126  `lock`, `elect`: the command could not be executed
+  127  `lock`, `elect`: the command was not found
+  128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
+        or zk-curator got signal N while still waiting for the lock or for
+        leadership";
 
 /// The exit codes of `lock`.
 const LOCK_EXIT_CODES: &str = "\
@@ -66,6 +79,32 @@ Exit codes:
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
         zk-curator got signal N while still waiting for the lock";
+
+/// The exit codes of `elect`.
+const ELECT_EXIT_CODES: &str = "\
+Exit codes:
+  the command's  the command ran; its own status is passed through
+  64   usage error (bad arguments or path, an --id that is empty, too long
+       or holds control characters, malformed --zk / ZK_CONNECT, no
+       ensemble given, malformed ZK_AUTH); nothing is sent
+  69   ZooKeeper could not be reached within the connection timeout
+  70   any other error (e.g. refused by ZooKeeper)
+  75   --timeout expired before this process led
+  76   leadership was lost while the command ran (its process group was
+       stopped)
+  126  the command could not be executed
+  127  the command was not found
+  128+N the command was ended by signal N (e.g. 130, 143), or
+        zk-curator got signal N while still waiting for leadership";
+
+/// The exit codes of `leader`.
+const LEADER_EXIT_CODES: &str = "\
+Exit codes:
+  0    success (also when the election has no participants: no leader)
+  64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
+       no ensemble given, malformed ZK_AUTH); nothing is sent
+  69   ZooKeeper could not be reached within the connection timeout
+  70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
 const LOCKS_EXIT_CODES: &str = "\
@@ -93,7 +132,8 @@ Exit codes:
   64   usage error (bad arguments)
   70   the server could not start (e.g. the port is taken)";
 
-/// Apache Curator's lock recipes on ZooKeeper, from the shell.
+/// Apache Curator's lock and leader election recipes on ZooKeeper, from the
+/// shell.
 #[derive(Debug, Parser)]
 #[command(name = "zk-curator", version, after_help = EXIT_CODES)]
 struct Cli {
@@ -147,6 +187,35 @@ enum Command {
     /// is not a participant of the lock is refused (exit 66).
     #[command(after_help = REVOKE_EXIT_CODES)]
     Revoke(RevokeArgs),
+    /// Run a command while this process leads an election; exit with its
+    /// status.
+    ///
+    /// Joins the election on PATH as a leader latch, on Apache Curator's
+    /// layout (a `latch-` node whose data is --id, or this host's name and
+    /// process id without it), so Curator's LeaderLatch and this command
+    /// take part in one election. Once this process leads, runs the command
+    /// with the term's fencing token in ZK_CURATOR_FENCING_TOKEN (it grows
+    /// from one term to the next) and its election node in
+    /// ZK_CURATOR_LOCK_NODE.
+    ///
+    /// The command runs as under `zk-curator lock`: in a process group of
+    /// its own, which gets SIGTERM, then SIGKILL after --kill-after, if the
+    /// term is lost (the connection to ZooKeeper lost, the session expired,
+    /// the node deleted); zk-curator then exits 76. SIGINT,
+    /// SIGTERM and SIGHUP are passed on to the whole group. Leadership is
+    /// given up (the next participant leads) once no process of the group
+    /// is left.
+    #[command(after_help = ELECT_EXIT_CODES)]
+    Elect(ElectArgs),
+    /// Print the leader of an election and its participants, in order.
+    ///
+    /// Reads leader latch elections (`latch-` nodes, as written by `elect`
+    /// and Curator's LeaderLatch) and leader selector elections (`lock-`
+    /// nodes). The first participant leads; the others wait in the order
+    /// shown. Columns: role, id (the node's data), holder (host and pid,
+    /// for a participant that gave no id) and node name.
+    #[command(after_help = LEADER_EXIT_CODES)]
+    Leader(LeaderArgs),
     /// Run the embedded ZooKeeper-protocol server until Ctrl-C.
     ///
     /// For local development and tests only: in memory, one node, no
@@ -185,17 +254,18 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Refuses a malformed lock path before anything is sent.
-fn check_path(path: &str) -> Result<(), Failure> {
+/// Refuses a malformed path (of a lock, of an election: `what`) before
+/// anything is sent.
+fn check_path(path: &str, what: &str) -> Result<(), Failure> {
     validate_recipe_path(path)
-        .map_err(|err| Failure::usage(format!("bad lock path {path:?}: {err}")))
+        .map_err(|err| Failure::usage(format!("bad {what} path {path:?}: {err}")))
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Server(args) => server::run(args).await,
         Command::Lock(args) => {
-            check_path(&args.path)?;
+            check_path(&args.path, "lock")?;
             let settings = connect::Settings::from_args(&args.connect)?;
             // Signals are taken over before connecting, so that an interrupt
             // during the wait for the lock withdraws from the queue cleanly.
@@ -204,15 +274,35 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             lock::run(&framework, args, signals).await
         }
         Command::Locks(args) => {
-            check_path(&args.path)?;
+            check_path(&args.path, "lock")?;
             let settings = connect::Settings::from_args(&args.connect)?;
             let framework = connect::connect(&settings, None).await?;
             let result = locks::run(&framework, &args).await;
             connect::close(&framework, true).await;
             result
         }
+        Command::Elect(args) => {
+            check_path(&args.path, "election")?;
+            let settings = connect::Settings::from_args(&args.connect)?;
+            let framework = connect::build(&settings, None)?;
+            // Made before connecting, so that a bad --id sends nothing.
+            let latch = elect::latch(&framework, &args)?;
+            // Signals are taken over before connecting, so that an interrupt
+            // during the wait for leadership leaves the election cleanly.
+            let signals = child::Signals::new()?;
+            connect::start(&framework, &settings).await?;
+            elect::run(latch, args, signals).await
+        }
+        Command::Leader(args) => {
+            check_path(&args.path, "election")?;
+            let settings = connect::Settings::from_args(&args.connect)?;
+            let framework = connect::connect(&settings, None).await?;
+            let result = leader::run(&framework, &args).await;
+            connect::close(&framework, true).await;
+            result
+        }
         Command::Revoke(args) => {
-            check_path(&args.path)?;
+            check_path(&args.path, "lock")?;
             if let Some(node) = args.node.as_deref() {
                 revoke::check_node(node)?;
             }

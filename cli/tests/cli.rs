@@ -818,12 +818,19 @@ impl Tree {
     /// After `lock` has exited: the grandchild is gone, and lets the next
     /// holder in to show it never writes.
     async fn assert_gone_and_silent(&self, grandchild: u32, path: &str) {
+        self.assert_gone_and_silent_before(grandchild, &["lock", path, "--", "true"])
+            .await;
+    }
+
+    /// As [`Tree::assert_gone_and_silent`], with `next` (a `zk-curator`
+    /// run) as the next holder.
+    async fn assert_gone_and_silent_before(&self, grandchild: u32, next: &[&str]) {
         assert!(
             pid_gone(grandchild),
-            "`lock` exited while the grandchild {grandchild} still ran"
+            "zk-curator exited while the grandchild {grandchild} still ran"
         );
         std::fs::write(&self.release, "").unwrap();
-        let next = run(&["lock", path, "--", "true"]).await;
+        let next = run(next).await;
         assert!(next.status.success(), "{}", stderr(&next));
         assert!(pid_gone(grandchild));
         assert_eq!(self.log_text(), "", "the grandchild wrote after the stop");
@@ -995,6 +1002,17 @@ async fn usage_errors_exit_64_before_any_connection() {
             (&["locks", "/x"], Some(":")),
             (&["locks", "/x"], Some("user:")),
             (&["revoke", "/x", "--all"], Some(":pw")),
+            (&["elect", "x", "--", "true"], None),
+            (&["elect", "/a//b", "--", "true"], None),
+            (&["elect", "/x", "--id", "", "--", "true"], None),
+            (&["elect", "/x", "--id", "two\nlines", "--", "true"], None),
+            (&["elect", "/x", "--id", "a"], None),
+            (&["elect", "/x", "--timeout", "soon", "--", "true"], None),
+            (&["elect", "/x", "--zk", "[::1", "--", "true"], None),
+            (&["elect", "/x", "--", "true"], Some("user:")),
+            (&["leader", "x"], None),
+            (&["leader", "/zookeeper/quota", "--json"], None),
+            (&["leader", "/x", "--zk", "127.0.0.1:0"], None),
         ];
         for (args, auth) in cases {
             let mut args = args.to_vec();
@@ -1276,6 +1294,373 @@ async fn lock_exits_promptly_when_the_release_goes_unanswered() {
             "`lock` exited {took:?} after its command"
         );
         proxy.hold_replies(false);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// Leader election: `elect` and `leader` (issue 18, item 4).
+// ---------------------------------------------------------------------------
+
+/// `elect <path> [options] -- sh -c <script>` started in the background.
+fn spawn_elect(path: &str, options: &[&str], script: &str) -> Child {
+    let mut args = vec!["elect", path];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    zkc(&args).spawn().unwrap()
+}
+
+async fn leader_json(path: &str) -> Value {
+    let output = run(&["leader", path, "--json"]).await;
+    assert!(
+        output.status.success(),
+        "leader failed: {}",
+        stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Waits until `leader --json` lists `count` participants of `path`, and
+/// returns the listing.
+async fn electors(path: &str, count: usize, what: &str) -> Value {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        let listed = leader_json(path).await;
+        if listed["participants"].as_array().unwrap().len() == count {
+            return listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// One elector's files: its command logs its start (with the fencing token
+/// and node it was given) and its end into a shared log, marks its start,
+/// and waits for its release file.
+struct Elector {
+    id: &'static str,
+    started: PathBuf,
+    release: PathBuf,
+}
+
+impl Elector {
+    fn new(dir: &Path, id: &'static str) -> Elector {
+        Elector {
+            id,
+            started: dir.join(format!("started-{id}")),
+            release: dir.join(format!("release-{id}")),
+        }
+    }
+
+    fn script(&self, log: &Path) -> String {
+        format!(
+            "echo \"start {id} $ZK_CURATOR_FENCING_TOKEN $ZK_CURATOR_LOCK_NODE\" >> {l}; \
+             touch {st}; while [ ! -f {r} ]; do sleep 0.02; done; echo \"end {id}\" >> {l}",
+            id = self.id,
+            l = log.display(),
+            st = self.started.display(),
+            r = self.release.display(),
+        )
+    }
+}
+
+/// Two electors on one path: one runs its command, the other waits (and
+/// `leader` shows both, text and JSON); the second runs once the first's
+/// command has exited, with a greater fencing token; the commands never
+/// overlap.
+#[tokio::test(flavor = "multi_thread")]
+async fn electors_take_turns_and_leader_lists_them() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let path = unique("elect-turns");
+        let electors_ = [Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b")];
+        let mut runs: Vec<Child> = electors_
+            .iter()
+            .map(|e| spawn_elect(&path, &["--id", e.id], &e.script(&log)))
+            .collect();
+        // Whoever leads first starts its command; the other is queued.
+        let mut first = None;
+        wait_for("a leader's command", || {
+            let found = electors_.iter().position(|e| e.started.exists());
+            first = found;
+            async move { found.is_some() }
+        })
+        .await;
+        let first = first.unwrap();
+        let second = 1 - first;
+        let listed = electors(&path, 2, "both electors queued").await;
+
+        // `leader --json`: the leader first, with its id and node.
+        let participants = listed["participants"].as_array().unwrap();
+        assert_eq!(listed["path"], path.as_str(), "{listed}");
+        assert_eq!(listed["recipe"], "latch", "{listed}");
+        assert_eq!(listed["leader"], participants[0], "{listed}");
+        let roles: Vec<&str> = participants
+            .iter()
+            .map(|p| p["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["leader", "waiter"], "{listed}");
+        let ids: Vec<&str> = participants
+            .iter()
+            .map(|p| p["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [electors_[first].id, electors_[second].id], "{listed}");
+        for p in participants {
+            assert_eq!(p["identity"], Value::Null, "{listed}");
+            let node = p["node"].as_str().unwrap();
+            assert!(node.starts_with(&format!("{path}/_c_")), "{listed}");
+            assert!(node.contains("-latch-"), "{listed}");
+            assert!(node.ends_with(p["name"].as_str().unwrap()), "{listed}");
+        }
+        let leader_node = participants[0]["node"].as_str().unwrap().to_owned();
+
+        // The table: the leader's line, then one row per participant in order.
+        let output = run(&["leader", &path]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[0].starts_with(&format!(
+                "leader: {}, node {leader_node}",
+                electors_[first].id
+            )),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with("ROLE") && lines[1].contains("NODE"),
+            "{text}"
+        );
+        for (line, (role, p)) in lines[2..].iter().zip(roles.iter().zip(participants)) {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cells[0], *role, "{text}");
+            assert_eq!(cells[1], p["id"].as_str().unwrap(), "{text}");
+            assert_eq!(cells.last(), Some(&p["name"].as_str().unwrap()), "{text}");
+        }
+
+        // The first's command ends: leadership passes, and the second runs.
+        std::fs::write(&electors_[first].release, "").unwrap();
+        wait_for_file(&electors_[second].started).await;
+        std::fs::write(&electors_[second].release, "").unwrap();
+        for run in runs.drain(..) {
+            let output = finish(run).await;
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
+        let order: Vec<(&str, &str)> = lines.iter().map(|l| (l[0], l[1])).collect();
+        let (a, b) = (electors_[first].id, electors_[second].id);
+        assert_eq!(
+            order,
+            [("start", a), ("end", a), ("start", b), ("end", b)],
+            "the commands overlapped:\n{text}"
+        );
+        // The child saw its term's token and node; the next term's token is
+        // greater.
+        assert_eq!(lines[0][3], leader_node, "{text}");
+        let tokens: Vec<i64> = [&lines[0], &lines[2]]
+            .iter()
+            .map(|l| l[2].parse().unwrap())
+            .collect();
+        assert!(tokens[0] > 0 && tokens[1] > tokens[0], "{text}");
+        assert!(lines[2][3].starts_with(&format!("{path}/_c_")), "{text}");
+
+        // Both gone: no leader.
+        let listed = leader_json(&path).await;
+        assert_eq!(listed["leader"], Value::Null, "{listed}");
+        assert_eq!(listed["participants"], Value::Array(vec![]), "{listed}");
+    })
+    .await;
+}
+
+/// An empty or missing path has no leader (exit 0, as `locks` lists an
+/// empty lock); a selector's layout (a mutex's `lock-` nodes) is read too,
+/// with the holder identity of a participant that gave no id.
+#[tokio::test(flavor = "multi_thread")]
+async fn leader_without_participants_and_of_a_selector_layout() {
+    bounded(async {
+        let path = unique("leader-none");
+        let output = run(&["leader", &path]).await;
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            format!("no leader: {path} has no participants")
+        );
+        let listed = leader_json(&path).await;
+        assert_eq!(
+            listed,
+            serde_json::json!({"path": path, "recipe": null, "leader": null, "participants": []})
+        );
+
+        // A mutex queue is a leader selector's election.
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let holder = spawn_lock(&path, &["--id", "sel"], &script);
+        wait_for_file(&started).await;
+        let listed = leader_json(&path).await;
+        assert_eq!(listed["recipe"], "selector", "{listed}");
+        let leader = &listed["leader"];
+        assert_eq!(leader["id"], Value::Null, "{listed}");
+        assert_eq!(leader["identity"]["label"], "sel", "{listed}");
+        assert_eq!(
+            leader["identity"]["pid"],
+            Value::from(holder.id().unwrap()),
+            "{listed}"
+        );
+        let output = run(&["leader", &path]).await;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(text.starts_with("leader: sel ("), "{text}");
+        std::fs::write(&release, "").unwrap();
+        assert!(finish(holder).await.status.success());
+    })
+    .await;
+}
+
+/// The leader's session is expired on the server: the term is lost, the
+/// command's whole process group (a grandchild too) is stopped, and `elect`
+/// exits 76.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_leader_session_stops_the_whole_process_tree() {
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let tree = Tree::new();
+        let path = unique("elect-expired");
+        let script = tree.script(false);
+        let leader = zkc(&["elect", &path, "--", "sh", "-c", &script])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        let grandchild = tree.wait_started().await;
+        let grants = proxy.granted_sessions();
+        assert_eq!(grants.len(), 1, "one session through the proxy: {grants:?}");
+        close_granted_session(&server().connect_string(), &grants[0], WAIT_LIMIT)
+            .await
+            .unwrap();
+        let output = finish(leader).await;
+        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains(&format!("lost leadership of {path}")), "{err}");
+        tree.assert_gone_and_silent_before(grandchild, &["elect", &path, "--", "true"])
+            .await;
+        electors(&path, 0, "the election empty").await;
+    })
+    .await;
+}
+
+/// The leader's node is deleted by someone else: the term is lost, and a
+/// command that ignores SIGTERM is killed after --kill-after; exit 76.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_leader_node_stops_the_command_and_kill_after_applies() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let started = dir.path().join("started");
+        let signalled = dir.path().join("signalled");
+        let script = format!(
+            "trap 'echo TERM > {s}' TERM; touch {st}; while true; do sleep 0.02; done",
+            s = signalled.display(),
+            st = started.display()
+        );
+        let path = unique("elect-deleted");
+        let leader = spawn_elect(&path, &["--id", "doomed", "--kill-after", "300ms"], &script);
+        wait_for_file(&started).await;
+        let listed = electors(&path, 1, "the leader's node").await;
+        let node = listed["leader"]["node"].as_str().unwrap().to_owned();
+        let client = zookeeper_client::Client::connect(&server().connect_string())
+            .await
+            .unwrap();
+        client.delete(&node, None).await.unwrap();
+        let output = finish(leader).await;
+        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
+        let err = stderr(&output);
+        assert!(
+            err.contains("lost leadership") && err.contains("killing"),
+            "{err}"
+        );
+        wait_for_file(&signalled).await;
+        // The latch it re-queued is gone with it.
+        electors(&path, 0, "the election empty").await;
+    })
+    .await;
+}
+
+/// While another leads: `--timeout` gives 75, an interrupt 130, and neither
+/// run leaves a node behind or ran its command.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_elector_gives_up_on_timeout_or_signal_and_leaves() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let path = unique("elect-waiting");
+        let leader = spawn_elect(&path, &["--id", "leader"], &script);
+        wait_for_file(&started).await;
+        let ran = dir.path().join("waiter-ran");
+        let touch = format!("touch {}", ran.display());
+
+        let output = run(&[
+            "elect",
+            &path,
+            "--timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ])
+        .await;
+        assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
+        assert!(stderr(&output).contains("timed out"), "{}", stderr(&output));
+        electors(&path, 1, "the timed-out elector gone").await;
+
+        let waiter = spawn_elect(&path, &["--id", "waiter"], &touch);
+        electors(&path, 2, "the waiter queued").await;
+        let pid = waiter.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let output = finish(waiter).await;
+        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+        let listed = electors(&path, 1, "the interrupted waiter gone").await;
+        assert_eq!(listed["leader"]["id"], "leader", "{listed}");
+
+        std::fs::write(&release, "").unwrap();
+        assert!(finish(leader).await.status.success());
+        assert!(!ran.exists(), "a waiter that gave up ran its command");
+    })
+    .await;
+}
+
+/// The exit codes and environment of `elect` follow `lock`: the command's
+/// status is passed through, a command that does not exist is 127, and a
+/// signal to `elect` reaches the command's whole group.
+#[tokio::test(flavor = "multi_thread")]
+async fn elect_passes_status_and_signals_through_as_lock_does() {
+    bounded(async {
+        let path = unique("elect-status");
+        let output = finish(spawn_elect(&path, &[], "echo out; exit 42")).await;
+        assert_eq!(output.status.code(), Some(42), "{}", stderr(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+        let output = run(&["elect", &path, "--", "/nonexistent/command"]).await;
+        assert_eq!(output.status.code(), Some(127), "{}", stderr(&output));
+
+        let tree = Tree::new();
+        let leader = spawn_elect(&path, &[], &tree.script(false));
+        let grandchild = tree.wait_started().await;
+        let pid = leader.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let output = finish(leader).await;
+        assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+        tree.assert_gone_and_silent_before(grandchild, &["elect", &path, "--", "true"])
+            .await;
     })
     .await;
 }

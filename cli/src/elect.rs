@@ -1,0 +1,207 @@
+//! `zk-curator elect`: runs a command while this process leads an election.
+//!
+//! The order of events:
+//! 1. join the election at PATH as a [`LeaderLatch`] (Curator's layout: a
+//!    protected ephemeral sequential `latch-` node whose data is `--id`, or
+//!    the framework's holder identity without it), so that Curator's
+//!    latches and ours take part in one election;
+//! 2. wait until this process leads, within `--timeout` if given; an
+//!    interrupt meanwhile leaves the election;
+//! 3. run the command under the term exactly as `lock` runs it under a
+//!    hold ([`crate::lock::run_command`]): its own process group, the
+//!    term's fencing token and node in its environment, signals passed on;
+//! 4. when the term is lost, stop the whole group as `lock` does and exit
+//!    with [`crate::exit::LOST`];
+//! 5. once no process of the group is left, give leadership up (close the
+//!    latch) and exit with the command's status.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Args;
+use zk_curator::{Error, Framework, LeaderLatch};
+
+use crate::child::Signals;
+use crate::connect::{close, ConnectArgs};
+use crate::duration::parse_duration;
+use crate::exit::Failure;
+use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out};
+
+/// Options of `elect`.
+#[derive(Debug, Args)]
+pub(crate) struct ElectArgs {
+    /// The election's path, e.g. /services/compactor/leader.
+    pub(crate) path: String,
+    /// This participant's id, stored as its node's data (Curator's
+    /// participant id; `leader` shows it): not empty, no control
+    /// characters. Without it, the node carries this host's name and this
+    /// process's id.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) id: Option<String>,
+    /// Give up (exit 75) if this process does not lead within this long,
+    /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub(crate) timeout: Option<Duration>,
+    /// After leadership is lost, how long the command's process group has
+    /// between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
+    pub(crate) kill_after: Duration,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+}
+
+/// Refuses an `--id` that is empty (leave it out to get the holder
+/// identity) or holds control characters (ids are shown one per line).
+fn check_id(id: &str) -> Result<(), Failure> {
+    if id.is_empty() {
+        return Err(Failure::usage(
+            "--id is empty; leave it out to store this host's name and process id instead",
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "--id {id:?} holds control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The latch this run takes part with, on a framework not started yet: a
+/// path or an id the latch refuses is a usage error, and nothing is sent.
+pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLatch, Failure> {
+    if let Some(id) = &args.id {
+        check_id(id)?;
+    }
+    let id = args.id.clone().unwrap_or_default();
+    LeaderLatch::new(framework.clone(), &args.path, id.as_str()).map_err(|err| match err {
+        Error::RequestTooLarge { .. } => Failure::usage(format!(
+            "--id is too long ({} bytes) for a node's data: {err}",
+            id.len()
+        )),
+        err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
+    })
+}
+
+/// Runs `elect` with `latch` (on a started framework), closes the framework
+/// and returns the exit code.
+pub(crate) async fn run(
+    latch: LeaderLatch,
+    args: ElectArgs,
+    signals: Signals,
+) -> Result<u8, Failure> {
+    let mut answered = true;
+    let result = run_open(&latch, args, signals, &mut answered).await;
+    // An unanswered close of the latch means the server is not answering:
+    // the framework's close is then only begun.
+    close(latch.framework(), answered).await;
+    result
+}
+
+/// Runs `elect` on an open framework; `answered` is cleared when ZooKeeper
+/// did not answer the latch's close in time.
+async fn run_open(
+    latch: &LeaderLatch,
+    args: ElectArgs,
+    mut signals: Signals,
+    answered: &mut bool,
+) -> Result<u8, Failure> {
+    let path = args.path.as_str();
+    let joining = |err: Error| Failure::zk(format!("cannot take part in the election {path}"), err);
+    latch.start().map_err(joining)?;
+    let waited = async {
+        match args.timeout {
+            Some(timeout) => latch.await_leadership_timeout(timeout).await,
+            None => latch.await_leadership().await.map(Some),
+        }
+    };
+    let what = format!("leadership of {path}");
+    let led = tokio::select! {
+        led = waited => led,
+        signal = signals.recv() => {
+            give_back(latch.close(), path, answered).await;
+            return Ok(gave_up_waiting(signal, &what));
+        }
+    };
+    let term = match led {
+        Ok(Some(term)) => term,
+        Ok(None) => {
+            give_back(latch.close(), path, answered).await;
+            return Err(timed_out(args.timeout, &what));
+        }
+        Err(err) => {
+            give_back(latch.close(), path, answered).await;
+            return Err(joining(err));
+        }
+    };
+    tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leading");
+
+    let ending = run_command(
+        &args.command,
+        term.hold(),
+        &what,
+        None,
+        &mut signals,
+        args.kill_after,
+    )
+    .await;
+    let code = exit_code(ending, &what);
+    // Leadership is given up only now that the command's group is gone: a
+    // term lost meanwhile is already over, and the latch (which queued
+    // again) leaves the election.
+    give_back(latch.close(), term.node_path(), answered).await;
+    code
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::connect::{build, Settings};
+    use crate::exit::USAGE;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ElectArgs,
+    }
+
+    fn refusal(id: &str) -> Failure {
+        let cli = Cli::try_parse_from([
+            "elect",
+            "/election",
+            "--id",
+            id,
+            "--zk",
+            "127.0.0.1:1",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let settings = Settings::from_args(&cli.args.connect).unwrap();
+        // Built, never started: nothing can be sent.
+        let framework = build(&settings, None).unwrap();
+        latch(&framework, &cli.args).unwrap_err()
+    }
+
+    /// An id over ZooKeeper's packet limit cannot be passed as one argument
+    /// on Linux (128 KiB at most), so the library's refusal is checked here.
+    #[test]
+    fn an_id_over_the_node_data_limit_is_a_usage_error() {
+        let failure = refusal(&"x".repeat(0x10_0000));
+        assert_eq!(failure.code, USAGE, "{}", failure.message);
+        assert!(failure.message.contains("too long"), "{}", failure.message);
+    }
+
+    #[test]
+    fn empty_ids_and_control_characters_are_refused() {
+        for id in ["", "a\nb", "tab\there"] {
+            let failure = refusal(id);
+            assert_eq!(failure.code, USAGE, "{id:?}: {}", failure.message);
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! `zk-curator leader`: the leader of an election and its other
+//! participants, in queue order, as a table or JSON.
+//!
+//! Reads both of Curator's election layouts: a leader latch's `latch-`
+//! nodes (what `elect` and `LeaderLatch` write) and a leader selector's
+//! `lock-` nodes (a mutex's queue). The first participant leads.
+
+use clap::Args;
+use serde_json::{json, Value};
+use zk_curator::framework::path::strip_protection;
+use zk_curator::recipes::LATCH_NAME;
+use zk_curator::{Error, Framework, LeaderLatch, LeaderSelector, LeaderTerm, Participant};
+
+use crate::connect::ConnectArgs;
+use crate::exit::Failure;
+use crate::locks::{columns, identity, identity_text};
+
+/// The node name of a leader selector's participants (a mutex's).
+const SELECTOR_NAME: &str = "lock-";
+
+/// Options of `leader`.
+#[derive(Debug, Args)]
+pub(crate) struct LeaderArgs {
+    /// The election's path, e.g. /services/compactor/leader.
+    pub(crate) path: String,
+    /// Print one JSON object (for scripts) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) connect: ConnectArgs,
+}
+
+/// Which of Curator's election recipes wrote the participants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recipe {
+    Latch,
+    Selector,
+}
+
+impl Recipe {
+    fn as_str(self) -> &'static str {
+        match self {
+            Recipe::Latch => "latch",
+            Recipe::Selector => "selector",
+        }
+    }
+}
+
+/// The participants of one election, in queue order.
+struct Election {
+    /// `None` when there are no participants.
+    recipe: Option<Recipe>,
+    participants: Vec<Participant>,
+}
+
+/// The name of a node, from its full path.
+fn node_name(node: &str) -> &str {
+    node.rsplit_once('/').map_or(node, |(_, name)| name)
+}
+
+fn named(found: &[Participant], marker: &str) -> bool {
+    found
+        .iter()
+        .any(|p| strip_protection(node_name(&p.node_path)).contains(marker))
+}
+
+/// Reads the election at `path` through the library's own reading of it:
+/// as a latch's, unless only a selector's nodes are there.
+async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
+    let failed = |err: Error| Failure::zk(format!("cannot read the election at {path}"), err);
+    // Neither handle is started: they only read.
+    let latch = LeaderLatch::new(framework.clone(), path, "").map_err(failed)?;
+    let found = latch.participants().await.map_err(failed)?;
+    if found.is_empty() {
+        return Ok(Election {
+            recipe: None,
+            participants: found,
+        });
+    }
+    if named(&found, LATCH_NAME) || !named(&found, SELECTOR_NAME) {
+        return Ok(Election {
+            recipe: Some(Recipe::Latch),
+            participants: found,
+        });
+    }
+    // A selector's queue sorts by the sequence after `lock-`.
+    let selector = LeaderSelector::new(framework.clone(), path, |_term: LeaderTerm| async {})
+        .map_err(failed)?;
+    let found = selector.participants().await.map_err(failed)?;
+    Ok(Election {
+        recipe: (!found.is_empty()).then_some(Recipe::Selector),
+        participants: found,
+    })
+}
+
+/// Prints the leader and the participants of `args.path`.
+pub(crate) async fn run(framework: &Framework, args: &LeaderArgs) -> Result<u8, Failure> {
+    let election = read(framework, &args.path).await?;
+    if args.json {
+        println!("{}", to_json(&args.path, &election));
+    } else {
+        println!("{}", table(&args.path, &election));
+    }
+    Ok(0)
+}
+
+fn role(p: &Participant) -> &'static str {
+    if p.is_leader {
+        "leader"
+    } else {
+        "waiter"
+    }
+}
+
+/// The participant id, unless the node carries a holder identity instead.
+fn id_of(p: &Participant) -> Option<&str> {
+    p.identity.is_none().then_some(p.id.as_str())
+}
+
+fn participant_json(p: &Participant) -> Value {
+    json!({
+        "role": role(p),
+        "id": id_of(p),
+        "identity": p.identity.as_ref().map(|_| identity(p.id.as_bytes())),
+        "node": p.node_path,
+        "name": node_name(&p.node_path),
+    })
+}
+
+fn to_json(path: &str, election: &Election) -> Value {
+    let leader = election
+        .participants
+        .iter()
+        .find(|p| p.is_leader)
+        .map(participant_json);
+    let listed: Vec<Value> = election.participants.iter().map(participant_json).collect();
+    json!({
+        "path": path,
+        "recipe": election.recipe.map(Recipe::as_str),
+        "leader": leader,
+        "participants": listed,
+    })
+}
+
+fn table(path: &str, election: &Election) -> String {
+    let Some(leader) = election.participants.iter().find(|p| p.is_leader) else {
+        return format!("no leader: {path} has no participants");
+    };
+    let who = match id_of(leader) {
+        Some("") => "(no id)".to_owned(),
+        Some(id) => id.to_owned(),
+        None => identity_text(leader.id.as_bytes()),
+    };
+    let mut rows = vec![["ROLE", "ID", "HOLDER", "NODE"].map(String::from).to_vec()];
+    for p in &election.participants {
+        rows.push(vec![
+            role(p).to_owned(),
+            id_of(p).unwrap_or_default().to_owned(),
+            if p.identity.is_some() {
+                identity_text(p.id.as_bytes())
+            } else {
+                String::new()
+            },
+            node_name(&p.node_path).to_owned(),
+        ]);
+    }
+    let recipe = election.recipe.map_or("", Recipe::as_str);
+    let mut out = format!(
+        "leader: {who}, node {} (leader {recipe})\n",
+        leader.node_path
+    );
+    out.push_str(&columns(&rows));
+    out.trim_end().to_owned()
+}
