@@ -2,9 +2,12 @@
 //! proxy, take turns on the mutex (guard and task-bound), the write lock, a
 //! two-lease semaphore and a multi-lock while blackholes longer than the
 //! session timeout, resets, stalls, server-side expiries and simulated
-//! process pauses are injected. No two holds that obeyed the loss signal
-//! overlap, no stale write is accepted, every acquire ends by its
-//! deadline, and nothing is left when everyone has closed.
+//! process pauses are injected; the same contenders lead, in turn, a
+//! `LeaderLatch` election and a `LeaderSelector` election under the same
+//! faults. No two holds or terms that obeyed the loss signal overlap, no
+//! stale write is accepted, every acquire ends by its deadline, terms'
+//! fencing tokens grow in the order the terms began, and nothing is left
+//! when everyone has closed.
 //!
 //! `ZK_CHAOS_SECS` sets the length (default 30 s), `ZK_CHAOS_SEED` replays
 //! a run, `ZK_CHAOS_BREAK=fence` or `=loss` disables the fence or the loss

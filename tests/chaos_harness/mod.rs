@@ -6,6 +6,16 @@
 //! that sleeps between its read and its write while its session is
 //! expired: the case fencing exists for).
 //!
+//! The same contenders also take part in two elections under the same
+//! faults, each leader doing critical sections back to back for a term of
+//! its chosen length, through the term's fence: a [`LeaderLatch`] each (a
+//! term runs from `await_leadership` until its `lost()`, or until the
+//! contender gives leadership up by closing the latch) and a
+//! [`LeaderSelector`] each (the term is the selector's function, cancelled
+//! by the selector when the term is lost). A term is checked as a hold is
+//! (one interval from its start to its end), and the terms' fencing tokens
+//! must grow in the order the terms began.
+//!
 //! Used by `tests/chaos.rs` (a bounded run in CI) and `examples/chaos.rs`
 //! (a long run that prints the same figures). `ZK_CHAOS_BREAK=fence` makes
 //! holders write without the fence, `ZK_CHAOS_BREAK=loss` makes them ignore
@@ -26,7 +36,8 @@ use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     Error, Fence, FencingToken, Framework, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, Lease, LockLoss, MutexGuard, WriteGuard, WriteLock,
+    InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard,
+    WriteGuard, WriteLock,
 };
 use zk_curator_testing::{FaultProxy, TestingServer};
 
@@ -97,15 +108,21 @@ pub enum Kind {
     WriteLock,
     Semaphore2,
     MultiLock,
+    /// Terms of a [`LeaderLatch`] election.
+    Latch,
+    /// Terms of a [`LeaderSelector`] election.
+    Selector,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 7] = [
         Kind::MutexGuard,
         Kind::MutexTask,
         Kind::WriteLock,
         Kind::Semaphore2,
         Kind::MultiLock,
+        Kind::Latch,
+        Kind::Selector,
     ];
 
     fn holders(self) -> usize {
@@ -114,9 +131,14 @@ impl Kind {
             _ => 1,
         }
     }
+
+    fn is_election(self) -> bool {
+        matches!(self, Kind::Latch | Kind::Selector)
+    }
 }
 
-/// One critical section, as the holder lived it.
+/// One hold (a lock's critical section, or a leader's whole term), as the
+/// holder lived it.
 #[derive(Clone, Debug)]
 struct Interval {
     who: usize,
@@ -211,6 +233,13 @@ impl Report {
             }
             if log.acquired == 0 {
                 found.push(format!("{kind:?}: never acquired (the run proved nothing)"));
+            }
+            if kind.is_election() {
+                found.extend(
+                    term_order_violations(&log.intervals)
+                        .into_iter()
+                        .map(|v| format!("{kind:?}: {v}")),
+                );
             }
         }
         if !self.leftover_nodes.is_empty() {
@@ -312,6 +341,43 @@ impl fmt::Display for Report {
     }
 }
 
+/// What is wrong with an election's terms: each term (one fencing token:
+/// its election node) must belong to one contender, and a term that began
+/// after another must have a greater token.
+fn term_order_violations(intervals: &[Interval]) -> Vec<String> {
+    let mut terms: BTreeMap<FencingToken, (Instant, usize)> = BTreeMap::new();
+    let mut found = Vec::new();
+    for section in intervals {
+        let term = terms
+            .entry(section.token)
+            .or_insert((section.start, section.who));
+        if term.1 != section.who {
+            found.push(format!(
+                "term {} led by #{} and #{}",
+                section.token, term.1, section.who
+            ));
+        }
+        term.0 = term.0.min(section.start);
+    }
+    let mut by_start: Vec<(Instant, FencingToken)> = terms
+        .iter()
+        .map(|(token, (start, _))| (*start, *token))
+        .collect();
+    by_start.sort();
+    let regressions: Vec<String> = by_start
+        .windows(2)
+        .filter(|w| w[1].1 <= w[0].1)
+        .map(|w| format!("{} after {}", w[1].1, w[0].1))
+        .collect();
+    if !regressions.is_empty() {
+        found.push(format!(
+            "{} term(s) began with a token not above the previous term's: {regressions:?}",
+            regressions.len()
+        ));
+    }
+    found
+}
+
 /// The most intervals of holders that obeyed the loss signal, of different
 /// holders, active at one instant.
 fn max_concurrent(intervals: &[Interval]) -> usize {
@@ -337,6 +403,7 @@ enum Lock {
     Write(WriteLock),
     Semaphore(InterProcessSemaphoreV2),
     Multi(InterProcessMultiLock),
+    Latch(Arc<LatchSlot>),
 }
 
 /// A hold of one kind.
@@ -346,6 +413,45 @@ enum Taken {
     Write(WriteGuard),
     Lease(Lease),
     Multi(InterProcessMultiLock),
+    /// A leader's term: of a contender's latch (given up by closing that
+    /// latch for a new one), or of its selector (given up by the selector).
+    Term(LeaderTerm, Option<Arc<LatchSlot>>),
+}
+
+/// A contender's latch, started, and replaced by a new started one when
+/// the contender gives leadership up (a closed latch cannot start again).
+/// A term that is lost is not given up: the latch queues again by itself.
+struct LatchSlot {
+    framework: Framework,
+    path: String,
+    id: String,
+    current: Mutex<LeaderLatch>,
+}
+
+impl LatchSlot {
+    fn start(framework: &Framework, path: &str, id: String) -> Arc<LatchSlot> {
+        let latch = LeaderLatch::new(framework.clone(), path, id.clone()).unwrap();
+        latch.start().unwrap();
+        Arc::new(LatchSlot {
+            framework: framework.clone(),
+            path: path.to_owned(),
+            id,
+            current: Mutex::new(latch),
+        })
+    }
+
+    fn latch(&self) -> LeaderLatch {
+        self.current.lock().unwrap().clone()
+    }
+
+    /// Closes the latch (its node goes before this returns; a close that
+    /// fails leaves the node to its session) and queues a new one.
+    async fn give_up(&self) {
+        let _ = self.latch().close().await;
+        let next = LeaderLatch::new(self.framework.clone(), &self.path, self.id.clone()).unwrap();
+        next.start().unwrap();
+        *self.current.lock().unwrap() = next;
+    }
 }
 
 impl Taken {
@@ -356,6 +462,7 @@ impl Taken {
             Taken::Write(g) => g.lost().boxed(),
             Taken::Lease(l) => l.lost().boxed(),
             Taken::Multi(m) => m.lost(),
+            Taken::Term(t, _) => t.lost().boxed(),
         }
     }
 
@@ -366,6 +473,7 @@ impl Taken {
             Taken::Write(g) => g.fence(),
             Taken::Lease(l) => l.fence(),
             Taken::Multi(m) => m.fence(),
+            Taken::Term(t, _) => t.fence(),
         }
     }
 
@@ -381,6 +489,7 @@ impl Taken {
                 .ok()
                 .and_then(|f| f.fencing_tokens().into_iter().max())
                 .unwrap_or(FencingToken::new(0)),
+            Taken::Term(t, _) => t.fencing_token(),
         }
     }
 
@@ -392,6 +501,7 @@ impl Taken {
             Taken::Write(g) => g.loss(),
             Taken::Lease(l) => l.loss(),
             Taken::Multi(m) => m.loss(),
+            Taken::Term(t, _) => t.loss(),
         };
         matches!(
             loss,
@@ -406,6 +516,13 @@ impl Taken {
             Taken::Write(g) => g.release().await,
             Taken::Lease(l) => l.release().await,
             Taken::Multi(m) => m.release().await,
+            Taken::Term(term, Some(latch)) if term.is_valid() => {
+                latch.give_up().await;
+                Ok(())
+            }
+            // A lost term: its latch queues again by itself. A selector's
+            // term: its selector gives it up.
+            Taken::Term(..) => Ok(()),
         };
     }
 }
@@ -425,6 +542,11 @@ impl Lock {
                 .acquire_timeout(timeout)
                 .await?
                 .then(|| Taken::Multi(m.clone())),
+            (Lock::Latch(slot), _) => slot
+                .latch()
+                .await_leadership_timeout(timeout)
+                .await?
+                .map(|term| Taken::Term(term, Some(slot.clone()))),
         })
     }
 }
@@ -492,11 +614,16 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         rounds: AtomicU64::new(0),
     });
     let mut tasks = Vec::new();
+    let mut selectors = Vec::new();
     for (who, contender) in contenders.iter().enumerate() {
         for kind in Kind::ALL {
-            let lock = lock_of(&contender.framework, &root, kind);
             let (shared, framework) = (shared.clone(), contender.framework.clone());
             let rng = Rng(config.seed ^ ((who as u64 + 1) << 32) ^ (kind as u64 + 1));
+            if kind == Kind::Selector {
+                selectors.push(start_selector(shared, who, framework, rng, &root));
+                continue;
+            }
+            let lock = lock_of(&contender.framework, &root, kind, who);
             tasks.push(tokio::spawn(contend(
                 shared,
                 who,
@@ -569,6 +696,11 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     for contender in &contenders {
         contender.proxy.blackhole(false);
     }
+    // A selector's function stops at its next critical section; closing
+    // the selector cancels the one running.
+    for selector in &selectors {
+        let _ = tokio::time::timeout(Duration::from_secs(30), selector.close()).await;
+    }
     // Every contender ends its round; a round is bounded by its deadlines.
     for task in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
@@ -615,10 +747,12 @@ fn lock_dirs(root: &str) -> Vec<String> {
         format!("{root}/sem/leases"),
         format!("{root}/multi-a"),
         format!("{root}/multi-b"),
+        format!("{root}/latch"),
+        format!("{root}/selector"),
     ]
 }
 
-fn lock_of(framework: &Framework, root: &str, kind: Kind) -> Lock {
+fn lock_of(framework: &Framework, root: &str, kind: Kind, who: usize) -> Lock {
     let fw = framework.clone();
     match kind {
         Kind::MutexGuard => {
@@ -642,6 +776,12 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind) -> Lock {
             )
             .unwrap(),
         ),
+        Kind::Latch => Lock::Latch(LatchSlot::start(
+            framework,
+            &format!("{root}/latch"),
+            format!("contender-{who}"),
+        )),
+        Kind::Selector => unreachable!("a selector runs its own critical sections"),
     }
 }
 
@@ -697,6 +837,16 @@ enum Written {
     Failed,
 }
 
+/// Where a contender's critical sections happen: who, on which kind, over
+/// which session, on which counter.
+struct Seat {
+    shared: Arc<Shared>,
+    who: usize,
+    kind: Kind,
+    framework: Framework,
+    counter: String,
+}
+
 async fn contend(
     shared: Arc<Shared>,
     who: usize,
@@ -706,9 +856,16 @@ async fn contend(
     mut rng: Rng,
     root: String,
 ) {
-    let t = shared.config.session_timeout;
-    let deadline = 3 * t;
+    let deadline = 3 * shared.config.session_timeout;
     let counter = counter_path(&root, kind);
+    let seat = Seat {
+        shared,
+        who,
+        kind,
+        framework,
+        counter,
+    };
+    let shared = &seat.shared;
     while !shared.stop.load(Ordering::SeqCst) {
         let asked = Instant::now();
         let taken = lock.take(kind, deadline).await;
@@ -729,87 +886,214 @@ async fn contend(
                 continue;
             }
         };
-        let start = Instant::now();
-        shared.rounds.fetch_add(1, Ordering::Relaxed);
-        shared.log(kind, |log| log.acquired += 1);
-        let exclusive = kind.holders() == 1;
-        let pause = exclusive && rng.below(12) == 0;
-        let lost = if shared.config.break_loss {
-            futures::future::pending().boxed()
+        let watch_loss = !shared.config.break_loss;
+        if kind == Kind::Latch {
+            let pause = rng.below(8) == 0;
+            lead_term(&seat, &taken, &mut rng, watch_loss, pause).await;
         } else {
-            taken.lost()
-        };
-        let mut lost = lost.fuse();
-        let token = taken.token();
-        let mut ended_by = None;
-        // Read, then await something, watching the loss signal.
-        let read = async {
-            let (data, stat) = framework
-                .call_with_retry(|client| {
-                    let counter = counter.clone();
-                    async move { client.get_data(&counter).await }
-                })
-                .await
-                .ok()?;
-            tokio::time::sleep(rng.millis(5, 120)).await;
-            Some((data, stat))
-        };
-        let read = tokio::select! {
-            read = read => read,
-            loss = &mut lost => {
-                note_loss(&shared, kind, loss);
-                ended_by = Some(loss);
-                None
-            }
-        };
-        let mut obeyed = true;
-        let mut written = None;
-        if let Some((data, stat)) = read {
-            if pause {
-                // A process pause: the holder neither watches nor acts while
-                // its session is expired; then it writes at once.
-                obeyed = false;
-                shared.log(kind, |log| log.pauses += 1);
-                let _ = shared.pause_requests.send(who);
-                tokio::time::sleep(t * 2 + t / 2).await;
-                written = Some(
-                    write(
-                        &shared, &framework, &taken, &counter, &data, &stat, exclusive,
-                    )
-                    .await,
-                );
-            } else {
-                written = tokio::select! {
-                    w = write(&shared, &framework, &taken, &counter, &data, &stat, exclusive) => Some(w),
-                    loss = &mut lost => {
-                        note_loss(&shared, kind, loss);
-                        ended_by = Some(loss);
-                        None
-                    }
-                };
-            }
+            let pause = kind.holders() == 1 && rng.below(12) == 0;
+            let mut record = Record::begin(&seat, &taken);
+            let mut lost = loss_signal(&taken, watch_loss);
+            section(&seat, &taken, &mut record, &mut lost, &mut rng, pause).await;
+            record.finished = true;
         }
-        let end = Instant::now();
-        match written {
-            Some(Written::Accepted(accepted)) => {
-                shared.log(kind, |log| log.accepted.push(accepted))
-            }
-            Some(Written::Refused) => shared.log(kind, |log| log.refused += 1),
-            Some(Written::Interfered) if obeyed => shared.log(kind, |log| log.interference += 1),
-            _ => {}
-        }
-        shared.log(kind, |log| {
-            log.intervals.push(Interval {
-                who,
-                token,
-                loss: ended_by,
-                start,
-                end,
-                obeyed,
-            })
-        });
         taken.release().await;
     }
+}
+
+/// Starts a contender's selector on the election path, with auto-requeue:
+/// each of its terms is a [`lead_term`]. The term does not watch its loss
+/// itself: the selector cancels it when the term ends. A term with a
+/// process pause, or every term under `ZK_CHAOS_BREAK=loss`, runs in a task
+/// of its own, which the selector cannot cancel.
+fn start_selector(
+    shared: Arc<Shared>,
+    who: usize,
+    framework: Framework,
+    rng: Rng,
+    root: &str,
+) -> LeaderSelector {
+    let seat = Arc::new(Seat {
+        shared,
+        who,
+        kind: Kind::Selector,
+        framework: framework.clone(),
+        counter: counter_path(root, Kind::Selector),
+    });
+    let rng = Mutex::new(rng);
+    let lead = move |term: LeaderTerm| {
+        let seat = seat.clone();
+        let mut rng = Rng(rng.lock().unwrap().next() | 1);
+        async move {
+            if seat.shared.stop.load(Ordering::SeqCst) {
+                // The run is over: lead no more, until closed.
+                return std::future::pending().await;
+            }
+            let taken = Taken::Term(term, None);
+            let pause = rng.below(8) == 0;
+            let break_loss = seat.shared.config.break_loss;
+            if pause || break_loss {
+                let detached = async move {
+                    lead_term(&seat, &taken, &mut rng, !break_loss, pause).await;
+                };
+                let _ = tokio::spawn(detached).await;
+            } else {
+                lead_term(&seat, &taken, &mut rng, false, false).await;
+            }
+        }
+    };
+    let path = format!("{root}/selector");
+    let selector =
+        LeaderSelector::with_id(framework, &path, format!("contender-{who}"), lead).unwrap();
+    selector.auto_requeue(true);
+    selector.start().unwrap();
+    selector
+}
+
+/// One hold, or one leader's term, as its holder lives it: logged as an
+/// [`Interval`] when dropped, at its end, or the instant a selector cancels
+/// the term.
+struct Record<'a> {
+    seat: &'a Seat,
+    interval: Interval,
+    finished: bool,
+}
+
+impl<'a> Record<'a> {
+    fn begin(seat: &'a Seat, taken: &Taken) -> Record<'a> {
+        seat.shared.rounds.fetch_add(1, Ordering::Relaxed);
+        seat.shared.log(seat.kind, |log| log.acquired += 1);
+        let start = Instant::now();
+        Record {
+            seat,
+            interval: Interval {
+                who: seat.who,
+                token: taken.token(),
+                loss: None,
+                start,
+                end: start,
+                obeyed: true,
+            },
+            finished: false,
+        }
+    }
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        let mut interval = self.interval.clone();
+        interval.end = Instant::now();
+        let cancelled = !self.finished;
+        self.seat.shared.log(self.seat.kind, |log| {
+            if cancelled {
+                *log.losses.entry("cancelled".to_owned()).or_default() += 1;
+            }
+            log.intervals.push(interval);
+        });
+    }
+}
+
+/// A hold's loss signal, or (`watch` false) a signal that never comes.
+type LossSignal = futures::future::Fuse<BoxFuture<'static, LockLoss>>;
+
+fn loss_signal(taken: &Taken, watch: bool) -> LossSignal {
+    let lost = if watch {
+        taken.lost()
+    } else {
+        futures::future::pending().boxed()
+    };
+    lost.fuse()
+}
+
+/// A leader's term: critical sections back to back, from the moment it
+/// leads until a length of its choosing has passed (it then gives
+/// leadership up) or, with `watch_loss`, until the term is lost. Recorded
+/// as one interval. With `pause`, its first section has a process pause.
+async fn lead_term(seat: &Seat, taken: &Taken, rng: &mut Rng, watch_loss: bool, pause: bool) {
+    let length = rng.millis(200, 2000);
+    let mut record = Record::begin(seat, taken);
+    let mut lost = loss_signal(taken, watch_loss);
+    let mut pause = pause;
+    while record.interval.start.elapsed() < length && !seat.shared.stop.load(Ordering::SeqCst) {
+        let paused = std::mem::take(&mut pause);
+        if section(seat, taken, &mut record, &mut lost, rng, paused).await {
+            break;
+        }
+    }
+    record.finished = true;
+}
+
+/// One critical section: read the counter, await a little, write it back
+/// through the hold's fence, ending at once if `lost` completes (then it
+/// returns true). With `pause`, the holder neither watches nor acts between
+/// its read and its write while its session is expired.
+async fn section(
+    seat: &Seat,
+    taken: &Taken,
+    record: &mut Record<'_>,
+    lost: &mut LossSignal,
+    rng: &mut Rng,
+    pause: bool,
+) -> bool {
+    let Seat {
+        shared,
+        who,
+        kind,
+        framework,
+        counter,
+    } = seat;
+    let (who, kind) = (*who, *kind);
+    let t = shared.config.session_timeout;
+    let exclusive = kind.holders() == 1;
+    // Read, then await something, watching the loss signal.
+    let read = async {
+        let (data, stat) = framework
+            .call_with_retry(|client| {
+                let counter = counter.clone();
+                async move { client.get_data(&counter).await }
+            })
+            .await
+            .ok()?;
+        tokio::time::sleep(rng.millis(5, 120)).await;
+        Some((data, stat))
+    };
+    let read = tokio::select! {
+        read = read => read,
+        loss = &mut *lost => {
+            note_loss(shared, kind, loss);
+            record.interval.loss = Some(loss);
+            return true;
+        }
+    };
+    let Some((data, stat)) = read else {
+        return false;
+    };
+    let written = if pause {
+        // A process pause: the holder neither watches nor acts while its
+        // session is expired; then it writes at once.
+        record.interval.obeyed = false;
+        shared.log(kind, |log| log.pauses += 1);
+        let _ = shared.pause_requests.send(who);
+        tokio::time::sleep(t * 2 + t / 2).await;
+        write(shared, framework, taken, counter, &data, &stat, exclusive).await
+    } else {
+        tokio::select! {
+            w = write(shared, framework, taken, counter, &data, &stat, exclusive) => w,
+            loss = &mut *lost => {
+                note_loss(shared, kind, loss);
+                record.interval.loss = Some(loss);
+                return true;
+            }
+        }
+    };
+    let obeyed = record.interval.obeyed;
+    match written {
+        Written::Accepted(accepted) => shared.log(kind, |log| log.accepted.push(accepted)),
+        Written::Refused => shared.log(kind, |log| log.refused += 1),
+        Written::Interfered if obeyed => shared.log(kind, |log| log.interference += 1),
+        _ => {}
+    }
+    false
 }
 
 fn note_loss(shared: &Shared, kind: Kind, loss: LockLoss) {
