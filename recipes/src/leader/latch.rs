@@ -323,43 +323,7 @@ impl LeaderLatch {
         Ok(())
     }
 
-    /// Whether the latch leads now: it has a term that is still valid (see
-    /// [`LeaderTerm::is_valid`]). No I/O.
-    pub fn has_leadership(&self) -> bool {
-        self.election().has_leadership()
-    }
-
-    /// The current term, if the latch leads now (see
-    /// [`has_leadership`](Self::has_leadership)).
-    pub fn term(&self) -> Option<LeaderTerm> {
-        self.election().term()
-    }
-
-    /// Waits until the latch leads, and returns its term (at once if it
-    /// leads already).
-    ///
-    /// # Errors
-    /// [`Error::NotStarted`] for a latch not started; [`Error::Closed`] once
-    /// the latch is closed (before or while waiting), or its framework is.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes; dropping it changes nothing (the
-    /// latch stays in the election, its node where it was).
-    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-        self.election().await_leadership().await
-    }
-
-    /// As [`await_leadership`](Self::await_leadership), for at most
-    /// `timeout`: `Ok(None)` if it passes first (a zero timeout only looks).
-    ///
-    /// # Errors
-    /// As [`await_leadership`](Self::await_leadership).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
-        self.election().await_leadership_timeout(timeout).await
-    }
+    leadership_queries!("latch");
 
     /// The latch's leadership now, then each change: a
     /// [`Leadership::Leader`] per term, a [`Leadership::NotLeader`] when it
@@ -376,30 +340,6 @@ impl LeaderLatch {
     /// registered while the handle lives (see [`LeaderLatchListener`]).
     pub fn add_listener(&self, listener: impl LeaderLatchListener) -> LatchListenerHandle {
         self.inner.core.listeners.add(Arc::new(listener))
-    }
-
-    /// Every participant of the election, in queue order; the first is the
-    /// leader.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
-    /// retrying could not overcome.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        self.election().participants().await
-    }
-
-    /// The leader of the election, if there are participants.
-    ///
-    /// # Errors
-    /// As [`participants`](Self::participants).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        self.election().leader().await
     }
 
     /// [`close_with`](Self::close_with) [`CloseMode::Silent`] (Curator's

@@ -28,6 +28,78 @@
 //! from one term to the next. Curator leaves that to a connection-state
 //! listener of the user's; here the term knows.
 
+/// The read side every election recipe offers, written once: each recipe
+/// (`$kind` names it in the docs) has a private `election()` giving its
+/// [`Election`](election::Election).
+macro_rules! leadership_queries {
+    ($kind:literal) => {
+        #[doc = concat!("Whether the ", $kind, " leads now: it has a term that is still valid")]
+        /// (see [`LeaderTerm::is_valid`]). No I/O.
+        pub fn has_leadership(&self) -> bool {
+            self.election().has_leadership()
+        }
+
+        #[doc = concat!("The current term, if the ", $kind, " leads now (see")]
+        /// [`has_leadership`](Self::has_leadership)).
+        pub fn term(&self) -> Option<LeaderTerm> {
+            self.election().term()
+        }
+
+        #[doc = concat!("Waits until the ", $kind, " leads, and returns its term (at once if it")]
+        /// leads already).
+        ///
+        /// # Errors
+        #[doc = concat!("[`Error::NotStarted`] for a ", $kind, " not started; [`Error::Closed`] once")]
+        #[doc = concat!("the ", $kind, " is closed (before or while waiting), or its framework is.")]
+        ///
+        /// # Cancel safety
+        /// Cancel safe: it only observes; dropping it changes nothing (the
+        /// participant stays in the election, its node where it was).
+        pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+            self.election().await_leadership().await
+        }
+
+        /// As [`await_leadership`](Self::await_leadership), for at most
+        /// `timeout`: `Ok(None)` if it passes first (a zero timeout only looks).
+        ///
+        /// # Errors
+        /// As [`await_leadership`](Self::await_leadership).
+        ///
+        /// # Cancel safety
+        /// Cancel safe: it only observes.
+        pub async fn await_leadership_timeout(
+            &self,
+            timeout: Duration,
+        ) -> Result<Option<LeaderTerm>> {
+            self.election().await_leadership_timeout(timeout).await
+        }
+
+        /// Every participant of the election, in queue order; the first is the
+        /// leader.
+        ///
+        /// # Errors
+        /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+        /// retrying could not overcome.
+        ///
+        /// # Cancel safety
+        /// Cancel safe: it only reads.
+        pub async fn participants(&self) -> Result<Vec<Participant>> {
+            self.election().participants().await
+        }
+
+        /// The leader of the election, if there are participants.
+        ///
+        /// # Errors
+        /// As [`participants`](Self::participants).
+        ///
+        /// # Cancel safety
+        /// Cancel safe: it only reads.
+        pub async fn leader(&self) -> Result<Option<Participant>> {
+            self.election().leader().await
+        }
+    };
+}
+
 mod election;
 mod latch;
 mod participant;

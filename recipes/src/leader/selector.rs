@@ -294,70 +294,13 @@ impl LeaderSelector {
         }
     }
 
-    /// Whether the selector leads now (its function runs, or is about to),
-    /// with a term that is still valid. No I/O.
-    pub fn has_leadership(&self) -> bool {
-        self.election().has_leadership()
-    }
-
-    /// The current term, if the selector leads now.
-    pub fn term(&self) -> Option<LeaderTerm> {
-        self.election().term()
-    }
-
-    /// Waits until the selector leads, and returns its term.
-    ///
-    /// # Errors
-    /// [`Error::NotStarted`] for a selector not started; [`Error::Closed`]
-    /// once it is closed (before or while waiting), or its framework is.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-        self.election().await_leadership().await
-    }
-
-    /// As [`await_leadership`](Self::await_leadership), for at most
-    /// `timeout`: `Ok(None)` if it passes first.
-    ///
-    /// # Errors
-    /// As [`await_leadership`](Self::await_leadership).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
-        self.election().await_leadership_timeout(timeout).await
-    }
+    leadership_queries!("selector");
 
     /// The selector's leadership now, then each change (as
     /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes);
     /// a closed selector's streams end without a last `NotLeader`).
     pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
         self.election().changes()
-    }
-
-    /// Every participant of the election, in queue order; the first is the
-    /// leader.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
-    /// retrying could not overcome.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        self.election().participants().await
-    }
-
-    /// The leader of the election, if there are participants.
-    ///
-    /// # Errors
-    /// As [`participants`](Self::participants).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        self.election().leader().await
     }
 
     /// Leaves the election: a running function is cancelled (dropped), a
