@@ -272,21 +272,6 @@ impl LeaderLatch {
         &self.inner.core.election
     }
 
-    /// The election path.
-    pub fn path(&self) -> &str {
-        self.election().path()
-    }
-
-    /// The participant id (empty when the node carries the holder identity).
-    pub fn id(&self) -> &str {
-        self.election().id()
-    }
-
-    /// The framework the latch runs on.
-    pub fn framework(&self) -> &Framework {
-        self.election().framework()
-    }
-
     /// Where the latch is in its life.
     pub fn state(&self) -> LatchState {
         let status = self.election().status();

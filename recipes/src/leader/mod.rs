@@ -33,6 +33,21 @@
 /// [`Election`](election::Election).
 macro_rules! leadership_queries {
     ($kind:literal) => {
+        /// The election path.
+        pub fn path(&self) -> &str {
+            self.election().path()
+        }
+
+        /// The participant id (empty when the node carries the holder identity).
+        pub fn id(&self) -> &str {
+            self.election().id()
+        }
+
+        #[doc = concat!("The framework the ", $kind, " runs on.")]
+        pub fn framework(&self) -> &Framework {
+            self.election().framework()
+        }
+
         #[doc = concat!("Whether the ", $kind, " leads now: it has a term that is still valid")]
         /// (see [`LeaderTerm::is_valid`]). No I/O.
         pub fn has_leadership(&self) -> bool {

@@ -221,21 +221,6 @@ impl LeaderSelector {
         &self.inner.core.election
     }
 
-    /// The election path.
-    pub fn path(&self) -> &str {
-        self.election().path()
-    }
-
-    /// The participant id (empty when the node carries the holder identity).
-    pub fn id(&self) -> &str {
-        self.election().id()
-    }
-
-    /// The framework the selector runs on.
-    pub fn framework(&self) -> &Framework {
-        self.election().framework()
-    }
-
     /// Whether the selector queues again by itself after each term
     /// (Curator's `autoRequeue`); also whether it keeps trying after a
     /// failure to queue. Off by default; may be changed at any time (it is
