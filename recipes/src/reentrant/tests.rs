@@ -96,6 +96,41 @@ fn held_id(r: &Reentrant<TestHold>, owner: Owner) -> Option<u64> {
     r.with_owner(owner, |h| h.id)
 }
 
+/// An acquire of the current owner with no deadline, granted at once.
+async fn acquire_now(
+    r: &Reentrant<TestHold>,
+    holds: &Arc<Holds>,
+    takes: &Arc<AtomicU64>,
+) -> Result<bool> {
+    r.acquire(Wait::Forever, granting(holds, takes)).await
+}
+
+/// An empty owner map, its stand-in holds and a count of takes.
+fn fresh() -> (Reentrant<TestHold>, Arc<Holds>, Arc<AtomicU64>) {
+    (
+        Reentrant::new(),
+        Arc::new(Holds::default()),
+        Arc::new(AtomicU64::new(0)),
+    )
+}
+
+/// A `take` that grants after `ms` milliseconds, counting its calls.
+fn granting_after(
+    ms: u64,
+    holds: &Arc<Holds>,
+    takes: &Arc<AtomicU64>,
+) -> impl FnOnce(Wait) -> futures::future::BoxFuture<'static, Result<Option<TestHold>>> {
+    let (holds, takes) = (holds.clone(), takes.clone());
+    move |_| {
+        async move {
+            takes.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(Some(holds.grant()))
+        }
+        .boxed()
+    }
+}
+
 /// A `take` that grants at once, counting its calls.
 fn granting(
     holds: &Arc<Holds>,
@@ -113,10 +148,7 @@ async fn counts_go_up_and_down_and_the_last_release_hands_the_hold_back() {
     let r = Reentrant::<TestHold>::new();
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
     for n in 1..=3 {
-        assert_eq!(
-            r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-            Ok(true)
-        );
+        assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
         assert_eq!(r.count(), n);
     }
     assert_eq!(
@@ -140,14 +172,8 @@ async fn counts_go_up_and_down_and_the_last_release_hands_the_hold_back() {
 async fn a_release_by_another_owner_is_not_owner_and_changes_nothing() {
     let r = Arc::new(Reentrant::<TestHold>::new());
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
     let me = Owner::current();
     let other = {
         let r = r.clone();
@@ -165,28 +191,16 @@ async fn a_release_by_another_owner_is_not_owner_and_changes_nothing() {
 async fn a_re_entry_into_a_lost_hold_fails_and_forgets_it() {
     let r = Reentrant::<TestHold>::new();
     let (holds, takes) = (Arc::new(Holds::default()), Arc::new(AtomicU64::new(0)));
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
     holds.lose(0);
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Err(lost(0))
-    );
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Err(lost(0)));
     assert_eq!(holds.forgotten(), vec![0]);
     assert_eq!(r.count(), 0);
     assert_eq!(r.holders(), 0);
     assert!(matches!(r.release(), Err(Error::NotOwner)));
     // The next acquire takes the lock anew.
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
     assert_eq!(takes.load(Ordering::Relaxed), 2);
     assert_eq!(held_id(&r, Owner::current()), Some(1));
 }
@@ -200,10 +214,7 @@ async fn owners_are_counted_apart() {
             let (r, holds, takes) = (r.clone(), holds.clone(), takes.clone());
             tokio::spawn(async move {
                 for _ in 0..=n {
-                    assert_eq!(
-                        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-                        Ok(true)
-                    );
+                    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
                 }
                 (Owner::current(), r.count())
             })
@@ -223,17 +234,11 @@ async fn futures_of_one_owner_acquiring_together_take_one_hold() {
     let r = Reentrant::<TestHold>::new();
     let holds = Arc::new(Holds::default());
     let takes = Arc::new(AtomicU64::new(0));
-    let slow = |holds: Arc<Holds>, takes: Arc<AtomicU64>| {
-        move |_| async move {
-            takes.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Ok(Some(holds.grant()))
-        }
-    };
+    let slow = || granting_after(50, &holds, &takes);
     let (a, b, c) = tokio::join!(
-        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
-        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
-        r.acquire(Wait::Forever, slow(holds.clone(), takes.clone())),
+        r.acquire(Wait::Forever, slow()),
+        r.acquire(Wait::Forever, slow()),
+        r.acquire(Wait::Forever, slow()),
     );
     assert_eq!((a, b, c), (Ok(true), Ok(true), Ok(true)));
     assert_eq!(takes.load(Ordering::Relaxed), 1, "one owner, one take");
@@ -243,18 +248,9 @@ async fn futures_of_one_owner_acquiring_together_take_one_hold() {
 
 #[tokio::test(start_paused = true)]
 async fn a_sibling_waiting_past_its_deadline_gives_up_without_taking() {
-    let r = Reentrant::<TestHold>::new();
-    let holds = Arc::new(Holds::default());
-    let takes = Arc::new(AtomicU64::new(0));
+    let (r, holds, takes) = fresh();
     let start = Instant::now();
-    let first = {
-        let (holds, takes) = (holds.clone(), takes.clone());
-        r.acquire(Wait::Forever, move |_| async move {
-            takes.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok(Some(holds.grant()))
-        })
-    };
+    let first = r.acquire(Wait::Forever, granting_after(100, &holds, &takes));
     let second = async {
         let out = r
             .acquire(
@@ -290,10 +286,7 @@ async fn a_dropped_first_acquire_clears_its_mark() {
     assert!(dropped.is_err());
     assert_eq!(r.count(), 0);
     assert!(r.owners.is_empty(), "no mark is left behind");
-    assert_eq!(
-        r.acquire(Wait::Forever, granting(&holds, &takes)).await,
-        Ok(true)
-    );
+    assert_eq!(acquire_now(&r, &holds, &takes).await, Ok(true));
     assert_eq!(takes.load(Ordering::Relaxed), 2);
     assert_eq!(r.count(), 1);
 }
@@ -341,18 +334,9 @@ async fn a_sibling_takes_the_lock_when_the_first_acquire_is_dropped_or_fails() {
 /// it: the lock is not to be had right now.
 #[tokio::test(start_paused = true)]
 async fn a_try_does_not_wait_for_its_owners_acquire_under_way() {
-    let r = Reentrant::<TestHold>::new();
-    let holds = Arc::new(Holds::default());
-    let takes = Arc::new(AtomicU64::new(0));
+    let (r, holds, takes) = fresh();
     let start = Instant::now();
-    let first = {
-        let (holds, takes) = (holds.clone(), takes.clone());
-        r.acquire(Wait::Forever, move |_| async move {
-            takes.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok(Some(holds.grant()))
-        })
-    };
+    let first = r.acquire(Wait::Forever, granting_after(100, &holds, &takes));
     let tried = async {
         tokio::task::yield_now().await;
         let out = r.acquire(Wait::Try, granting(&holds, &takes)).await;

@@ -32,6 +32,19 @@ pub(super) enum Outcome {
     Withdrawn,
 }
 
+impl Outcome {
+    /// Whether a node with this outcome, deleted `deletes` times, ended
+    /// exactly once: a granted node by one delete, a failed or withdrawn
+    /// one by none (it left no node); a waiting one has not ended.
+    pub(super) fn ended_once(self, deletes: usize) -> bool {
+        match self {
+            Outcome::Granted => deletes == 1,
+            Outcome::Failed | Outcome::Withdrawn => deletes == 0,
+            Outcome::Waiting => false,
+        }
+    }
+}
+
 /// More questions about one lost grant than any test has members.
 const SPIN: usize = 10_000;
 

@@ -492,11 +492,7 @@ impl Run {
                 node.generation.upgrade().is_none(),
                 "the generation of node {n} was never freed"
             );
-            let ended = match node.outcome {
-                Outcome::Granted => node.deletes == 1,
-                Outcome::Failed | Outcome::Withdrawn => node.deletes == 0,
-                Outcome::Waiting => false,
-            };
+            let ended = node.outcome.ended_once(node.deletes);
             assert!(
                 ended,
                 "node {n} ({:?}, deleted {} times) did not end exactly once",

@@ -154,11 +154,7 @@ fn racing_members_and_outcomes_leave_no_node_behind() {
             "node {n} was aborted {} times",
             node.aborts
         );
-        let ended = match node.outcome {
-            Outcome::Granted => node.deletes == 1,
-            Outcome::Failed | Outcome::Withdrawn => node.deletes == 0,
-            Outcome::Waiting => false,
-        };
+        let ended = node.outcome.ended_once(node.deletes);
         assert!(
             ended,
             "node {n} ({:?}, aborted {}, deleted {} times) did not end exactly once",
