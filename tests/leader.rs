@@ -906,3 +906,45 @@ async fn fencing_tokens_strictly_increase_across_successive_leaders() {
     })
     .await;
 }
+
+/// A participant that may not create its node (the election's parent
+/// allows reading only) is told so by `await_leadership`, instead of
+/// waiting on while its campaign fails in the background; both recipes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_that_cannot_queue_is_an_error_not_a_wait() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let root = format!("{}-denied", unique_path("leader"));
+        let raw = raw_client(&server.connect_string()).await;
+        let read_only = vec![zk::Acl::new(
+            zk::Permission::READ,
+            zk::AuthId::new("world", "anyone"),
+        )];
+        let read_only = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&read_only));
+        let parent = zk_curator::framework::path::split(&root).0.to_owned();
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let _ = raw.create(&parent, &[], &open).await;
+        raw.create(&root, &[], &read_only).await.unwrap();
+        let fw = framework(&server.connect_string()).await;
+
+        let latch = LeaderLatch::new(fw.clone(), &format!("{root}/latch"), "denied").unwrap();
+        latch.start().unwrap();
+        let answer = latch.await_leadership_timeout(PATIENCE).await;
+        assert_eq!(answer, Err(Error::NoAuth), "the latch waited on");
+        latch.close().await.unwrap();
+
+        let selector = LeaderSelector::with_id(
+            fw.clone(),
+            &format!("{root}/selector"),
+            "denied",
+            |_term: LeaderTerm| async {},
+        )
+        .unwrap();
+        selector.start().unwrap();
+        let answer = selector.await_leadership_timeout(PATIENCE).await;
+        assert_eq!(answer, Err(Error::NoAuth), "the selector waited on");
+        selector.close().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}

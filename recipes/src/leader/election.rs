@@ -40,6 +40,10 @@ pub(crate) struct Status {
     pub(crate) term: Option<LeaderTerm>,
     /// Set once closed, with how the close is told.
     pub(crate) closed: Option<CloseMode>,
+    /// Why the last campaign failed, when waiting cannot mend it (no
+    /// permission to create the node, say): `await_leadership` answers it
+    /// instead of waiting on. The campaign goes on trying; a term clears it.
+    pub(crate) failure: Option<Error>,
 }
 
 /// What one campaign for leadership came to.
@@ -199,8 +203,32 @@ impl Election {
                 return false;
             }
             status.term = Some(term.clone());
+            status.failure = None;
             true
         })
+    }
+
+    /// Forgets a recorded failure (a new campaign begins).
+    pub(crate) fn clear_failure(&self) {
+        self.status
+            .send_if_modified(|status| status.failure.take().is_some());
+    }
+
+    /// Records why a campaign failed, if waiting cannot mend it (see
+    /// [`Status::failure`]): the participant gave up (`gave_up`), or the
+    /// failure is not transient (the connection, the session), which is
+    /// only retried.
+    pub(crate) fn record_failure(&self, err: &Error, gave_up: bool) {
+        if err.is_transient() && !gave_up {
+            return;
+        }
+        self.status.send_if_modified(|status| {
+            if status.failure.as_ref() == Some(err) {
+                return false;
+            }
+            status.failure = Some(err.clone());
+            true
+        });
     }
 
     /// Stops reporting `term` as the current one.
@@ -266,6 +294,9 @@ impl Election {
             // withdrawal is a change, waited for below.
             if let Some(term) = now.term.filter(LeaderTerm::is_valid) {
                 return Ok(term);
+            }
+            if let Some(err) = now.failure {
+                return Err(err);
             }
             if status.changed().await.is_err() {
                 return Err(Error::Closed);

@@ -388,6 +388,7 @@ async fn run(core: Arc<Core>) -> Result<()> {
             }
             Campaign::Failed(err) => {
                 tracing::warn!(%err, "could not queue for leadership; trying again");
+                election.record_failure(&err, false);
                 if !backoff.wait(election).await {
                     return Ok(());
                 }

@@ -65,7 +65,10 @@ macro_rules! leadership_queries {
         ///
         /// # Errors
         #[doc = concat!("[`Error::NotStarted`] for a ", $kind, " not started; [`Error::Closed`] once")]
-        #[doc = concat!("the ", $kind, " is closed (before or while waiting), or its framework is.")]
+        #[doc = concat!("the ", $kind, " is closed (before or while waiting), or its framework is;")]
+        /// the error of the last attempt to queue when waiting cannot mend it
+        /// (such as [`Error::NoAuth`] where the node may not be created; the
+        /// participant keeps trying, and a later term clears it).
         ///
         /// # Cancel safety
         /// Cancel safe: it only observes; dropping it changes nothing (the

@@ -81,6 +81,8 @@ impl Core {
             return false;
         }
         slot.running = true;
+        // A new campaign: an earlier one's failure no longer answers.
+        self.election.clear_failure();
         let span = tracing::info_span!("leader.selector", path = %self.election.path(), id = %self.election.id());
         slot.task = Some(runtime.spawn(run(self.clone()).instrument(span)));
         true
@@ -339,6 +341,7 @@ async fn run(core: Arc<Core>) {
             }
             Campaign::Failed(err) if core.auto_requeue.load(Ordering::Acquire) => {
                 tracing::warn!(%err, "could not queue for leadership; trying again");
+                election.record_failure(&err, false);
                 if !backoff.wait(election).await {
                     break;
                 }
@@ -346,6 +349,7 @@ async fn run(core: Arc<Core>) {
             }
             Campaign::Failed(err) => {
                 tracing::error!(%err, "could not queue for leadership; requeue() tries again");
+                election.record_failure(&err, true);
                 break;
             }
         };
