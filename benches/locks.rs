@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo bench --bench locks                                   # full run, ~10 min
 //! cargo bench --bench locks -- --plot benches/handoffs.svg    # and write the plot
-//! cargo bench --bench locks -- --quick                        # CI smoke run, ~1 min
+//! cargo bench --bench locks -- --quick                        # CI smoke run, ~1.5 min
 //! ```
 //!
 //! With `ZK_CONNECT` set it uses that ensemble; otherwise it starts one
@@ -17,6 +17,12 @@
 //! * `zookeeper-client`'s own `Client::lock` (Curator's node layout);
 //! * Apache Curator 5.4's `InterProcessMutex` (`peers/CuratorBench.java`);
 //! * kazoo's `Lock` (`peers/kazoo_bench.py`).
+//!
+//! The failover workload (issue 18, `locks/failover.rs`) elects a leader
+//! among K sessions with zk-curator's `LeaderLatch` and with Curator's (in
+//! the same JVM peer), kills the leader (cut off behind a proxy of its own,
+//! its session closed on the server), and times the hand-over to the next
+//! participant; its requests and watches are counted by those proxies.
 //!
 //! Fairness: every contender keeps its sessions (and the peers their
 //! process: one warm JVM, one Python) for the whole run, and is warmed up
@@ -31,6 +37,8 @@
 //! workloads, and the fired NodeDeleted/NodeChildrenChanged watches), read
 //! before and after each measurement, so every contender is counted alike.
 
+#[path = "locks/failover.rs"]
+mod failover;
 #[path = "locks/peers.rs"]
 mod peers;
 #[path = "locks/plot.rs"]
@@ -57,6 +65,7 @@ use zk_curator::recipes::MutexGuard;
 use zk_curator::{Framework, FrameworkBuilder, InterProcessMutex};
 use zk_curator_testing::zookeeper_available;
 
+use failover::failover_phase;
 use peers::{field, Peer, PeerSetup};
 use stats::{noise, ratio, Spread};
 
@@ -124,7 +133,14 @@ impl Tune {
 // ---------------------------------------------------------------------------
 
 /// The workloads, in the order they run (the names `--only` takes).
-const WORKLOADS: [&str; 5] = ["uncontended", "latency", "contended", "tasks", "scale"];
+const WORKLOADS: [&str; 6] = [
+    "uncontended",
+    "latency",
+    "contended",
+    "tasks",
+    "failover",
+    "scale",
+];
 
 /// The sizes of one run.
 #[derive(Debug, Clone)]
@@ -144,6 +160,14 @@ struct Config {
     /// Tasks on one session, against `task_sessions` sessions of one task.
     tasks: usize,
     task_sessions: usize,
+    /// Participants in the failover workload's election.
+    failover_participants: usize,
+    /// Measured failovers per rep and contender.
+    failovers: usize,
+    /// Leadership hand-overs each election runs before anything is measured.
+    failover_warmup_cycles: usize,
+    /// And unmeasured failovers after them.
+    failover_warmup_kills: usize,
     /// Parked waiters.
     scale: Vec<usize>,
     scale_sessions: usize,
@@ -207,6 +231,10 @@ impl Config {
             },
             tasks: if quick { 100 } else { 1000 },
             task_sessions: 32,
+            failover_participants: 4,
+            failovers: if quick { 3 } else { 10 },
+            failover_warmup_cycles: if quick { 200 } else { 3000 },
+            failover_warmup_kills: if quick { 1 } else { 5 },
             scale: if quick {
                 vec![200]
             } else {
@@ -366,6 +394,7 @@ async fn run() -> Result<(), BoxError> {
     workload!("latency", latency_phase);
     workload!("contended", contended_phase);
     workload!("tasks", tasks_phase);
+    workload!("failover", failover_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {
@@ -898,6 +927,8 @@ struct Counters {
     deleted: f64,
     children: f64,
     ephemerals: f64,
+    /// Watches set now (all kinds, all sessions).
+    watches_set: f64,
 }
 
 /// What the server saw during one measurement.
@@ -1996,6 +2027,7 @@ async fn counters(addr: Option<&str>) -> Option<Counters> {
         deleted: get("zk_sum_node_deleted_watch_count")?,
         children: get("zk_sum_node_children_watch_count")?,
         ephemerals: get("zk_ephemerals_count")?,
+        watches_set: get("zk_watch_count")?,
     })
 }
 

@@ -15,6 +15,20 @@
 //          uncontended <connect> <path> <cycles>       on the first kept session
 //          contended   <connect> <path> <sessions> <tasks> <millis>
 //                      <tasks> threads spread over the first <sessions> kept sessions
+//          latch-start <path> <connect> [<connect> ...]
+//                      an election: a NEW session per connect string (one participant each),
+//                      a LeaderLatch on each, all on <path>; answers once one of them leads
+//          latch-warm  <path> <cycles>
+//                      hand-overs between two latches on the election's first two sessions
+//                      (the leader closes, the waiting one leads, a new latch queues behind)
+//          latch-arm   <millis>
+//                      finds the leader, starts a thread in await() on every other latch, and
+//                      answers with the leader's session id (the bench then closes that
+//                      session on the server)
+//          latch-next  <millis>
+//                      waits for the first of those await() calls to return: which latch, and
+//                      when (microseconds of the wall clock, which the bench shares)
+//          latch-stop  closes the election's latches and sessions
 //          quit
 //   java ... CuratorBench memory <connect> <path> <clients> <waiters>
 //        one shot, in a fresh JVM (memory is a property of the process)
@@ -39,6 +53,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
@@ -113,6 +128,22 @@ public class CuratorBench {
                         contended(sessions(w[1], Integer.parseInt(w[3])), w[2],
                             Integer.parseInt(w[4]), Long.parseLong(w[5]));
                         break;
+                    case "latch-start":
+                        latchStart(w[1], Arrays.asList(w).subList(2, w.length));
+                        break;
+                    case "latch-warm":
+                        latchWarm(w[1], Integer.parseInt(w[2]));
+                        break;
+                    case "latch-arm":
+                        latchArm(Long.parseLong(w[1]));
+                        break;
+                    case "latch-next":
+                        latchNext(Long.parseLong(w[1]));
+                        break;
+                    case "latch-stop":
+                        latchStop();
+                        System.out.println("RESULT kind=latch-stop");
+                        break;
                     default:
                         System.out.println("FAILED: unknown command " + w[0]);
                 }
@@ -121,11 +152,178 @@ public class CuratorBench {
             }
             System.out.flush();
         }
+        latchStop();
         for (List<CuratorFramework> pool : POOL.values()) {
             for (CuratorFramework client : pool) {
                 client.close();
             }
         }
+    }
+
+    // ------------------------------------------------------------------
+    // Leader election: the failover workload
+    // ------------------------------------------------------------------
+
+    /** The election's own sessions (one per participant) and their latches, by index. */
+    private static final List<CuratorFramework> ELECTION_CLIENTS = new ArrayList<>();
+    private static final List<LeaderLatch> LATCHES = new ArrayList<>();
+    /** The threads in await() since the last latch-arm, and the first to return: {index, micros}. */
+    private static final List<Thread> WAITERS = new ArrayList<>();
+    private static AtomicReference<long[]> firstLeader = new AtomicReference<>();
+    private static CountDownLatch firstLed = new CountDownLatch(1);
+
+    private static void latchStart(String path, List<String> connects) throws Exception {
+        latchStop();
+        int participants = connects.size();
+        for (String connect : connects) {
+            ELECTION_CLIENTS.add(client(connect));
+        }
+        for (int i = 0; i < participants; i++) {
+            LeaderLatch latch = new LeaderLatch(ELECTION_CLIENTS.get(i), path, "curator-" + i);
+            latch.start();
+            LATCHES.add(latch);
+        }
+        int leader = oneLeader(TimeUnit.SECONDS.toMillis(ACQUIRE_TIMEOUT_S));
+        System.out.println("RESULT kind=latch-start participants=" + participants + " leader=" + leader);
+    }
+
+    /**
+     * Warms the code of a hand-over (a watch fires, the children are listed, await()
+     * returns) without killing sessions: two latches on the first two election sessions
+     * take turns on their own path, the leader closing and a new latch queueing behind.
+     */
+    private static void latchWarm(String path, int cycles) throws Exception {
+        if (ELECTION_CLIENTS.size() < 2) {
+            throw new IllegalStateException("latch-warm needs a started election of two or more");
+        }
+        long start = System.nanoTime();
+        LeaderLatch leader = new LeaderLatch(ELECTION_CLIENTS.get(0), path, "warm-0");
+        leader.start();
+        awaitLeadership(leader);
+        int leaderClient = 0;
+        LeaderLatch waiter = new LeaderLatch(ELECTION_CLIENTS.get(1), path, "warm-1");
+        waiter.start();
+        for (int i = 0; i < cycles; i++) {
+            leader.close();
+            awaitLeadership(waiter);
+            LeaderLatch next = new LeaderLatch(ELECTION_CLIENTS.get(leaderClient), path, "warm-" + leaderClient);
+            next.start();
+            leaderClient = 1 - leaderClient;
+            leader = waiter;
+            waiter = next;
+        }
+        leader.close();
+        waiter.close();
+        System.out.printf(java.util.Locale.ROOT, "RESULT kind=latch-warm cycles=%d secs=%.3f%n",
+            cycles, (System.nanoTime() - start) / 1e9);
+    }
+
+    private static void awaitLeadership(LeaderLatch latch) throws Exception {
+        if (!latch.await(ACQUIRE_TIMEOUT_S, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("no leadership within " + ACQUIRE_TIMEOUT_S + " s");
+        }
+    }
+
+    /** The index of the one latch that leads, waiting at most `millis` for there to be exactly one. */
+    private static int oneLeader(long millis) throws Exception {
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+        while (true) {
+            int leader = -1;
+            int leaders = 0;
+            for (int i = 0; i < LATCHES.size(); i++) {
+                if (LATCHES.get(i).hasLeadership()) {
+                    leader = i;
+                    leaders++;
+                }
+            }
+            if (leaders == 1) {
+                return leader;
+            }
+            if (System.nanoTime() > until) {
+                throw new IllegalStateException(leaders + " leaders after " + millis + " ms");
+            }
+            Thread.sleep(2);
+        }
+    }
+
+    /** Microseconds since the epoch, on the wall clock the bench reads too. */
+    private static long wallMicros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    private static void latchArm(long millis) throws Exception {
+        stopWaiters();
+        int leader = oneLeader(millis);
+        long session = ELECTION_CLIENTS.get(leader).getZookeeperClient().getZooKeeper().getSessionId();
+        AtomicReference<long[]> first = new AtomicReference<>();
+        CountDownLatch led = new CountDownLatch(1);
+        firstLeader = first;
+        firstLed = led;
+        for (int i = 0; i < LATCHES.size(); i++) {
+            if (i == leader) {
+                continue;
+            }
+            int index = i;
+            LeaderLatch latch = LATCHES.get(i);
+            Thread thread = new Thread(() -> {
+                try {
+                    if (latch.await(millis, TimeUnit.MILLISECONDS)) {
+                        long at = wallMicros();
+                        if (first.compareAndSet(null, new long[] {index, at})) {
+                            led.countDown();
+                        }
+                    }
+                } catch (InterruptedException e) {
+                    // latch-next or latch-stop is done with this waiter
+                }
+            });
+            thread.start();
+            WAITERS.add(thread);
+        }
+        System.out.println("RESULT kind=latch-arm leader=" + leader + " session=" + Long.toHexString(session));
+    }
+
+    private static void latchNext(long millis) throws Exception {
+        try {
+            if (!firstLed.await(millis, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("no other latch led within " + millis + " ms");
+            }
+            long[] first = firstLeader.get();
+            System.out.println("RESULT kind=latch-next leader=" + first[0] + " at_us=" + first[1]);
+        } finally {
+            stopWaiters();
+        }
+    }
+
+    private static void stopWaiters() throws InterruptedException {
+        for (Thread thread : WAITERS) {
+            thread.interrupt();
+        }
+        for (Thread thread : WAITERS) {
+            thread.join(TimeUnit.SECONDS.toMillis(10));
+        }
+        WAITERS.clear();
+    }
+
+    private static void latchStop() {
+        try {
+            stopWaiters();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (LeaderLatch latch : LATCHES) {
+            try {
+                latch.close();
+            } catch (Exception e) {
+                // closed already, or its session is gone: nothing to give back
+            }
+        }
+        LATCHES.clear();
+        for (CuratorFramework client : ELECTION_CLIENTS) {
+            client.close();
+        }
+        ELECTION_CLIENTS.clear();
     }
 
     private static CuratorFramework client(String connect) throws Exception {
