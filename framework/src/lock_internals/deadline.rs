@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use futures::future::Either;
+use futures::FutureExt;
 use tokio::time::Instant;
 
 /// How long an acquire may wait for its lock.
@@ -72,10 +74,17 @@ impl Wait {
     /// Runs `work` under this wait: `None` if the deadline of a
     /// [`Wait::Until`] passes first (`work` is dropped then); a
     /// [`Wait::Try`] or [`Wait::Forever`] runs it to its end.
-    pub async fn bound<F: Future>(self, work: F) -> Option<F::Output> {
+    ///
+    /// A plain function, not an `async fn`: `work` moves straight into the
+    /// future returned, instead of being kept once as an argument and once
+    /// more inside the future awaited (a parked waiter is such a future, so
+    /// its size is memory per waiter).
+    pub fn bound<F: Future>(self, work: F) -> impl Future<Output = Option<F::Output>> {
         match self {
-            Wait::Until(deadline) => tokio::time::timeout_at(deadline, work).await.ok(),
-            Wait::Try | Wait::Forever => Some(work.await),
+            Wait::Until(deadline) => {
+                Either::Left(tokio::time::timeout_at(deadline, work).map(Result::ok))
+            }
+            Wait::Try | Wait::Forever => Either::Right(work.map(Some)),
         }
     }
 }
