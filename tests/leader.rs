@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, server, unique_path,
+    bounded, children, eventually, expire, framework, raw_client, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::StreamExt;
@@ -24,24 +24,6 @@ use zk_curator::{
     LeaderTerm, Leadership, LockLoss,
 };
 use zk_curator_testing::FaultProxy;
-
-/// Expires `fw`'s session on the server and waits for its next one.
-async fn expire(connect: &str, fw: &Framework) {
-    let before = fw.session().await.unwrap();
-    zk_curator_testing::expire_session(connect, before.client())
-        .await
-        .unwrap();
-    let generation = before.generation();
-    drop(before);
-    assert!(
-        eventually(PATIENCE, || async {
-            fw.current_session()
-                .is_some_and(|s| s.generation() > generation)
-        })
-        .await,
-        "the framework builds a new session"
-    );
-}
 
 /// A started latch on its own framework.
 async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {

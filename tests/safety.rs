@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
-    unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, expire, framework, framework_with, raw_client, request_opcodes,
+    server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{
     until_held, Acquire, LockInternals, LockInternalsDriver, PredicateResults,
@@ -25,24 +25,6 @@ use zk_curator::{
     InterProcessSemaphoreV2, LockLoss,
 };
 use zk_curator_testing::{FaultProxy, Traffic};
-
-/// Expires `fw`'s session on the server and waits for its next one.
-async fn expire(connect: &str, fw: &Framework) {
-    let before = fw.session().await.unwrap();
-    zk_curator_testing::expire_session(connect, before.client())
-        .await
-        .unwrap();
-    let generation = before.generation();
-    drop(before);
-    assert!(
-        eventually(PATIENCE, || async {
-            fw.current_session()
-                .is_some_and(|s| s.generation() > generation)
-        })
-        .await,
-        "the framework builds a new session"
-    );
-}
 
 // ---------------------------------------------------------------------------
 // No second holder through re-entry

@@ -170,6 +170,24 @@ impl Watchdog {
     }
 }
 
+/// Expires `fw`'s session on the server and waits for its next one.
+pub async fn expire(connect: &str, fw: &Framework) {
+    let before = fw.session().await.unwrap();
+    zk_curator_testing::expire_session(connect, before.client())
+        .await
+        .unwrap();
+    let generation = before.generation();
+    drop(before);
+    assert!(
+        eventually(PATIENCE, || async {
+            fw.current_session()
+                .is_some_and(|s| s.generation() > generation)
+        })
+        .await,
+        "the framework builds a new session"
+    );
+}
+
 /// A started, connected framework on `connect`.
 pub async fn framework(connect: &str) -> Framework {
     framework_with(connect, |b| b).await
