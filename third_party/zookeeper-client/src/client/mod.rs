@@ -49,7 +49,7 @@ use crate::record::{self, Record, StaticRecord};
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 use crate::sasl::SaslOptions;
 use crate::session::StateReceiver;
-pub use crate::session::{EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
+pub use crate::session::{ConnectFailureObserver, EventType, SessionId, SessionInfo, SessionState, WatchedEvent};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 use crate::util;
@@ -1548,6 +1548,8 @@ pub struct Connector {
     server_version: Version,
     session_timeout: Duration,
     connection_timeout: Duration,
+    #[derive_where(skip(Debug))]
+    connect_failure_observer: Option<crate::session::ConnectFailureObserver>,
 }
 
 impl Connector {
@@ -1565,7 +1567,17 @@ impl Connector {
             server_version: Version(u32::MAX, u32::MAX, u32::MAX),
             session_timeout: Duration::ZERO,
             connection_timeout: Duration::ZERO,
+            connect_failure_observer: None,
         }
+    }
+
+    /// Calls `observer` with the endpoint and the reason each time an attempt to reach an
+    /// endpoint fails: the TCP connection, the TLS handshake, or the session's establishment
+    /// (SASL and the connect request included). The attempt is retried as before; this only
+    /// tells why. (zk-curator patch: see PATCHES.md.)
+    pub fn with_connect_failure_observer(mut self, observer: crate::session::ConnectFailureObserver) -> Self {
+        self.connect_failure_observer = Some(observer);
+        self
     }
 
     /// Specifies target session timeout to negotiate with ZooKeeper server.
@@ -1749,7 +1761,8 @@ impl Connector {
             .with_readonly(self.readonly)
             .with_detached(self.detached)
             .with_session_timeout(self.session_timeout)
-            .with_connection_timeout(self.connection_timeout);
+            .with_connection_timeout(self.connection_timeout)
+            .with_connect_failure_observer(self.connect_failure_observer);
         #[cfg(feature = "tls")]
         let builder = builder.with_tls(self.tls);
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]

@@ -43,6 +43,12 @@ use crate::sasl::{SaslInitiator, SaslOptions, SaslSession};
 #[cfg(feature = "tls")]
 use crate::tls::TlsOptions;
 
+/// Told of each failed attempt to reach an endpoint: the endpoint (`tcp://host:port` or
+/// `tcp+tls://host:port`) and why (the transport's or handshake's error inside
+/// [Error::Custom], or the error that ended the session's establishment). zk-curator patch,
+/// see PATCHES.md.
+pub type ConnectFailureObserver = std::sync::Arc<dyn Fn(&str, &Error) + Send + Sync>;
+
 pub const PASSWORD_LEN: usize = 16;
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
@@ -58,9 +64,14 @@ pub struct Builder {
     session: Option<SessionInfo>,
     session_timeout: Duration,
     connection_timeout: Duration,
+    connect_failure_observer: Option<ConnectFailureObserver>,
 }
 
 impl Builder {
+    pub fn with_connect_failure_observer(self, connect_failure_observer: Option<ConnectFailureObserver>) -> Self {
+        Self { connect_failure_observer, ..self }
+    }
+
     #[cfg(feature = "tls")]
     pub fn with_tls(self, tls: Option<TlsOptions>) -> Self {
         Self { tls, ..self }
@@ -138,6 +149,7 @@ impl Builder {
             ping_timeout: Duration::ZERO,
             session_expired_timeout: Duration::ZERO,
             connector,
+            connect_failure_observer: self.connect_failure_observer,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
             sasl_options: self.sasl,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -162,6 +174,7 @@ pub struct Session {
     detached: bool,
 
     connector: Connector,
+    connect_failure_observer: Option<ConnectFailureObserver>,
 
     configured_connection_timeout: Duration,
 
@@ -643,6 +656,9 @@ impl Session {
         let mut conn = match self.connector.connect(endpoint, deadline).await {
             Err(err) => {
                 debug!("fails in connecting to {} due to {:?}", endpoint, err);
+                if let Some(observer) = &self.connect_failure_observer {
+                    observer(&endpoint.to_string(), &Error::other(err));
+                }
                 return Err(Error::ConnectionLoss);
             },
             Ok(conn) => {
@@ -654,7 +670,12 @@ impl Session {
         buf.clear();
         self.send_connect(depot);
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-        self.send_sasl(depot, endpoint.host)?;
+        if let Err(err) = self.send_sasl(depot, endpoint.host) {
+            if let Some(observer) = &self.connect_failure_observer {
+                observer(&endpoint.to_string(), &err);
+            }
+            return Err(err);
+        }
         self.send_authes(depot);
         self.watch_manager.resend_watches(self.last_zxid, depot);
         self.last_send = Instant::now();
@@ -664,6 +685,9 @@ impl Session {
         match self.serve_connecting(&mut conn, buf, depot).await {
             Err(err) => {
                 warn!("fails to establish session to {} due to {}", endpoint, err);
+                if let Some(observer) = &self.connect_failure_observer {
+                    observer(&endpoint.to_string(), &err);
+                }
                 Err(err)
             },
             _ => {

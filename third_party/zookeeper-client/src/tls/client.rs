@@ -73,12 +73,14 @@ impl TlsDynamicConnector {
 enum TlsInnerClient {
     Static(TlsConnector),
     Dynamic(Arc<TlsDynamicConnector>),
+    Named(Box<TlsInnerClient>, ServerName<'static>),
 }
 
 impl TlsInnerClient {
     async fn connect(&self, domain: ServerName<'static>, stream: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
         match self {
             Self::Static(connector) => connector.connect(domain, stream).await,
+            Self::Named(inner, name) => Box::pin(inner.connect(name.clone(), stream)).await,
             Self::Dynamic(connector) => {
                 let connector = connector.get();
                 connector.connect(domain, stream).await
@@ -116,6 +118,15 @@ impl TlsClient {
             },
         };
         Ok(Self { inner })
+    }
+
+    /// Verifies servers against `server_name` (when given) instead of the connection string's
+    /// host. (zk-curator patch.)
+    pub(super) fn with_server_name(self, server_name: Option<ServerName<'static>>) -> Self {
+        match server_name {
+            None => self,
+            Some(name) => Self { inner: TlsInnerClient::Named(Box::new(self.inner), name) },
+        }
     }
 
     fn create_config(options: TlsClientOptions<TlsCerts>) -> Result<Arc<ClientConfig>> {

@@ -2,7 +2,7 @@ use std::sync::{Arc, RwLock};
 
 use derive_where::derive_where;
 use ignore_result::Ignore;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName};
 use rustls::RootCertStore;
 
 use super::TlsClient;
@@ -244,6 +244,7 @@ pub struct TlsOptions {
     identity: Option<TlsIdentity>,
     certs: Option<TlsCertsOptions>,
     hostname_verification: bool,
+    server_name: Option<ServerName<'static>>,
     #[cfg(all(feature = "fips", not(feature = "fips-only")))]
     fips: bool,
 }
@@ -269,9 +270,21 @@ impl TlsOptions {
             identity: None,
             certs: None,
             hostname_verification: true,
+            server_name: None,
             #[cfg(all(feature = "fips", not(feature = "fips-only")))]
             fips: false,
         }
+    }
+
+    /// The name every server's certificate is verified against (and sent as SNI), in place of
+    /// the host written in the connection string; for servers reached through addresses their
+    /// certificates do not name. (zk-curator patch: see PATCHES.md.)
+    pub fn with_server_name(mut self, name: &str) -> Result<Self> {
+        let name = ServerName::try_from(name)
+            .map_err(|_| Error::BadArguments(&"invalid tls server name"))?
+            .to_owned();
+        self.server_name = Some(name);
+        Ok(self)
     }
 
     /// Disables hostname verification in tls handshake.
@@ -359,8 +372,9 @@ impl TlsOptions {
     }
 
     pub(crate) fn into_client(self) -> Result<TlsClient> {
+        let server_name = self.server_name.clone();
         let options = self.into_client_options()?;
-        TlsClient::new(options)
+        TlsClient::new(options).map(|client| client.with_server_name(server_name))
     }
 }
 
