@@ -124,9 +124,11 @@ pub use zk_curator_framework::zk;
 #[doc(inline)]
 pub use zk_curator_recipes as recipes;
 
+#[cfg(feature = "tls")]
+pub use zk_curator_framework::TlsConfig;
 pub use zk_curator_framework::{
-    AclProvider, ConnectionState, ConnectionStateListener, Error, ErrorPolicy, FixedAcl, Framework,
-    FrameworkBuilder, Result, StateWatcher,
+    AclProvider, ConnectFailure, ConnectionState, ConnectionStateListener, EnsembleProvider, Error,
+    ErrorPolicy, FixedAcl, FixedEnsemble, Framework, FrameworkBuilder, Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
     CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LeaderSelector,

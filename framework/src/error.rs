@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use crate::connect_failure::ConnectFailure;
 use crate::loss::LockLoss;
 use crate::path::PathError;
 use crate::retry::InvalidRetryPolicy;
@@ -83,6 +84,18 @@ pub enum Error {
     /// or an operation's deadline passed.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
+    /// No session could be built, for a reason a person must act on: a
+    /// certificate the server or we refused, a port that does not speak
+    /// TLS, credentials the server refused. Returned to whoever waits for a
+    /// session in place of [`Error::Timeout`] (at once for refused
+    /// credentials); the framework keeps trying in the background.
+    #[error("cannot connect to {endpoint}: {reason}")]
+    Connect {
+        /// The host it failed on, as `tcp://host:port` or `tcp+tls://host:port`.
+        endpoint: String,
+        /// Why.
+        reason: ConnectFailure,
+    },
     /// `release()` was called by someone who does not hold the lock: another
     /// task than the owner of a task-owned hold, or nobody holds it at all.
     #[error("the caller does not hold this lock")]
@@ -151,10 +164,12 @@ impl Error {
     /// Whether the failure says nothing about the request itself, only that
     /// ZooKeeper could not be reached well enough right now: retryable
     /// errors, a session that ended (work can go on on the next one), or a
-    /// wait for a session that timed out. Background work (deleting a node,
+    /// wait for a session that timed out or could not connect. Background work (deleting a node,
     /// say) keeps trying after these and gives up on anything else.
     pub fn is_transient(&self) -> bool {
-        self.is_retryable() || self.is_session_terminal() || matches!(self, Error::Timeout(_))
+        self.is_retryable()
+            || self.is_session_terminal()
+            || matches!(self, Error::Timeout(_) | Error::Connect { .. })
     }
 
     /// Whether the session that produced this error is gone for good (its

@@ -77,6 +77,8 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod acl;
+mod connect_failure;
+pub mod ensemble;
 mod error;
 mod framework;
 pub mod identity;
@@ -88,8 +90,12 @@ pub mod path;
 pub mod retry;
 mod state;
 pub mod telemetry;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use self::acl::{AclProvider, FixedAcl};
+pub use self::connect_failure::ConnectFailure;
+pub use self::ensemble::{EnsembleProvider, FixedEnsemble};
 pub use self::error::{Error, Result};
 /// The session layer's interface to the lock engine (see `framework/port.rs`).
 pub(crate) use self::framework::{CleanupJob, SessionPort};
@@ -99,4 +105,6 @@ pub use self::listener::{ConnectionStateListener, ListenerHandle};
 pub use self::loss::LockLoss;
 pub use self::packet::DEFAULT_MAX_PACKET_SIZE;
 pub use self::state::{next_state, ConnectionState, ErrorPolicy, StateEvent};
+#[cfg(feature = "tls")]
+pub use self::tls::TlsConfig;
 pub use zookeeper_client as zk;

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+use super::sasl::Sasl;
 use super::{BuilderExtensions, Framework};
 use crate::acl::{AclProvider, FixedAcl};
+use crate::ensemble::{self, EnsembleProvider, FixedEnsemble, Transport};
 use crate::error::{Error, Result};
 use crate::identity::HolderIdentity;
 use crate::path;
@@ -17,7 +20,15 @@ use crate::state::ErrorPolicy;
 /// The settings a [`Framework`] runs with (validated).
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
+    /// The connect string as given, or a description of the provider (for
+    /// logs and `Debug`).
     pub(crate) connect_string: String,
+    /// Asked for the hosts each time a session is built.
+    pub(crate) ensemble: Arc<dyn EnsembleProvider>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<Arc<crate::tls::LiveTls>>,
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    pub(crate) sasl: Option<Sasl>,
     pub(crate) session_timeout: Duration,
     pub(crate) connection_timeout: Duration,
     pub(crate) namespace: Option<String>,
@@ -39,6 +50,11 @@ pub(crate) struct Config {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct FrameworkBuilder {
     connect_string: Option<String>,
+    ensemble: Option<Arc<dyn EnsembleProvider>>,
+    #[cfg(feature = "tls")]
+    tls: Option<crate::tls::TlsConfig>,
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    sasl: Option<Sasl>,
     session_timeout: Duration,
     connection_timeout: Duration,
     namespace: Option<String>,
@@ -57,6 +73,11 @@ impl FrameworkBuilder {
     pub(super) fn new() -> Self {
         FrameworkBuilder {
             connect_string: None,
+            ensemble: None,
+            #[cfg(feature = "tls")]
+            tls: None,
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            sasl: None,
             session_timeout: Duration::from_secs(30),
             connection_timeout: Duration::from_secs(15),
             namespace: None,
@@ -114,9 +135,60 @@ impl FrameworkBuilder {
         self
     }
 
-    /// The ensemble, as `host:port[,host:port…]`. Required.
+    /// The ensemble, as `host:port[,host:port…]`; an entry may be written
+    /// `tcp://host:port` or `tcp+tls://host:port` (see [`ensemble`]).
+    /// Required, unless an [`ensemble_provider`](Self::ensemble_provider)
+    /// is given instead.
     pub fn connect_string(mut self, connect_string: impl Into<String>) -> Self {
         self.connect_string = Some(connect_string.into());
+        self
+    }
+
+    /// Asks `provider` for the connect string each time a session is built,
+    /// so that a service follows an ensemble whose hosts change (Curator's
+    /// `EnsembleProvider`; see [`ensemble`] for what an existing session
+    /// can follow). In place of [`connect_string`](Self::connect_string).
+    pub fn ensemble_provider(mut self, provider: impl EnsembleProvider) -> Self {
+        self.ensemble = Some(Arc::new(provider));
+        self
+    }
+
+    /// Connects over TLS (ZooKeeper's `secureClientPort`): `tcp+tls://`
+    /// entries always, bare `host:port` entries too unless
+    /// [`TlsConfig::plain_hosts_use_tls`](crate::TlsConfig::plain_hosts_use_tls)
+    /// says otherwise. Defaults to no TLS. Its files are read by `build()`.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::tls::TlsConfig) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Authenticates every session with SASL DIGEST-MD5: `user` and
+    /// `password` checked by the server's JAAS `DigestLoginModule`. Nodes
+    /// can then be given `sasl:<user>` ACLs. Replaces any other SASL
+    /// mechanism. Defaults to no SASL.
+    #[cfg(feature = "sasl-digest-md5")]
+    pub fn sasl_digest_md5(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.sasl = Some(Sasl::DigestMd5 {
+            user: user.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// Authenticates every session with SASL GSSAPI (Kerberos), with the
+    /// ticket in the credential cache (`kinit`; `KRB5CCNAME`). The server's
+    /// principal is `service/host@REALM`: `service` is ZooKeeper's
+    /// `zookeeper.sasl.client.username` (usually `"zookeeper"`), `host` the
+    /// server's host as written in the connect string unless given (the
+    /// Java client's `zookeeper.sasl.client.canonicalize.hostname=false`).
+    /// Replaces any other SASL mechanism. Defaults to no SASL.
+    #[cfg(feature = "sasl-gssapi")]
+    pub fn sasl_gssapi(mut self, service: impl Into<String>, host: Option<String>) -> Self {
+        self.sasl = Some(Sasl::Gssapi {
+            service: service.into(),
+            host,
+        });
         self
     }
 
@@ -184,23 +256,48 @@ impl FrameworkBuilder {
     /// Checks the settings and builds a framework that is not started yet.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a missing or empty connect string, a
-    /// zero timeout, a packet limit under 1 KiB or an empty default ACL; [`Error::InvalidPath`] for a bad
-    /// namespace.
+    /// [`Error::InvalidArgument`] for a missing, empty or malformed connect
+    /// string (or both a connect string and a provider), `tcp+tls://`
+    /// entries without [`tls`](Self::tls), TLS files that cannot be read or
+    /// parsed, a zero timeout, a packet limit under 1 KiB or an empty
+    /// default ACL; [`Error::InvalidPath`] for a bad namespace.
     pub fn build(self) -> Result<Framework> {
-        let connect_string = match self.connect_string {
-            Some(s) if !s.trim().is_empty() => s.trim().to_owned(),
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "a connect string is required".into(),
-                ))
-            }
+        #[cfg(feature = "tls")]
+        let tls = match self.tls {
+            Some(config) => Some(Arc::new(crate::tls::LiveTls::new(config)?)),
+            None => None,
         };
-        if connect_string.contains('/') {
-            return Err(Error::InvalidArgument(
-                "put the chroot in `namespace(..)`, not in the connect string".into(),
-            ));
-        }
+        #[cfg(feature = "tls")]
+        let has_tls = tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        let has_tls = false;
+        let (connect_string, ensemble): (String, Arc<dyn EnsembleProvider>) =
+            match (self.connect_string, self.ensemble) {
+                (Some(_), Some(_)) => {
+                    return Err(Error::InvalidArgument(
+                        "give either a connect string or an ensemble provider, not both".into(),
+                    ))
+                }
+                (Some(given), None) => {
+                    let (checked, transports) = ensemble::check(&given)?;
+                    check_transports(&checked, &transports, has_tls)?;
+                    #[cfg(feature = "tls")]
+                    if let Some(tls) = &tls {
+                        crate::tls::check_tls_hosts(
+                            &checked,
+                            &transports,
+                            tls.config().uses_tls_by_default(),
+                        )?;
+                    }
+                    (checked.clone(), Arc::new(FixedEnsemble(checked)))
+                }
+                (None, Some(provider)) => (format!("{provider:?}"), provider),
+                (None, None) => {
+                    return Err(Error::InvalidArgument(
+                        "a connect string (or an ensemble provider) is required".into(),
+                    ))
+                }
+            };
         if self.max_packet_size < 1024 {
             return Err(Error::InvalidArgument(format!(
                 "a packet limit of {} bytes is too small for any lock (ZooKeeper's default is {})",
@@ -249,6 +346,11 @@ impl FrameworkBuilder {
         Ok(Framework::from_config(
             Config {
                 connect_string,
+                ensemble,
+                #[cfg(feature = "tls")]
+                tls,
+                #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+                sasl: self.sasl,
                 session_timeout: self.session_timeout,
                 connection_timeout: self.connection_timeout,
                 namespace,
@@ -264,4 +366,19 @@ impl FrameworkBuilder {
             self.extensions.into(),
         ))
     }
+}
+
+/// Refuses `tcp+tls://` entries when the framework has no TLS settings.
+pub(crate) fn check_transports(
+    connect_string: &str,
+    transports: &[Transport],
+    has_tls: bool,
+) -> Result<()> {
+    if !has_tls && transports.contains(&Transport::Tls) {
+        return Err(Error::InvalidArgument(format!(
+            "{connect_string:?} has tcp+tls:// entries, but the framework has no TLS settings: \
+             give it FrameworkBuilder::tls(..)"
+        )));
+    }
+    Ok(())
 }

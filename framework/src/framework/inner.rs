@@ -5,12 +5,13 @@
 use std::future::Future;
 use std::sync::atomic::Ordering;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::events::{StateChange, StateEvents};
-use super::{CleanupJob, Inner, Session, CLOSED, LATENT, STARTED};
+use super::{CleanupJob, Inner, LastConnectFailure, Session, CLOSED, LATENT, STARTED};
+use crate::connect_failure::ConnectFailure;
 use crate::error::{Error, Result};
 use crate::retry::RetryLoop;
 use crate::state::{next_state, ConnectionState, StateEvent};
@@ -130,6 +131,7 @@ impl Inner {
         let deadline = Instant::now() + timeout;
         let mut rx = self.session_tx.subscribe();
         let mut closed = self.closed_tx.subscribe();
+        let mut failures = self.connect_failure.subscribe();
         loop {
             self.check_open()?;
             if let Some(session) = rx.borrow_and_update().clone() {
@@ -137,12 +139,57 @@ impl Inner {
                     return Ok(session);
                 }
             }
+            self.check_immediate_failure(&mut failures)?;
             tokio::select! {
                 _ = rx.changed() => {}
                 _ = closed.changed() => {}
-                _ = tokio::time::sleep_until(deadline) => return Err(Error::Timeout(timeout)),
+                _ = failures.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => return Err(self.timed_out(timeout)),
             }
         }
+    }
+
+    /// Fails a wait for a connection at once when the last attempt's
+    /// failure is one waiting cannot cure (refused credentials).
+    pub(crate) fn check_immediate_failure(
+        &self,
+        failures: &mut watch::Receiver<Option<LastConnectFailure>>,
+    ) -> Result<()> {
+        match &*failures.borrow_and_update() {
+            Some(failure) if failure.reason.is_immediate() => Err(failure.to_error()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error of a wait for a connection that timed out: why the
+    /// attempts failed, when that is known and worth acting on.
+    pub(crate) fn timed_out(&self, timeout: std::time::Duration) -> Error {
+        match &*self.connect_failure.borrow() {
+            Some(failure) => failure.to_error(),
+            None => Error::Timeout(timeout),
+        }
+    }
+
+    /// Remembers why an attempt to reach `endpoint` failed, if it is worth
+    /// telling; see [`ConnectFailure::classify`].
+    pub(crate) fn note_connect_failure(
+        failures: &watch::Sender<Option<LastConnectFailure>>,
+        endpoint: &str,
+        err: &zk::Error,
+    ) {
+        if let Some(reason) = ConnectFailure::classify(endpoint, err) {
+            tracing::warn!(%endpoint, %reason, "cannot connect");
+            failures.send_replace(Some(LastConnectFailure {
+                endpoint: endpoint.to_owned(),
+                reason,
+            }));
+        }
+    }
+
+    /// A usable connection: earlier failures are history.
+    pub(crate) fn clear_connect_failure(&self) {
+        self.connect_failure
+            .send_if_modified(|last| last.take().is_some());
     }
 
     pub(crate) async fn retry_on<T, F, Fut>(&self, session: &Session, mut op: F) -> Result<T>

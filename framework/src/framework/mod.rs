@@ -21,6 +21,8 @@ mod events;
 mod inner;
 mod metrics;
 mod port;
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+mod sasl;
 mod session;
 mod supervisor;
 mod watcher;
@@ -44,6 +46,7 @@ pub use self::metrics::Metrics;
 pub(crate) use self::port::{BuilderExtensions, Extensions, SessionPort};
 pub use self::session::Session;
 pub use self::watcher::StateWatcher;
+use crate::connect_failure::ConnectFailure;
 use crate::error::{Error, Result};
 use crate::listener::{ConnectionStateListener, ListenerHandle, Listeners};
 use crate::state::{ConnectionState, ErrorPolicy};
@@ -84,6 +87,25 @@ pub(crate) struct Inner {
     /// State and settings of the layers above (the lock engine's), kept
     /// without knowing their types.
     pub(crate) extensions: Arc<Extensions>,
+    /// The last failure to connect that a person must act on, since the
+    /// last usable connection (see `connect_failure.rs`).
+    pub(crate) connect_failure: Arc<watch::Sender<Option<LastConnectFailure>>>,
+}
+
+/// A [`ConnectFailure`] and the endpoint it happened on.
+#[derive(Clone, Debug)]
+pub(crate) struct LastConnectFailure {
+    pub(crate) endpoint: String,
+    pub(crate) reason: ConnectFailure,
+}
+
+impl LastConnectFailure {
+    pub(crate) fn to_error(&self) -> Error {
+        Error::Connect {
+            endpoint: self.endpoint.clone(),
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for Inner {
@@ -175,6 +197,7 @@ impl Framework {
                 ..Metrics::default()
             },
             extensions,
+            connect_failure: Arc::new(watch::Sender::new(None)),
         };
         Framework {
             handle: Arc::new(Handle {
@@ -223,6 +246,10 @@ impl Framework {
         if let Some(rx) = cleanup_rx {
             tasks.push(runtime.spawn(cleanup::run(inner.clone(), rx)));
         }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = inner.config.tls.clone() {
+            tasks.push(runtime.spawn(reload_tls(inner.clone(), tls)));
+        }
         tracing::info!(connect = %inner.config.connect_string, namespace = ?inner.config.namespace, "framework started");
         Ok(())
     }
@@ -255,8 +282,26 @@ impl Framework {
     /// the waiting: the final flush and the end of the session still happen
     /// in the background.
     pub async fn close(&self) {
+        self.close_by(None).await;
+    }
+
+    /// [`close`](Self::close), bounded as a whole by `limit`: for shutdown
+    /// paths that must not wait on a server that is gone. Whatever is not
+    /// done by then is given up: pending background deletes are dropped
+    /// (the session's end removes its ephemeral nodes) and the session ends
+    /// on the server by timing out if the close request cannot reach it.
+    /// Returns whether the server confirmed the session's end in time.
+    ///
+    /// # Cancel safety
+    /// As [`close`](Self::close).
+    pub async fn close_within(&self, limit: Duration) -> bool {
+        self.close_by(Some(Instant::now() + limit)).await
+    }
+
+    async fn close_by(&self, limit: Option<Instant>) -> bool {
         let inner = self.inner();
         let started = Instant::now();
+        let cap = |deadline: Instant| limit.map_or(deadline, |limit| deadline.min(limit));
         inner.shut_down();
         let watcher = inner
             .closing_watcher
@@ -267,7 +312,7 @@ impl Framework {
         let tasks: Vec<_> =
             std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         let tasks_deadline =
-            started + cleanup::FLUSH_LIMIT.min(inner.config.connection_timeout) + TASKS_GRACE;
+            cap(started + cleanup::FLUSH_LIMIT.min(inner.config.connection_timeout) + TASKS_GRACE);
         for mut task in tasks {
             if tokio::time::timeout_at(tasks_deadline, &mut task)
                 .await
@@ -281,9 +326,9 @@ impl Framework {
         drop(inner.take_closing_session());
         let Some(mut watcher) = watcher else {
             tracing::info!(took = ?started.elapsed(), "framework closed (no session)");
-            return;
+            return true;
         };
-        let ended = tokio::time::timeout(end_limit, async {
+        let ended = tokio::time::timeout_at(cap(Instant::now() + end_limit), async {
             loop {
                 let state = watcher.peek_state();
                 if state.is_terminated() {
@@ -295,13 +340,17 @@ impl Framework {
         .await;
         match ended {
             Ok(state) => {
-                tracing::info!(?state, took = ?started.elapsed(), "framework closed; session ended")
+                tracing::info!(?state, took = ?started.elapsed(), "framework closed; session ended");
+                true
             }
-            Err(_) => tracing::warn!(
-                ?end_limit,
-                took = ?started.elapsed(),
-                "framework closed; the server did not confirm the session's end in time"
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    ?end_limit,
+                    took = ?started.elapsed(),
+                    "framework closed; the server did not confirm the session's end in time"
+                );
+                false
+            }
         }
     }
 
@@ -319,8 +368,11 @@ impl Framework {
     /// `Reconnected` or `ReadOnly`).
     ///
     /// # Errors
-    /// [`Error::Timeout`] when `timeout` passes first; [`Error::Closed`] if the
-    /// framework is closed or not started.
+    /// [`Error::Timeout`] when `timeout` passes first, or
+    /// [`Error::Connect`] in its place when the attempts failed for a reason
+    /// to act on (a certificate, the wrong port; refused credentials are
+    /// returned at once); [`Error::Closed`] if the framework is closed or
+    /// not started.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes state.
@@ -329,6 +381,7 @@ impl Framework {
         let inner = self.inner();
         let mut state = inner.state_tx.subscribe();
         let mut closed = inner.closed_tx.subscribe();
+        let mut failures = inner.connect_failure.subscribe();
         loop {
             inner.check_open()?;
             if state
@@ -337,10 +390,12 @@ impl Framework {
             {
                 return Ok(());
             }
+            inner.check_immediate_failure(&mut failures)?;
             tokio::select! {
                 _ = state.changed() => {}
                 _ = closed.changed() => {}
-                _ = tokio::time::sleep_until(deadline) => return Err(Error::Timeout(timeout)),
+                _ = failures.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => return Err(inner.timed_out(timeout)),
             }
         }
     }
@@ -456,7 +511,10 @@ impl Framework {
     ///
     /// # Errors
     /// [`Error::Closed`] if the framework is closed, [`Error::NotStarted`]
-    /// if it was never started; [`Error::Timeout`] if no session appears within the connection timeout.
+    /// if it was never started; [`Error::Timeout`] if no session appears
+    /// within the connection timeout, or [`Error::Connect`] in its place
+    /// (at once for refused credentials; see
+    /// [`block_until_connected`](Self::block_until_connected)).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes state.
@@ -560,6 +618,20 @@ impl Framework {
             let _ = rx
                 .wait_for(|s| s.as_ref().map(|s| s.generation) != Some(generation))
                 .await;
+        }
+    }
+}
+
+/// Reads the TLS files again every reload interval while the framework
+/// runs (they are also read before each session is built).
+#[cfg(feature = "tls")]
+async fn reload_tls(inner: Arc<Inner>, tls: Arc<crate::tls::LiveTls>) {
+    let mut closed = inner.closed_tx.subscribe();
+    let every = tls.config().reload_every();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => tls.reload(),
+            _ = closed.wait_for(|c| *c) => return,
         }
     }
 }

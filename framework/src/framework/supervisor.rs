@@ -8,7 +8,9 @@ use tokio::time::Instant;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
-use super::{Inner, Session};
+use super::builder::check_transports;
+use super::{Config, Inner, Session};
+use crate::ensemble;
 use crate::error::{Error, Result};
 use crate::state::StateEvent;
 
@@ -42,6 +44,7 @@ pub(super) async fn run(inner: Arc<Inner>) {
             }
         };
         delay = RECONNECT_DELAY;
+        inner.clear_connect_failure();
         generation += 1;
         let session = Session { client, generation };
         let span =
@@ -105,7 +108,10 @@ async fn watch_session(inner: &Inner, session: &Session) -> bool {
                         tracing::warn!(state = ?s, "session lost");
                         return true;
                     }
-                    _ => suspended_since = None,
+                    _ => {
+                        suspended_since = None;
+                        inner.clear_connect_failure();
+                    }
                 }
             }
             _ = sleep_until_opt(lost_at) => {
@@ -126,16 +132,44 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     }
 }
 
-/// Builds one session (and the namespace node) within the connection timeout.
+/// Builds one session (and the namespace node) within the connection timeout,
+/// on the hosts the ensemble provider gives now.
 async fn connect(inner: &Inner) -> Result<zk::Client> {
     let config = &inner.config;
+    let (hosts, transports) = ensemble::check(&config.ensemble.connect_string()?)?;
     let mut connector = zk::Client::connector().with_session_timeout(config.session_timeout);
     for (scheme, auth) in &config.auth {
         connector = connector.with_auth(scheme, auth);
     }
+    let failures = inner.connect_failure.clone();
+    connector = connector.with_connect_failure_observer(Arc::new(move |endpoint, err| {
+        Inner::note_connect_failure(&failures, endpoint, err)
+    }));
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &config.sasl {
+        connector = connector.with_sasl(sasl.options());
+    }
+    #[cfg(feature = "tls")]
+    let secure = match &config.tls {
+        Some(tls) => {
+            crate::tls::check_tls_hosts(&hosts, &transports, tls.config().uses_tls_by_default())?;
+            tls.reload();
+            connector = connector.with_tls(tls.options());
+            tls.config().uses_tls_by_default()
+        }
+        None => false,
+    };
+    check_transports(&hosts, &transports, has_tls(config))?;
     let timeout = config.connection_timeout;
     let connect = async {
-        let root = connector.connect(&config.connect_string).await?;
+        #[cfg(feature = "tls")]
+        let root = if secure {
+            connector.secure_connect(&hosts).await?
+        } else {
+            connector.connect(&hosts).await?
+        };
+        #[cfg(not(feature = "tls"))]
+        let root = connector.connect(&hosts).await?;
         let Some(namespace) = &config.namespace else {
             return Ok(root);
         };
@@ -155,5 +189,15 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(err)) => Err(Error::from_zk(err, zk::SessionState::Disconnected)),
         Err(_) => Err(Error::Timeout(timeout)),
+    }
+}
+
+fn has_tls(config: &Config) -> bool {
+    #[cfg(feature = "tls")]
+    return config.tls.is_some();
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = config;
+        false
     }
 }
