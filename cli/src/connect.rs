@@ -5,10 +5,11 @@
 //! `ZK_AUTH` is a usage error at once, not a connection timeout later.
 
 use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{ConnectionState, Framework};
+use zk_curator::{ConnectionState, Framework, TlsConfig};
 
 use crate::duration::parse_duration;
 use crate::exit::{Failure, UNAVAILABLE};
@@ -18,10 +19,23 @@ use crate::exit::{Failure, UNAVAILABLE};
 #[command(next_help_heading = "Connection")]
 pub(crate) struct ConnectArgs {
     /// The ensemble, `host[:port][,host[:port]...]` (port 2181 if left
-    /// out; IPv6 as `[addr]:port`). Digest credentials come from the
-    /// environment only: ZK_AUTH=user:password.
+    /// out; IPv6 as `[addr]:port`); an entry written `tcp+tls://host:port`
+    /// uses TLS, `tcp://host:port` plaintext. Credentials come from the
+    /// environment only: ZK_AUTH=user:password (digest), ZK_SASL (SASL).
     #[arg(long = "zk", value_name = "HOSTS", env = "ZK_CONNECT")]
     pub(crate) zk: Option<String>,
+    /// Connect over TLS (ZooKeeper's secureClientPort), trusting the CA
+    /// certificates of this PEM file. Every host uses TLS unless written
+    /// `tcp://host:port`.
+    #[arg(long, value_name = "FILE", env = "ZK_TLS_CA")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// With --tls-ca: present this certificate (PEM) to the servers, for
+    /// mutual TLS (ssl.clientAuth=need). Needs --tls-key.
+    #[arg(long, value_name = "FILE", env = "ZK_TLS_CERT")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", env = "ZK_TLS_KEY")]
+    pub(crate) tls_key: Option<PathBuf>,
     /// A namespace (chroot) every path is relative to.
     #[arg(long, value_name = "PATH")]
     pub(crate) namespace: Option<String>,
@@ -37,6 +51,11 @@ pub(crate) struct ConnectArgs {
 /// Never a flag: a flag would show in `ps` and shell history.
 pub(crate) const AUTH_ENV: &str = "ZK_AUTH";
 
+/// The environment variable naming the SASL mechanism and its settings:
+/// `digest:USER:PASSWORD`, `kerberos[:SERVICE[:HOST]]`, or the path of a
+/// file holding one of these (so that the password is in no environment).
+pub(crate) const SASL_ENV: &str = "ZK_SASL";
+
 /// How long closing may wait for the server to confirm the session's end
 /// while connected (it normally takes a round trip).
 const CLOSE_LIMIT: Duration = Duration::from_secs(2);
@@ -50,6 +69,8 @@ const CLOSE_DISCONNECTED_LIMIT: Duration = Duration::from_millis(100);
 pub(crate) struct Settings {
     hosts: String,
     auth: Option<(String, String)>,
+    tls: Option<TlsConfig>,
+    sasl: Option<Sasl>,
     namespace: Option<String>,
     session_timeout: Duration,
     connection_timeout: Duration,
@@ -88,13 +109,139 @@ impl Settings {
                 parse_auth(&auth)?
             }
         };
+        let tls = tls_config(args)?;
+        let sasl = match std::env::var_os(SASL_ENV) {
+            None => None,
+            Some(value) => {
+                let value = value
+                    .into_string()
+                    .map_err(|_| Failure::usage(format!("{SASL_ENV} is not valid UTF-8")))?;
+                parse_sasl(&value)?
+            }
+        };
         Ok(Settings {
             hosts,
             auth,
+            tls,
+            sasl,
             namespace: args.namespace.clone(),
             session_timeout: args.session_timeout,
             connection_timeout: args.connection_timeout,
         })
+    }
+}
+
+/// The TLS settings of `--tls-*`, their files read and checked now.
+fn tls_config(args: &ConnectArgs) -> Result<Option<TlsConfig>, Failure> {
+    let Some(ca) = &args.tls_ca else {
+        if args.tls_cert.is_some() || args.tls_key.is_some() {
+            return Err(Failure::usage(
+                "--tls-cert and --tls-key (ZK_TLS_CERT, ZK_TLS_KEY) need --tls-ca (ZK_TLS_CA)",
+            ));
+        }
+        return Ok(None);
+    };
+    let readable = |what: &str, path: &Path| {
+        std::fs::metadata(path)
+            .map(|_| ())
+            .map_err(|err| Failure::usage(format!("{what} {}: {err}", path.display())))
+    };
+    readable("--tls-ca", ca)?;
+    let mut config = TlsConfig::new().ca_file(ca);
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            readable("--tls-cert", cert)?;
+            readable("--tls-key", key)?;
+            config = config.client_cert_files(cert, key);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(Failure::usage(
+                "--tls-cert and --tls-key (ZK_TLS_CERT, ZK_TLS_KEY) go together",
+            ))
+        }
+    }
+    Ok(Some(config))
+}
+
+/// A SASL mechanism named by `ZK_SASL`.
+#[derive(Clone, PartialEq, Eq)]
+enum Sasl {
+    Digest {
+        user: String,
+        password: String,
+    },
+    Kerberos {
+        service: String,
+        host: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Sasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sasl::Digest { user, .. } => write!(f, "Digest {{ user: {user:?}, .. }}"),
+            Sasl::Kerberos { service, host } => {
+                write!(f, "Kerberos {{ service: {service:?}, host: {host:?} }}")
+            }
+        }
+    }
+}
+
+/// `digest:USER:PASSWORD`, `kerberos[:SERVICE[:HOST]]`, or the path of a
+/// file (absolute, or starting with `./`) holding one of these on its first
+/// line; an empty variable means none.
+fn parse_sasl(value: &str) -> Result<Option<Sasl>, Failure> {
+    let malformed = || {
+        Failure::usage(format!(
+            "{SASL_ENV} must be digest:USER:PASSWORD, kerberos[:SERVICE[:HOST]], \
+             or the path of a file holding one of these"
+        ))
+    };
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let spec = if value.starts_with('/') || value.starts_with("./") {
+        let text = std::fs::read_to_string(value)
+            .map_err(|err| Failure::usage(format!("{SASL_ENV} file {value}: {err}")))?;
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end()
+            .to_owned()
+    } else {
+        value.to_owned()
+    };
+    let (mechanism, rest) = spec.split_once(':').unwrap_or((spec.as_str(), ""));
+    match mechanism {
+        "digest" => match rest.split_once(':') {
+            Some((user, password)) if !user.is_empty() && !password.is_empty() => {
+                Ok(Some(Sasl::Digest {
+                    user: user.to_owned(),
+                    password: password.to_owned(),
+                }))
+            }
+            _ => Err(malformed()),
+        },
+        "kerberos" | "gssapi" => {
+            let mut parts = rest.splitn(2, ':');
+            let service = parts
+                .next()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("zookeeper");
+            let host = parts.next().filter(|h| !h.is_empty()).map(str::to_owned);
+            if !cfg!(feature = "kerberos") {
+                return Err(Failure::usage(format!(
+                    "{SASL_ENV} asks for Kerberos, but this zk-curator was built without \
+                     its `kerberos` feature (cargo install zk-curator-cli --features kerberos)"
+                )));
+            }
+            Ok(Some(Sasl::Kerberos {
+                service: service.to_owned(),
+                host,
+            }))
+        }
+        _ => Err(malformed()),
     }
 }
 
@@ -120,11 +267,15 @@ fn parse_auth(auth: &str) -> Result<Option<(String, String)>, Failure> {
 /// `-`, `_`, `.`), IPv4 addresses or bracketed IPv6 addresses; ports are
 /// 1 to 65535. Returns the entries without the blanks around them.
 fn check_hosts(hosts: &str) -> Result<String, String> {
-    if hosts.contains('/') {
-        return Err("a chroot does not go in the ensemble: use --namespace".into());
-    }
     for entry in hosts.split(',') {
         let entry = entry.trim();
+        let entry = entry
+            .strip_prefix("tcp+tls://")
+            .or_else(|| entry.strip_prefix("tcp://"))
+            .unwrap_or(entry);
+        if entry.contains('/') {
+            return Err("a chroot does not go in the ensemble: use --namespace".into());
+        }
         if entry.is_empty() {
             return Err("an empty entry".into());
         }
@@ -213,6 +364,23 @@ pub(crate) fn build(settings: &Settings, label: Option<&str>) -> Result<Framewor
     if let Some((user, password)) = &settings.auth {
         builder = builder.digest_auth(user, password);
     }
+    if let Some(tls) = &settings.tls {
+        builder = builder.tls(tls.clone());
+    }
+    match &settings.sasl {
+        None => {}
+        Some(Sasl::Digest { user, password }) => {
+            builder = builder.sasl_digest_md5(user.as_str(), password.as_str());
+        }
+        #[cfg(feature = "kerberos")]
+        Some(Sasl::Kerberos { service, host }) => {
+            builder = builder.sasl_gssapi(service.as_str(), host.clone());
+        }
+        #[cfg(not(feature = "kerberos"))]
+        Some(Sasl::Kerberos { .. }) => {
+            return Err(Failure::usage("Kerberos needs the `kerberos` feature"));
+        }
+    }
     builder
         .build()
         .map_err(|err| Failure::usage(format!("invalid connection settings: {err}")))
@@ -239,8 +407,12 @@ pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<
             UNAVAILABLE,
             format!(
                 "cannot connect to ZooKeeper at {hosts} within {} ({err}); \
-                 check --zk / ZK_CONNECT and --connection-timeout",
-                humantime::format_duration(settings.connection_timeout)
+                 check --zk / ZK_CONNECT{} and --connection-timeout",
+                humantime::format_duration(settings.connection_timeout),
+                match err {
+                    zk_curator::Error::Connect { .. } => ", --tls-* / ZK_TLS_*, ZK_SASL",
+                    _ => "",
+                }
             ),
         ));
     }
@@ -261,10 +433,7 @@ pub(crate) async fn close(framework: &Framework, trusted: bool) {
     } else {
         CLOSE_DISCONNECTED_LIMIT
     };
-    if tokio::time::timeout(limit, framework.close())
-        .await
-        .is_err()
-    {
+    if !framework.close_within(limit).await {
         tracing::info!(
             ?limit,
             connected,
@@ -286,6 +455,7 @@ mod tests {
             "zk-1.example:2181,zk_2:2182, 10.0.0.3",
             "[::1]:2181",
             "[fe80::1]",
+            "tcp+tls://a:2281,tcp://b:2181",
         ] {
             assert!(check_hosts(good).is_ok(), "{good}");
         }
@@ -303,7 +473,8 @@ mod tests {
             "host:",
             "-x",
             "a..b",
-            "tcp://a:1",
+            "tcp://a:1/x",
+            "http://a:1",
             "a:2181/chroot",
         ] {
             assert!(check_hosts(bad).is_err(), "{bad} was taken");
@@ -325,5 +496,43 @@ mod tests {
         for bad in [":", "user:", ":pw", "nocolon"] {
             assert!(parse_auth(bad).is_err(), "{bad} was taken");
         }
+    }
+
+    #[test]
+    fn sasl_specs_are_checked() {
+        assert_eq!(parse_sasl("").unwrap(), None);
+        assert_eq!(
+            parse_sasl("digest:u:p:q").unwrap(),
+            Some(Sasl::Digest {
+                user: "u".into(),
+                password: "p:q".into()
+            })
+        );
+        for bad in [
+            "digest",
+            "digest:u",
+            "digest::p",
+            "digest:u:",
+            "plain:u:p",
+            "/no/such/file",
+        ] {
+            assert!(parse_sasl(bad).is_err(), "{bad} was taken");
+        }
+        let printed = format!("{:?}", parse_sasl("digest:u:secret").unwrap());
+        assert!(!printed.contains("secret"), "{printed}");
+    }
+
+    #[test]
+    fn sasl_can_come_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sasl");
+        std::fs::write(&file, "digest:alice:pw\n").unwrap();
+        assert_eq!(
+            parse_sasl(file.to_str().unwrap()).unwrap(),
+            Some(Sasl::Digest {
+                user: "alice".into(),
+                password: "pw".into()
+            })
+        );
     }
 }

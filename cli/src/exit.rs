@@ -53,7 +53,7 @@ impl Failure {
     pub(crate) fn zk(what: impl fmt::Display, err: Error) -> Self {
         let code = match err {
             Error::InvalidPath(_) | Error::InvalidArgument(_) => USAGE,
-            Error::Timeout(_) => UNAVAILABLE,
+            Error::Timeout(_) | Error::Connect { .. } => UNAVAILABLE,
             _ => OTHER,
         };
         Failure::new(code, format!("{what}: {err}"))
