@@ -115,25 +115,30 @@ pub enum Prerequisite {
     /// kazoo's own test suite: kazoo with pytest, pytest-timeout, mock and
     /// objgraph under [`DEBIAN_PYTHON`].
     KazooTestSuite,
+    /// An MIT Kerberos KDC and its tools (`krb5kdc`, `kdb5_util`,
+    /// `kadmin.local`, `kinit`, `klist`) for [`Kdc`](crate::kerberos::Kdc).
+    Kdc,
 }
 
 impl Prerequisite {
     /// Every prerequisite.
-    pub const ALL: [Prerequisite; 4] = [
+    pub const ALL: [Prerequisite; 5] = [
         Prerequisite::ZooKeeper,
         Prerequisite::Curator,
         Prerequisite::Kazoo,
         Prerequisite::KazooTestSuite,
+        Prerequisite::Kdc,
     ];
 
-    /// Its name in [`SKIP_MISSING_ENV`]: `zookeeper`, `curator`, `kazoo` or
-    /// `kazoo-tests`.
+    /// Its name in [`SKIP_MISSING_ENV`]: `zookeeper`, `curator`, `kazoo`,
+    /// `kazoo-tests` or `kdc`.
     pub fn name(self) -> &'static str {
         match self {
             Prerequisite::ZooKeeper => "zookeeper",
             Prerequisite::Curator => "curator",
             Prerequisite::Kazoo => "kazoo",
             Prerequisite::KazooTestSuite => "kazoo-tests",
+            Prerequisite::Kdc => "kdc",
         }
     }
 
@@ -146,6 +151,7 @@ impl Prerequisite {
             Prerequisite::KazooTestSuite => {
                 "kazoo's test suite (kazoo, pytest, pytest-timeout, mock, objgraph under /usr/bin/python3)"
             }
+            Prerequisite::Kdc => "an MIT Kerberos KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)",
         }
     }
 
@@ -158,10 +164,12 @@ impl Prerequisite {
             Prerequisite::KazooTestSuite => {
                 "python3-kazoo python3-pytest python3-pytest-timeout python3-mock python3-objgraph"
             }
+            Prerequisite::Kdc => crate::kerberos::KDC_PACKAGES,
         }
     }
 
-    /// The environment variable whose value `1` refuses to skip it.
+    /// The environment variable whose value `1` refuses to skip it (the KDC
+    /// counts with the interop suites: CI sets both).
     fn require_env(self) -> &'static str {
         match self {
             Prerequisite::ZooKeeper => REQUIRE_REAL_ENV,
@@ -180,6 +188,7 @@ impl Prerequisite {
             Prerequisite::KazooTestSuite => {
                 python_imports("kazoo, pytest, pytest_timeout, mock, objgraph")
             }
+            Prerequisite::Kdc => crate::kerberos::kdc_available(),
         }
     }
 
@@ -533,7 +542,7 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("`java`"), "{text}");
         assert!(
-            text.contains("zookeeper, curator, kazoo, kazoo-tests"),
+            text.contains("zookeeper, curator, kazoo, kazoo-tests, kdc"),
             "{text}"
         );
     }

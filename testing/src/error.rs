@@ -63,6 +63,24 @@ pub enum Error {
     #[error("ZooKeeper client error: {0}")]
     Client(#[from] zookeeper_client::Error),
 
+    /// A program the crate runs (a Kerberos tool) is not installed.
+    #[error("`{tool}` not found: install it with `apt-get install -y {packages}`")]
+    ToolNotFound {
+        /// The program that was looked for.
+        tool: String,
+        /// The Debian packages providing it.
+        packages: String,
+    },
+
+    /// A program the crate runs (a Kerberos tool) failed.
+    #[error("`{command}` failed: {detail}")]
+    Command {
+        /// The command, shortened to what identifies it.
+        command: String,
+        /// Its exit status and output.
+        detail: String,
+    },
+
     /// A bounded wait ran out of time; the message says what was awaited.
     #[error("timed out after {timeout:?} waiting for {what}")]
     Timeout {

@@ -11,6 +11,11 @@
 //! * [`TestingCluster`] runs a real ZooKeeper ensemble (3 servers by default) on loopback for
 //!   fail-over tests: find and kill the leader, stop and restart single nodes or all of them,
 //!   connect to one node or to the whole ensemble; see [`cluster`].
+//! * [`ZooKeeperServerBuilder::tls`] serves TLS (optionally mutual) from certificates made at
+//!   test time ([`TestCertificates`], see [`tls`]);
+//!   [`sasl_digest_user`](ZooKeeperServerBuilder::sasl_digest_user) and
+//!   [`kerberos`](ZooKeeperServerBuilder::kerberos) turn on SASL DIGEST-MD5 or GSSAPI, the
+//!   latter against a private MIT KDC ([`Kdc`], see [`kerberos`]).
 //! * [`expire_session`] expires a client's session on the server and waits until the client
 //!   has noticed.
 //! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
@@ -56,15 +61,19 @@ pub mod backend;
 pub mod cluster;
 pub mod error;
 pub mod expire;
+pub mod kerberos;
 pub mod proxy;
 pub mod server;
+pub mod tls;
 
 pub use backend::{connect_string_or_start, Backend, TestingServer, BACKEND_ENV, CONNECT_ENV};
 pub use cluster::{NodeMode, TestingCluster, TestingClusterBuilder};
 pub use error::Error;
 pub use expire::{close_granted_session, expire_session, expire_session_within};
+pub use kerberos::{Kdc, KerberosService};
 pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, SessionGrant, Traffic};
 pub use server::{zookeeper_available, ZooKeeperServer, ZooKeeperServerBuilder};
+pub use tls::{ClientAuth, ServerTls, TestCertificates, TestIdentity};
 /// The embedded server, which lives in its own crate ([`zk_curator_server`]); re-exported
 /// here so tests keep one import.
 pub use zk_curator_server as embedded;

@@ -17,6 +17,7 @@
 //! exits; the next server started on the machine deletes such directories once their owning
 //! process is gone (Linux only).
 
+use std::ffi::OsString;
 use std::fmt;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,6 +32,8 @@ use tempfile::TempDir;
 use tracing::{debug, info, warn};
 
 use crate::error::Error;
+use crate::kerberos::KerberosService;
+use crate::tls::ServerTls;
 
 /// Environment variable that, when set, replaces the whole Java classpath used for the server.
 pub const CLASSPATH_ENV: &str = "ZOOKEEPER_CLASSPATH";
@@ -61,6 +64,13 @@ pub(crate) const OWNER_FILE: &str = "owner.pid";
 
 /// Number of log lines put into startup errors.
 pub(crate) const ERROR_LOG_LINES: usize = 40;
+
+/// Logged by a standalone server once every listener is bound and the server runs: its
+/// container manager is made right after the last connection factory started.
+const STANDALONE_READY_LINE: &str = "Using checkIntervalMs=";
+
+/// The JAAS file of a server with SASL, in its directory.
+const JAAS_FILE: &str = "jaas.conf";
 
 /// The `sh` program that owns the JVM.
 ///
@@ -144,6 +154,14 @@ fn default_classpath() -> Result<String, Error> {
             entries.push(path);
         }
     }
+    // The manifest lists the Netty jars ZooKeeper names itself, but not netty-codec, which
+    // netty-handler's SslHandler extends: without it the Netty connection factory binds its
+    // TLS port and then fails every handshake (NoClassDefFoundError ByteToMessageDecoder).
+    // Debian's libnetty-java, a dependency of `zookeeper`, ships it beside the others.
+    let codec = dir.join("netty-codec.jar");
+    if codec.is_file() {
+        entries.push(codec);
+    }
     // slf4j-simple writes the server log to stderr, which the wrapper appends to a file.
     if let Some(binding) = ["slf4j-simple.jar", "slf4j-nop.jar"]
         .iter()
@@ -165,6 +183,82 @@ struct Settings {
     max_session_timeout: Duration,
     container_check_interval: Duration,
     startup_timeout: Duration,
+    // Boxed: they are rarely set, and a server handle stays small.
+    tls: Option<Box<ServerTls>>,
+    sasl: Box<SaslSettings>,
+}
+
+/// SASL chosen through [`ZooKeeperServerBuilder`]: DIGEST-MD5 users or a Kerberos service
+/// (ZooKeeper serves one mechanism: GSSAPI when its login has a Kerberos principal, DIGEST-MD5
+/// otherwise).
+#[derive(Clone, Debug, Default)]
+struct SaslSettings {
+    digest_users: Vec<(String, String)>,
+    kerberos: Option<KerberosService>,
+    required: bool,
+}
+
+impl SaslSettings {
+    fn enabled(&self) -> bool {
+        !self.digest_users.is_empty() || self.kerberos.is_some()
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        if !self.digest_users.is_empty() && self.kerberos.is_some() {
+            return Err(Error::InvalidConfig(
+                "ZooKeeper serves one SASL mechanism: choose DIGEST-MD5 users or Kerberos"
+                    .to_owned(),
+            ));
+        }
+        if self.required && !self.enabled() {
+            return Err(Error::InvalidConfig(
+                "SASL is required but neither DIGEST-MD5 users nor Kerberos are configured"
+                    .to_owned(),
+            ));
+        }
+        for (user, password) in &self.digest_users {
+            let plain_user = !user.is_empty()
+                && user
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !plain_user {
+                return Err(Error::InvalidConfig(format!(
+                    "SASL user {user:?}: use letters, digits, `-`, `_` and `.` only"
+                )));
+            }
+            if password
+                .chars()
+                .any(|c| c == '"' || c == '\\' || c.is_control())
+            {
+                return Err(Error::InvalidConfig(format!(
+                    "the password of SASL user {user:?} contains a quote, a backslash or a control character"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `Server` section ZooKeeper logs in with.
+    fn jaas(&self) -> String {
+        let mut jaas = String::from("Server {\n");
+        if let Some(kerberos) = &self.kerberos {
+            jaas.push_str(&format!(
+                "  com.sun.security.auth.module.Krb5LoginModule required\n    \
+                 useKeyTab=true\n    keyTab=\"{keytab}\"\n    storeKey=true\n    \
+                 useTicketCache=false\n    principal=\"{principal}\";\n",
+                keytab = kerberos.keytab().display(),
+                principal = kerberos.principal(),
+            ));
+        } else {
+            jaas.push_str("  org.apache.zookeeper.server.auth.DigestLoginModule required");
+            for (user, password) in &self.digest_users {
+                jaas.push_str(&format!("\n    user_{user}=\"{password}\""));
+            }
+            jaas.push_str(";\n");
+        }
+        jaas.push_str("};\n");
+        jaas
+    }
 }
 
 impl Default for Settings {
@@ -175,6 +269,8 @@ impl Default for Settings {
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
             startup_timeout: Duration::from_secs(30),
+            tls: None,
+            sasl: Box::default(),
         }
     }
 }
@@ -197,7 +293,20 @@ impl Settings {
                 "container check interval must be at least 1ms".to_owned(),
             ));
         }
-        Ok(())
+        if let Some(tls) = &self.tls {
+            for (what, path) in [
+                ("key store", tls.key_store()),
+                ("trust store", tls.trust_store()),
+            ] {
+                if !path.is_file() {
+                    return Err(Error::InvalidConfig(format!(
+                        "TLS {what} {} is not a file",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        self.sasl.validate()
     }
 }
 
@@ -243,6 +352,46 @@ impl ZooKeeperServerBuilder {
         self
     }
 
+    /// Serves TLS on a second free port (`secureClientPort`, through ZooKeeper's Netty
+    /// connection factory) with the given key and trust stores; see
+    /// [`ServerTls`] for client certificates and whether the plaintext port stays open, and
+    /// [`TestCertificates::server_tls`](crate::tls::TestCertificates::server_tls) for
+    /// settings made from test certificates.
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.settings.tls = Some(Box::new(tls));
+        self
+    }
+
+    /// Accepts SASL DIGEST-MD5 logins of `user` with `password` (in addition to users
+    /// added before). The server's JAAS `Server` section lists each user, and
+    /// ZooKeeper's `SASLAuthenticationProvider` is enabled, so a node's ACL can name
+    /// `sasl:<user>`. Users are letters, digits, `-`, `_` and `.`; passwords must not
+    /// contain quotes or backslashes.
+    pub fn sasl_digest_user(mut self, user: &str, password: &str) -> Self {
+        self.settings
+            .sasl
+            .digest_users
+            .push((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// Accepts SASL GSSAPI (Kerberos) logins: the server logs in as `service`'s principal
+    /// from its keytab at startup (its log then says `Server successfully logged in.`) and
+    /// its JVM reads `service`'s `krb5.conf`. See [`Kdc`](crate::kerberos::Kdc).
+    pub fn kerberos(mut self, service: KerberosService) -> Self {
+        self.settings.sasl.kerberos = Some(service);
+        self
+    }
+
+    /// Makes every session authenticate through SASL before anything else
+    /// (`sessionRequireClientSASLAuth=true`): other requests of a session that has not are
+    /// refused and the connection closed. Needs [`sasl_digest_user`](Self::sasl_digest_user)
+    /// or [`kerberos`](Self::kerberos).
+    pub fn require_sasl(mut self, required: bool) -> Self {
+        self.settings.sasl.required = required;
+        self
+    }
+
     /// Starts the server and blocks until it serves clients.
     ///
     /// Usable from any context, including initialisation of a `static`; inside an async
@@ -274,6 +423,7 @@ impl ZooKeeperServerBuilder {
 /// the JVM is cleaned up when the value is never dropped.
 pub struct ZooKeeperServer {
     port: u16,
+    secure_port: Option<u16>,
     launcher: Launcher,
     process: Mutex<Option<ServerProcess>>,
     // Declared last so the directory is removed after the process is gone.
@@ -284,6 +434,7 @@ impl fmt::Debug for ZooKeeperServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZooKeeperServer")
             .field("connect_string", &self.connect_string())
+            .field("secure_port", &self.secure_port)
             .field("dir", &self.dir.path())
             .field("pid", &self.pid())
             .finish()
@@ -331,16 +482,22 @@ impl ZooKeeperServer {
         let mut last_error = None;
         for attempt in 1..=START_PORT_ATTEMPTS {
             let port = free_port()?;
+            let secure_port = match settings.tls {
+                Some(_) => Some(free_port_other_than(port)?),
+                None => None,
+            };
             let launcher = Launcher {
                 installation: installation.clone(),
                 settings: settings.clone(),
                 root: dir.path().into(),
                 port,
+                secure_port,
             };
             match launcher.spawn_and_wait() {
                 Ok(process) => {
                     return Ok(ZooKeeperServer {
                         port,
+                        secure_port,
                         launcher,
                         process: Mutex::new(Some(process)),
                         dir,
@@ -365,9 +522,36 @@ impl ZooKeeperServer {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Returns the client port, which stays the same across [`restart`](Self::restart).
+    /// Returns the plaintext client port, which stays the same across
+    /// [`restart`](Self::restart).
+    ///
+    /// A server serving TLS only (see [`ServerTls::plaintext_port`]) keeps this port number
+    /// reserved but does not listen on it: connecting to it is refused.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Whether the plaintext [`port`](Self::port) is served (always, unless TLS only).
+    pub fn serves_plaintext(&self) -> bool {
+        self.launcher.serves_plaintext()
+    }
+
+    /// Returns the TLS client port (`secureClientPort`), if the server was built with
+    /// [`ZooKeeperServerBuilder::tls`]; it stays the same across restarts.
+    pub fn secure_port(&self) -> Option<u16> {
+        self.secure_port
+    }
+
+    /// Returns the TLS client address, `127.0.0.1:SECURE_PORT`.
+    pub fn secure_address(&self) -> Option<SocketAddr> {
+        self.secure_port
+            .map(|port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// Returns the connect string of the TLS port, `tcp+tls://127.0.0.1:SECURE_PORT`.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_port
+            .map(|port| format!("tcp+tls://127.0.0.1:{port}"))
     }
 
     /// Returns the client address, `127.0.0.1:PORT`.
@@ -475,9 +659,21 @@ struct Launcher {
     settings: Settings,
     root: PathBuf,
     port: u16,
+    secure_port: Option<u16>,
 }
 
 impl Launcher {
+    fn serves_plaintext(&self) -> bool {
+        self.settings
+            .tls
+            .as_ref()
+            .is_none_or(|tls| tls.serves_plaintext())
+    }
+
+    fn jaas_path(&self) -> PathBuf {
+        self.root.join(JAAS_FILE)
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.root.join("data")
     }
@@ -492,10 +688,30 @@ impl Launcher {
 
     fn config(&self) -> String {
         let s = &self.settings;
+        let mut listeners = String::new();
+        if self.serves_plaintext() {
+            listeners.push_str(&format!(
+                "clientPort={}\nclientPortAddress=127.0.0.1\n",
+                self.port
+            ));
+        }
+        if let (Some(tls), Some(secure_port)) = (&s.tls, self.secure_port) {
+            listeners.push_str(&format!(
+                "secureClientPort={secure_port}\nsecureClientPortAddress=127.0.0.1\n"
+            ));
+            listeners.push_str(&tls.config_lines());
+        }
+        if s.sasl.enabled() {
+            listeners.push_str(
+                "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
+            );
+            if s.sasl.required {
+                listeners.push_str("sessionRequireClientSASLAuth=true\n");
+            }
+        }
         format!(
             "tickTime={tick}\n\
-             clientPort={port}\n\
-             clientPortAddress=127.0.0.1\n\
+             {listeners}\
              dataDir={data}\n\
              admin.enableServer=false\n\
              4lw.commands.whitelist=*\n\
@@ -505,7 +721,6 @@ impl Launcher {
              maxClientCnxns=0\n\
              standaloneEnabled=true\n",
             tick = s.tick_time.as_millis(),
-            port = self.port,
             data = self.data_dir().display(),
             min = s.min_session_timeout.as_millis(),
             max = s.max_session_timeout.as_millis(),
@@ -513,7 +728,20 @@ impl Launcher {
     }
 
     fn jvm_args(&self) -> Vec<String> {
-        jvm_args(self.settings.container_check_interval)
+        let mut args = jvm_args(self.settings.container_check_interval);
+        if self.settings.sasl.enabled() {
+            args.push(format!(
+                "-Djava.security.auth.login.config={}",
+                self.jaas_path().display()
+            ));
+        }
+        if let Some(kerberos) = &self.settings.sasl.kerberos {
+            args.push(format!(
+                "-Djava.security.krb5.conf={}",
+                kerberos.krb5_conf().display()
+            ));
+        }
+        args
     }
 
     /// Spawns the JVM on this launcher's port and waits until it serves; on a restart the port
@@ -556,6 +784,10 @@ impl Launcher {
     fn spawn(&self) -> Result<ServerProcess, Error> {
         fs::write(self.config_path(), self.config())
             .map_err(|err| Error::io("cannot write zoo.cfg", err))?;
+        if self.settings.sasl.enabled() {
+            fs::write(self.jaas_path(), self.settings.sasl.jaas())
+                .map_err(|err| Error::io("cannot write the JAAS file", err))?;
+        }
         spawn_wrapped(
             &self.installation,
             &self.jvm_args(),
@@ -576,7 +808,7 @@ impl Launcher {
                 Ok(None) => {}
                 Err(err) => return Err(Error::io("cannot poll ZooKeeper process", err)),
             }
-            if is_serving(address) {
+            if self.is_ready(address, process.log_offset) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -588,6 +820,24 @@ impl Launcher {
             }
             thread::sleep(POLL_INTERVAL);
         }
+    }
+
+    /// Whether this process serves every listener it was given: `srvr` answers on the
+    /// plaintext port; with TLS, the server also logged that it runs and the TLS port accepts
+    /// connections (a probe through TLS would need a certificate the server trusts).
+    fn is_ready(&self, plaintext: SocketAddr, log_offset: u64) -> bool {
+        let Some(secure_port) = self.secure_port else {
+            return is_serving(plaintext);
+        };
+        if self.serves_plaintext() && !is_serving(plaintext) {
+            return false;
+        }
+        log_since_contains(&self.log_path(), log_offset, STANDALONE_READY_LINE)
+            && TcpStream::connect_timeout(
+                &SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, secure_port)),
+                Duration::from_millis(500),
+            )
+            .is_ok()
     }
 
     /// Describes an early exit with the output of that process only, so that an earlier
@@ -638,18 +888,42 @@ pub(crate) fn spawn_wrapped(
     root: &Path,
     port: u16,
 ) -> Result<ServerProcess, Error> {
+    let mut args: Vec<OsString> = jvm_args.iter().map(OsString::from).collect();
+    args.push("-cp".into());
+    args.push(installation.classpath.clone().into());
+    args.push(MAIN_CLASS.into());
+    args.push(config_path.into());
+    let process = spawn_owned(&installation.java, &args, &[], log_path, root, "ZooKeeper")?;
+    debug!(
+        port,
+        java_pid = process.java_pid,
+        wrapper_pid = process.child.id(),
+        "ZooKeeper JVM launched"
+    );
+    Ok(process)
+}
+
+/// Launches `program args` under the wrapper (see the module docs) with `envs` added to its
+/// environment, appending its output to `log_path`, and returns once the wrapper reported the
+/// program's pid. The program dies when the returned process is shut down or dropped, or when
+/// the test process exits. `what` names the program in errors.
+pub(crate) fn spawn_owned(
+    program: &Path,
+    args: &[OsString],
+    envs: &[(&str, OsString)],
+    log_path: &Path,
+    root: &Path,
+    what: &str,
+) -> Result<ServerProcess, Error> {
     let log_offset = fs::metadata(log_path).map(|meta| meta.len()).unwrap_or(0);
     let mut command = Command::new("/bin/sh");
     command
         .arg("-c")
         .arg(WRAPPER_SCRIPT)
         .arg("zk-testing-wrapper")
-        .arg(&installation.java)
-        .args(jvm_args)
-        .arg("-cp")
-        .arg(&installation.classpath)
-        .arg(MAIN_CLASS)
-        .arg(config_path)
+        .arg(program)
+        .args(args)
+        .envs(envs.iter().map(|(key, value)| (key, value)))
         .env("ZK_TESTING_OUT", log_path)
         .current_dir(root)
         .stdin(Stdio::piped())
@@ -657,7 +931,7 @@ pub(crate) fn spawn_wrapped(
         .stderr(Stdio::null());
     let mut child = command
         .spawn()
-        .map_err(|err| Error::io("cannot run `sh` to launch ZooKeeper", err))?;
+        .map_err(|err| Error::io(format!("cannot run `sh` to launch {what}"), err))?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
@@ -665,7 +939,7 @@ pub(crate) fn spawn_wrapped(
         let _ = child.kill();
         let _ = child.wait();
         return Err(Error::io(
-            "launching ZooKeeper",
+            format!("launching {what}"),
             std::io::Error::other("wrapper pipes missing"),
         ));
     };
@@ -683,17 +957,11 @@ pub(crate) fn spawn_wrapped(
                 Ok(Ok(_)) => String::new(),
             };
             return Err(Error::io(
-                "launching ZooKeeper",
+                format!("launching {what}"),
                 std::io::Error::other(detail),
             ));
         }
     };
-    debug!(
-        port,
-        java_pid,
-        wrapper_pid = child.id(),
-        "ZooKeeper JVM launched"
-    );
     Ok(ServerProcess {
         child,
         stdin: Some(stdin),
@@ -732,8 +1000,9 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Closes the pipe, which makes the wrapper kill the JVM, then waits for the wrapper, which
-    /// exits only after it has reaped the JVM.
+    /// Closes the pipe, which makes the wrapper kill the JVM (or the KDC, for a
+    /// [`Kdc`](crate::kerberos::Kdc)), then waits for the wrapper, which exits only after it
+    /// has reaped it.
     pub(crate) fn shutdown(mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + STOP_TIMEOUT;
@@ -746,7 +1015,7 @@ impl ServerProcess {
         }
         warn!(
             java_pid = self.java_pid,
-            "ZooKeeper wrapper did not exit in time; killing by pid"
+            "test server wrapper did not exit in time; killing its child by pid"
         );
         let _ = Command::new("kill")
             .arg("-9")
@@ -798,7 +1067,31 @@ pub(crate) fn sweep_abandoned_dirs() {
     }
 }
 
-fn free_port() -> Result<u16, Error> {
+/// Whether the part of `log` written after `offset` contains `needle`.
+fn log_since_contains(log: &Path, offset: u64, needle: &str) -> bool {
+    let Ok(bytes) = fs::read(log) else {
+        return false;
+    };
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    String::from_utf8_lossy(&bytes[start..]).contains(needle)
+}
+
+/// A free port that is not `taken` (two free ports asked for in a row may be the same).
+fn free_port_other_than(taken: u16) -> Result<u16, Error> {
+    for _ in 0..START_PORT_ATTEMPTS {
+        let port = free_port()?;
+        if port != taken {
+            return Ok(port);
+        }
+    }
+    Err(Error::InvalidConfig(format!(
+        "the system kept handing out port {taken} as free"
+    )))
+}
+
+pub(crate) fn free_port() -> Result<u16, Error> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|err| Error::io("cannot find a free port", err))?;
     let port = listener
