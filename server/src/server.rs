@@ -353,9 +353,9 @@ impl EmbeddedServer {
     }
 
     /// The connect string for clients, `127.0.0.1:PORT`, of the server's main port: the
-    /// plaintext one, or the TLS one when the server was built with
-    /// [`tls_only`](EmbeddedServerBuilder::tls_only) (clients must then be configured for
-    /// TLS, as Java's with `zookeeper.client.secure=true`).
+    /// plaintext one, or the TLS one when the server was built with `tls_only` (feature
+    /// `tls`; clients must then be configured for TLS, as Java's with
+    /// `zookeeper.client.secure=true`).
     pub fn connect_string(&self) -> String {
         self.address.to_string()
     }

@@ -126,9 +126,9 @@ impl TlsConfig {
         let key_pem = read(key, "TLS private key")?;
         Self::parse(
             &chain_pem,
-            &format!("certificate chain {}", cert_chain.display()),
+            &format!("certificate chain file {}", cert_chain.display()),
             &key_pem,
-            &format!("private key {}", key.display()),
+            &format!("key file {}", key.display()),
         )
     }
 
@@ -151,7 +151,7 @@ impl TlsConfig {
     pub fn with_client_ca_pem_file(self, ca: impl AsRef<Path>) -> Result<Self, Error> {
         let ca = ca.as_ref();
         let pem = read(ca, "TLS client CA")?;
-        self.client_ca(&pem, &format!("client CA {}", ca.display()))
+        self.client_ca(&pem, &format!("client CA file {}", ca.display()))
     }
 
     /// Closes a connection whose TLS handshake has not finished this long after it was
