@@ -129,7 +129,7 @@ Exit codes:
 const SERVER_EXIT_CODES: &str = "\
 Exit codes:
   0    stopped by SIGINT (Ctrl-C) or SIGTERM
-  64   usage error (bad arguments)
+  64   usage error (bad arguments, an unreadable or unusable TLS file)
   70   the server could not start (e.g. the port is taken)";
 
 /// Apache Curator's lock and leader election recipes on ZooKeeper, from the

@@ -1,10 +1,17 @@
 //! `zk-curator server`: the embedded ZooKeeper-protocol server in the
 //! foreground, for local work.
+//!
+//! With `--tls-cert` and `--tls-key` it also speaks TLS, as ZooKeeper's
+//! `secureClientPort`: on a second port (`--secure-port`, a free one by
+//! default) or, with `--tls-only`, on its only port. `--tls-client-ca`
+//! requires client certificates signed by that CA (mutual TLS). The files
+//! are read and checked before anything is bound; a bad one is a usage error.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator_server::EmbeddedServer;
+use zk_curator_server::{EmbeddedServer, TlsConfig};
 
 use crate::duration::parse_duration;
 use crate::exit::{Failure, OTHER};
@@ -43,10 +50,48 @@ pub(crate) struct ServerArgs {
     /// Make clients authenticating with digest USER:PASSWORD super users.
     #[arg(long, value_name = "USER:PASSWORD")]
     pub(crate) super_user: Option<String>,
+    /// Also serve TLS, with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Require TLS clients to present a certificate signed by this CA (PEM):
+    /// mutual TLS, like ZooKeeper's ssl.clientAuth=need.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_client_ca: Option<PathBuf>,
+    /// The 127.0.0.1 port serving TLS beside --port (ZooKeeper's
+    /// secureClientPort); 0, the default, picks a free one.
+    #[arg(
+        long,
+        value_name = "PORT",
+        requires = "tls_cert",
+        conflicts_with = "tls_only"
+    )]
+    pub(crate) secure_port: Option<u16>,
+    /// Serve only TLS, on --port, instead of TLS on a second port.
+    #[arg(long, requires = "tls_cert")]
+    pub(crate) tls_only: bool,
 }
 
-/// Serves until SIGINT or SIGTERM, after printing the connect string.
+/// The TLS configuration the options ask for, read and checked now: an
+/// unreadable or unusable file is a usage error naming it.
+fn tls_config(args: &ServerArgs) -> Result<Option<TlsConfig>, Failure> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let mut tls = TlsConfig::from_pem_files(cert, key).map_err(Failure::usage)?;
+    if let Some(ca) = &args.tls_client_ca {
+        tls = tls.with_client_ca_pem_file(ca).map_err(Failure::usage)?;
+    }
+    Ok(Some(tls))
+}
+
+/// Serves until SIGINT or SIGTERM, after printing the connect string (and,
+/// with TLS, the TLS address as `tcp+tls://127.0.0.1:PORT` on the next line).
 pub(crate) async fn run(args: ServerArgs) -> Result<u8, Failure> {
+    let tls = tls_config(&args)?;
     let mut builder = EmbeddedServer::builder()
         .port(args.port)
         .extended_types(args.extended_types)
@@ -72,6 +117,13 @@ pub(crate) async fn run(args: ServerArgs) -> Result<u8, Failure> {
     if let Some(credentials) = &args.super_user {
         builder = builder.super_user(credentials);
     }
+    if let Some(tls) = tls {
+        builder = if args.tls_only {
+            builder.tls_only(tls)
+        } else {
+            builder.secure_client_port(args.secure_port.unwrap_or(0), tls)
+        };
+    }
     let server = builder
         .start()
         .await
@@ -80,9 +132,16 @@ pub(crate) async fn run(args: ServerArgs) -> Result<u8, Failure> {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGTERM: {err}")))?;
     println!("{}", server.connect_string());
+    if let Some(secure) = server.tls_connect_string() {
+        println!("{secure}");
+    }
+    let serving = match server.secure_address() {
+        None => server.connect_string(),
+        Some(secure) if secure == server.address() => format!("{secure} (TLS only)"),
+        Some(secure) => format!("{} and TLS on {secure}", server.connect_string()),
+    };
     eprintln!(
-        "zk-curator: embedded ZooKeeper-protocol server on {} (in memory; Ctrl-C stops it)",
-        server.connect_string()
+        "zk-curator: embedded ZooKeeper-protocol server on {serving} (in memory; Ctrl-C stops it)"
     );
     tokio::select! {
         result = tokio::signal::ctrl_c() => {

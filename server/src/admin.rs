@@ -20,7 +20,10 @@ pub const VERSION: &str = "3.8.0-embedded, built by zk-curator-server";
 /// The configuration the words report.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
-    pub(crate) port: u16,
+    /// The plaintext port; `None` (reported as -1, as ZooKeeper does) when only TLS is served.
+    pub(crate) client_port: Option<u16>,
+    /// The TLS port; `None` (-1) when none is served.
+    pub(crate) secure_client_port: Option<u16>,
     pub(crate) tick_time: Duration,
     pub(crate) min_session_timeout: Duration,
     pub(crate) max_session_timeout: Duration,
@@ -105,10 +108,11 @@ fn environment() -> String {
 
 fn configuration(config: &Config) -> String {
     format!(
-        "clientPort={port}\nsecureClientPort=-1\ndataDir=\ndataDirSize=0\ndataLogDir=\n\
+        "clientPort={port}\nsecureClientPort={secure}\ndataDir=\ndataDirSize=0\ndataLogDir=\n\
          dataLogSize=0\ntickTime={tick}\nmaxClientCnxns={max}\nminSessionTimeout={min}\n\
          maxSessionTimeout={maxs}\nclientPortListenBacklog=-1\nserverId=0\n",
-        port = config.port,
+        port = config.client_port.map_or(-1, i32::from),
+        secure = config.secure_client_port.map_or(-1, i32::from),
         tick = config.tick_time.as_millis(),
         max = config.max_connections,
         min = config.min_session_timeout.as_millis(),

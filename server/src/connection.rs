@@ -1,11 +1,13 @@
-//! One client connection: framing, the handshake, requests applied under the state lock,
-//! four-letter words, and the backpressure that keeps a connection's memory bounded.
+//! One client connection: the TLS handshake on a secure port, framing, the session
+//! handshake, requests applied under the state lock, four-letter words, and the backpressure
+//! that keeps a connection's memory bounded. Everything after the TLS handshake is one code
+//! path over any byte stream, so a TLS connection behaves as a plain one.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
@@ -77,22 +79,66 @@ pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
     Framed::Frame(frame)
 }
 
-pub(crate) async fn serve_connection(
+/// How a listener's connections carry the protocol.
+#[derive(Clone, Debug)]
+pub(crate) enum Transport {
+    /// The protocol straight on the TCP stream (ZooKeeper's `clientPort`).
+    Plain,
+    /// The protocol inside TLS (ZooKeeper's `secureClientPort`).
+    #[cfg(feature = "tls")]
+    Tls(crate::tls::Acceptor),
+}
+
+impl Transport {
+    /// Whether connections go through a TLS handshake first.
+    pub(crate) fn is_tls(&self) -> bool {
+        match self {
+            Transport::Plain => false,
+            #[cfg(feature = "tls")]
+            Transport::Tls(_) => true,
+        }
+    }
+}
+
+/// Serves one accepted connection until it closes: the TLS handshake first when `transport`
+/// asks for one (here, in the connection's own task, so that a slow or failing handshake
+/// holds up no other connection), then the protocol.
+pub(crate) async fn run_connection(
     id: ConnId,
     stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
+    transport: Transport,
 ) {
-    let limit = shared.settings.max_outstanding_bytes;
-    let port = shared.port;
-    let (tx, mut rx) = outbox(hard_cap(limit));
-    shared.state().register_conn(id, peer, tx.clone());
+    // Unregisters the connection however the task ends: handshake failure, close, abort.
     let _guard = ConnGuard {
         id,
         shared: shared.clone(),
     };
     let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
+    match transport {
+        Transport::Plain => serve_connection(id, stream, peer, &shared).await,
+        #[cfg(feature = "tls")]
+        Transport::Tls(acceptor) => {
+            // A stalled server answers no handshake either.
+            shared.faults.wait_unstalled().await;
+            if let Some(stream) = acceptor.handshake(id, stream, peer).await {
+                serve_connection(id, stream, peer, &shared).await;
+            }
+        }
+    }
+}
+
+/// The protocol on one connection, over any byte stream (plain TCP or TLS): reads and writes
+/// never overlap (a write happens in a branch's handler, after the read future is dropped),
+/// so the stream is used whole, unsplit.
+async fn serve_connection<S>(id: ConnId, mut stream: S, peer: SocketAddr, shared: &Shared)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let limit = shared.settings.max_outstanding_bytes;
+    let (tx, mut rx) = outbox(hard_cap(limit));
+    shared.state().register_conn(id, peer, tx.clone());
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     let mut established = false;
@@ -109,12 +155,12 @@ pub(crate) async fn serve_connection(
                 Framed::FourLetter(word) => {
                     let answer = {
                         let state = shared.state();
-                        crate::admin::answer(&word, &state, &shared.settings.admin(port))
+                        crate::admin::answer(&word, &state, &shared.admin())
                     };
                     match answer {
                         Some(answer) => {
-                            let _ = writer.write_all(answer.as_bytes()).await;
-                            let _ = writer.shutdown().await;
+                            let _ = stream.write_all(answer.as_bytes()).await;
+                            let _ = stream.shutdown().await;
                         }
                         None => debug!(id, "unknown four-letter word; closing connection"),
                     }
@@ -127,7 +173,7 @@ pub(crate) async fn serve_connection(
                 Framed::Frame(body) => body,
             };
             if established {
-                closing = handle_request(id, &body, &shared, &tx);
+                closing = handle_request(id, &body, shared, &tx);
             } else {
                 let Ok(request) = ConnectRequest::decode(&body) else {
                     debug!(id, "malformed handshake; closing connection");
@@ -159,11 +205,11 @@ pub(crate) async fn serve_connection(
         tokio::select! {
             biased;
             out = rx.recv() => {
-                if !write_queued(out, &mut rx, &mut writer, &shared).await {
+                if !write_queued(out, &mut rx, &mut stream, shared).await {
                     return;
                 }
             }
-            read = reader.read(&mut chunk), if reading => match read {
+            read = stream.read(&mut chunk), if reading => match read {
                 Ok(0) | Err(_) => return,
                 Ok(n) => pending.extend_from_slice(&chunk[..n]),
             },
@@ -177,10 +223,10 @@ pub(crate) async fn serve_connection(
 
 /// Writes `first` and whatever else is queued now, in one batch of at most a few frames;
 /// returns false once the connection is to be closed.
-async fn write_queued(
+async fn write_queued<W: AsyncWrite + Unpin>(
     first: Option<Outbound>,
     rx: &mut OutboxReceiver,
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    writer: &mut W,
     shared: &Shared,
 ) -> bool {
     /// A batch stops growing past this size, so that a long queue is not copied at once.
@@ -213,8 +259,13 @@ async fn write_queued(
     if !batch.is_empty() {
         shared.faults.wait_unstalled().await;
         // A client that lets its notifications pile up past the hard cap is not waited for.
+        // The flush matters for TLS, which may keep the end of a write in its buffer; on TCP
+        // it does nothing.
         let written = tokio::select! {
-            written = writer.write_all(&batch) => written,
+            written = async {
+                writer.write_all(&batch).await?;
+                writer.flush().await
+            } => written,
             () = rx.overflowed() => return false,
         };
         rx.written(batch.len());

@@ -17,6 +17,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// A TLS certificate, private key or client CA could not be used (feature `tls`); the
+    /// message names the file or the part of the configuration at fault.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
 }
 
 impl Error {

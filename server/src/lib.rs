@@ -48,6 +48,10 @@
 //!   builder's `# Memory` section for the bound.
 //! * **Fault injection**: [`EmbeddedServer::expire_session`], [`drop_connections`],
 //!   [`stall`], [`lose_reply_to_next`].
+//! * **TLS** (feature `tls`): ZooKeeper's `secureClientPort`, the same protocol inside TLS,
+//!   either on the server's only port or on a second port beside the plaintext one, with
+//!   client certificates optionally required and checked against a CA (mutual TLS, like
+//!   `ssl.clientAuth=need`); see [TLS](#tls) below.
 //!
 //! ZooKeeper 3.8 quirks reproduced on purpose (each checked against the real server by the
 //! conformance tests): `exists` checks no ACL; creates inside a `multi` are answered as plain
@@ -59,7 +63,8 @@
 //! Differences: `getEphemerals` lists come sorted; session ids and passwords are not
 //! ZooKeeper's; `maxClientCnxns` caps all connections together, not each client address.
 //!
-//! Not implemented: SASL, reconfiguration (answered with `ReconfigDisabled`), quotas,
+//! Not implemented: SASL, TLS client authentication as a ZooKeeper identity (the `x509`
+//! ACL scheme), certificate revocation lists, reconfiguration (answered with `ReconfigDisabled`), quotas,
 //! read-only mode, more than one node, persistence (everything is in memory), and the
 //! four-letter words that manage tracing or the JVM.
 //!
@@ -72,11 +77,34 @@
 //! its backpressure (`outbox`); both take the settings and the shared state from `shared`
 //! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks.
 //!
+//! # TLS
+//!
+//! With the `tls` feature, a `TlsConfig` made from PEM (a certificate chain and its key,
+//! and optionally a CA that client certificates must chain to) makes the server speak TLS,
+//! with rustls and its aws-lc-rs provider:
+//!
+//! ```ignore
+//! use zk_curator_server::{EmbeddedServer, TlsConfig};
+//!
+//! let tls = TlsConfig::from_pem(&cert_chain_pem, &key_pem)?
+//!     .with_client_ca_pem(&client_ca_pem)?; // optional: mutual TLS
+//! // TLS beside plaintext, as ZooKeeper's clientPort + secureClientPort:
+//! let server = EmbeddedServer::builder().secure_client_port(0, tls).start().await?;
+//! let secure = server.tls_connect_string().unwrap(); // "tcp+tls://127.0.0.1:PORT"
+//! // or TLS only, on the server's one port: EmbeddedServer::builder().tls_only(tls)
+//! ```
+//!
+//! The TLS handshake runs in each connection's own task within a timeout, and a failed one
+//! closes only that connection; after it, a TLS connection is served exactly as a plaintext
+//! one (four-letter words, backpressure and fault injection included). The `conf` word
+//! reports the TLS port as `secureClientPort`.
+//!
 //! # From a shell or another language's tests
 //!
 //! `zk-curator server --port 0` (the `zk-curator` command line) starts this server, prints
-//! its connect string on the first line of stdout and serves until SIGINT or SIGTERM; see
-//! the repository's README.
+//! its connect string on the first line of stdout and serves until SIGINT or SIGTERM
+//! (`--tls-cert`, `--tls-key` and `--tls-client-ca` add a TLS port); see the repository's
+//! README.
 //!
 //! [`drop_connections`]: EmbeddedServer::drop_connections
 //! [`stall`]: EmbeddedServer::stall
@@ -113,6 +141,8 @@ mod server;
 pub mod session;
 mod shared;
 mod state;
+#[cfg(feature = "tls")]
+mod tls;
 pub mod tree;
 pub mod watch;
 
@@ -122,3 +152,5 @@ pub use faults::{LostReply, LostReplyHandle, RequestMatcher};
 pub use server::{
     EmbeddedServer, EmbeddedServerBuilder, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_OUTSTANDING_BYTES,
 };
+#[cfg(feature = "tls")]
+pub use tls::{TlsConfig, DEFAULT_TLS_HANDSHAKE_TIMEOUT};

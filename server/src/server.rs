@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::connection::serve_connection;
+use crate::connection::{run_connection, Transport};
 use crate::error::Error;
 use crate::faults::{LostReplyHandle, RequestMatcher};
 use crate::shared::{Settings, Shared};
@@ -113,12 +113,34 @@ impl EmbeddedServerBuilder {
         self
     }
 
+    /// Speaks only TLS on the server's port (the one set with [`port`](Self::port), or a free
+    /// one): ZooKeeper with a `secureClientPort` and no `clientPort`. Clients connect with TLS
+    /// to [`EmbeddedServer::connect_string`] (or to
+    /// [`EmbeddedServer::tls_connect_string`], the `tcp+tls://` form of `zookeeper-client`).
+    /// Replaces an earlier [`secure_client_port`](Self::secure_client_port). Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn tls_only(mut self, tls: crate::tls::TlsConfig) -> Self {
+        self.settings.tls = Some(crate::shared::TlsListen::Only(tls));
+        self
+    }
+
+    /// Speaks TLS on a second `127.0.0.1` port, `port` (0 for a free one), beside the
+    /// plaintext one: ZooKeeper's `secureClientPort` next to its `clientPort`. Both serve the
+    /// same sessions and data. [`EmbeddedServer::secure_address`] tells the port chosen.
+    /// Replaces an earlier [`tls_only`](Self::tls_only). Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn secure_client_port(mut self, port: u16, tls: crate::tls::TlsConfig) -> Self {
+        self.settings.tls = Some(crate::shared::TlsListen::Beside(port, tls));
+        self
+    }
+
     /// Starts the server on a free `127.0.0.1` port (or the one set with
     /// [`port`](Self::port)), on the current tokio runtime: it lives as
     /// long as the handle and that runtime.
     ///
     /// # Errors
-    /// The port could not be bound or the server's tasks not started.
+    /// [`Error::InvalidConfig`] for unusable settings; [`Error::Io`] if a port could not be
+    /// bound or the server's tasks not started.
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is awaited; the server exists once this returns.
@@ -129,6 +151,9 @@ impl EmbeddedServerBuilder {
     /// Starts the server on a runtime of its own (two worker threads), usable from synchronous
     /// code, from any runtime, and in a `static` shared by tests that each run their own
     /// runtime. The runtime shuts down when the handle is dropped.
+    ///
+    /// # Errors
+    /// As for [`start`](Self::start), or the runtime could not be built.
     pub fn start_blocking(self) -> Result<EmbeddedServer, Error> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -162,27 +187,115 @@ impl EmbeddedServerBuilder {
                 s.min_session_timeout, s.max_session_timeout
             )));
         }
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, s.port))
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        let main = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, s.port)))
             .map_err(|err| Error::io("cannot bind embedded server", err))?;
-        let address = listener
+        let address = main
             .local_addr()
             .map_err(|err| Error::io("cannot read embedded server address", err))?;
-        let shared = Arc::new(Shared::new(s.clone(), address.port()));
-        let tasks = vec![
-            handle.spawn(accept_loop(listener, shared.clone())),
+        let (main_transport, secure) = tls_listeners(&s)?;
+        let mut listeners = vec![Listener {
+            address,
+            transport: main_transport,
+        }];
+        let mut bound = vec![main];
+        if let Some((socket, listener)) = secure {
+            bound.push(socket);
+            listeners.push(listener);
+        }
+        let port_of = |tls: bool| {
+            listeners
+                .iter()
+                .find(|l| l.transport.is_tls() == tls)
+                .map(|l| l.address.port())
+        };
+        let shared = Arc::new(Shared::new(s.clone(), port_of(false), port_of(true)));
+        let acceptors = bound
+            .into_iter()
+            .zip(&listeners)
+            .map(|(socket, listener)| {
+                handle.spawn(accept_loop(
+                    socket,
+                    listener.transport.clone(),
+                    shared.clone(),
+                ))
+            })
+            .collect();
+        let timers = vec![
             handle.spawn(expiry_loop(shared.clone(), s.tick_time)),
             handle.spawn(reaper_loop(shared.clone(), s.container_check_interval)),
         ];
-        info!(%address, "embedded ZooKeeper server started");
+        for listener in &listeners {
+            info!(
+                address = %listener.address,
+                tls = listener.transport.is_tls(),
+                "embedded ZooKeeper server started"
+            );
+        }
         Ok(EmbeddedServer {
             address,
+            listeners,
             shared,
-            tasks: Mutex::new(tasks),
+            acceptors: Mutex::new(acceptors),
+            timers,
             handle,
             runtime,
         })
     }
+}
+
+/// Binds a non-blocking listener, ready for tokio.
+fn bind(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// A bound socket and the listener it serves.
+type Bound = (std::net::TcpListener, Listener);
+
+/// How the main port carries the protocol, and the TLS port to open beside it, if any.
+#[cfg(feature = "tls")]
+fn tls_listeners(settings: &Settings) -> Result<(Transport, Option<Bound>), Error> {
+    use crate::shared::TlsListen;
+
+    let check = |tls: &crate::tls::TlsConfig| {
+        if tls.handshake_timeout().is_zero() {
+            return Err(Error::InvalidConfig(
+                "the TLS handshake timeout must be positive".to_owned(),
+            ));
+        }
+        Ok(Transport::Tls(tls.acceptor()))
+    };
+    match &settings.tls {
+        None => Ok((Transport::Plain, None)),
+        Some(TlsListen::Only(tls)) => Ok((check(tls)?, None)),
+        Some(TlsListen::Beside(port, tls)) => {
+            let transport = check(tls)?;
+            let socket = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, *port)))
+                .map_err(|err| Error::io("cannot bind embedded server's TLS port", err))?;
+            let address = socket
+                .local_addr()
+                .map_err(|err| Error::io("cannot read embedded server's TLS address", err))?;
+            Ok((
+                Transport::Plain,
+                Some((socket, Listener { address, transport })),
+            ))
+        }
+    }
+}
+
+/// Without the `tls` feature, only plaintext.
+#[cfg(not(feature = "tls"))]
+#[allow(clippy::unnecessary_wraps)]
+fn tls_listeners(_settings: &Settings) -> Result<(Transport, Option<Bound>), Error> {
+    Ok((Transport::Plain, None))
+}
+
+/// One port the server listens on, and how its connections carry the protocol.
+#[derive(Debug)]
+struct Listener {
+    address: SocketAddr,
+    transport: Transport,
 }
 
 /// An in-process, single-node server speaking ZooKeeper's client protocol on `127.0.0.1`.
@@ -191,9 +304,15 @@ impl EmbeddedServerBuilder {
 /// the [crate docs](crate) for what it implements. Its tasks run on the tokio runtime that
 /// started it; dropping the handle stops them and closes every connection.
 pub struct EmbeddedServer {
+    /// The main port's address (plaintext, or TLS with `tls_only`).
     address: SocketAddr,
+    /// Every port, the main one first; restarted on the same addresses.
+    listeners: Vec<Listener>,
     shared: Arc<Shared>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// One accept loop per listener, in the same order.
+    acceptors: Mutex<Vec<JoinHandle<()>>>,
+    /// The expiry and container timers.
+    timers: Vec<JoinHandle<()>>,
     handle: tokio::runtime::Handle,
     /// The server's own runtime, when started with
     /// [`start_blocking`](EmbeddedServerBuilder::start_blocking).
@@ -204,6 +323,7 @@ impl fmt::Debug for EmbeddedServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EmbeddedServer")
             .field("address", &self.address)
+            .field("secure_address", &self.secure_address_any())
             .field("connections", &self.active_connections())
             .finish()
     }
@@ -232,19 +352,45 @@ impl EmbeddedServer {
         Self::builder().start_blocking()
     }
 
-    /// The connect string for clients, `127.0.0.1:PORT`.
+    /// The connect string for clients, `127.0.0.1:PORT`, of the server's main port: the
+    /// plaintext one, or the TLS one when the server was built with `tls_only` (feature
+    /// `tls`; clients must then be configured for TLS, as Java's with
+    /// `zookeeper.client.secure=true`).
     pub fn connect_string(&self) -> String {
         self.address.to_string()
     }
 
-    /// The address the server listens on.
+    /// The address of the server's main port (see [`connect_string`](Self::connect_string)).
     pub fn address(&self) -> SocketAddr {
         self.address
     }
 
-    /// The port the server listens on.
+    /// The server's main port (see [`connect_string`](Self::connect_string)).
     pub fn port(&self) -> u16 {
         self.address.port()
+    }
+
+    /// The address that speaks TLS: the second port of
+    /// [`secure_client_port`](EmbeddedServerBuilder::secure_client_port), the main port of
+    /// [`tls_only`](EmbeddedServerBuilder::tls_only), `None` without TLS. Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn secure_address(&self) -> Option<SocketAddr> {
+        self.secure_address_any()
+    }
+
+    /// The TLS address in `zookeeper-client`'s notation, `tcp+tls://127.0.0.1:PORT` (for
+    /// `Client::connector().with_tls(..).connect(..)`); `None` without TLS. Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn tls_connect_string(&self) -> Option<String> {
+        self.secure_address_any()
+            .map(|address| format!("tcp+tls://{address}"))
+    }
+
+    fn secure_address_any(&self) -> Option<SocketAddr> {
+        self.listeners
+            .iter()
+            .find(|l| l.transport.is_tls())
+            .map(|l| l.address)
     }
 
     /// Number of open client connections.
@@ -325,54 +471,65 @@ impl EmbeddedServer {
     }
 
     /// Stops listening and closes every connection, keeping the data and sessions (which do
-    /// not expire while stopped). [`restart`](Self::restart) serves again on the same port.
+    /// not expire while stopped). [`restart`](Self::restart) serves again on the same port
+    /// (ports, with a TLS one beside).
     pub fn stop(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
-        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(acceptor) = tasks.first() {
+        for acceptor in self
+            .acceptors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             acceptor.abort();
         }
-        drop(tasks);
         self.drop_connections();
     }
 
-    /// Serves again on the same port after [`stop`](Self::stop) (or restarts a running
-    /// server); every session gets a full timeout from now.
+    /// Serves again on the same port (ports) after [`stop`](Self::stop) (or restarts a
+    /// running server); every session gets a full timeout from now.
     ///
     /// # Errors
-    /// The port could not be bound again within about a second.
+    /// A port could not be bound again within about a second.
     ///
     /// # Cancel safety
     /// The server is stopped at the first poll; dropping the future while it
-    /// waits for the port leaves it stopped (call `restart` again).
+    /// waits for a port leaves it stopped (call `restart` again).
     pub async fn restart(&self) -> Result<(), Error> {
         self.stop();
-        let mut attempt = 0;
-        let listener = loop {
-            match std::net::TcpListener::bind(self.address)
-                .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            {
-                Ok(listener) => break listener,
-                Err(err) if attempt >= 50 => {
-                    return Err(Error::io("cannot re-bind embedded server", err))
+        let mut sockets = Vec::with_capacity(self.listeners.len());
+        for listener in &self.listeners {
+            let mut attempt = 0;
+            let socket = loop {
+                match bind(listener.address) {
+                    Ok(socket) => break socket,
+                    Err(err) if attempt >= 50 => {
+                        return Err(Error::io("cannot re-bind embedded server", err))
+                    }
+                    Err(_) => {
+                        attempt += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                 }
-                Err(_) => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-        };
+            };
+            sockets.push(socket);
+        }
         self.shared
             .state()
             .sessions
             .touch_all(std::time::Instant::now());
         self.shared.stopped.store(false, Ordering::SeqCst);
-        let acceptor = self
-            .handle
-            .spawn(accept_loop(listener, self.shared.clone()));
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = tasks.first_mut() {
-            *slot = acceptor;
+        let mut acceptors = self.acceptors.lock().unwrap_or_else(|p| p.into_inner());
+        // A concurrent `restart` may have got there first; its loops give way to these.
+        for acceptor in acceptors.drain(..) {
+            acceptor.abort();
+        }
+        for (socket, listener) in sockets.into_iter().zip(&self.listeners) {
+            acceptors.push(self.handle.spawn(accept_loop(
+                socket,
+                listener.transport.clone(),
+                self.shared.clone(),
+            )));
         }
         Ok(())
     }
@@ -381,10 +538,11 @@ impl EmbeddedServer {
 impl Drop for EmbeddedServer {
     fn drop(&mut self) {
         for task in self
-            .tasks
+            .acceptors
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
+            .chain(self.timers.drain(..))
         {
             task.abort();
         }
@@ -395,7 +553,7 @@ impl Drop for EmbeddedServer {
     }
 }
 
-async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: std::net::TcpListener, transport: Transport, shared: Arc<Shared>) {
     let listener = match TcpListener::from_std(listener) {
         Ok(listener) => listener,
         Err(err) => {
@@ -419,8 +577,14 @@ async fn accept_loop(listener: std::net::TcpListener, shared: Arc<Shared>) {
             drop(stream);
             continue;
         }
-        debug!(id, %peer, "embedded server accepted connection");
-        let task = tokio::spawn(serve_connection(id, stream, peer, shared.clone()));
+        debug!(id, %peer, tls = transport.is_tls(), "embedded server accepted connection");
+        let task = tokio::spawn(run_connection(
+            id,
+            stream,
+            peer,
+            shared.clone(),
+            transport.clone(),
+        ));
         connections.insert(id, task.abort_handle());
     }
 }

@@ -34,19 +34,19 @@ pub(crate) struct Settings {
     pub(crate) sorted_children: bool,
     pub(crate) max_connections: usize,
     pub(crate) max_outstanding_bytes: usize,
+    /// Where TLS is served, if anywhere.
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<TlsListen>,
 }
 
-impl Settings {
-    /// What the admin words report about the configuration.
-    pub(crate) fn admin(&self, port: u16) -> crate::admin::Config {
-        crate::admin::Config {
-            port,
-            tick_time: self.tick_time,
-            min_session_timeout: self.min_session_timeout,
-            max_session_timeout: self.max_session_timeout,
-            max_connections: self.max_connections,
-        }
-    }
+/// Where the server speaks TLS.
+#[cfg(feature = "tls")]
+#[derive(Clone, Debug)]
+pub(crate) enum TlsListen {
+    /// Only TLS, on [`Settings::port`].
+    Only(crate::tls::TlsConfig),
+    /// Plaintext on [`Settings::port`] and TLS on this port (0: a free one).
+    Beside(u16, crate::tls::TlsConfig),
 }
 
 impl Default for Settings {
@@ -62,6 +62,8 @@ impl Default for Settings {
             sorted_children: false,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -70,8 +72,10 @@ impl Default for Settings {
 pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
     pub(crate) settings: Settings,
-    /// The port it listens on (for `conf`).
-    pub(crate) port: u16,
+    /// The port serving plaintext, if any (for `conf`).
+    pub(crate) client_port: Option<u16>,
+    /// The port serving TLS, if any (for `conf`).
+    pub(crate) secure_client_port: Option<u16>,
     pub(crate) faults: Faults,
     pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
     pub(crate) next_conn: AtomicU64,
@@ -79,8 +83,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Fresh state for a server with these settings, listening on `port`.
-    pub(crate) fn new(settings: Settings, port: u16) -> Self {
+    /// Fresh state for a server with these settings, listening for plaintext on
+    /// `client_port` and for TLS on `secure_client_port`.
+    pub(crate) fn new(
+        settings: Settings,
+        client_port: Option<u16>,
+        secure_client_port: Option<u16>,
+    ) -> Self {
         let limits = Limits {
             min_session_timeout: settings.min_session_timeout,
             max_session_timeout: settings.max_session_timeout,
@@ -91,11 +100,24 @@ impl Shared {
         Shared {
             state: Mutex::new(State::new(limits)),
             settings,
-            port,
+            client_port,
+            secure_client_port,
             faults: Faults::default(),
             connections: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// What the admin words report about the configuration.
+    pub(crate) fn admin(&self) -> crate::admin::Config {
+        crate::admin::Config {
+            client_port: self.client_port,
+            secure_client_port: self.secure_client_port,
+            tick_time: self.settings.tick_time,
+            min_session_timeout: self.settings.min_session_timeout,
+            max_session_timeout: self.settings.max_session_timeout,
+            max_connections: self.settings.max_connections,
         }
     }
 
