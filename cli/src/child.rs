@@ -24,17 +24,19 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, OTHER};
+use crate::guard::{self, Guard};
+use crate::terminal::Terminal;
 
 /// How often the group is looked at while waiting for it to end.
 const POLL: Duration = Duration::from_millis(20);
@@ -98,27 +100,45 @@ pub(crate) struct Group {
     pgid: Pid,
     /// The direct child's status, once it has been reaped.
     status: Option<ExitStatus>,
+    /// Kills the group if zk-curator dies; dropped armed (an error), it
+    /// does so at once.
+    guard: Option<Guard>,
+    /// The terminal whose foreground the group has, if zk-curator had it.
+    terminal: Option<Terminal>,
 }
 
 impl Group {
-    /// Starts `program args` with `env` added, in a new process group.
+    /// Starts `program args` with `env` added, in a new process group,
+    /// guarded (see [`crate::guard`]) and, if zk-curator is the terminal's
+    /// foreground, in the foreground.
     ///
     /// # Errors
     /// [`NOT_FOUND`] or [`CANNOT_EXECUTE`] (the shell's codes) when it
-    /// cannot be started.
-    pub(crate) fn spawn(
+    /// cannot be started; [`OTHER`] when it cannot be guarded (it is then
+    /// not run).
+    pub(crate) async fn spawn(
         program: &OsString,
         args: &[OsString],
         env: &[(&str, String)],
     ) -> Result<Group, Failure> {
         become_subreaper();
-        let mut command = std::process::Command::new(program);
-        command.args(args).process_group(0);
+        let unguarded = |err: io::Error| {
+            Failure::new(
+                OTHER,
+                format!("cannot guard the command (it was not run): {err}"),
+            )
+        };
+        let mut guard = Guard::spawn().map_err(unguarded)?;
+        let mut command = guard::command(program, args).map_err(unguarded)?;
         for (key, value) in env {
             command.env(key, value);
         }
+        // The death signal the wrapper asks for fires when the *thread*
+        // that started it ends: this runs on the thread driving `main`'s
+        // future (or a runtime worker), which live as long as the process;
+        // never start the command from a `spawn_blocking` thread.
         let spawned = tokio::process::Command::from(command).spawn();
-        let child = spawned.map_err(|err| {
+        let mut child = spawned.map_err(|err| {
             let code = if err.kind() == io::ErrorKind::NotFound {
                 NOT_FOUND
             } else {
@@ -133,11 +153,53 @@ impl Group {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| Failure::new(OTHER, "the command has no pid"))?;
+        let pgid = Pid::from_raw(pid);
+        let armed = async {
+            let stopped = guard::wait_stopped(pgid).await?;
+            guard.arm(pgid).await?;
+            io::Result::Ok(stopped)
+        };
+        let stopped = match armed.await {
+            Ok(stopped) => stopped,
+            Err(err) => {
+                // Stopped before the command: it never runs.
+                if let Err(err) = killpg(pgid, Signal::SIGKILL) {
+                    tracing::debug!(%err, "cannot kill the unguarded wrapper");
+                }
+                if let Err(err) = child.wait().await {
+                    tracing::debug!(%err, "cannot reap the unguarded wrapper");
+                }
+                return Err(unguarded(err));
+            }
+        };
+        let terminal = Terminal::if_foreground();
+        if let Some(terminal) = &terminal {
+            terminal.give_to(pgid);
+        }
+        if stopped {
+            tracing::debug!(group = %pgid, "the guard is armed; starting the command");
+            if let Err(err) = kill(pgid, Signal::SIGCONT) {
+                tracing::warn!(%err, "cannot let the command start");
+            }
+        }
         Ok(Group {
             child,
-            pgid: Pid::from_raw(pid),
+            pgid,
             status: None,
+            guard: Some(guard),
+            terminal,
         })
+    }
+
+    /// Once no process of the group is left: lets the guard go and takes
+    /// the terminal back.
+    async fn finish(&mut self) {
+        if let Some(terminal) = &self.terminal {
+            terminal.take_back_from(self.pgid);
+        }
+        if let Some(guard) = self.guard.take() {
+            guard.disarm().await;
+        }
     }
 
     /// Sends `signal` to every process of the group.
@@ -261,13 +323,14 @@ pub(crate) async fn run_under<R>(
 ) -> Result<Ending<R>, Failure> {
     let waited =
         |err: io::Error| Failure::new(OTHER, format!("cannot wait for the command: {err}"));
-    let mut group = Group::spawn(program, args, env)?;
+    let mut group = Group::spawn(program, args, env).await?;
     tokio::pin!(stop);
     let status = loop {
         tokio::select! {
             status = group.wait_command() => break status.map_err(waited)?,
             reason = &mut stop => {
                 group.stop(kill_after).await.map_err(waited)?;
+                group.finish().await;
                 return Ok(Ending::Stopped(reason));
             }
             signal = signals.recv() => {
@@ -277,6 +340,7 @@ pub(crate) async fn run_under<R>(
         }
     };
     if group.is_gone().map_err(waited)? {
+        group.finish().await;
         return Ok(Ending::Exited(status));
     }
     eprintln!(
@@ -288,10 +352,12 @@ pub(crate) async fn run_under<R>(
         tokio::select! {
             gone = group.wait_gone() => {
                 gone.map_err(waited)?;
+                group.finish().await;
                 return Ok(Ending::Exited(status));
             }
             reason = &mut stop => {
                 group.stop(kill_after).await.map_err(waited)?;
+                group.finish().await;
                 return Ok(Ending::Stopped(reason));
             }
             signal = signals.recv() => {

@@ -20,12 +20,14 @@ mod connect;
 mod duration;
 mod elect;
 mod exit;
+mod guard;
 mod layout;
 mod leader;
 mod lock;
 mod locks;
 mod revoke;
 mod server;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -222,10 +224,15 @@ enum Command {
     /// persistence. Prints its connect string on stdout.
     #[command(after_help = SERVER_EXIT_CODES)]
     Server(ServerArgs),
+    /// Internal: runs a command for `lock` or `elect` once they let it.
+    #[command(name = guard::EXEC_COMMAND, hide = true)]
+    Exec(guard::ExecArgs),
+    /// Internal: kills a command's process group if zk-curator dies.
+    #[command(name = guard::GUARD_COMMAND, hide = true)]
+    Guard,
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -234,6 +241,13 @@ async fn main() -> ExitCode {
             let _ = err.print();
             return ExitCode::from(code);
         }
+    };
+    // The helpers of `lock` and `elect` (see `guard`): small, synchronous,
+    // quiet, and without a runtime's threads.
+    let cli = match cli.command {
+        Command::Exec(args) => return guard::exec_main(args),
+        Command::Guard => return guard::guard_main(),
+        command => Cli { command },
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -245,7 +259,20 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .init();
-    match run(cli).await {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("zk-curator: cannot start: {err}");
+            return ExitCode::from(exit::OTHER);
+        }
+    };
+    // `run` is driven on this thread, which lives as long as the process
+    // (the commands' death signal depends on it: see `child`).
+    match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("zk-curator: {}", failure.message);
@@ -301,6 +328,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             connect::close(&framework, true).await;
             result
         }
+        Command::Exec(_) | Command::Guard => Err(Failure::new(
+            exit::OTHER,
+            "an internal command reached the runtime",
+        )),
         Command::Revoke(args) => {
             check_path(&args.path, "lock")?;
             if let Some(node) = args.node.as_deref() {
