@@ -163,10 +163,23 @@ enum Command {
     /// group. The lock is released only once no process of the group is
     /// left: if the command exits while processes it started still run, the
     /// lock stays held (and watched) until they end, and the command's status
-    /// is given then. A process that leaves the group on purpose (setsid,
-    /// setpgid) is not followed. Not being the terminal's foreground group,
-    /// a command that reads from the terminal is stopped by it (SIGTTIN):
-    /// give it its input another way.
+    /// is given then.
+    ///
+    /// If zk-curator itself dies (SIGKILL, the OOM killer, a crash), a small
+    /// guard process (`zk-curator __guard`) kills the whole group at once,
+    /// long before the session expires and the next holder starts. Not
+    /// covered: a process that leaves the group on purpose (setsid,
+    /// setpgid), which is not followed in any case, and systems other than
+    /// Linux (no parent-death signal or child subreaper there: the guard is
+    /// armed only just after the command started).
+    ///
+    /// Run from a terminal's foreground, the command's group gets the
+    /// terminal (Ctrl-C reaches it directly, it may read the terminal) and
+    /// zk-curator takes it back at the end. Ctrl-Z stops the command's group
+    /// and then zk-curator's job, so the shell shows it stopped; `fg` or
+    /// `bg` continue the command only once the lock is confirmed still held
+    /// on ZooKeeper (a stop longer than --session-timeout loses it: exit
+    /// 76). Without a terminal, nothing of this applies.
     ///
     /// Once the group is gone, zk-curator exits promptly even if ZooKeeper
     /// is gone too: an unanswered release is given up after 2s, and the
@@ -207,6 +220,14 @@ enum Command {
     /// SIGTERM and SIGHUP are passed on to the whole group. Leadership is
     /// given up (the next participant leads) once no process of the group
     /// is left.
+    ///
+    /// As under `lock`, a guard process kills the whole group if zk-curator
+    /// itself dies (SIGKILL, the OOM killer, a crash), long before its
+    /// session expires and the next participant leads; a process that
+    /// leaves the group (setsid, setpgid) and systems other than Linux are
+    /// not covered. From a terminal, the group gets its foreground, and
+    /// Ctrl-Z stops the group and zk-curator's job; the command is continued
+    /// only once the term is confirmed on ZooKeeper.
     #[command(after_help = ELECT_EXIT_CODES)]
     Elect(ElectArgs),
     /// Print the leader of an election and its participants, in order.
