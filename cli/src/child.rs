@@ -16,7 +16,12 @@
 //!   keeps the lock while a descendant holds the lock file open);
 //! * on Linux this process is a child subreaper, so members whose parent
 //!   died are reparented to it and reaped here (a zombie would keep the
-//!   group alive).
+//!   group alive);
+//! * a guard process kills the whole group if this process dies without
+//!   stopping it (SIGKILL, a crash), and the command starts only once the
+//!   guard is armed ([`crate::guard`]);
+//! * from a terminal's foreground, the group gets the terminal, and its
+//!   stops (Ctrl-Z) are followed ([`crate::terminal`]).
 //!
 //! `zk-curator lock` uses this; a later command that runs a child under a
 //! hold (e.g. while leader) is meant to use it too.
@@ -24,17 +29,20 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::io;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, OTHER};
+use crate::guard::{self, Guard};
+use crate::terminal::{JobControl, JobEvent, Terminal};
 
 /// How often the group is looked at while waiting for it to end.
 const POLL: Duration = Duration::from_millis(20);
@@ -98,27 +106,43 @@ pub(crate) struct Group {
     pgid: Pid,
     /// The direct child's status, once it has been reaped.
     status: Option<ExitStatus>,
+    /// Kills the group if zk-curator dies; dropped armed (an error), it
+    /// does so at once.
+    guard: Option<Guard>,
 }
 
 impl Group {
-    /// Starts `program args` with `env` added, in a new process group.
+    /// Starts `program args` with `env` added, in a new process group,
+    /// guarded (see [`crate::guard`]) and, if zk-curator is the terminal's
+    /// foreground, in the foreground.
     ///
     /// # Errors
     /// [`NOT_FOUND`] or [`CANNOT_EXECUTE`] (the shell's codes) when it
-    /// cannot be started.
-    pub(crate) fn spawn(
+    /// cannot be started; [`OTHER`] when it cannot be guarded (it is then
+    /// not run).
+    pub(crate) async fn spawn(
         program: &OsString,
         args: &[OsString],
         env: &[(&str, String)],
-    ) -> Result<Group, Failure> {
+    ) -> Result<(Group, Option<JobControl>), Failure> {
         become_subreaper();
-        let mut command = std::process::Command::new(program);
-        command.args(args).process_group(0);
+        let unguarded = |err: io::Error| {
+            Failure::new(
+                OTHER,
+                format!("cannot guard the command (it was not run): {err}"),
+            )
+        };
+        let mut guard = Guard::spawn().map_err(unguarded)?;
+        let mut command = guard::command(program, args).map_err(unguarded)?;
         for (key, value) in env {
             command.env(key, value);
         }
+        // The death signal the wrapper asks for fires when the *thread*
+        // that started it ends: this runs on the thread driving `main`'s
+        // future (or a runtime worker), which live as long as the process;
+        // never start the command from a `spawn_blocking` thread.
         let spawned = tokio::process::Command::from(command).spawn();
-        let child = spawned.map_err(|err| {
+        let mut child = spawned.map_err(|err| {
             let code = if err.kind() == io::ErrorKind::NotFound {
                 NOT_FOUND
             } else {
@@ -133,11 +157,55 @@ impl Group {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| Failure::new(OTHER, "the command has no pid"))?;
-        Ok(Group {
+        let pgid = Pid::from_raw(pid);
+        let armed = async {
+            let stopped = guard::wait_stopped(pgid).await?;
+            guard.arm(pgid).await?;
+            io::Result::Ok(stopped)
+        };
+        let stopped = match armed.await {
+            Ok(stopped) => stopped,
+            Err(err) => {
+                // Stopped before the command: it never runs.
+                if let Err(err) = killpg(pgid, Signal::SIGKILL) {
+                    tracing::debug!(%err, "cannot kill the unguarded wrapper");
+                }
+                if let Err(err) = child.wait().await {
+                    tracing::debug!(%err, "cannot reap the unguarded wrapper");
+                }
+                return Err(unguarded(err));
+            }
+        };
+        let jobs = Terminal::if_foreground().and_then(|terminal| {
+            terminal.give_to(pgid);
+            JobControl::new(terminal)
+                .map_err(|err| tracing::warn!(%err, "cannot follow the command's stops"))
+                .ok()
+        });
+        if stopped {
+            tracing::debug!(group = %pgid, "the guard is armed; starting the command");
+            if let Err(err) = kill(pgid, Signal::SIGCONT) {
+                tracing::warn!(%err, "cannot let the command start");
+            }
+        }
+        let group = Group {
             child,
-            pgid: Pid::from_raw(pid),
+            pgid,
             status: None,
-        })
+            guard: Some(guard),
+        };
+        Ok((group, jobs))
+    }
+
+    /// Once no process of the group is left: lets the guard go and takes
+    /// the terminal back (from `jobs`).
+    async fn finish(&mut self, jobs: Option<&JobControl>) {
+        if let Some(jobs) = jobs {
+            jobs.terminal().take_back_from(self.pgid);
+        }
+        if let Some(guard) = self.guard.take() {
+            guard.disarm().await;
+        }
     }
 
     /// Sends `signal` to every process of the group.
@@ -191,6 +259,19 @@ impl Group {
         }
     }
 
+    /// With `command`, waits for the direct child's end and returns its
+    /// status; without, waits until no process of the group is left and
+    /// returns `None`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    async fn wait_end(&mut self, command: bool) -> io::Result<Option<ExitStatus>> {
+        if command {
+            return self.wait_command().await.map(Some);
+        }
+        self.wait_gone().await.map(|()| None)
+    }
+
     /// Waits until no process of the group is left.
     ///
     /// # Cancel safety
@@ -239,6 +320,15 @@ pub(crate) enum Ending<R> {
     Stopped(R),
 }
 
+/// Whether the group's stop is being followed, and how far.
+enum Pause {
+    /// Running (or stopped without job control: nothing is done then).
+    None,
+    /// zk-curator was stopped with the group and continued; the hold is
+    /// being confirmed before the group is continued.
+    Confirming(BoxFuture<'static, bool>),
+}
+
 /// Runs `program args` (with `env`) in a group of its own and watches it
 /// until the whole group is gone.
 ///
@@ -247,7 +337,10 @@ pub(crate) enum Ending<R> {
 /// once no member is left. Signals from `signals` are passed on to the
 /// group. If the direct child exits while members of its group still run,
 /// all of this goes on until they are gone, and its status is returned
-/// then.
+/// then. When the group has zk-curator's terminal and stops (Ctrl-Z),
+/// zk-curator stops too; once continued, it continues the group only after
+/// `confirm` has said that the hold is still good (see
+/// [`JobControl`]).
 ///
 /// # Errors
 /// A failure when the command cannot be started or waited for.
@@ -256,48 +349,92 @@ pub(crate) async fn run_under<R>(
     args: &[OsString],
     env: &[(&str, String)],
     stop: impl Future<Output = R>,
+    confirm: impl Fn() -> BoxFuture<'static, bool>,
     signals: &mut Signals,
     kill_after: Duration,
 ) -> Result<Ending<R>, Failure> {
     let waited =
         |err: io::Error| Failure::new(OTHER, format!("cannot wait for the command: {err}"));
-    let mut group = Group::spawn(program, args, env)?;
+    let (mut group, mut jobs) = Group::spawn(program, args, env).await?;
+    let pgid = group.pgid;
     tokio::pin!(stop);
-    let status = loop {
-        tokio::select! {
-            status = group.wait_command() => break status.map_err(waited)?,
-            reason = &mut stop => {
-                group.stop(kill_after).await.map_err(waited)?;
-                return Ok(Ending::Stopped(reason));
-            }
-            signal = signals.recv() => {
-                tracing::info!(%signal, "passing the signal on to the command's group");
-                group.signal(signal);
-            }
-        }
-    };
-    if group.is_gone().map_err(waited)? {
-        return Ok(Ending::Exited(status));
-    }
-    eprintln!(
-        "zk-curator: the command exited ({}) but processes it started still run in its \
-         process group; holding on until they end",
-        status_code(status)
-    );
+    let mut pause = Pause::None;
+    let mut status = None;
     loop {
+        let following = jobs.is_some();
+        let (paused, confirming) = match &mut pause {
+            Pause::None => (false, None),
+            Pause::Confirming(confirmation) => (true, Some(confirmation)),
+        };
         tokio::select! {
-            gone = group.wait_gone() => {
-                gone.map_err(waited)?;
-                return Ok(Ending::Exited(status));
+            ended = group.wait_end(status.is_none()) => {
+                let exited = match (ended.map_err(waited)?, status) {
+                    (Some(exited), _) | (None, Some(exited)) => exited,
+                    (None, None) => continue,
+                };
+                if status.is_none() {
+                    status = Some(exited);
+                    if !group.is_gone().map_err(waited)? {
+                        eprintln!(
+                            "zk-curator: the command exited ({}) but processes it started \
+                             still run in its process group; holding on until they end",
+                            status_code(exited)
+                        );
+                        continue;
+                    }
+                }
+                group.finish(jobs.as_ref()).await;
+                return Ok(Ending::Exited(exited));
             }
             reason = &mut stop => {
                 group.stop(kill_after).await.map_err(waited)?;
+                group.finish(jobs.as_ref()).await;
                 return Ok(Ending::Stopped(reason));
             }
             signal = signals.recv() => {
                 tracing::info!(%signal, "passing the signal on to the command's group");
                 group.signal(signal);
             }
+            event = job_event(&mut jobs, pgid), if following && !paused => {
+                let Some(jobs) = &jobs else { continue };
+                match event {
+                    JobEvent::Stopped => {
+                        jobs.stop_own_job(pgid);
+                        pause = Pause::Confirming(confirm());
+                    }
+                    JobEvent::Foreground => jobs.follow(pgid),
+                }
+            }
+            good = async { confirming?.await.then_some(()) }, if paused => {
+                if good.is_some() {
+                    tracing::info!(group = %pgid, "the hold is still good; continuing the command");
+                    if let Some(jobs) = &jobs {
+                        jobs.follow(pgid);
+                    }
+                    group.signal(Signal::SIGCONT);
+                    pause = Pause::None;
+                } else {
+                    // The loss, if it is one, stops the group through
+                    // `stop`; until then, ask again now and then.
+                    tracing::warn!("the hold could not be confirmed; the command stays stopped");
+                    let again = confirm();
+                    pause = Pause::Confirming(Box::pin(async move {
+                        tokio::time::sleep(CONFIRM_AGAIN).await;
+                        again.await
+                    }));
+                }
+            }
         }
+    }
+}
+
+/// How long to wait before confirming the hold again.
+const CONFIRM_AGAIN: Duration = Duration::from_secs(1);
+
+/// [`JobControl::next_event`], if there is job control.
+async fn job_event(jobs: &mut Option<JobControl>, group: Pid) -> JobEvent {
+    match jobs {
+        Some(jobs) => jobs.next_event(group).await,
+        None => std::future::pending().await,
     }
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::Notify;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
@@ -355,7 +356,22 @@ pub(crate) async fn run_command(
             }
         }
     };
-    match run_under(program, rest, &env, stop, signals, kill_after).await? {
+    // After a stop (Ctrl-Z), the group is continued only once a fenced
+    // check on ZooKeeper has found the hold still there: the session's
+    // pings stopped with zk-curator.
+    let confirm = || -> BoxFuture<'static, bool> {
+        let fence = hold.fence();
+        Box::pin(async move {
+            let checked = match &fence {
+                Ok(fence) => fence.multi().commit().await.map(drop),
+                Err(err) => Err(err.clone()),
+            };
+            checked
+                .map_err(|err| tracing::warn!(%err, "the hold could not be confirmed"))
+                .is_ok()
+        })
+    };
+    match run_under(program, rest, &env, stop, confirm, signals, kill_after).await? {
         child::Ending::Exited(status) => Ok(Ending::Exited(status)),
         child::Ending::Stopped(ending) => Ok(ending),
     }

@@ -20,12 +20,14 @@ mod connect;
 mod duration;
 mod elect;
 mod exit;
+mod guard;
 mod layout;
 mod leader;
 mod lock;
 mod locks;
 mod revoke;
 mod server;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -161,10 +163,23 @@ enum Command {
     /// group. The lock is released only once no process of the group is
     /// left: if the command exits while processes it started still run, the
     /// lock stays held (and watched) until they end, and the command's status
-    /// is given then. A process that leaves the group on purpose (setsid,
-    /// setpgid) is not followed. Not being the terminal's foreground group,
-    /// a command that reads from the terminal is stopped by it (SIGTTIN):
-    /// give it its input another way.
+    /// is given then.
+    ///
+    /// If zk-curator itself dies (SIGKILL, the OOM killer, a crash), a small
+    /// guard process (`zk-curator __guard`) kills the whole group at once,
+    /// long before the session expires and the next holder starts. Not
+    /// covered: a process that leaves the group on purpose (setsid,
+    /// setpgid), which is not followed in any case, and systems other than
+    /// Linux (no parent-death signal or child subreaper there: the guard is
+    /// armed only just after the command started).
+    ///
+    /// Run from a terminal's foreground, the command's group gets the
+    /// terminal (Ctrl-C reaches it directly, it may read the terminal) and
+    /// zk-curator takes it back at the end. Ctrl-Z stops the command's group
+    /// and then zk-curator's job, so the shell shows it stopped; `fg` or
+    /// `bg` continue the command only once the lock is confirmed still held
+    /// on ZooKeeper (a stop longer than --session-timeout loses it: exit
+    /// 76). Without a terminal, nothing of this applies.
     ///
     /// Once the group is gone, zk-curator exits promptly even if ZooKeeper
     /// is gone too: an unanswered release is given up after 2s, and the
@@ -205,6 +220,14 @@ enum Command {
     /// SIGTERM and SIGHUP are passed on to the whole group. Leadership is
     /// given up (the next participant leads) once no process of the group
     /// is left.
+    ///
+    /// As under `lock`, a guard process kills the whole group if zk-curator
+    /// itself dies (SIGKILL, the OOM killer, a crash), long before its
+    /// session expires and the next participant leads; a process that
+    /// leaves the group (setsid, setpgid) and systems other than Linux are
+    /// not covered. From a terminal, the group gets its foreground, and
+    /// Ctrl-Z stops the group and zk-curator's job; the command is continued
+    /// only once the term is confirmed on ZooKeeper.
     #[command(after_help = ELECT_EXIT_CODES)]
     Elect(ElectArgs),
     /// Print the leader of an election and its participants, in order.
@@ -222,10 +245,15 @@ enum Command {
     /// persistence. Prints its connect string on stdout.
     #[command(after_help = SERVER_EXIT_CODES)]
     Server(ServerArgs),
+    /// Internal: runs a command for `lock` or `elect` once they let it.
+    #[command(name = guard::EXEC_COMMAND, hide = true)]
+    Exec(guard::ExecArgs),
+    /// Internal: kills a command's process group if zk-curator dies.
+    #[command(name = guard::GUARD_COMMAND, hide = true)]
+    Guard,
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -234,6 +262,13 @@ async fn main() -> ExitCode {
             let _ = err.print();
             return ExitCode::from(code);
         }
+    };
+    // The helpers of `lock` and `elect` (see `guard`): small, synchronous,
+    // quiet, and without a runtime's threads.
+    let cli = match cli.command {
+        Command::Exec(args) => return guard::exec_main(args),
+        Command::Guard => return guard::guard_main(),
+        command => Cli { command },
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -245,7 +280,20 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .init();
-    match run(cli).await {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("zk-curator: cannot start: {err}");
+            return ExitCode::from(exit::OTHER);
+        }
+    };
+    // `run` is driven on this thread, which lives as long as the process
+    // (the commands' death signal depends on it: see `child`).
+    match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("zk-curator: {}", failure.message);
@@ -301,6 +349,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             connect::close(&framework, true).await;
             result
         }
+        Command::Exec(_) | Command::Guard => Err(Failure::new(
+            exit::OTHER,
+            "an internal command reached the runtime",
+        )),
         Command::Revoke(args) => {
             check_path(&args.path, "lock")?;
             if let Some(node) = args.node.as_deref() {

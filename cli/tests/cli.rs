@@ -957,6 +957,150 @@ async fn the_hold_outlives_the_command_until_its_group_is_gone() {
 }
 
 // ---------------------------------------------------------------------------
+// zk-curator killed outright (SIGKILL, the OOM killer, a crash): its
+// command's group must not outlive it (issue 22, part 6).
+// ---------------------------------------------------------------------------
+
+/// Reads the nanosecond timestamps, one a line, that a command wrote.
+fn timestamps(file: &Path) -> Vec<u128> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Processes known by the files holding their pids, killed through those
+/// pids when a test ends (a failed test leaves nothing running).
+struct PidFiles(Vec<PathBuf>);
+
+impl Drop for PidFiles {
+    fn drop(&mut self) {
+        for file in &self.0 {
+            let pid = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|text| text.trim().parse::<i32>().ok());
+            if let Some(pid) = pid.filter(|pid| *pid > 1) {
+                if !pid_gone(pid as u32) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `zk-curator <verb> <path> --session-timeout 4s` runs a shell whose
+/// grandchild appends timestamps to a file; zk-curator is killed with
+/// SIGKILL. The shell and the grandchild must be gone within a second (long
+/// before the session expires), and the next `zk-curator <verb>` on the
+/// path, which runs once the session has expired, must find no timestamp of
+/// the first command after its own first one.
+async fn a_killed_zk_curator_leaves_no_command_behind(verb: &str, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| dir.path().join(name);
+    let (shell_pid, grandchild_pid) = (file("shell-pid"), file("grandchild-pid"));
+    let (first_marks, second_marks) = (file("first"), file("second"));
+    let _cleanup = PidFiles(vec![shell_pid.clone(), grandchild_pid.clone()]);
+    let path = unique(name);
+    // At most 400 lines, 50ms apart: bounded even if nothing stops it.
+    let writer = format!(
+        "echo $$ > {g}; i=0; while [ $i -lt 400 ]; do date +%s%N >> {m}; i=$((i+1)); \
+         sleep 0.05; done",
+        g = grandchild_pid.display(),
+        m = first_marks.display(),
+    );
+    let script = format!(
+        "echo $$ > {s}; sh -c '{writer}' >/dev/null 2>&1 </dev/null & wait",
+        s = shell_pid.display(),
+    );
+    let mut first = zkc(&[
+        verb,
+        &path,
+        "--session-timeout",
+        "4s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .spawn()
+    .unwrap();
+    let shell = read_pid(&shell_pid).await;
+    let grandchild = read_pid(&grandchild_pid).await;
+    wait_for("the first command's marks", || async {
+        timestamps(&first_marks).len() >= 2
+    })
+    .await;
+
+    // SIGKILL, through zk-curator's own pid.
+    first.start_kill().unwrap();
+    let killed = Instant::now();
+    first.wait().await.unwrap();
+    let mut gone_after = None;
+    for _ in 0..100 {
+        if pid_gone(shell) && pid_gone(grandchild) {
+            gone_after = Some(killed.elapsed());
+            break;
+        }
+        if killed.elapsed() > Duration::from_secs(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let alive = format!(
+        "shell {shell} {}, grandchild {grandchild} {}",
+        if pid_gone(shell) { "gone" } else { "running" },
+        if pid_gone(grandchild) {
+            "gone"
+        } else {
+            "running"
+        },
+    );
+
+    // The next participant gets in once the first session has expired.
+    let next = format!(
+        "i=0; while [ $i -lt 5 ]; do date +%s%N >> {m}; i=$((i+1)); sleep 0.05; done",
+        m = second_marks.display(),
+    );
+    let output = run(&[verb, &path, "--", "sh", "-c", &next]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let first_last = timestamps(&first_marks).into_iter().max().unwrap();
+    let second_first = timestamps(&second_marks).into_iter().min().unwrap();
+    let overlap_ms = (first_last as i128 - second_first as i128) / 1_000_000;
+
+    assert!(
+        gone_after.is_some(),
+        "1s after zk-curator was killed, its command's group still ran ({alive}); \
+         the first command wrote {overlap_ms}ms past the second one's start"
+    );
+    assert!(
+        first_last < second_first,
+        "the first command wrote {overlap_ms}ms past the second one's start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_lock_takes_its_command_group_with_it() {
+    bounded(a_killed_zk_curator_leaves_no_command_behind(
+        "lock",
+        "kill9-lock",
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_elect_takes_its_command_group_with_it() {
+    bounded(a_killed_zk_curator_leaves_no_command_behind(
+        "elect",
+        "kill9-elect",
+    ))
+    .await;
+}
+
+// ---------------------------------------------------------------------------
 // The command line's edges (issue 15, item 8).
 // ---------------------------------------------------------------------------
 
