@@ -1,0 +1,272 @@
+//! `zk-curator` on secured ensembles: `--tls-ca/--tls-cert/--tls-key` (and
+//! their `ZK_TLS_*` variables) against a server requiring client
+//! certificates, `ZK_SASL` against ZooKeeper's DIGEST-MD5, and the usage
+//! errors of bad values (exit 64, before anything is sent).
+//!
+//! TLS runs on the chosen backend (the embedded server's TLS by default,
+//! ZooKeeper's `secureClientPort` with `ZK_TEST_SERVER=real`); SASL on the
+//! real one only.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+use zk_curator_testing::backend::{Backend, Prerequisite};
+use zk_curator_testing::{EmbeddedServer, TestCertificates, ZooKeeperServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+
+/// A TLS-only server requiring client certificates of `certs`' CA, on the
+/// chosen backend, and its connect string; `None` when the real backend is
+/// asked for and missing (skipped under `ZK_SKIP_MISSING`).
+async fn secure_server(
+    test: &str,
+    certs: &TestCertificates,
+) -> Option<(String, Option<ZooKeeperServer>, Option<EmbeddedServer>)> {
+    if Backend::from_env().unwrap() == Backend::Real {
+        if !Prerequisite::ZooKeeper.check(test) {
+            return None;
+        }
+        let real = ZooKeeperServer::builder()
+            .tls(certs.server_tls())
+            .start_async()
+            .await
+            .unwrap();
+        return Some((real.secure_connect_string().unwrap(), Some(real), None));
+    }
+    let tls = zk_curator_testing::embedded::TlsConfig::from_pem(
+        certs.server().cert_pem().as_bytes(),
+        certs.server().key_pem().as_bytes(),
+    )
+    .unwrap()
+    .with_client_ca_pem(certs.ca().cert_pem().as_bytes())
+    .unwrap();
+    let embedded = EmbeddedServer::builder()
+        .tls_only(tls)
+        .start()
+        .await
+        .unwrap();
+    Some((
+        format!("tcp+tls://{}", embedded.address()),
+        None,
+        Some(embedded),
+    ))
+}
+
+fn zkc(connect: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("ZK_CONNECT", connect)
+        .env_remove("ZK_AUTH")
+        .env_remove("ZK_SASL")
+        .env_remove("ZK_TLS_CA")
+        .env_remove("ZK_TLS_CERT")
+        .env_remove("ZK_TLS_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn lock_and_locks_over_mutual_tls() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let certs = TestCertificates::generate().unwrap();
+        let Some((connect, _real, _embedded)) =
+            secure_server("lock_and_locks_over_mutual_tls", &certs).await
+        else {
+            return;
+        };
+        let ca = certs.ca().cert_path().to_str().unwrap().to_owned();
+        let cert = certs.client().cert_path().to_str().unwrap().to_owned();
+        let key = certs.client().key_path().to_str().unwrap().to_owned();
+        // Flags.
+        let output = zkc(
+            &connect,
+            &[
+                "lock",
+                "/tls-cli",
+                "--tls-ca",
+                &ca,
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &key,
+                "--",
+                "sh",
+                "-c",
+                "echo \"token=$ZK_CURATOR_FENCING_TOKEN\"",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "lock over TLS: {}",
+            stderr(&output)
+        );
+        assert!(String::from_utf8_lossy(&output.stdout).starts_with("token="));
+        // The environment.
+        let output = zkc(&connect, &["locks", "/tls-cli", "--json"])
+            .env("ZK_TLS_CA", &ca)
+            .env("ZK_TLS_CERT", &cert)
+            .env("ZK_TLS_KEY", &key)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "locks over TLS: {}",
+            stderr(&output)
+        );
+        // No client certificate: refused, and said why, within the timeout.
+        let started = Instant::now();
+        let output = zkc(
+            &connect,
+            &[
+                "locks",
+                "/tls-cli",
+                "--tls-ca",
+                &ca,
+                "--connection-timeout",
+                "3s",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+        assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("refused our client certificate"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(started.elapsed() < Duration::from_secs(8));
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn bad_tls_and_sasl_values_are_usage_errors() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        // Nothing listens there: a usage error must come before any attempt.
+        let connect = "127.0.0.1:1";
+        let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+            (&["--tls-ca", "/no/such/ca.pem"], &[], "/no/such/ca.pem"),
+            (&["--tls-cert", "/etc/hostname"], &[], "--tls-ca"),
+            (
+                &["--tls-ca", "/etc/hostname"],
+                &[],
+                "no usable CA certificate",
+            ),
+            (&[], &[("ZK_SASL", "digest:alice")], "ZK_SASL"),
+            (&[], &[("ZK_SASL", "plain:a:b")], "ZK_SASL"),
+            (&[], &[("ZK_SASL", "/no/such/sasl")], "/no/such/sasl"),
+        ];
+        for (flags, env, expected) in cases {
+            let mut args = vec!["locks", "/x"];
+            args.extend_from_slice(flags);
+            let mut command = zkc(connect, &args);
+            for (key, value) in env {
+                command.env(key, value);
+            }
+            let started = Instant::now();
+            let output = command.output().await.unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(64),
+                "{flags:?} {env:?}: {}",
+                stderr(&output)
+            );
+            assert!(
+                stderr(&output).contains(expected),
+                "{flags:?} {env:?}: {}",
+                stderr(&output)
+            );
+            assert!(started.elapsed() < Duration::from_secs(2));
+        }
+        // A password given through ZK_SASL never shows in an error.
+        let output = zkc("tcp+tls://127.0.0.1:1", &["locks", "/x"])
+            .env("ZK_SASL", "digest:alice:very-secret")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+        assert!(!stderr(&output).contains("very-secret"));
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test]
+async fn sasl_digest_from_the_environment_or_a_file() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        if Backend::from_env().unwrap() != Backend::Real {
+            eprintln!("SASL runs on the real backend (ZK_TEST_SERVER=real)");
+            return;
+        }
+        if !Prerequisite::ZooKeeper.check("sasl_digest_from_the_environment_or_a_file") {
+            return;
+        }
+        let server = ZooKeeperServer::builder()
+            .sasl_digest_user("alice", "alice-secret")
+            .require_sasl(true)
+            .start_async()
+            .await
+            .unwrap();
+        let connect = server.connect_string();
+        let output = zkc(&connect, &["lock", "/sasl-cli", "--", "true"])
+            .env("ZK_SASL", "digest:alice:alice-secret")
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "lock with SASL: {}",
+            stderr(&output)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sasl");
+        std::fs::write(&file, "digest:alice:alice-secret\n").unwrap();
+        let output = zkc(&connect, &["locks", "/sasl-cli"])
+            .env("ZK_SASL", &file)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "SASL from a file: {}",
+            stderr(&output)
+        );
+        // A wrong password: exit 69 at once, saying why.
+        let started = Instant::now();
+        let output = zkc(&connect, &["locks", "/sasl-cli"])
+            .env("ZK_SASL", "digest:alice:wrong")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("authentication failed"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+    })
+    .await
+    .expect("test timed out");
+}
