@@ -10,6 +10,9 @@
 //!    client, Nagle's algorithm keeps the listing back until the create's
 //!    reply comes, and the acquire costs two.
 //!
+//! 4. with its `tls` feature (zk-curator's `tls`), a lock taken over mutual
+//!    TLS on the embedded server, certificates made by the testing crate.
+//!
 //! Exits non-zero, saying why, if any of it does not hold.
 
 use std::error::Error;
@@ -62,6 +65,11 @@ async fn main() -> Result<(), BoxError> {
                 .into());
             }
             println!("ok: session {session}: an uncontended acquire costs {trips:.2} round trips");
+        }
+        #[cfg(feature = "tls")]
+        {
+            lock_over_mutual_tls().await?;
+            println!("ok: a lock taken and released over mutual TLS (feature tls)");
         }
         Ok::<(), BoxError>(())
     })
@@ -267,4 +275,34 @@ fn pump(
         }
         let _ = to.shutdown().await;
     });
+}
+
+/// A lock taken and released over mutual TLS: the embedded server serving
+/// TLS only and requiring client certificates, the framework's `TlsConfig`.
+#[cfg(feature = "tls")]
+async fn lock_over_mutual_tls() -> Result<(), BoxError> {
+    use zk_curator::TlsConfig;
+    use zk_curator_testing::TestCertificates;
+
+    let certs = TestCertificates::generate()?;
+    let tls = zk_curator_testing::embedded::TlsConfig::from_pem(
+        certs.server().cert_pem().as_bytes(),
+        certs.server().key_pem().as_bytes(),
+    )?
+    .with_client_ca_pem(certs.ca().cert_pem().as_bytes())?;
+    let server = EmbeddedServer::builder().tls_only(tls).start().await?;
+    let framework = Framework::builder()
+        .connect_string(format!("tcp+tls://{}", server.address()))
+        .tls(
+            TlsConfig::new()
+                .ca_file(certs.ca().cert_path())
+                .client_cert_files(certs.client().cert_path(), certs.client().key_path()),
+        )
+        .build()?;
+    framework.start()?;
+    framework.block_until_connected(PATIENCE).await?;
+    let mutex = InterProcessMutex::new(framework.clone(), "/dependent/tls")?;
+    mutex.lock().await?.release().await?;
+    framework.close().await;
+    Ok(())
 }

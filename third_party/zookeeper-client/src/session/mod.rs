@@ -672,7 +672,7 @@ impl Session {
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
         if let Err(err) = self.send_sasl(depot, endpoint.host) {
             if let Some(observer) = &self.connect_failure_observer {
-                observer(&endpoint.to_string(), &err);
+                observer(&endpoint.to_string(), &Error::with_other("cannot open the SASL session", err.clone()));
             }
             return Err(err);
         }
