@@ -125,14 +125,23 @@ fn reason(err: &Error) -> &ConnectFailure {
 async fn locks_fences_and_elections_work_over_mutual_tls() {
     bounded(BOUND, async {
         let certs = TestCertificates::generate().unwrap();
-        let Some(server) = secure_server("locks_fences_and_elections_work_over_mutual_tls", &certs, None).await
+        let Some(server) = secure_server(
+            "locks_fences_and_elections_work_over_mutual_tls",
+            &certs,
+            None,
+        )
+        .await
         else {
             return;
         };
-        let framework = tls_builder(&server.connect, trusted(&certs)).build().unwrap();
+        let framework = tls_builder(&server.connect, trusted(&certs))
+            .build()
+            .unwrap();
         framework.start().unwrap();
         framework.block_until_connected(PATIENCE).await.unwrap();
-        let other = tls_builder(&server.connect, trusted(&certs)).build().unwrap();
+        let other = tls_builder(&server.connect, trusted(&certs))
+            .build()
+            .unwrap();
         other.start().unwrap();
         other.block_until_connected(PATIENCE).await.unwrap();
 
@@ -141,10 +150,18 @@ async fn locks_fences_and_elections_work_over_mutual_tls() {
         let mutex = InterProcessMutex::new(framework.clone(), &path).unwrap();
         let rival = InterProcessMutex::new(other.clone(), &path).unwrap();
         let guard = mutex.lock().await.unwrap();
-        assert!(rival.try_lock().await.unwrap().is_none(), "two holders over TLS");
+        assert!(
+            rival.try_lock().await.unwrap().is_none(),
+            "two holders over TLS"
+        );
         let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         let data = format!("{path}-data");
-        guard.fence().unwrap().create(&data, b"fenced", &open).await.unwrap();
+        guard
+            .fence()
+            .unwrap()
+            .create(&data, b"fenced", &open)
+            .await
+            .unwrap();
         let token = guard.fencing_token();
         guard.release().await.unwrap();
         let second = rival.lock().await.unwrap();
@@ -168,10 +185,17 @@ async fn locks_fences_and_elections_work_over_mutual_tls() {
         let first = LeaderLatch::new(framework.clone(), &election, "first").unwrap();
         first.start().unwrap();
         let term = first.await_leadership().await.unwrap();
-        term.fence().unwrap().set_data(&data, b"leader", None).await.unwrap();
+        term.fence()
+            .unwrap()
+            .set_data(&data, b"leader", None)
+            .await
+            .unwrap();
         let second = LeaderLatch::new(other.clone(), &election, "second").unwrap();
         second.start().unwrap();
-        assert_eq!(second.leader().await.unwrap().map(|p| p.id), Some("first".to_owned()));
+        assert_eq!(
+            second.leader().await.unwrap().map(|p| p.id),
+            Some("first".to_owned())
+        );
         first.close().await.unwrap();
         let next = second.await_leadership().await.unwrap();
         assert!(next.fencing_token() > term.fencing_token());
@@ -186,18 +210,29 @@ async fn locks_fences_and_elections_work_over_mutual_tls() {
 async fn a_client_without_a_certificate_is_told_why() {
     bounded(BOUND, async {
         let certs = TestCertificates::generate().unwrap();
-        let Some(server) = secure_server("a_client_without_a_certificate_is_told_why", &certs, None).await else {
+        let Some(server) =
+            secure_server("a_client_without_a_certificate_is_told_why", &certs, None).await
+        else {
             return;
         };
-        let (err, took) =
-            connect_error(tls_builder(&server.connect, TlsConfig::new().ca_file(certs.ca().cert_path())))
-                .await;
+        let (err, took) = connect_error(tls_builder(
+            &server.connect,
+            TlsConfig::new().ca_file(certs.ca().cert_path()),
+        ))
+        .await;
         assert!(
             matches!(reason(&err), ConnectFailure::ClientCertificateRefused(_)),
             "{err:?}"
         );
-        assert!(took <= FAILING + Duration::from_millis(500), "took {took:?}");
-        assert!(err.to_string().contains(&server.connect.replace("tcp+tls://", "")), "{err}");
+        assert!(
+            took <= FAILING + Duration::from_millis(500),
+            "took {took:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains(&server.connect.replace("tcp+tls://", "")),
+            "{err}"
+        );
     })
     .await;
 }
@@ -206,13 +241,21 @@ async fn a_client_without_a_certificate_is_told_why() {
 async fn a_client_certificate_of_another_ca_is_told_why() {
     bounded(BOUND, async {
         let certs = TestCertificates::generate().unwrap();
-        let Some(server) = secure_server("a_client_certificate_of_another_ca_is_told_why", &certs, None).await
+        let Some(server) = secure_server(
+            "a_client_certificate_of_another_ca_is_told_why",
+            &certs,
+            None,
+        )
+        .await
         else {
             return;
         };
         let tls = TlsConfig::new()
             .ca_file(certs.ca().cert_path())
-            .client_cert_pem(certs.untrusted_client().cert_pem(), certs.untrusted_client().key_pem());
+            .client_cert_pem(
+                certs.untrusted_client().cert_pem(),
+                certs.untrusted_client().key_pem(),
+            );
         let (err, _) = connect_error(tls_builder(&server.connect, tls)).await;
         assert!(
             matches!(reason(&err), ConnectFailure::ClientCertificateRefused(_)),
@@ -226,7 +269,8 @@ async fn a_client_certificate_of_another_ca_is_told_why() {
 async fn an_untrusted_server_is_told_why() {
     bounded(BOUND, async {
         let certs = TestCertificates::generate().unwrap();
-        let Some(server) = secure_server("an_untrusted_server_is_told_why", &certs, None).await else {
+        let Some(server) = secure_server("an_untrusted_server_is_told_why", &certs, None).await
+        else {
             return;
         };
         let tls = TlsConfig::new()
@@ -237,7 +281,10 @@ async fn an_untrusted_server_is_told_why() {
             matches!(reason(&err), ConnectFailure::UntrustedServerCertificate(_)),
             "{err:?}"
         );
-        assert!(took <= FAILING + Duration::from_millis(500), "took {took:?}");
+        assert!(
+            took <= FAILING + Duration::from_millis(500),
+            "took {took:?}"
+        );
     })
     .await;
 }
@@ -256,7 +303,11 @@ async fn an_expired_server_certificate_is_told_why() {
             return;
         };
         let (err, _) = connect_error(tls_builder(&server.connect, trusted(&certs))).await;
-        assert_eq!(reason(&err), &ConnectFailure::ExpiredServerCertificate, "{err:?}");
+        assert_eq!(
+            reason(&err),
+            &ConnectFailure::ExpiredServerCertificate,
+            "{err:?}"
+        );
     })
     .await;
 }
@@ -271,7 +322,10 @@ async fn a_plaintext_port_is_told_why() {
         let connect = format!("tcp+tls://{}", server.address());
         let (err, took) = connect_error(tls_builder(&connect, trusted(&certs))).await;
         assert_eq!(reason(&err), &ConnectFailure::NotTls, "{err:?}");
-        assert!(took <= FAILING + Duration::from_millis(500), "took {took:?}");
+        assert!(
+            took <= FAILING + Duration::from_millis(500),
+            "took {took:?}"
+        );
     })
     .await;
 }
@@ -301,7 +355,10 @@ async fn a_certificate_replaced_on_disk_is_used_by_the_next_connection() {
         .build()
         .unwrap();
         framework.start().unwrap();
-        let err = framework.block_until_connected(FAILING * 2).await.unwrap_err();
+        let err = framework
+            .block_until_connected(FAILING * 2)
+            .await
+            .unwrap_err();
         assert!(
             matches!(reason(&err), ConnectFailure::ClientCertificateRefused(_)),
             "{err:?}"
@@ -378,7 +435,13 @@ async fn sasl_users_lock_under_their_own_acl() {
             })
             .await
             .unwrap();
-        assert_eq!(acl, vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("sasl", "alice"))]);
+        assert_eq!(
+            acl,
+            vec![zk::Acl::new(
+                zk::Permission::ALL,
+                zk::AuthId::new("sasl", "alice")
+            )]
+        );
         let read = bob
             .call_with_retry(|client| {
                 let node = node.clone();
@@ -387,7 +450,10 @@ async fn sasl_users_lock_under_their_own_acl() {
             .await;
         assert_eq!(read.unwrap_err(), Error::NoAuth, "bob read alice's node");
         let rival = InterProcessMutex::new(bob.clone(), path).unwrap();
-        assert!(rival.try_lock().await.is_err(), "bob queued under alice's lock path");
+        assert!(
+            rival.try_lock().await.is_err(),
+            "bob queued under alice's lock path"
+        );
         guard.release().await.unwrap();
         alice.close().await;
         bob.close().await;
@@ -408,12 +474,21 @@ async fn a_wrong_password_is_told_at_once() {
         let started = Instant::now();
         let err = framework.block_until_connected(PATIENCE).await.unwrap_err();
         let took = started.elapsed();
-        assert!(matches!(reason(&err), ConnectFailure::Authentication(_)), "{err:?}");
-        assert!(took < Duration::from_secs(3), "a refused password took {took:?}");
+        assert!(
+            matches!(reason(&err), ConnectFailure::Authentication(_)),
+            "{err:?}"
+        );
+        assert!(
+            took < Duration::from_secs(3),
+            "a refused password took {took:?}"
+        );
         // Whoever asks for a session later is told at once too.
         let started = Instant::now();
         let again = framework.session().await.unwrap_err();
-        assert!(matches!(reason(&again), ConnectFailure::Authentication(_)), "{again:?}");
+        assert!(
+            matches!(reason(&again), ConnectFailure::Authentication(_)),
+            "{again:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(1));
         framework.close_within(Duration::from_millis(200)).await;
     })
