@@ -161,7 +161,9 @@ async fn bad_tls_and_sasl_values_are_usage_errors() {
     tokio::time::timeout(TEST_LIMIT, async {
         // Nothing listens there: a usage error must come before any attempt.
         let connect = "127.0.0.1:1";
-        let cases: [(&[&str], &[(&str, &str)], &str); 6] = [
+        // (flags, environment, what the message must name)
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+        let cases: [Case<'_>; 6] = [
             (&["--tls-ca", "/no/such/ca.pem"], &[], "/no/such/ca.pem"),
             (&["--tls-cert", "/etc/hostname"], &[], "--tls-ca"),
             (
