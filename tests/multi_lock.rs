@@ -560,26 +560,29 @@ async fn one_deadline_for_the_whole_set() {
     .await;
 }
 
-/// Runs `acquire` until the first member's node shows up under `first`,
-/// then drops it (the second member is still waiting).
+/// Runs `acquire` until the first member's node shows up under `first` and
+/// its second member has queued under `second` (behind the one node another
+/// session holds there), then drops it while it waits.
 async fn drop_acquire_after_first_member(
     multi: &InterProcessMultiLock,
     raw: &zk::Client,
     first: &str,
+    second: &str,
 ) {
     let acquire = multi.acquire();
     futures::pin_mut!(acquire);
     tokio::select! {
         result = &mut acquire => panic!("must not get the multi-lock: {result:?}"),
-        taken = eventually(PATIENCE, || async { children(raw, first).await.len() == 1 }) => {
-            assert!(taken, "the first member was never taken");
+        waiting = eventually(PATIENCE, || async {
+            children(raw, first).await.len() == 1 && children(raw, second).await.len() == 2
+        }) => {
+            assert!(waiting, "the first member was never taken, or the second never queued");
         }
     }
-    // Still waiting for the second member: now drop it.
+    // Queued behind a held node: the acquire cannot have finished.
     assert!(
-        tokio::time::timeout(Duration::from_millis(200), &mut acquire)
-            .await
-            .is_err()
+        futures::FutureExt::now_or_never(&mut acquire).is_none(),
+        "the multi-lock got in past a held member"
     );
 }
 
@@ -600,7 +603,7 @@ async fn dropped_acquire_releases_what_was_taken() {
         let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
-        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
         assert!(!multi.is_owned_by_current_task());
         assert!(!multi.is_acquired_in_this_process());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
@@ -617,7 +620,7 @@ async fn dropped_acquire_releases_what_was_taken() {
         // Also under tokio::time::timeout (which the helper drops it with
         // once the first member is taken), and by aborting a task once its
         // acquire has taken the first member and waits for the second.
-        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
         assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
         let task = {
@@ -753,7 +756,7 @@ async fn dropped_acquire_of_generic_members() {
             guard: Mutex::new(None),
         });
         let multi = InterProcessMultiLock::new(vec![free_b, free_a.clone()]).unwrap();
-        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
         assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
         assert!(!free_a.is_acquired_in_this_process());
 
@@ -765,7 +768,7 @@ async fn dropped_acquire_of_generic_members() {
             Arc::new(bound_a.clone()),
         ])
         .unwrap();
-        drop_acquire_after_first_member(&multi, &raw, &a).await;
+        drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
         assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
         assert!(
             eventually(PATIENCE, || async { !bound_a.is_owned_by_current_task() }).await,
