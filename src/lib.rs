@@ -137,7 +137,7 @@ pub use zk_curator_recipes::{
 pub use zk_curator_recipes::{
     Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
-    RevocationListener, Revoker, WriteGuard, WriteLock,
+    RevocationListener, Revoker, Wait, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 

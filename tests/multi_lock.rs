@@ -17,7 +17,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
-use zk_curator::{Error, Fence, InterProcessLock, InterProcessMutex, LockLoss, MutexGuard, Result};
+use zk_curator::{
+    Error, Fence, InterProcessLock, InterProcessMutex, LockLoss, MutexGuard, Result, Wait,
+};
 
 /// For `eventually`: whether no node is left under any of `paths`.
 fn gone<'a>(raw: &'a zk::Client, paths: &'a [&'a str]) -> impl FnMut() -> BoxFuture<'a, bool> {
@@ -215,17 +217,13 @@ impl InterProcessLock for FailsToLock {
         Err(Error::NotOwner)
     }
 
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
+    fn acquire_with(&self, _wait: Wait) -> BoxFuture<'_, Result<bool>> {
         async move {
             self.good_was_held
                 .store(self.good.is_owned_by_current_task(), Ordering::SeqCst);
             Err(Error::NoAuth)
         }
         .boxed()
-    }
-
-    fn acquire_timeout(&self, _timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        async move { self.acquire().await.map(|()| true) }.boxed()
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {
@@ -305,12 +303,8 @@ impl InterProcessLock for FailsToRelease {
         self.inner.fence()
     }
 
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        self.inner.acquire().boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        self.inner.acquire_timeout(timeout).boxed()
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        InterProcessLock::acquire_with(&self.inner, wait)
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {
@@ -439,7 +433,7 @@ async fn times_out_when_one_path_is_held_elsewhere() {
 struct Recording {
     inner: InterProcessMutex,
     delay: Duration,
-    given: Mutex<Vec<Duration>>,
+    given: Mutex<Vec<Wait>>,
 }
 
 impl Recording {
@@ -465,15 +459,11 @@ impl InterProcessLock for Recording {
         self.inner.fence()
     }
 
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        self.inner.acquire().boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        self.given.lock().unwrap().push(timeout);
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        self.given.lock().unwrap().push(wait);
         async move {
             tokio::time::sleep(self.delay).await;
-            self.inner.acquire_timeout(timeout).await
+            InterProcessLock::acquire_with(&self.inner, wait).await
         }
         .boxed()
     }
@@ -519,20 +509,22 @@ async fn one_deadline_for_the_whole_set() {
             Duration::ZERO,
         );
         let multi = InterProcessMultiLock::new(vec![rec_b.clone(), slow_a.clone()]).unwrap();
+        let asked = tokio::time::Instant::now();
         assert!(!multi.acquire_timeout(Duration::from_secs(1)).await.unwrap());
+        // Every member is handed the same deadline, as it is: never a
+        // duration recomputed along the way.
         let given_a = slow_a.given.lock().unwrap().clone();
-        assert!(
-            given_a.len() == 1
-                && given_a[0] <= Duration::from_secs(1)
-                && given_a[0] > Duration::from_millis(900),
-            "{given_a:?}"
-        );
         let given_b = rec_b.given.lock().unwrap().clone();
-        assert_eq!(given_b.len(), 1);
-        assert!(
-            given_b[0] <= Duration::from_millis(400),
-            "b gets only what is left of the one deadline: {given_b:?}"
-        );
+        assert_eq!(given_a.len(), 1, "{given_a:?}");
+        assert_eq!(given_b, given_a, "b gets the one deadline a got");
+        match given_a[0] {
+            Wait::Until(deadline) => assert!(
+                deadline >= asked + Duration::from_secs(1)
+                    && deadline <= asked + Duration::from_millis(1100),
+                "{given_a:?}"
+            ),
+            other => panic!("a bounded acquire handed {other:?} to a member"),
+        }
         assert!(!slow_a.inner.is_acquired_in_this_process(), "a rolled back");
         assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
 
@@ -687,18 +679,17 @@ impl InterProcessLock for GuardLock {
         }
     }
 
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
         async move {
-            let guard = self.mutex.lock().await?;
-            *self.guard.lock().unwrap() = Some(guard);
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        async move {
-            let Some(guard) = self.mutex.try_lock_for(timeout).await? else {
+            let guard = match wait {
+                Wait::Forever => Some(self.mutex.lock().await?),
+                Wait::Try => self.mutex.try_lock().await?,
+                Wait::Until(deadline) => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    self.mutex.try_lock_for(left).await?
+                }
+            };
+            let Some(guard) = guard else {
                 return Ok(false);
             };
             *self.guard.lock().unwrap() = Some(guard);

@@ -4,7 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use zk_curator_framework::lock_internals::{Fence, LockLoss};
+use futures::FutureExt as _;
+use zk_curator_framework::lock_internals::{Fence, LockLoss, Wait};
 
 use crate::Result;
 
@@ -17,37 +18,62 @@ use crate::Result;
 /// acquired.
 ///
 /// [`InterProcessMutex`]: crate::InterProcessMutex
+///
+/// An implementation gives [`acquire_with`](Self::acquire_with), which takes
+/// the whole [`Wait`] (a try, a deadline, or no bound); `acquire`,
+/// `acquire_timeout` and `try_acquire` are built on it, so a deadline is
+/// carried as it is from one lock to the next (a multi-lock hands its one
+/// deadline to every member) and never turned back into a duration.
 pub trait InterProcessLock: Send + Sync + fmt::Debug {
-    /// Waits until the lock is held.
+    /// Acquires within `wait`: `true` once held, `false` when a
+    /// [`Wait::Try`] found the lock taken or a [`Wait::Until`] passed first
+    /// (with nothing left behind). [`Wait::Forever`] returns `true` or an
+    /// error.
     ///
     /// # Errors
     /// As the recipe's own `acquire`.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped acquire leaves no node and changes no count.
-    fn acquire(&self) -> BoxFuture<'_, Result<()>>;
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>>;
 
-    /// Waits at most `timeout`; `false` if the lock could not be had in time.
+    /// Waits until the lock is held: `acquire_with(Wait::Forever)`.
+    ///
+    /// # Errors
+    /// As the recipe's own `acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire_with`](Self::acquire_with).
+    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
+        self.acquire_with(Wait::Forever)
+            .map(|held| held.map(drop))
+            .boxed()
+    }
+
+    /// Waits at most `timeout`; `false` if the lock could not be had in
+    /// time: `acquire_with(Wait::timeout(timeout))` (a zero timeout is a
+    /// try).
     ///
     /// # Errors
     /// As the recipe's own `acquire_timeout`.
     ///
     /// # Cancel safety
-    /// Cancel safe, as [`InterProcessLock::acquire`].
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>>;
+    /// Cancel safe, as [`acquire_with`](Self::acquire_with).
+    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
+        self.acquire_with(Wait::timeout(timeout))
+    }
 
     /// Takes the lock only if it is free right now (one round trip, no
-    /// waiting); `false` otherwise, with nothing left behind. Defaults to
-    /// `acquire_timeout(Duration::ZERO)`, which every recipe of this crate
-    /// treats as a try.
+    /// waiting); `false` otherwise, with nothing left behind:
+    /// `acquire_with(Wait::Try)`.
     ///
     /// # Errors
     /// As the recipe's own `try_acquire`.
     ///
     /// # Cancel safety
-    /// Cancel safe, as [`InterProcessLock::acquire`].
+    /// Cancel safe, as [`acquire_with`](Self::acquire_with).
     fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
-        self.acquire_timeout(Duration::ZERO)
+        self.acquire_with(Wait::Try)
     }
 
     /// Why the caller's hold (by the recipe's ownership rule) can no longer

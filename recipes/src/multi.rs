@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use tokio::time::Instant;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{Fence, LockLoss, Wait};
 use zk_curator_framework::{Error, Framework, Result};
@@ -545,17 +544,7 @@ impl Member {
         match self {
             Member::Mutex(mutex) => Ok(mutex.lock_with(wait).await?.map(MemberHold::Guard)),
             Member::Lock(lock) => {
-                let held = match wait {
-                    Wait::Try => lock.try_acquire().await?,
-                    Wait::Until(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        lock.acquire_timeout(left).await?
-                    }
-                    Wait::Forever => {
-                        lock.acquire().await?;
-                        true
-                    }
-                };
+                let held = lock.acquire_with(wait).await?;
                 Ok(held.then(|| MemberHold::Lock(lock.clone())))
             }
         }
@@ -716,16 +705,8 @@ impl Drop for Taken {
 }
 
 impl InterProcessLock for InterProcessMultiLock {
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessMultiLock::acquire(self).boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMultiLock::acquire_timeout(self, timeout).boxed()
-    }
-
-    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMultiLock::try_acquire(self).boxed()
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        InterProcessMultiLock::acquire_with(self, wait).boxed()
     }
 
     fn loss(&self) -> Option<LockLoss> {

@@ -464,16 +464,8 @@ impl std::ops::Deref for MutexGuard {
 }
 
 impl InterProcessLock for InterProcessMutex {
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessMutex::acquire(self).boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMutex::acquire_timeout(self, timeout).boxed()
-    }
-
-    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMutex::try_acquire(self).boxed()
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        InterProcessMutex::acquire_with(self, wait).boxed()
     }
 
     fn loss(&self) -> Option<LockLoss> {

@@ -319,10 +319,7 @@ impl InterProcessSemaphoreV2 {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
-        self.acquire_leases(1, Wait::timeout(timeout))
-            .await?
-            .map(|leases| first(leases, self.path()))
-            .transpose()
+        self.acquire_one(Wait::timeout(timeout)).await
     }
 
     /// A lease if one is free right now, without waiting: one round trip for
@@ -336,10 +333,17 @@ impl InterProcessSemaphoreV2 {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<Option<Lease>> {
-        self.acquire_leases(1, Wait::Try)
-            .await?
-            .map(|leases| first(leases, self.path()))
-            .transpose()
+        self.acquire_one(Wait::Try).await
+    }
+
+    /// One lease within `wait` (`None` when the wait ends first); an
+    /// unbounded wait goes on through lost sessions until it holds.
+    pub(crate) async fn acquire_one(&self, wait: Wait) -> Result<Option<Lease>> {
+        let leases = match wait {
+            Wait::Forever => Some(until_held(|| self.acquire_leases(1, Wait::Forever)).await?),
+            bounded => self.acquire_leases(1, bounded).await?,
+        };
+        leases.map(|leases| first(leases, self.path())).transpose()
     }
 
     /// Waits for `n` leases, all or nothing.

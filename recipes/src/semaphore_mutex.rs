@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss};
+use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss, Wait};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -107,10 +107,7 @@ impl InterProcessSemaphoreMutex {
     /// Cancel safe: dropping the future leaves no node behind and the hold
     /// unchanged.
     pub async fn acquire(&self) -> Result<()> {
-        let lease = self.semaphore.acquire().await?;
-        // No await between the grant and the store.
-        self.store(lease);
-        Ok(())
+        self.acquire_with(Wait::Forever).await.map(drop)
     }
 
     /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all;
@@ -122,13 +119,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        match self.semaphore.acquire_timeout(timeout).await? {
-            Some(lease) => {
-                self.store(lease);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        self.acquire_with(Wait::timeout(timeout)).await
     }
 
     /// Takes the mutex only if it is free right now, without waiting (see
@@ -141,8 +132,15 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel safe, as [`acquire`](Self::acquire).
     pub async fn try_acquire(&self) -> Result<bool> {
-        match self.semaphore.try_acquire().await? {
+        self.acquire_with(Wait::Try).await
+    }
+
+    /// The one acquire of this mutex: one lease of its semaphore within
+    /// `wait`, stored as the hold.
+    async fn acquire_with(&self, wait: Wait) -> Result<bool> {
+        match self.semaphore.acquire_one(wait).await? {
             Some(lease) => {
+                // No await between the grant and the store.
                 self.store(lease);
                 Ok(true)
             }
@@ -244,16 +242,8 @@ impl InterProcessSemaphoreMutex {
 }
 
 impl InterProcessLock for InterProcessSemaphoreMutex {
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessSemaphoreMutex::acquire(self).boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        InterProcessSemaphoreMutex::acquire_timeout(self, timeout).boxed()
-    }
-
-    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
-        InterProcessSemaphoreMutex::try_acquire(self).boxed()
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        InterProcessSemaphoreMutex::acquire_with(self, wait).boxed()
     }
 
     fn loss(&self) -> Option<LockLoss> {

@@ -278,16 +278,8 @@ impl<H: Half> LockHalf<H> {
 }
 
 impl<H: Half> InterProcessLock for LockHalf<H> {
-    fn acquire(&self) -> BoxFuture<'_, Result<()>> {
-        LockHalf::acquire(self).boxed()
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> BoxFuture<'_, Result<bool>> {
-        LockHalf::acquire_timeout(self, timeout).boxed()
-    }
-
-    fn try_acquire(&self) -> BoxFuture<'_, Result<bool>> {
-        LockHalf::try_acquire(self).boxed()
+    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        self.shared.acquire(H::kind(), wait).boxed()
     }
 
     fn loss(&self) -> Option<LockLoss> {
