@@ -6,6 +6,8 @@
 //! Run: `cargo run --example custom_driver` (uses `ZK_CONNECT` if set,
 //! otherwise starts a throw-away ZooKeeper on a free loopback port).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +15,7 @@ use std::time::Duration;
 use zk_curator::framework::lock_internals::{
     until_held, Acquire, LockInternals, LockInternalsDriver, PredicateResults,
 };
-use zk_curator::{Error, Framework, LockLoss, Result};
-use zk_curator_testing::connect_string_or_start;
+use zk_curator::{Error, LockLoss, Result};
 
 /// The first `k` participants hold the lock. Holders leave in any order, so a
 /// waiter waits for any change among the participants (watching one holder
@@ -46,9 +47,9 @@ const K: usize = 2;
 const WORKERS: usize = 6;
 
 #[tokio::main]
-async fn main() -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> std::result::Result<(), common::BoxError> {
     // ZK_CONNECT, or a throw-away test server kept alive until the end.
-    let (connect, _server) = connect_string_or_start().await?;
+    let (connect, _server) = common::server().await?;
     let path = format!("/examples/k-holders-{}", std::process::id());
     let inside = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -57,11 +58,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error + Send + Sy
         let (connect, path, inside, peak) =
             (connect.clone(), path.clone(), inside.clone(), peak.clone());
         workers.push(tokio::spawn(async move {
-            let framework = Framework::builder().connect_string(connect).build()?;
-            framework.start()?;
-            framework
-                .block_until_connected(Duration::from_secs(20))
-                .await?;
+            let framework = common::connected(&connect, Duration::from_secs(30)).await?;
             // The lock name and max_leases are ours to choose; the driver decides.
             let lock = LockInternals::new(
                 framework.clone(),

@@ -12,37 +12,31 @@
 //!
 //! Run: `cargo run --example leader`
 
+mod common;
+
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use zk_curator::{zk, Framework, LeaderLatch, LeaderSelector, LeaderTerm};
-use zk_curator_testing::connect_string_or_start;
+use zk_curator::{zk, LeaderLatch, LeaderSelector, LeaderTerm};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use common::BoxError;
 
 const SERVICES: usize = 3;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
-        .init();
+    common::init_tracing();
 
     // Keep the server (if we started one) alive until the end of main.
-    let (connect, server) = connect_string_or_start().await?;
-    match &server {
-        Some(server) => println!("started a test server ({}) on {connect}", server.backend()),
-        None => println!("using the ensemble at {connect}"),
-    }
+    let (connect, _server) = common::server().await?;
     let base = format!("/leader-example/{}", std::process::id());
     let election = format!("{base}/election");
     let state = format!("{base}/state");
 
-    let frameworks =
-        futures::future::try_join_all((0..SERVICES).map(|_| connect_to(&connect))).await?;
+    let frameworks = futures::future::try_join_all(
+        (0..SERVICES).map(|_| common::connected(&connect, Duration::from_secs(10))),
+    )
+    .await?;
     let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     let open = &open;
     let state_path = state.as_str();
@@ -132,16 +126,4 @@ async fn lead(term: &LeaderTerm, state: &str, who: &str) -> Result<(), BoxError>
         .await?;
     println!("  {who} wrote {state} through its term's fence");
     Ok(())
-}
-
-async fn connect_to(connect: &str) -> Result<Framework, BoxError> {
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
-    Ok(framework)
 }

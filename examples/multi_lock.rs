@@ -8,26 +8,21 @@
 //!
 //! Run: `cargo run --example multi_lock`
 
+mod common;
+
 use std::time::Duration;
 
 use zk_curator::recipes::InterProcessMultiLock;
-use zk_curator::Framework;
-use zk_curator_testing::connect_string_or_start;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use common::BoxError;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
-        .init();
+    common::init_tracing();
 
     // Keep the server (if we started one) alive until the end of main.
     // ZK_CONNECT, or a throw-away test server kept alive until the end.
-    let (connect, _server) = connect_string_or_start().await?;
+    let (connect, _server) = common::server().await?;
 
     let base = format!("/multi-lock-example/{}", std::process::id());
     let alice = format!("{base}/accounts/alice");
@@ -47,14 +42,7 @@ async fn main() -> Result<(), BoxError> {
 
 async fn worker(name: &'static str, connect: String, paths: Vec<String>) -> Result<(), BoxError> {
     // Each worker is its own ZooKeeper session, like a separate process.
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
+    let framework = common::connected(&connect, Duration::from_secs(10)).await?;
 
     let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
     let accounts = InterProcessMultiLock::from_paths(framework.clone(), &paths)?;

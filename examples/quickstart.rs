@@ -9,36 +9,25 @@
 //!
 //! Run: `cargo run --example quickstart`
 
+mod common;
+
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::{Framework, InterProcessMutex};
-use zk_curator_testing::connect_string_or_start;
+use zk_curator::InterProcessMutex;
 
 const WORKERS: usize = 4;
 const ROUNDS: usize = 3;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
-        .init();
+async fn main() -> Result<(), common::BoxError> {
+    common::init_tracing();
 
     // Keep the server (if we started one) alive until the end of main.
     // ZK_CONNECT, or a throw-away server: the embedded one by default (no
     // JVM needed), a real ZooKeeper with ZK_TEST_SERVER=real.
-    let (connect, server) = connect_string_or_start().await?;
-    match &server {
-        Some(server) => println!(
-            "ZK_CONNECT not set: started a test server ({}) on {connect}",
-            server.backend()
-        ),
-        None => println!("using the ensemble at {connect}"),
-    }
+    let (connect, _server) = common::server().await?;
 
     let path = format!("/quickstart/{}", std::process::id());
     let last_token = Arc::new(AtomicI64::new(0));
@@ -63,14 +52,7 @@ async fn worker(
     last_token: &AtomicI64,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Each worker is its own ZooKeeper session, like a separate process.
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
+    let framework = common::connected(connect, Duration::from_secs(10)).await?;
     let mutex = InterProcessMutex::new(framework.clone(), path)?;
 
     for round in 0..ROUNDS {

@@ -6,30 +6,22 @@
 //! Run: `cargo run --example revocation` (uses `ZK_CONNECT` if set,
 //! otherwise starts a throw-away ZooKeeper on a free loopback port).
 
+mod common;
+
 use std::time::Duration;
 
-use zk_curator::{Framework, InterProcessMutex, Revoker};
-use zk_curator_testing::connect_string_or_start;
+use zk_curator::{InterProcessMutex, Revoker};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-async fn connect(connect: &str) -> Result<Framework, BoxError> {
-    let framework = Framework::builder().connect_string(connect).build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
-    Ok(framework)
-}
+use common::BoxError;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     // ZK_CONNECT, or a throw-away test server kept alive until the end.
-    let (connect_string, _server) = connect_string_or_start().await?;
+    let (connect_string, _server) = common::server().await?;
     let path = format!("/examples/revocation-{}", std::process::id());
 
     // The holder: revocable, and it gives the lock up when asked.
-    let holder_fw = connect(&connect_string).await?;
+    let holder_fw = common::connected(&connect_string, Duration::from_secs(30)).await?;
     let holder = InterProcessMutex::new(holder_fw.clone(), &path)?;
     let (asked_tx, mut asked_rx) = tokio::sync::mpsc::unbounded_channel();
     holder.make_revocable(move |node: &str| {
@@ -45,7 +37,7 @@ async fn main() -> Result<(), BoxError> {
     });
 
     // Another process wants it: it revokes the current holder, then waits.
-    let other_fw = connect(&connect_string).await?;
+    let other_fw = common::connected(&connect_string, Duration::from_secs(30)).await?;
     let other = InterProcessMutex::new(other_fw.clone(), &path)?;
     let holders = other.participant_nodes().await?;
     let current = holders.first().ok_or("nobody holds the lock")?;

@@ -8,28 +8,23 @@
 //!
 //! Run: `cargo run --example rwlock`
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Barrier;
 use zk_curator::recipes::InterProcessReadWriteLock;
-use zk_curator::Framework;
-use zk_curator_testing::connect_string_or_start;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use common::BoxError;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
-        .init();
+    common::init_tracing();
 
     // Keep the server (if we started one) alive until the end of main.
     // ZK_CONNECT, or a throw-away test server kept alive until the end.
-    let (connect, _server) = connect_string_or_start().await?;
+    let (connect, _server) = common::server().await?;
     let path = format!("/rwlock-example/{}", std::process::id());
 
     // Two readers, each its own session (like two processes), hold the read
@@ -43,7 +38,7 @@ async fn main() -> Result<(), BoxError> {
         }));
     }
 
-    let framework = connect_framework(&connect).await?;
+    let framework = common::connected(&connect, Duration::from_secs(10)).await?;
     let lock = InterProcessReadWriteLock::with_data(framework.clone(), &path, b"writer")?;
     let write = lock.write_lock();
     // Wait until both readers hold the lock, then queue behind them.
@@ -79,7 +74,7 @@ async fn reader(
     path: &str,
     both_inside: &Barrier,
 ) -> Result<(), BoxError> {
-    let framework = connect_framework(connect).await?;
+    let framework = common::connected(connect, Duration::from_secs(10)).await?;
     let lock = InterProcessReadWriteLock::with_data(framework.clone(), path, b"reader")?;
     let read = lock.read_lock();
     read.acquire().await?;
@@ -94,17 +89,4 @@ async fn reader(
     read.release().await?;
     framework.close().await;
     Ok(())
-}
-
-/// A started framework with its own session, like a separate process.
-async fn connect_framework(connect: &str) -> Result<Framework, BoxError> {
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
-    Ok(framework)
 }

@@ -8,31 +8,27 @@
 //!
 //! Run: `cargo run --example semaphore`
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_curator::{Framework, InterProcessSemaphoreV2};
-use zk_curator_testing::connect_string_or_start;
+use zk_curator::InterProcessSemaphoreV2;
 
 const WORKERS: usize = 5;
 const LEASES: u32 = 2;
 const ROUNDS: usize = 2;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use common::BoxError;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
-        .init();
+    common::init_tracing();
 
     // Keep the server (if we started one) alive until the end of main.
     // ZK_CONNECT, or a throw-away test server kept alive until the end.
-    let (connect, _server) = connect_string_or_start().await?;
+    let (connect, _server) = common::server().await?;
 
     let path = format!("/semaphore-example/{}", std::process::id());
     let holders = Arc::new(AtomicUsize::new(0));
@@ -52,7 +48,7 @@ async fn main() -> Result<(), BoxError> {
     println!("all {WORKERS} workers done; peak concurrency {peak} (max leases {LEASES})");
 
     // All or nothing: both leases in one call, under one deadline.
-    let framework = connected(&connect).await?;
+    let framework = common::connected(&connect, Duration::from_secs(10)).await?;
     let semaphore = InterProcessSemaphoreV2::new(framework.clone(), &path, LEASES)?;
     match semaphore
         .acquire_many_timeout(LEASES, Duration::from_secs(5))
@@ -72,18 +68,6 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-async fn connected(connect: &str) -> Result<Framework, BoxError> {
-    let framework = Framework::builder()
-        .connect_string(connect)
-        .session_timeout(Duration::from_secs(10))
-        .build()?;
-    framework.start()?;
-    framework
-        .block_until_connected(Duration::from_secs(20))
-        .await?;
-    Ok(framework)
-}
-
 async fn worker(
     id: usize,
     connect: &str,
@@ -92,7 +76,7 @@ async fn worker(
     peak: &AtomicUsize,
 ) -> Result<(), BoxError> {
     // Each worker is its own ZooKeeper session, like a separate process.
-    let framework = connected(connect).await?;
+    let framework = common::connected(connect, Duration::from_secs(10)).await?;
     let semaphore = InterProcessSemaphoreV2::with_node_data(
         framework.clone(),
         path,

@@ -1,0 +1,52 @@
+//! The start-up every example shares: logging, a server to talk to, and a
+//! connected framework per "process". (Not an example itself: a module the
+//! examples include with `mod common;`.)
+
+#![allow(dead_code)] // each example uses what it needs
+
+use std::time::Duration;
+
+use zk_curator::Framework;
+use zk_curator_testing::TestingServer;
+
+/// The error type of the examples' `main`s and workers.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Logs warnings (and what `RUST_LOG` asks for) to stderr.
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
+        )
+        .init();
+}
+
+/// `ZK_CONNECT`, or else a throw-away test server (the embedded one; a real
+/// ZooKeeper with `ZK_TEST_SERVER=real`), which stops when the returned
+/// handle is dropped: keep it until the end of `main`.
+pub async fn server() -> Result<(String, Option<TestingServer>), BoxError> {
+    let (connect, server) = zk_curator_testing::connect_string_or_start().await?;
+    match &server {
+        Some(server) => println!(
+            "ZK_CONNECT not set: started a test server ({}) on {connect}",
+            server.backend()
+        ),
+        None => println!("using the ensemble at {connect}"),
+    }
+    Ok((connect, server))
+}
+
+/// A started framework with a session of its own (like a separate
+/// process), connected within 20 s.
+pub async fn connected(connect: &str, session_timeout: Duration) -> Result<Framework, BoxError> {
+    let framework = Framework::builder()
+        .connect_string(connect)
+        .session_timeout(session_timeout)
+        .build()?;
+    framework.start()?;
+    framework
+        .block_until_connected(Duration::from_secs(20))
+        .await?;
+    Ok(framework)
+}
