@@ -8,6 +8,8 @@
 //! `cargo test --features sasl-gssapi --test kerberos` (CI runs it).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use zk_curator::{zk, Error, Framework, InterProcessMutex};
@@ -41,10 +43,7 @@ fn a_kerberos_session_locks_under_a_sasl_acl() {
                 .session_timeout(Duration::from_secs(6))
                 .connection_timeout(Duration::from_secs(10))
                 .sasl_gssapi("zookeeper", Some("localhost".to_owned()))
-                .default_acl(vec![zk::Acl::new(
-                    zk::Permission::ALL,
-                    zk::AuthId::new("sasl", kdc.client_principal()),
-                )])
+                .default_acl(common::only("sasl", kdc.client_principal()))
                 .build()
                 .unwrap();
             framework.start().unwrap();
@@ -86,19 +85,9 @@ fn a_kerberos_session_locks_under_a_sasl_acl() {
             let mutex = InterProcessMutex::new(framework.clone(), "/kerberos-lock").unwrap();
             let guard = mutex.lock().await.unwrap();
             let node = guard.node_path().to_owned();
-            let (acl, _) = framework
-                .call_with_retry(|client| {
-                    let node = node.clone();
-                    async move { client.get_acl(&node).await }
-                })
-                .await
-                .unwrap();
             assert_eq!(
-                acl,
-                vec![zk::Acl::new(
-                    zk::Permission::ALL,
-                    zk::AuthId::new("sasl", kdc.client_principal())
-                )]
+                common::acl_of(&framework, &node).await,
+                common::only("sasl", kdc.client_principal())
             );
             let anonymous = zk::Client::connector()
                 .with_session_timeout(Duration::from_secs(6))

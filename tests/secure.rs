@@ -408,10 +408,7 @@ async fn sasl_users_lock_under_their_own_acl() {
         let Some(server) = digest_server("sasl_users_lock_under_their_own_acl").await else {
             return;
         };
-        let only_alice = vec![zk::Acl::new(
-            zk::Permission::ALL,
-            zk::AuthId::new("sasl", "alice"),
-        )];
+        let only_alice = common::only("sasl", "alice");
         let alice = sasl_framework(&server.connect_string(), "alice", "alice-secret")
             .default_acl(only_alice)
             .build()
@@ -428,19 +425,9 @@ async fn sasl_users_lock_under_their_own_acl() {
         let mutex = InterProcessMutex::new(alice.clone(), path).unwrap();
         let guard = mutex.lock().await.unwrap();
         let node = guard.node_path().to_owned();
-        let (acl, _) = alice
-            .call_with_retry(|client| {
-                let node = node.clone();
-                async move { client.get_acl(&node).await }
-            })
-            .await
-            .unwrap();
         assert_eq!(
-            acl,
-            vec![zk::Acl::new(
-                zk::Permission::ALL,
-                zk::AuthId::new("sasl", "alice")
-            )]
+            common::acl_of(&alice, &node).await,
+            common::only("sasl", "alice")
         );
         let read = bob
             .call_with_retry(|client| {

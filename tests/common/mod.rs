@@ -327,3 +327,20 @@ pub fn largest_fitting(limit: usize, fits: impl Fn(usize) -> bool) -> usize {
     }
     low
 }
+
+/// The ACL of `node`, read through `framework`'s session.
+pub async fn acl_of(framework: &Framework, node: &str) -> Vec<zk::Acl> {
+    let (acl, _) = framework
+        .call_with_retry(|client| async move { client.get_acl(node).await })
+        .await
+        .unwrap();
+    acl
+}
+
+/// The ACL that gives `id` of `scheme` every permission, and nobody else any.
+pub fn only(scheme: &str, id: &str) -> Vec<zk::Acl> {
+    vec![zk::Acl::new(
+        zk::Permission::ALL,
+        zk::AuthId::new(scheme, id),
+    )]
+}
