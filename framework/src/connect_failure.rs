@@ -20,7 +20,7 @@ use zookeeper_client as zk;
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
 pub enum ConnectFailure {
     /// The server's certificate is not signed by a trusted CA, or does not
-    /// name the host (or [`TlsConfig::server_name`](crate::TlsConfig)).
+    /// name the host (or `TlsConfig::server_name`).
     #[error("the server's certificate is not trusted ({0})")]
     UntrustedServerCertificate(String),
     /// The server's certificate is outside its validity period.

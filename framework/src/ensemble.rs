@@ -4,9 +4,8 @@
 //! A connect string is `host[:port][,host[:port]...]`, each entry optionally
 //! written `tcp://host:port` (plaintext) or `tcp+tls://host:port` (TLS,
 //! ZooKeeper's `secureClientPort`). A bare `host:port` uses TLS when the
-//! framework has a TLS configuration that says so
-//! ([`TlsConfig::plain_hosts_use_tls`](crate::TlsConfig::plain_hosts_use_tls),
-//! the default), plaintext otherwise. The chroot is not part of it: it is the
+//! framework has a TLS configuration that says so (`TlsConfig::plain_hosts_use_tls`,
+//! the default; feature `tls`), plaintext otherwise. The chroot is not part of it: it is the
 //! framework's namespace.
 //!
 //! # What a session can follow

@@ -258,7 +258,7 @@ impl FrameworkBuilder {
     /// # Errors
     /// [`Error::InvalidArgument`] for a missing, empty or malformed connect
     /// string (or both a connect string and a provider), `tcp+tls://`
-    /// entries without [`tls`](Self::tls), TLS files that cannot be read or
+    /// entries without `tls(..)` (feature `tls`), TLS files that cannot be read or
     /// parsed, a zero timeout, a packet limit under 1 KiB or an empty
     /// default ACL; [`Error::InvalidPath`] for a bad namespace.
     pub fn build(self) -> Result<Framework> {
