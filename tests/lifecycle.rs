@@ -111,6 +111,45 @@ async fn close_is_bounded_when_the_server_is_unreachable() {
     .expect("test timed out");
 }
 
+/// `close_within` bounds the whole close, where `close()` alone gives the
+/// final flush and the wait for the session's end their own limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_within_bounds_a_close_on_a_dead_server() {
+    init_tracing();
+    let Some(server) = server() else { return };
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique_path("close-within");
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework_with(&proxy.connect_string(), |b| {
+            b.session_timeout(Duration::from_secs(10))
+                .connection_timeout(Duration::from_secs(2))
+        })
+        .await;
+        let lock = persistent_lock(&fw, &path);
+        let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
+        proxy.blackhole(true);
+        // Work for the final flush that cannot succeed (as above, where
+        // close() takes seconds).
+        drop(ContenderGuard::node(&fw, node.path()));
+
+        let started = Instant::now();
+        let confirmed = fw.close_within(Duration::from_millis(300)).await;
+        let took = started.elapsed();
+        eprintln!("close_within(300ms) with the server out of reach took {took:?}");
+        assert!(!confirmed, "nobody could confirm the session's end");
+        assert!(
+            took < Duration::from_millis(800),
+            "close_within(300ms) took {took:?}"
+        );
+        assert!(fw.is_closed());
+        proxy.blackhole(false);
+        let raw = raw_client(&server.connect_string()).await;
+        let _ = raw.delete(node.path(), None).await;
+    })
+    .await
+    .expect("test timed out");
+}
+
 #[tokio::test]
 async fn state_changes_end_after_close() {
     let Some(server) = server() else { return };
