@@ -541,3 +541,40 @@ async fn a_framework_follows_its_ensemble_provider_to_new_hosts() {
     })
     .await;
 }
+
+#[test]
+fn tls_settings_are_checked_before_anything_is_sent() {
+    // tcp+tls:// entries without TLS settings.
+    let err = Framework::builder()
+        .connect_string("tcp+tls://127.0.0.1:2281")
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // A CA file that is not there, named in the error.
+    let err = tls_builder(
+        "127.0.0.1:2281",
+        TlsConfig::new().ca_file("/no/such/dir/ca.pem"),
+    )
+    .build()
+    .unwrap_err();
+    assert!(err.to_string().contains("/no/such/dir/ca.pem"), "{err}");
+    // A client key that does not go with anything.
+    let certs = TestCertificates::generate().unwrap();
+    let err = tls_builder(
+        "127.0.0.1:2281",
+        TlsConfig::new()
+            .ca_file(certs.ca().cert_path())
+            .client_cert_pem(certs.client().cert_pem(), "not a key"),
+    )
+    .build()
+    .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    // An entry with a scheme of its own, or a chroot.
+    for bad in ["http://127.0.0.1:2181", "127.0.0.1:2181/chroot"] {
+        let err = Framework::builder()
+            .connect_string(bad)
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err}");
+    }
+}
