@@ -30,9 +30,9 @@
 
 use std::cmp::Ordering;
 
-use zk_curator_framework::lock_internals::{standard_sort_key, SortKey};
+use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, SortKey};
 use zk_curator_framework::path::{join, strip_protection};
-use zk_curator_framework::{zk, Error, Framework, Result};
+use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
 
 /// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`), also
 /// used by a semaphore's internal queue and a leader selector.
@@ -192,6 +192,28 @@ pub enum Turn {
         /// The index, in the same sorted list, of the participant to watch.
         watch: usize,
     },
+}
+
+/// The read-write rule as the lock engine asks it: `sorted_children` are
+/// names sorted by [`read_write_sort_key`].
+pub(crate) fn read_write_predicate(
+    sorted_children: &[String],
+    our_name: &str,
+) -> Result<PredicateResults> {
+    let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
+        return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
+    };
+    let sorted: Vec<(Kind, SortKey)> = sorted_children
+        .iter()
+        .map(|name| {
+            let kind = read_write_kind(name).unwrap_or(Kind::Read);
+            (kind, read_write_sort_key(name))
+        })
+        .collect();
+    Ok(match read_write_turn(&sorted, index)? {
+        Turn::Holds => PredicateResults::holds(),
+        Turn::Waits { watch } => PredicateResults::watch(sorted_children[watch].clone()),
+    })
 }
 
 /// One participant of a lock, read from its node.
@@ -616,6 +638,27 @@ pub(crate) mod tests {
         assert_eq!(read_write_turn(&keys, 0).unwrap(), Turn::Holds);
         assert_eq!(read_write_turn(&keys, 1).unwrap(), Turn::Holds);
         assert_eq!(read_write_turn(&keys, 2).unwrap(), Turn::Waits { watch: 1 });
+    }
+
+    #[test]
+    fn the_engine_predicate_follows_the_rule() {
+        let names = vec![read(1), write(2), read(3)];
+        assert_eq!(
+            read_write_predicate(&names, &read(1)).unwrap(),
+            PredicateResults::holds()
+        );
+        assert_eq!(
+            read_write_predicate(&names, &write(2)).unwrap(),
+            PredicateResults::watch(read(1))
+        );
+        assert_eq!(
+            read_write_predicate(&names, &read(3)).unwrap(),
+            PredicateResults::watch(write(2))
+        );
+        assert!(matches!(
+            read_write_predicate(&names, &read(4)),
+            Err(Error::LockLost { .. })
+        ));
     }
 
     #[test]
