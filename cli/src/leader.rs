@@ -7,16 +7,12 @@
 
 use clap::Args;
 use serde_json::{json, Value};
-use zk_curator::framework::path::strip_protection;
-use zk_curator::recipes::LATCH_NAME;
+use zk_curator::recipes::layout::ElectionRecipe;
 use zk_curator::{Error, Framework, LeaderLatch, LeaderSelector, LeaderTerm, Participant};
 
 use crate::connect::ConnectArgs;
 use crate::exit::Failure;
 use crate::locks::{columns, identity, identity_text};
-
-/// The node name of a leader selector's participants (a mutex's).
-const SELECTOR_NAME: &str = "lock-";
 
 /// Options of `leader`.
 #[derive(Debug, Args)]
@@ -30,38 +26,16 @@ pub(crate) struct LeaderArgs {
     pub(crate) connect: ConnectArgs,
 }
 
-/// Which of Curator's election recipes wrote the participants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Recipe {
-    Latch,
-    Selector,
-}
-
-impl Recipe {
-    fn as_str(self) -> &'static str {
-        match self {
-            Recipe::Latch => "latch",
-            Recipe::Selector => "selector",
-        }
-    }
-}
-
 /// The participants of one election, in queue order.
 struct Election {
     /// `None` when there are no participants.
-    recipe: Option<Recipe>,
+    recipe: Option<ElectionRecipe>,
     participants: Vec<Participant>,
 }
 
 /// The name of a node, from its full path.
 fn node_name(node: &str) -> &str {
     node.rsplit_once('/').map_or(node, |(_, name)| name)
-}
-
-fn named(found: &[Participant], marker: &str) -> bool {
-    found
-        .iter()
-        .any(|p| strip_protection(node_name(&p.node_path)).contains(marker))
 }
 
 /// Reads the election at `path` through the library's own reading of it:
@@ -77,9 +51,10 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
             participants: found,
         });
     }
-    if named(&found, LATCH_NAME) || !named(&found, SELECTOR_NAME) {
+    let recipe = ElectionRecipe::of_nodes(found.iter().map(|p| p.node_path.as_str()));
+    if recipe == ElectionRecipe::Latch {
         return Ok(Election {
-            recipe: Some(Recipe::Latch),
+            recipe: Some(recipe),
             participants: found,
         });
     }
@@ -88,7 +63,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
         .map_err(failed)?;
     let found = selector.participants().await.map_err(failed)?;
     Ok(Election {
-        recipe: (!found.is_empty()).then_some(Recipe::Selector),
+        recipe: (!found.is_empty()).then_some(ElectionRecipe::Selector),
         participants: found,
     })
 }
@@ -136,7 +111,7 @@ fn to_json(path: &str, election: &Election) -> Value {
     let listed: Vec<Value> = election.participants.iter().map(participant_json).collect();
     json!({
         "path": path,
-        "recipe": election.recipe.map(Recipe::as_str),
+        "recipe": election.recipe.map(ElectionRecipe::as_str),
         "leader": leader,
         "participants": listed,
     })
@@ -164,7 +139,7 @@ fn table(path: &str, election: &Election) -> String {
             node_name(&p.node_path).to_owned(),
         ]);
     }
-    let recipe = election.recipe.map_or("", Recipe::as_str);
+    let recipe = election.recipe.map_or("", ElectionRecipe::as_str);
     let mut out = format!(
         "leader: {who}, node {} (leader {recipe})\n",
         leader.node_path

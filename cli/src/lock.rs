@@ -26,6 +26,7 @@ use clap::Args;
 use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::Notify;
+use zk_curator::recipes::layout::{recipes_present, Recipe};
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
     Framework, Hold, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease,
@@ -36,7 +37,6 @@ use crate::child::{self, run_under, status_code, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
 use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
-use crate::layout::{recipes_present, Recipe};
 
 /// Options of `lock`.
 #[derive(Debug, Args)]
@@ -177,9 +177,9 @@ async fn warn_of_other_recipes(framework: &Framework, args: &LockArgs) {
     };
     let present = match recipes_present(framework, &args.path).await {
         Ok(present) => present,
-        Err(failure) => {
+        Err(err) => {
             // Acquiring will meet the same trouble and report it.
-            tracing::debug!(message = %failure.message, "cannot look for other recipes");
+            tracing::debug!(%err, "cannot look for other recipes");
             return;
         }
     };

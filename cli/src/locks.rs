@@ -1,18 +1,18 @@
 //! `zk-curator locks`: a lock's holders and waiters, as a table or JSON.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use futures::{Stream, StreamExt as _};
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::zk;
+use zk_curator::recipes::layout::{lock_participants, LockParticipant, LEASES_CHILD, LOCKS_CHILD};
 use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Failure, OTHER};
-use crate::layout::{participants, Participant};
 
 /// Options of `locks`.
 #[derive(Debug, Args)]
@@ -38,12 +38,34 @@ pub(crate) struct LocksArgs {
     pub(crate) connect: ConnectArgs,
 }
 
+/// The participants of the lock at `path`, holders and waiters in queue
+/// order, as the recipes' own layout module reads them (see
+/// [`lock_participants`]).
+pub(crate) async fn participants(
+    framework: &Framework,
+    path: &str,
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>, Failure> {
+    lock_participants(framework, path, max_leases)
+        .await
+        .map_err(|err| Failure::zk(format!("cannot read the participants of {path}"), err))
+}
+
+/// Milliseconds since the node was created (0 if the clocks disagree).
+fn age_ms(p: &LockParticipant) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    u64::try_from(now.saturating_sub(p.ctime_ms)).unwrap_or(0)
+}
+
 /// What `--watch` compares between two listings: each participant's node
 /// and role (ages change all the time and are left out).
-fn queue_shape(found: &[Participant]) -> Vec<String> {
+fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
     found
         .iter()
-        .map(|p| format!("{}:{:?}", p.node, p.role))
+        .map(|p| format!("{}:{:?}", p.node_path, p.role))
         .collect()
 }
 
@@ -137,7 +159,7 @@ fn report(args: &LocksArgs, event: &str, state: ConnectionState) {
 }
 
 /// The listing of `found`, as a table or one JSON object.
-fn listing(args: &LocksArgs, found: &[Participant]) -> String {
+fn listing(args: &LocksArgs, found: &[LockParticipant]) -> String {
     if args.json {
         let listed: Vec<Value> = found.iter().map(to_json).collect();
         json!({ "path": args.path, "participants": listed }).to_string()
@@ -171,8 +193,8 @@ async fn wait_for_change(
     let mut watches = Vec::new();
     for dir in [
         path.to_owned(),
-        format!("{path}/leases"),
-        format!("{path}/locks"),
+        format!("{path}/{LEASES_CHILD}"),
+        format!("{path}/{LOCKS_CHILD}"),
     ] {
         let watcher = match client.list_and_watch_children(&dir).await {
             Ok((_, watcher)) => watcher,
@@ -236,21 +258,21 @@ fn session_hex(session: i64) -> String {
     format!("{session:#x}")
 }
 
-fn to_json(p: &Participant) -> Value {
+fn to_json(p: &LockParticipant) -> Value {
     json!({
         "kind": p.kind.as_str(),
         "role": p.role.as_str(),
-        "node": p.node,
+        "node": p.node_path,
         "name": p.name,
         "sequence": p.sequence,
         "session": session_hex(p.session),
-        "age_ms": p.age_ms(),
+        "age_ms": age_ms(p),
         "fencing_token": p.czxid,
         "identity": identity(&p.data),
     })
 }
 
-fn table(found: &[Participant]) -> String {
+fn table(found: &[LockParticipant]) -> String {
     let header = [
         "KIND", "ROLE", "SEQ", "SESSION", "AGE", "TOKEN", "HOLDER", "NODE",
     ]
@@ -258,7 +280,7 @@ fn table(found: &[Participant]) -> String {
     let mut rows = vec![header.to_vec()];
     for p in found {
         // Whole seconds (or milliseconds under one) read best in a table.
-        let age = Duration::from_millis(p.age_ms());
+        let age = Duration::from_millis(age_ms(p));
         let age = if age.as_secs() > 0 {
             Duration::from_secs(age.as_secs())
         } else {

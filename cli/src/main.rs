@@ -21,7 +21,6 @@ mod duration;
 mod elect;
 mod exit;
 mod guard;
-mod layout;
 mod leader;
 mod lock;
 mod locks;

@@ -3,11 +3,12 @@
 
 use clap::Args;
 use zk_curator::framework::path::{validate_node_name, validate_path};
+use zk_curator::recipes::layout::Role;
 use zk_curator::{Framework, Revoker};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Failure, NO_PARTICIPANT};
-use crate::layout::{participants, Role};
+use crate::locks::participants;
 
 /// Options of `revoke`.
 #[derive(Debug, Args)]
@@ -45,7 +46,7 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
         Some(node) => {
             let chosen = found
                 .iter()
-                .find(|p| p.node == *node || p.name == *node)
+                .find(|p| p.node_path == *node || p.name == *node)
                 .ok_or_else(|| {
                     Failure::new(
                         NO_PARTICIPANT,
@@ -57,12 +58,12 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
                         ),
                     )
                 })?;
-            vec![chosen.node.clone()]
+            vec![chosen.node_path.clone()]
         }
         None => found
             .into_iter()
             .filter(|p| p.role == Role::Holder)
-            .map(|p| p.node)
+            .map(|p| p.node_path)
             .collect(),
     };
     for node in &targets {

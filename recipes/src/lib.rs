@@ -18,12 +18,15 @@
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
-//! Curator's, so Rust and JVM services can contend on the same paths.
+//! Curator's, so Rust and JVM services can contend on the same paths; the
+//! [`layout`] module names them, holds each recipe's holder and waiter
+//! rule, and reads a lock's participants as the recipes see them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod held;
+pub mod layout;
 mod leader;
 mod lock;
 mod multi;

@@ -17,8 +17,7 @@ use crate::held::{would_deadlock, Guards, Held};
 use crate::lock::InterProcessLock;
 use crate::reentrant::Reentrant;
 
-/// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`).
-pub const LOCK_NAME: &str = "lock-";
+pub(crate) use crate::layout::LOCK_NAME;
 
 struct Shared {
     internals: LockInternals,

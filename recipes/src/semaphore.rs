@@ -90,10 +90,7 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use crate::held::Held;
 
-const LOCKS_CHILD: &str = "locks";
-const LEASES_CHILD: &str = "leases";
-const LOCK_NAME: &str = "lock-";
-const LEASE_NAME: &str = "lease-";
+use crate::layout::{LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME};
 
 /// The lease-node driver: the first `max_leases` lease nodes (by sequence)
 /// hold a lease; the one waiter (the holder of the internal mutex) waits for

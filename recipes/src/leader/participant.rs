@@ -1,7 +1,9 @@
 //! [`Participant`]: one node of an election, as anyone can read it.
 
 use zk_curator_framework::lock_internals::LockInternals;
-use zk_curator_framework::{zk, Error, HolderIdentity, Result};
+use zk_curator_framework::{Error, HolderIdentity, Result};
+
+use crate::layout::read_nodes;
 
 /// A participant of an election (Curator's `Participant`), read from its
 /// node: the id is the node's data as text.
@@ -36,41 +38,20 @@ impl Participant {
 }
 
 /// Reads every participant of the election run by `internals`, in queue
-/// order: one listing, then every node's data in one round trip (the reads
-/// are sent back to back). Nodes gone between the listing and the read are
-/// left out; the first one read is the leader.
+/// order: one listing, then every node's data in one round trip
+/// ([`read_nodes`]). Nodes gone between the listing and the read are left
+/// out; the first one read is the leader.
 pub(crate) async fn read_participants(internals: &LockInternals) -> Result<Vec<Participant>> {
     let nodes = internals.participant_nodes().await?;
-    if nodes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let datas = internals
-        .framework()
-        .call_with_retry(|client| {
-            let nodes = nodes.clone();
-            async move {
-                let reads = nodes.iter().map(|node| client.get_data(node));
-                let mut datas = Vec::with_capacity(nodes.len());
-                for read in futures::future::join_all(reads).await {
-                    match read {
-                        Ok((data, _stat)) => datas.push(Some(data)),
-                        Err(zk::Error::NoNode) => datas.push(None),
-                        Err(err) => return Err(err),
-                    }
-                }
-                Ok(datas)
-            }
-        })
-        .await;
-    let datas = match datas {
-        Ok(datas) => datas,
+    let read = match read_nodes(internals.framework(), &nodes).await {
+        Ok(read) => read,
         // The election path vanished (its last participant left).
         Err(Error::NoNode { .. }) => return Ok(Vec::new()),
         Err(err) => return Err(err),
     };
     let mut participants = Vec::with_capacity(nodes.len());
-    for (node, data) in nodes.into_iter().zip(datas) {
-        if let Some(data) = data {
+    for (node, read) in nodes.into_iter().zip(read) {
+        if let Some((data, _stat)) = read {
             let is_leader = participants.is_empty();
             participants.push(Participant::from_node(node, &data, is_leader));
         }

@@ -3,55 +3,32 @@
 //! write node).
 
 use zk_curator_framework::lock_internals::{
-    standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
-    PredicateResults, SortKey,
+    LockInternalsDriver, ParticipantNode, PredicateResults, SortKey,
 };
 use zk_curator_framework::path::strip_protection;
 use zk_curator_framework::{Error, LockLoss, Result};
 
-/// The name Curator gives read participants (`_c_<uuid>-__READ__<seq>`).
-pub(crate) const READ_LOCK_NAME: &str = "__READ__";
-/// The name Curator gives write participants (`_c_<uuid>-__WRIT__<seq>`).
-/// Both names must keep the same length (Curator insists on it).
-pub(crate) const WRITE_LOCK_NAME: &str = "__WRIT__";
+use crate::layout::{read_write_predicate, read_write_sort_key};
+pub(crate) use crate::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 
-/// Sorts readers and writers together: by the sequence after the last
-/// `__READ__` or `__WRIT__` in the name, whichever comes last (Curator's
-/// sorter strips at the last `__READ__`, then at the last `__WRIT__`).
-fn rw_sort_key(name: &str) -> SortKey {
-    let unprotected = strip_protection(name);
-    let lock_name = match (
-        unprotected.rfind(READ_LOCK_NAME),
-        unprotected.rfind(WRITE_LOCK_NAME),
-    ) {
-        (Some(read), Some(write)) if write > read => WRITE_LOCK_NAME,
-        (None, Some(_)) => WRITE_LOCK_NAME,
-        _ => READ_LOCK_NAME,
-    };
-    standard_sort_key(name, lock_name)
-}
-
-fn is_writer(name: &str) -> bool {
-    strip_protection(name).contains(WRITE_LOCK_NAME)
-}
-
-/// The writer's rule: first among all participants, readers included; it
-/// watches its immediate predecessor.
+/// The writer's rule ([`read_write_turn`](crate::layout::read_write_turn)):
+/// first among all participants, readers included; it watches its
+/// immediate predecessor.
 #[derive(Debug)]
 pub(crate) struct WriteDriver;
 
 impl LockInternalsDriver for WriteDriver {
     fn sort_key(&self, name: &str, _lock_name: &str) -> SortKey {
-        rw_sort_key(name)
+        read_write_sort_key(name)
     }
 
     fn gets_the_lock(
         &self,
         sorted_children: &[String],
         our_name: &str,
-        max_leases: u32,
+        _max_leases: u32,
     ) -> Result<PredicateResults> {
-        standard_gets_the_lock(sorted_children, our_name, max_leases)
+        read_write_predicate(sorted_children, our_name)
     }
 
     /// One writer of a process at a time has a node; the others queue
@@ -61,15 +38,16 @@ impl LockInternalsDriver for WriteDriver {
     }
 }
 
-/// The reader's rule: granted when no writer is ahead; otherwise it watches
-/// the nearest writer ahead (see [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock) for why not
+/// The reader's rule ([`read_write_turn`](crate::layout::read_write_turn)):
+/// granted when no writer is ahead; otherwise it watches the nearest writer
+/// ahead (see [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock) for why not
 /// the first, as Curator does).
 #[derive(Debug)]
 pub(crate) struct ReadDriver;
 
 impl LockInternalsDriver for ReadDriver {
     fn sort_key(&self, name: &str, _lock_name: &str) -> SortKey {
-        rw_sort_key(name)
+        read_write_sort_key(name)
     }
 
     fn gets_the_lock(
@@ -78,7 +56,7 @@ impl LockInternalsDriver for ReadDriver {
         our_name: &str,
         _max_leases: u32,
     ) -> Result<PredicateResults> {
-        read_gets_the_lock(sorted_children, our_name)
+        read_write_predicate(sorted_children, our_name)
     }
 
     /// The readers of one process that wait together share one node; a
@@ -87,22 +65,6 @@ impl LockInternalsDriver for ReadDriver {
     fn shares_node(&self) -> bool {
         true
     }
-}
-
-fn read_gets_the_lock(sorted_children: &[String], our_name: &str) -> Result<PredicateResults> {
-    let mut nearest_writer = None;
-    for child in sorted_children {
-        if child == our_name {
-            return Ok(match nearest_writer {
-                None => PredicateResults::holds(),
-                Some(writer) => PredicateResults::watch(writer),
-            });
-        }
-        if is_writer(child) {
-            nearest_writer = Some(child.as_str());
-        }
-    }
-    Err(Error::lock_lost(our_name, LockLoss::NodeDeleted))
 }
 
 /// A read acquire by the write holder: the node takes the write node's
@@ -138,7 +100,7 @@ impl LockInternalsDriver for DowngradeDriver {
     }
 
     fn sort_key(&self, name: &str, _lock_name: &str) -> SortKey {
-        rw_sort_key(name)
+        read_write_sort_key(name)
     }
 
     fn gets_the_lock(
@@ -164,26 +126,11 @@ impl LockInternalsDriver for DowngradeDriver {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use zk_curator_framework::path::Sequence;
-
-    const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
-
-    fn read(seq: u32) -> String {
-        format!("_c_{UUID}-__READ__{seq:010}")
-    }
-
-    fn write(seq: u32) -> String {
-        format!("_c_{UUID}-__WRIT__{seq:010}")
-    }
+    use crate::layout::tests::{read, write};
 
     fn sorted(mut names: Vec<String>) -> Vec<String> {
-        names.sort_by_cached_key(|n| rw_sort_key(n));
+        names.sort_by_cached_key(|n| read_write_sort_key(n));
         names
-    }
-
-    #[test]
-    fn lock_names_have_the_same_length() {
-        assert_eq!(READ_LOCK_NAME.len(), WRITE_LOCK_NAME.len());
     }
 
     #[test]
@@ -199,35 +146,31 @@ mod tests {
             names,
             vec![read(3), write(7), read(10), write(12), "foreign".to_owned()]
         );
-        assert_eq!(rw_sort_key(&read(5)), rw_sort_key(&write(5)));
-        // The last lock name wins, as in Curator's two-step strip.
-        assert_eq!(
-            rw_sort_key("__WRIT__x__READ__0000000004"),
-            SortKey::Sequence(Sequence::new(4))
-        );
-        assert_eq!(
-            rw_sort_key("__READ__x__WRIT__0000000004"),
-            SortKey::Sequence(Sequence::new(4))
-        );
     }
 
     #[test]
     fn reader_waits_for_the_nearest_writer_ahead() {
         let children = sorted(vec![read(1), write(2), read(3), write(4), read(5)]);
         assert_eq!(
-            read_gets_the_lock(&children, &read(1)).unwrap(),
+            ReadDriver
+                .gets_the_lock(&children, &read(1), u32::MAX)
+                .unwrap(),
             PredicateResults::holds()
         );
         assert_eq!(
-            read_gets_the_lock(&children, &read(3)).unwrap(),
+            ReadDriver
+                .gets_the_lock(&children, &read(3), u32::MAX)
+                .unwrap(),
             PredicateResults::watch(write(2))
         );
         assert_eq!(
-            read_gets_the_lock(&children, &read(5)).unwrap(),
+            ReadDriver
+                .gets_the_lock(&children, &read(5), u32::MAX)
+                .unwrap(),
             PredicateResults::watch(write(4))
         );
         assert!(matches!(
-            read_gets_the_lock(&children, &read(6)),
+            ReadDriver.gets_the_lock(&children, &read(6), u32::MAX),
             Err(Error::LockLost { .. })
         ));
     }

@@ -1,0 +1,685 @@
+//! Where each recipe keeps its nodes in ZooKeeper, who among them holds and
+//! who waits, and one reader that fetches participant nodes in a single
+//! round trip.
+//!
+//! The layouts are Apache Curator's, so Rust and JVM services contend on the
+//! same paths:
+//!
+//! * mutex ([`InterProcessMutex`](crate::InterProcessMutex)):
+//!   `<path>/_c_<uuid>-lock-<seq>`; the first node holds.
+//! * read-write lock ([`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock)):
+//!   `<path>/_c_<uuid>-__READ__<seq>` and `…-__WRIT__<seq>`, sorted
+//!   together; a writer holds when no node is ahead of it, a reader when no
+//!   writer is (a downgraded read node takes its write node's sequence, so
+//!   the two are level and neither counts as ahead of the other).
+//! * semaphore ([`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2),
+//!   [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex)):
+//!   `<path>/leases/_c_<uuid>-lease-<seq>`, the first `max_leases` hold, and
+//!   the internal queue `<path>/locks/_c_<uuid>-lock-<seq>` of acquirers
+//!   that have not created their lease node yet.
+//! * leader election: a [`LeaderLatch`](crate::LeaderLatch)'s
+//!   `<path>/_c_<uuid>-latch-<seq>`, a [`LeaderSelector`](crate::LeaderSelector)'s
+//!   `<path>/_c_<uuid>-lock-<seq>` (a mutex's queue); the first leads.
+//!
+//! # Why one module
+//!
+//! The recipes decide who holds with the rules here ([`read_write_turn`],
+//! [`first_hold`]), and [`lock_participants`] reports holders and waiters
+//! with the same rules, so what a tool shows (and what it offers to revoke)
+//! cannot drift from what the recipes do.
+
+use std::cmp::Ordering;
+
+use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, SortKey};
+use zk_curator_framework::path::{join, strip_protection};
+use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
+
+/// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`), also
+/// used by a semaphore's internal queue and a leader selector.
+pub const LOCK_NAME: &str = "lock-";
+/// The name Curator gives read participants (`_c_<uuid>-__READ__<seq>`).
+pub const READ_LOCK_NAME: &str = "__READ__";
+/// The name Curator gives write participants (`_c_<uuid>-__WRIT__<seq>`).
+/// Both names keep the same length (Curator insists on it).
+pub const WRITE_LOCK_NAME: &str = "__WRIT__";
+/// The name Curator gives semaphore lease nodes (`_c_<uuid>-lease-<seq>`).
+pub const LEASE_NAME: &str = "lease-";
+/// The child of a semaphore's path that holds its internal queue.
+pub const LOCKS_CHILD: &str = "locks";
+/// The child of a semaphore's path that holds its lease nodes.
+pub const LEASES_CHILD: &str = "leases";
+pub use crate::leader::LATCH_NAME;
+
+/// A lock recipe, as far as the layout of a path's children tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Recipe {
+    /// [`InterProcessMutex`](crate::InterProcessMutex).
+    Mutex,
+    /// [`InterProcessReadWriteLock`](crate::InterProcessReadWriteLock).
+    ReadWrite,
+    /// [`InterProcessSemaphoreV2`](crate::InterProcessSemaphoreV2) (and the
+    /// one-lease [`InterProcessSemaphoreMutex`](crate::InterProcessSemaphoreMutex)).
+    Semaphore,
+}
+
+impl Recipe {
+    /// `"mutex"`, `"read-write lock"` or `"semaphore"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recipe::Mutex => "mutex",
+            Recipe::ReadWrite => "read-write lock",
+            Recipe::Semaphore => "semaphore",
+        }
+    }
+}
+
+/// What a participant node is, by its name and place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A mutex participant (`lock-`).
+    Mutex,
+    /// A read-write lock's reader (`__READ__`).
+    Read,
+    /// A read-write lock's writer (`__WRIT__`).
+    Write,
+    /// A semaphore acquirer: a lease node, or a node of the internal queue.
+    Lease,
+}
+
+impl Kind {
+    /// `"mutex"`, `"read"`, `"write"` or `"lease"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Mutex => "mutex",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Lease => "lease",
+        }
+    }
+}
+
+/// Whether a participant holds the lock or waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// It holds the lock (or one of a semaphore's leases).
+    Holder,
+    /// It waits for it.
+    Waiter,
+}
+
+impl Role {
+    /// `"holder"` or `"waiter"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Holder => "holder",
+            Role::Waiter => "waiter",
+        }
+    }
+}
+
+/// The kind of a read-write lock child: a writer if its name (after the
+/// protection prefix) holds `__WRIT__` (Curator's test of a writer), else a
+/// reader if it holds `__READ__`; `None` for a name with neither.
+pub fn read_write_kind(name: &str) -> Option<Kind> {
+    let bare = strip_protection(name);
+    if bare.contains(WRITE_LOCK_NAME) {
+        Some(Kind::Write)
+    } else if bare.contains(READ_LOCK_NAME) {
+        Some(Kind::Read)
+    } else {
+        None
+    }
+}
+
+/// How readers and writers sort together: by the sequence after the last
+/// `__READ__` or `__WRIT__` in the name, whichever comes last (Curator's
+/// sorter strips at the last `__READ__`, then at the last `__WRIT__`).
+pub fn read_write_sort_key(name: &str) -> SortKey {
+    let bare = strip_protection(name);
+    let marker = match (bare.rfind(READ_LOCK_NAME), bare.rfind(WRITE_LOCK_NAME)) {
+        (Some(read), Some(write)) if write > read => WRITE_LOCK_NAME,
+        (None, Some(_)) => WRITE_LOCK_NAME,
+        _ => READ_LOCK_NAME,
+    };
+    standard_sort_key(name, marker)
+}
+
+/// The read-write lock's rule, for the participant at `index` of `sorted`
+/// (each child's kind and [`read_write_sort_key`], in sort order): a writer
+/// holds when no participant sorts ahead of it, a reader when no writer
+/// does. A participant level with ours (the read node of a downgrade takes
+/// its write node's sequence) is not ahead.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `index` is out of `sorted`.
+pub fn read_write_turn(sorted: &[(Kind, SortKey)], index: usize) -> Result<Turn> {
+    let Some((kind, key)) = sorted.get(index) else {
+        return Err(Error::InvalidArgument(format!(
+            "participant {index} of {}",
+            sorted.len()
+        )));
+    };
+    let blocks = |(other, other_key): &(Kind, SortKey)| {
+        other_key != key && (*kind == Kind::Write || *other == Kind::Write)
+    };
+    Ok(match sorted[..index].iter().rposition(blocks) {
+        None => Turn::Holds,
+        // A writer watches the node right ahead; a reader the nearest
+        // writer ahead (any reader in between holds with that writer).
+        Some(_) if *kind == Kind::Write => Turn::Waits { watch: index - 1 },
+        Some(at) => Turn::Waits { watch: at },
+    })
+}
+
+/// The rule of the mutex, the semaphore's leases and the elections: the
+/// first `max_leases` participants in sort order hold. (The lock engine's
+/// [`standard_gets_the_lock`](zk_curator_framework::lock_internals::standard_gets_the_lock)
+/// applies it.)
+pub fn first_hold(index: usize, max_leases: u32) -> bool {
+    index < max_leases as usize
+}
+
+/// What a rule decided for one participant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// It holds the lock.
+    Holds,
+    /// It waits; the participant at index `watch` is the one whose
+    /// departure may let it in.
+    Waits {
+        /// The index, in the same sorted list, of the participant to watch.
+        watch: usize,
+    },
+}
+
+/// The read-write rule as the lock engine asks it: `sorted_children` are
+/// names sorted by [`read_write_sort_key`].
+pub(crate) fn read_write_predicate(
+    sorted_children: &[String],
+    our_name: &str,
+) -> Result<PredicateResults> {
+    let Some(index) = sorted_children.iter().position(|c| c == our_name) else {
+        return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
+    };
+    let sorted: Vec<(Kind, SortKey)> = sorted_children
+        .iter()
+        .map(|name| {
+            let kind = read_write_kind(name).unwrap_or(Kind::Read);
+            (kind, read_write_sort_key(name))
+        })
+        .collect();
+    Ok(match read_write_turn(&sorted, index)? {
+        Turn::Holds => PredicateResults::holds(),
+        Turn::Waits { watch } => PredicateResults::watch(sorted_children[watch].clone()),
+    })
+}
+
+/// One participant of a lock, read from its node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockParticipant {
+    /// What the node is.
+    pub kind: Kind,
+    /// Whether it holds or waits.
+    pub role: Role,
+    /// The node's full path.
+    pub node_path: String,
+    /// The node's name (the last part of its path).
+    pub name: String,
+    /// Its queue number, when the name ends in one.
+    pub sequence: Option<u32>,
+    /// The node's ephemeral owner (0 for a persistent node).
+    pub session: i64,
+    /// Creation time, milliseconds since the epoch (the server's clock).
+    pub ctime_ms: i64,
+    /// The creating transaction's zxid: the hold's fencing token.
+    pub czxid: i64,
+    /// The node's data (the holder identity or the caller's node data).
+    pub data: Vec<u8>,
+}
+
+/// A child name with its kind and place in the queue.
+struct Named {
+    kind: Kind,
+    name: String,
+    key: SortKey,
+}
+
+impl Named {
+    /// `name` as a `kind` participant, if it carries `lock_name`.
+    fn with(kind: Kind, name: &str, lock_name: &str) -> Option<Named> {
+        strip_protection(name).contains(lock_name).then(|| Named {
+            kind,
+            name: name.to_owned(),
+            key: standard_sort_key(name, lock_name),
+        })
+    }
+
+    /// `name` as a reader or writer, if it is one.
+    fn read_write(name: &str) -> Option<Named> {
+        read_write_kind(name).map(|kind| Named {
+            kind,
+            name: name.to_owned(),
+            key: read_write_sort_key(name),
+        })
+    }
+
+    fn sequence(&self) -> Option<u32> {
+        match &self.key {
+            SortKey::Sequence(seq) => Some(seq.value()),
+            SortKey::Foreign(_) => None,
+        }
+    }
+}
+
+/// Sorts by queue position; names without a sequence go last, by name.
+fn sorted(mut names: Vec<Named>) -> Vec<Named> {
+    names.sort_by(|a, b| match a.key.cmp(&b.key) {
+        Ordering::Equal => a.name.cmp(&b.name),
+        other => other,
+    });
+    names
+}
+
+/// The children of `path`; none if it does not exist.
+async fn list(framework: &Framework, path: &str) -> Result<Vec<String>> {
+    let target = path.to_owned();
+    let listed = framework
+        .call_with_retry(|client| {
+            let target = target.clone();
+            async move { client.list_children(&target).await }
+        })
+        .await;
+    match listed {
+        Ok(children) => Ok(children),
+        Err(Error::NoNode { .. }) => Ok(Vec::new()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads the data and stat of every node of `nodes` (full paths) in one
+/// round trip: the reads are sent back to back on one session, and retried
+/// together by the framework's retry policy. A node gone meanwhile reads as
+/// `None`, in its place.
+///
+/// # Errors
+/// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn read_nodes(
+    framework: &Framework,
+    nodes: &[String],
+) -> Result<Vec<Option<(Vec<u8>, zk::Stat)>>> {
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    framework
+        .call_with_retry(|client| async move {
+            let reads = nodes.iter().map(|node| client.get_data(node));
+            let mut found = Vec::with_capacity(nodes.len());
+            for read in futures::future::join_all(reads).await {
+                match read {
+                    Ok(read) => found.push(Some(read)),
+                    Err(zk::Error::NoNode) => found.push(None),
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(found)
+        })
+        .await
+}
+
+/// Reads the nodes of `names` (sorted) under `parent` in one round trip,
+/// with the roles `role_of` gives by queue position (nodes that vanished
+/// meanwhile keep their place while the roles are told), leaving out the
+/// vanished ones.
+async fn load(
+    framework: &Framework,
+    parent: &str,
+    names: &[Named],
+    role_of: impl Fn(usize) -> Role,
+) -> Result<Vec<LockParticipant>> {
+    let paths: Vec<String> = names.iter().map(|n| join(parent, &n.name)).collect();
+    let read = read_nodes(framework, &paths).await?;
+    let mut participants = Vec::with_capacity(names.len());
+    for (index, ((entry, node_path), read)) in names.iter().zip(paths).zip(read).enumerate() {
+        let Some((data, stat)) = read else {
+            continue;
+        };
+        participants.push(LockParticipant {
+            kind: entry.kind,
+            role: role_of(index),
+            node_path,
+            name: entry.name.clone(),
+            sequence: entry.sequence(),
+            session: stat.ephemeral_owner,
+            ctime_ms: stat.ctime,
+            czxid: stat.czxid,
+            data,
+        });
+    }
+    Ok(participants)
+}
+
+/// The participants of the lock at `path`, holders and waiters in queue
+/// order, for whichever of the mutex, read-write lock and semaphore layouts
+/// its children show (a read-write lock's nodes first, then a semaphore's,
+/// else a mutex's).
+///
+/// For a semaphore, `max_leases` tells the holders from the waiting lease
+/// node. Without it, the last lease node is taken for a waiter when its
+/// session also heads the internal queue (that acquirer holds the internal
+/// mutex while it waits for a lease; a lease it was just granted looks the
+/// same for a moment), and the internal queue node of an acquirer whose
+/// lease node waits is left out (it is the same acquirer).
+///
+/// # Errors
+/// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+/// A path that does not exist has no participants.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn lock_participants(
+    framework: &Framework,
+    path: &str,
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>> {
+    let children = list(framework, path).await?;
+    let rw = sorted(
+        children
+            .iter()
+            .filter_map(|c| Named::read_write(c))
+            .collect(),
+    );
+    if !rw.is_empty() {
+        let keys: Vec<(Kind, SortKey)> = rw.iter().map(|n| (n.kind, n.key.clone())).collect();
+        return load(framework, path, &rw, |index| {
+            let holds = rw[index].sequence().is_some()
+                && read_write_turn(&keys, index).is_ok_and(|turn| turn == Turn::Holds);
+            if holds {
+                Role::Holder
+            } else {
+                Role::Waiter
+            }
+        })
+        .await;
+    }
+    if children
+        .iter()
+        .any(|c| c == LEASES_CHILD || c == LOCKS_CHILD)
+    {
+        return semaphore_participants(framework, path, max_leases).await;
+    }
+    let names = sorted(
+        children
+            .iter()
+            .filter_map(|c| Named::with(Kind::Mutex, c, LOCK_NAME))
+            .collect(),
+    );
+    load(framework, path, &names, |index| role(first_hold(index, 1))).await
+}
+
+fn role(holds: bool) -> Role {
+    if holds {
+        Role::Holder
+    } else {
+        Role::Waiter
+    }
+}
+
+/// The semaphore's children of `dir` that carry `lock_name`, sorted.
+async fn named_children(framework: &Framework, dir: &str, lock_name: &str) -> Result<Vec<Named>> {
+    let children = list(framework, dir).await?;
+    Ok(sorted(
+        children
+            .iter()
+            .filter_map(|c| Named::with(Kind::Lease, c, lock_name))
+            .collect(),
+    ))
+}
+
+async fn semaphore_participants(
+    framework: &Framework,
+    path: &str,
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>> {
+    let leases_path = join(path, LEASES_CHILD);
+    let locks_path = join(path, LOCKS_CHILD);
+    let leases = named_children(framework, &leases_path, LEASE_NAME).await?;
+    let queued = named_children(framework, &locks_path, LOCK_NAME).await?;
+    let mut lease_nodes = load(framework, &leases_path, &leases, |index| {
+        role(max_leases.is_none_or(|max| first_hold(index, max)))
+    })
+    .await?;
+    let queued_nodes = load(framework, &locks_path, &queued, |_| Role::Waiter).await?;
+    // The head of the internal queue holds the internal mutex: if its
+    // session also has the last lease node, that node waits for a lease.
+    let head_session = queued_nodes.first().map(|p| p.session);
+    if max_leases.is_none() {
+        if let (Some(session), Some(last)) = (head_session, lease_nodes.last_mut()) {
+            if session != 0 && last.session == session {
+                last.role = Role::Waiter;
+            }
+        }
+    }
+    let waiting_sessions: Vec<i64> = lease_nodes
+        .iter()
+        .filter(|p| p.role == Role::Waiter)
+        .map(|p| p.session)
+        .collect();
+    lease_nodes.extend(
+        queued_nodes
+            .into_iter()
+            .filter(|p| !waiting_sessions.contains(&p.session)),
+    );
+    Ok(lease_nodes)
+}
+
+/// The recipes that have participants under `path` now (several when
+/// recipes of different kinds share the path, which none of them notices).
+///
+/// # Errors
+/// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn recipes_present(framework: &Framework, path: &str) -> Result<Vec<Recipe>> {
+    let children = list(framework, path).await?;
+    let mut found = Vec::new();
+    if children.iter().any(|c| read_write_kind(c).is_some()) {
+        found.push(Recipe::ReadWrite);
+    }
+    if children
+        .iter()
+        .any(|c| read_write_kind(c).is_none() && Named::with(Kind::Mutex, c, LOCK_NAME).is_some())
+    {
+        found.push(Recipe::Mutex);
+    }
+    for (child, name) in [(LEASES_CHILD, LEASE_NAME), (LOCKS_CHILD, LOCK_NAME)] {
+        if found.contains(&Recipe::Semaphore) || !children.iter().any(|c| c == child) {
+            continue;
+        }
+        if !named_children(framework, &join(path, child), name)
+            .await?
+            .is_empty()
+        {
+            found.push(Recipe::Semaphore);
+        }
+    }
+    Ok(found)
+}
+
+/// Which of Curator's election recipes wrote an election's nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ElectionRecipe {
+    /// [`LeaderLatch`](crate::LeaderLatch): `latch-` nodes.
+    Latch,
+    /// [`LeaderSelector`](crate::LeaderSelector): `lock-` nodes (a mutex's
+    /// queue).
+    Selector,
+}
+
+impl ElectionRecipe {
+    /// `"latch"` or `"selector"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElectionRecipe::Latch => "latch",
+            ElectionRecipe::Selector => "selector",
+        }
+    }
+
+    /// The name the recipe gives its nodes.
+    pub fn lock_name(self) -> &'static str {
+        match self {
+            ElectionRecipe::Latch => LATCH_NAME,
+            ElectionRecipe::Selector => LOCK_NAME,
+        }
+    }
+
+    /// The recipe that wrote the nodes named `names` (names or full paths):
+    /// a latch, unless only a selector's nodes are there.
+    pub fn of_nodes<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> Self {
+        let named = |marker: &str| {
+            names.clone().into_iter().any(|node| {
+                let name = node.rsplit_once('/').map_or(node, |(_, name)| name);
+                strip_protection(name).contains(marker)
+            })
+        };
+        if named(LATCH_NAME) || !named(LOCK_NAME) {
+            ElectionRecipe::Latch
+        } else {
+            ElectionRecipe::Selector
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+    use zk_curator_framework::path::Sequence;
+
+    pub(crate) const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    /// A protected read node's name with sequence `seq`.
+    pub(crate) fn read(seq: u32) -> String {
+        format!("_c_{UUID}-__READ__{seq:010}")
+    }
+
+    /// A protected write node's name with sequence `seq`.
+    pub(crate) fn write(seq: u32) -> String {
+        format!("_c_{UUID}-__WRIT__{seq:010}")
+    }
+
+    fn keyed(names: &[String]) -> Vec<(Kind, SortKey)> {
+        names
+            .iter()
+            .map(|n| (read_write_kind(n).unwrap(), read_write_sort_key(n)))
+            .collect()
+    }
+
+    #[test]
+    fn lock_names_have_the_same_length() {
+        assert_eq!(READ_LOCK_NAME.len(), WRITE_LOCK_NAME.len());
+    }
+
+    #[test]
+    fn any_write_marker_makes_a_writer_and_the_last_marker_sorts() {
+        assert_eq!(read_write_kind(&read(1)), Some(Kind::Read));
+        assert_eq!(read_write_kind(&write(1)), Some(Kind::Write));
+        assert_eq!(
+            read_write_kind("__WRIT__x__READ__0000000004"),
+            Some(Kind::Write)
+        );
+        assert_eq!(read_write_kind(&format!("_c_{UUID}-lock-0000000001")), None);
+        assert_eq!(
+            read_write_sort_key(&read(5)),
+            read_write_sort_key(&write(5))
+        );
+        assert_eq!(
+            read_write_sort_key("__WRIT__x__READ__0000000004"),
+            SortKey::Sequence(Sequence::new(4))
+        );
+        assert_eq!(
+            read_write_sort_key("__READ__x__WRIT__0000000004"),
+            SortKey::Sequence(Sequence::new(4))
+        );
+    }
+
+    #[test]
+    fn readers_hold_together_until_a_writer() {
+        let names = vec![read(1), read(2), write(3), read(4), write(5)];
+        let keys = keyed(&names);
+        let turns: Vec<Turn> = (0..names.len())
+            .map(|i| read_write_turn(&keys, i).unwrap())
+            .collect();
+        assert_eq!(
+            turns,
+            vec![
+                Turn::Holds,
+                Turn::Holds,
+                Turn::Waits { watch: 1 },
+                Turn::Waits { watch: 2 },
+                Turn::Waits { watch: 3 },
+            ]
+        );
+        assert!(read_write_turn(&keys, 5).is_err());
+    }
+
+    #[test]
+    fn a_downgraded_read_node_is_level_with_its_write_node() {
+        let ours = format!("_c_{}-__READ__0000000042", "1".repeat(36));
+        let names = vec![write(42), ours, write(43)];
+        let keys = keyed(&names);
+        assert_eq!(read_write_turn(&keys, 0).unwrap(), Turn::Holds);
+        assert_eq!(read_write_turn(&keys, 1).unwrap(), Turn::Holds);
+        assert_eq!(read_write_turn(&keys, 2).unwrap(), Turn::Waits { watch: 1 });
+    }
+
+    #[test]
+    fn the_engine_predicate_follows_the_rule() {
+        let names = vec![read(1), write(2), read(3)];
+        assert_eq!(
+            read_write_predicate(&names, &read(1)).unwrap(),
+            PredicateResults::holds()
+        );
+        assert_eq!(
+            read_write_predicate(&names, &write(2)).unwrap(),
+            PredicateResults::watch(read(1))
+        );
+        assert_eq!(
+            read_write_predicate(&names, &read(3)).unwrap(),
+            PredicateResults::watch(write(2))
+        );
+        assert!(matches!(
+            read_write_predicate(&names, &read(4)),
+            Err(Error::LockLost { .. })
+        ));
+    }
+
+    #[test]
+    fn elections_tell_latch_from_selector() {
+        let latch = format!("/e/_c_{UUID}-latch-0000000001");
+        let selector = format!("/e/_c_{UUID}-lock-0000000001");
+        assert_eq!(
+            ElectionRecipe::of_nodes([latch.as_str()]),
+            ElectionRecipe::Latch
+        );
+        assert_eq!(
+            ElectionRecipe::of_nodes([selector.as_str()]),
+            ElectionRecipe::Selector
+        );
+        assert_eq!(
+            ElectionRecipe::of_nodes([selector.as_str(), latch.as_str()]),
+            ElectionRecipe::Latch
+        );
+        assert_eq!(
+            ElectionRecipe::of_nodes(["/e/foreign"]),
+            ElectionRecipe::Latch
+        );
+    }
+}
