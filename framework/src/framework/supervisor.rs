@@ -19,8 +19,7 @@ use crate::state::StateEvent;
 /// up to 2 s, and back to 100 ms once a session is built. Short, because
 /// nothing of the framework works without a session; capped low, because a
 /// server coming back should be found within a couple of seconds.
-const RECONNECT_BACKOFF: Backoff =
-    Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 pub(super) async fn run(inner: Arc<Inner>) {
     let mut closed = inner.closed_tx.subscribe();

@@ -35,6 +35,7 @@ mod deadline;
 mod driver;
 mod engine;
 mod fence;
+mod fencing;
 mod guard;
 mod hold;
 mod local_queue;
@@ -54,7 +55,8 @@ pub use self::driver::{
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 use self::engine::Engine;
-pub use self::fence::{Fence, FencedMulti, FencingToken};
+pub use self::fence::{Fence, FencedMulti};
+pub use self::fencing::FencingToken;
 pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
 use self::local_queue::LocalTurn;

@@ -44,8 +44,8 @@ pub use policies::{
 };
 pub use retry_loop::RetryLoop;
 
-pub use self::pause::{Backoff, Pauses};
 pub(crate) use self::pause::sleep_until_opt;
+pub use self::pause::{Backoff, Pauses};
 
 /// Decides whether, and after which pause, a failed operation is retried.
 ///

@@ -135,7 +135,10 @@ mod tests {
         let fixed = Backoff::new(ms(100), ms(100));
         assert!((0..40).all(|n| fixed.delay(n) == ms(100)));
         assert_eq!(Backoff::new(ms(500), ms(100)).delay(0), ms(100));
-        assert_eq!(Backoff::new(Duration::ZERO, ms(100)).delay(9), Duration::ZERO);
+        assert_eq!(
+            Backoff::new(Duration::ZERO, ms(100)).delay(9),
+            Duration::ZERO
+        );
         let huge = Backoff::new(Duration::MAX, Duration::MAX);
         assert_eq!(huge.delay(u32::MAX), Duration::MAX);
         assert_eq!(Backoff::new(ms(1), ms(5000)).delay(u32::MAX), ms(5000));
@@ -152,7 +155,10 @@ mod tests {
             let full = backoff.delay(attempt);
             for draw in [0, 1, 7, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
                 let pause = backoff.jittered(attempt, draw);
-                assert!(pause >= full / 2 && pause <= full, "{attempt} {draw}: {pause:?}");
+                assert!(
+                    pause >= full / 2 && pause <= full,
+                    "{attempt} {draw}: {pause:?}"
+                );
                 assert_eq!(pause, backoff.jittered(attempt, draw));
             }
         }
