@@ -30,9 +30,15 @@ use zookeeper_client as zk;
 
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
-use super::shared_node::Membership;
 use super::AcquiredNode;
 use crate::{telemetry, ConnectionState, Framework, LockLoss, Session};
+
+/// How a hold gives up its share of a node that several acquires of this
+/// process hold together (readers; the shared-node bookkeeping hands it
+/// over, the hold does not know that bookkeeping). Returns `true` when the
+/// node is now the caller's to delete: the last share is gone. Giving up
+/// twice must answer `false` the second time.
+pub(crate) type LeaveShare = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// A participant node that was granted the lock, with its loss latch. Cheap
 /// to clone; clones share the latch.
@@ -60,8 +66,8 @@ struct HoldInner {
     turn: std::sync::Mutex<Option<(LocalTurn, oneshot::Sender<()>)>>,
     /// For a share of a node that several acquires of this process hold
     /// together (readers): the node is deleted only when the last share
-    /// goes.
-    share: std::sync::OnceLock<Membership>,
+    /// goes (see [`LeaveShare`]).
+    share: std::sync::OnceLock<LeaveShare>,
 }
 
 impl fmt::Debug for Hold {
@@ -155,16 +161,17 @@ impl Hold {
         }
     }
 
-    /// Makes this hold one share of a node held together.
-    pub(crate) fn join_share(&self, membership: Membership) {
-        let _ = self.inner.share.set(membership);
+    /// Makes this hold one share of a node held together: `leave` is how
+    /// it gives its share up (set once; a second call does nothing).
+    pub(crate) fn join_share(&self, leave: LeaveShare) {
+        let _ = self.inner.share.set(leave);
     }
 
     /// Gives up this hold's share of its node (once): `true` when the node
     /// is the caller's to delete (it is not shared, or this was the last
     /// share).
     pub(crate) fn leave_share(&self) -> bool {
-        self.inner.share.get().is_none_or(Membership::leave)
+        self.inner.share.get().is_none_or(|leave| leave())
     }
 
     /// The framework's loss epoch when the node was granted.
@@ -374,7 +381,7 @@ impl Drop for HoldInner {
     fn drop(&mut self) {
         telemetry::hold_ended(&self.label, self.granted.elapsed());
         // A share dropped without a release still leaves its node.
-        if self.share.get().is_some_and(Membership::leave) {
+        if self.share.get().is_some_and(|leave| leave()) {
             self.framework.delete_in_background(self.node.path());
         }
     }

@@ -127,7 +127,7 @@ impl Backend for LockInternals {
     }
 
     fn join_share(hold: &Hold, share: Membership) {
-        hold.join_share(share);
+        hold.join_share(Box::new(move || share.leave()));
     }
 
     fn is_trusted(hold: &Hold) -> bool {
