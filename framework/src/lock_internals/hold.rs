@@ -30,7 +30,7 @@ use zookeeper_client as zk;
 
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
-use super::AcquiredNode;
+use super::node::AcquiredNode;
 use crate::{telemetry, ConnectionState, Framework, LockLoss, Session};
 
 /// How a hold gives up its share of a node that several acquires of this
