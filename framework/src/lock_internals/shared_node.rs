@@ -68,13 +68,12 @@ pub(crate) trait Backend: Clone + Send + Sync + Sized + 'static {
     fn is_lost(&self, grant: &Self::Grant) -> bool;
     /// One more hold over the granted node, for another member.
     fn hold(&self, grant: &Self::Grant) -> Self::Hold;
-    /// Makes `hold` carry a member's share of the node.
+    /// Makes `hold` carry a member's share of the node. From then on,
+    /// giving the hold up (released, or dropped) leaves the share, and
+    /// deletes the node if it was the last.
     fn join_share(hold: &Self::Hold, share: Membership<Self>);
     /// Whether `hold` can still be trusted.
     fn is_trusted(hold: &Self::Hold) -> bool;
-    /// Gives `hold` up without waiting: its share, and the node with it if
-    /// that was the last share (or the hold has none).
-    fn release_in_background(hold: &Self::Hold);
     /// Deletes the granted node without waiting.
     fn delete_in_background(&self, grant: &Self::Grant);
 }
@@ -135,10 +134,6 @@ impl Backend for LockInternals {
 
     fn is_trusted(hold: &Hold) -> bool {
         hold.check().is_ok()
-    }
-
-    fn release_in_background(hold: &Hold) {
-        hold.release_in_background();
     }
 
     fn delete_in_background(&self, grant: &Granted) {
@@ -306,7 +301,10 @@ impl<B: Backend> Generation<B> {
             }
         };
         if let Some(hold) = orphan {
-            B::release_in_background(&hold);
+            // Nobody shares it: its node is deleted here, the hold dropped.
+            let grant = B::grant_of(&hold);
+            drop(hold);
+            self.backend.delete_in_background(&grant);
         }
         self.settled.send_replace(true);
     }
@@ -395,7 +393,9 @@ impl<B: Backend> Member<B> {
             },
         );
         if !B::is_trusted(&hold) {
-            B::release_in_background(&hold);
+            // Dropping it leaves the share, and deletes the node if no one
+            // else is left.
+            drop(hold);
             return Ok(None);
         }
         Ok(Some(hold))
