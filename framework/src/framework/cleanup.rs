@@ -37,12 +37,15 @@ use zookeeper_client as zk;
 use super::{Inner, Session};
 use crate::error::{Error, Result};
 use crate::path;
+use crate::retry::{sleep_until_opt, Backoff};
 
-/// Backoff after the first failure of a job; doubles per failure.
-const FIRST_DELAY: Duration = Duration::from_millis(50);
-/// The longest a failed job waits before its next attempt (reconnecting
-/// makes it due earlier).
-const MAX_DELAY: Duration = Duration::from_secs(5);
+/// The pause of a failed job before its next attempt: 50 ms after the first
+/// failure, doubling per failure up to 5 s (reconnecting makes every job due
+/// at once), each pause jittered down to as little as half (see
+/// [`Backoff::jittered`]). A job never gives up on a retryable failure, so
+/// the cap keeps a long outage from pushing its next try far past the
+/// reconnection.
+const JOB_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
 /// How many attempts run at once (each is one or two pipelined requests).
 const MAX_IN_FLIGHT: usize = 64;
 /// The longest the final flush may take on `close()`.
@@ -132,17 +135,13 @@ impl Queue {
         }
     }
 
-    /// Exponential backoff for the `failures`-th failure, with jitter: a
-    /// value between half and all of the capped delay, derived from the job,
-    /// the attempt count and the process seed.
+    /// The pause after the `failures`-th failure of `job` ([`JOB_BACKOFF`]),
+    /// jittered by a draw derived from the job, the attempt count and the
+    /// process seed.
     fn backoff(&self, job: &CleanupJob, failures: u32) -> Duration {
-        let exp = failures.saturating_sub(1).min(16);
-        let full = FIRST_DELAY.saturating_mul(1u32 << exp).min(MAX_DELAY);
         let mut hasher = DefaultHasher::new();
         (self.seed, job, failures).hash(&mut hasher);
-        let half = full / 2;
-        let half_nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
-        half + Duration::from_nanos(hasher.finish() % half_nanos)
+        JOB_BACKOFF.jittered(failures.saturating_sub(1), hasher.finish())
     }
 }
 
@@ -344,13 +343,6 @@ async fn final_flush(
     tracing::debug!(tried, left = queue.jobs.len(), took = ?started.elapsed(), "final background flush done");
 }
 
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// One try on the current session; `Ok(true)` if a node was deleted,
 /// `Ok(false)` if none existed.
 async fn attempt(inner: &Inner, job: &CleanupJob) -> Result<bool> {
@@ -416,9 +408,9 @@ mod tests {
         let mut previous_cap = Duration::ZERO;
         for failures in 1..40 {
             let delay = queue.backoff(&job, failures);
-            let cap = FIRST_DELAY
+            let cap = Duration::from_millis(50)
                 .saturating_mul(1u32 << (failures - 1).min(16))
-                .min(MAX_DELAY);
+                .min(Duration::from_secs(5));
             assert!(delay >= cap / 2 && delay <= cap, "{failures}: {delay:?}");
             assert!(cap >= previous_cap);
             previous_cap = cap;

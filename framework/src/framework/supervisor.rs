@@ -12,16 +12,19 @@ use super::builder::check_transports;
 use super::{Config, Inner, Session};
 use crate::ensemble;
 use crate::error::{Error, Result};
+use crate::retry::{sleep_until_opt, Backoff};
 use crate::state::StateEvent;
 
-/// Delay between failed attempts to build a session, doubling up to the cap.
-const RECONNECT_DELAY: Duration = Duration::from_millis(100);
-const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(2);
+/// The pause between failed attempts to build a session: 100 ms, doubling
+/// up to 2 s, and back to 100 ms once a session is built. Short, because
+/// nothing of the framework works without a session; capped low, because a
+/// server coming back should be found within a couple of seconds.
+const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 pub(super) async fn run(inner: Arc<Inner>) {
     let mut closed = inner.closed_tx.subscribe();
     let mut generation = 0u64;
-    let mut delay = RECONNECT_DELAY;
+    let mut pauses = RECONNECT_BACKOFF.start();
     loop {
         if *closed.borrow() {
             return;
@@ -33,17 +36,17 @@ pub(super) async fn run(inner: Arc<Inner>) {
         let client = match result {
             Ok(client) => client,
             Err(err) => {
+                let delay = pauses.next_pause();
                 tracing::warn!(%err, ?delay, "could not build a ZooKeeper session; retrying");
                 let mut closed = inner.closed_tx.subscribe();
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = closed.wait_for(|c| *c) => return,
                 }
-                delay = (delay * 2).min(RECONNECT_DELAY_MAX);
                 continue;
             }
         };
-        delay = RECONNECT_DELAY;
+        pauses.reset();
         inner.clear_connect_failure();
         generation += 1;
         let session = Session { client, generation };
@@ -122,13 +125,6 @@ async fn watch_session(inner: &Inner, session: &Session) -> bool {
             }
             _ = closed.wait_for(|c| *c) => return false,
         }
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -4,11 +4,11 @@
 //! nodes, the lock counters and the lock options of
 //! [`FrameworkBuilder`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::local_queue::LocalQueues;
 use super::shared_node::SharedNodes;
+use super::wait::Wakeups;
 use crate::{Framework, FrameworkBuilder, Metrics};
 
 /// The lock options of a framework (set on its builder).
@@ -35,7 +35,6 @@ pub(crate) struct Engine {
     pub(crate) local_queues: Arc<LocalQueues>,
     /// The read nodes shared by readers of this process.
     pub(crate) shared_nodes: Arc<SharedNodes>,
-    wakeups: AtomicU64,
 }
 
 impl Engine {
@@ -47,11 +46,6 @@ impl Engine {
     /// The lock options of `framework`.
     pub(crate) fn options(framework: &Framework) -> LockOptions {
         *framework.extension::<LockOptions>()
-    }
-
-    /// Counts a waiter woken by a watch on the node ahead of it.
-    pub(crate) fn add_wakeup(&self) {
-        self.wakeups.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -132,9 +126,6 @@ impl Metrics {
     /// How many times a waiting lock participant was woken by a watch on the
     /// node ahead of it. With no herd effect, one release wakes one waiter.
     pub fn lock_wakeups(&self) -> u64 {
-        self.extensions()
-            .get::<Engine>()
-            .wakeups
-            .load(Ordering::Relaxed)
+        self.extensions().get::<Wakeups>().get()
     }
 }

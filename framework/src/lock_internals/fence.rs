@@ -1,98 +1,12 @@
-//! Fencing: writes that succeed only while a hold is still held.
-//!
-//! A lock tells its holder "you are first in the queue"; it cannot stop a
-//! holder that was paused (GC, a partition, a slow disk) from writing after
-//! its session expired and somebody else took over. Two tools close that
-//! gap:
-//!
-//! * [`Fence`], for data in ZooKeeper: the write travels in one multi
-//!   transaction together with a check that our lock node still exists. The
-//!   server applies both or neither, so a write from a holder whose node is
-//!   gone is refused by ZooKeeper itself, whatever the holder believes.
-//! * [`FencingToken`], for stores outside ZooKeeper: a number that grows
-//!   strictly from one holder to the next. The store remembers the greatest
-//!   token it has accepted and refuses writes carrying a smaller one.
-
-use std::fmt;
+//! [`Fence`]: writes that succeed only while one or more holds are still
+//! held, over the fencing leaf ([`fencing`](super::fencing): the tokens and
+//! the atomic "still valid, so send" step), and [`Hold::fence`].
 
 use zookeeper_client as zk;
 
+use super::fencing::{self, FencedOp, FencingToken};
 use super::hold::Hold;
-use crate::{packet, ConnectionState, Error, LockLoss, Result, Session};
-
-/// The fencing token of a hold: the zxid of the transaction that created its
-/// lock node.
-///
-/// ZooKeeper's zxids grow strictly, and a holder's node is created after
-/// the node of every holder before it (it queued behind them), so
-/// successive holders of one lock get strictly increasing tokens. Pass the
-/// token with every write to the resource the lock protects, and let the
-/// resource refuse a token lower than the greatest it has seen:
-///
-/// ```
-/// use zk_curator_framework::lock_internals::FencingToken;
-///
-/// /// A store that refuses writes from holders older than the newest it saw.
-/// #[derive(Default)]
-/// struct Store {
-///     newest: Option<FencingToken>,
-///     value: String,
-/// }
-///
-/// impl Store {
-///     fn write(&mut self, token: FencingToken, value: &str) -> Result<(), String> {
-///         if self.newest.is_some_and(|newest| token < newest) {
-///             return Err(format!("stale holder: token {token} < {}", self.newest.unwrap_or(token)));
-///         }
-///         self.newest = Some(token);
-///         self.value = value.to_owned();
-///         Ok(())
-///     }
-/// }
-///
-/// let mut store = Store::default();
-/// let (old, new) = (FencingToken::new(17), FencingToken::new(42));
-/// store.write(new, "from the new holder").unwrap();
-/// assert!(store.write(old, "from a paused old holder").is_err());
-/// assert_eq!(store.value, "from the new holder");
-/// ```
-///
-/// `Copy`, ordered, printable and 8 bytes: cheap to send along with every
-/// request. For a semaphore lease, up to `max_leases` holders are valid at
-/// once, so the token orders holders; it does not single one out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct FencingToken(i64);
-
-impl FencingToken {
-    /// A token from its number (for example one read back from a store).
-    pub const fn new(value: i64) -> Self {
-        FencingToken(value)
-    }
-
-    /// The number (the lock node's creation zxid).
-    pub const fn get(self) -> i64 {
-        self.0
-    }
-}
-
-impl fmt::Display for FencingToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-/// Hexadecimal, as ZooKeeper prints zxids (`{:#x}`).
-impl fmt::LowerHex for FencingToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::LowerHex::fmt(&self.0, f)
-    }
-}
-
-impl From<FencingToken> for i64 {
-    fn from(token: FencingToken) -> Self {
-        token.0
-    }
-}
+use crate::{packet, Error, Result};
 
 /// Makes ZooKeeper writes conditional on one or more holds: every write sent
 /// through a fence carries, in the same multi transaction, a check that each
@@ -152,32 +66,13 @@ impl Fence {
         self.holds.iter().map(Hold::fencing_token).collect()
     }
 
-    fn check_valid(&self) -> Result<()> {
-        for hold in &self.holds {
-            if let Err(loss) = hold.check() {
-                return Err(lost(hold, loss));
-            }
-        }
-        Ok(())
-    }
-
-    /// The session the writes go to: the one that created the (ephemeral)
-    /// held nodes.
-    fn session(&self) -> Result<Session> {
-        self.check_valid()?;
-        let first = self.holds.first().ok_or(Error::Closed)?;
-        first
-            .session()
-            .ok_or_else(|| lost(first, LockLoss::SessionReplaced))
-    }
-
     /// The client of the holds' session (for reads; writes that must be
     /// fenced go through [`Fence::multi`] or the methods below).
     ///
     /// # Errors
     /// [`Error::LockLost`] if a hold is known to be lost.
     pub fn client(&self) -> Result<zk::Client> {
-        Ok(self.session()?.client().clone())
+        Ok(fencing::session_of(&self.holds)?.client().clone())
     }
 
     /// A multi transaction of your own, sent with this fence's checks in
@@ -205,86 +100,15 @@ impl Fence {
             .map(move |h| packet::Op::check(root, h.path()))
     }
 
-    /// Sends `ops` behind the checks, in one multi, and returns the results
-    /// of `ops`.
-    async fn send(&self, ops: &[FencedOp<'_>]) -> Result<Vec<zk::MultiWriteResult>> {
-        let session = self.session()?;
-        let client = session.client();
-        let mut multi = client.new_multi_writer();
-        for hold in &self.holds {
-            // Version -1: any version, the node only has to exist.
-            multi.add_check_version(hold.path(), -1)?;
-        }
-        for op in ops {
-            match *op {
-                FencedOp::Create {
-                    path,
-                    data,
-                    options,
-                } => multi.add_create(path, data, options)?,
-                FencedOp::SetData {
-                    path,
-                    data,
-                    version,
-                } => multi.add_set_data(path, data, version)?,
-                FencedOp::Delete { path, version } => multi.add_delete(path, version)?,
-                FencedOp::Check { path, version } => multi.add_check_version(path, version)?,
-            }
-        }
-        let checks = self.holds.len();
-        match multi.commit().await {
-            Ok(mut results) => {
-                results.drain(..checks.min(results.len()));
-                Ok(results)
-            }
-            Err(zk::MultiWriteError::OperationFailed { index, source }) if index < checks => {
-                let hold = &self.holds[index];
-                match source {
-                    zk::Error::NoNode | zk::Error::BadVersion => {
-                        let loss = hold.mark_lost(LockLoss::NodeDeleted);
-                        Err(lost(hold, loss))
-                    }
-                    other => Err(session.map_err(other)),
-                }
-            }
-            Err(zk::MultiWriteError::OperationFailed { index, source })
-                if index - checks < ops.len() =>
-            {
-                // One of the caller's operations failed: name its node.
-                Err(session.map_err(source).at_path(ops[index - checks].path()))
-            }
-            Err(zk::MultiWriteError::OperationFailed { source, .. })
-            | Err(zk::MultiWriteError::RequestFailed { source }) => {
-                let err = session.map_err(source);
-                if err.is_session_terminal() {
-                    let loss = self.holds[0].mark_lost(LockLoss::SessionReplaced);
-                    return Err(lost(&self.holds[0], loss));
-                }
-                if err == Error::ConnectionLoss {
-                    // The connection broke under the write: from now on
-                    // the holds are suspended, whatever the framework's
-                    // state says a moment later.
-                    let suspended = LockLoss::ConnectionState(ConnectionState::Suspended);
-                    for hold in &self.holds {
-                        if hold
-                            .framework()
-                            .error_policy()
-                            .is_error_state(ConnectionState::Suspended)
-                        {
-                            hold.mark_lost(suspended);
-                        }
-                    }
-                }
-                Err(err)
-            }
-        }
-    }
-
     /// Sends one operation behind the checks, after sizing the request.
     async fn send_one(&self, op: FencedOp<'_>) -> Result<zk::MultiWriteResult> {
         let mut multi = self.multi();
         multi.push(op)?;
-        multi.commit().await?.pop().ok_or_else(|| unexpected(None))
+        multi
+            .commit()
+            .await?
+            .pop()
+            .ok_or_else(|| fencing::unexpected(None))
     }
 
     /// Sets the data of `path` only while every hold is still held.
@@ -307,7 +131,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::SetData { stat } => Ok(stat),
-            other => Err(unexpected(Some(other))),
+            other => Err(fencing::unexpected(Some(other))),
         }
     }
 
@@ -332,7 +156,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::Create { path, .. } => Ok(path),
-            other => Err(unexpected(Some(other))),
+            other => Err(fencing::unexpected(Some(other))),
         }
     }
 
@@ -350,54 +174,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::Delete => Ok(()),
-            other => Err(unexpected(Some(other))),
-        }
-    }
-}
-
-/// One write of a [`FencedMulti`], kept until the commit.
-#[derive(Clone, Copy, Debug)]
-enum FencedOp<'a> {
-    Create {
-        path: &'a str,
-        data: &'a [u8],
-        options: &'a zk::CreateOptions<'a>,
-    },
-    SetData {
-        path: &'a str,
-        data: &'a [u8],
-        version: Option<i32>,
-    },
-    Delete {
-        path: &'a str,
-        version: Option<i32>,
-    },
-    Check {
-        path: &'a str,
-        version: i32,
-    },
-}
-
-impl FencedOp<'_> {
-    fn path(&self) -> &str {
-        match *self {
-            FencedOp::Create { path, .. }
-            | FencedOp::SetData { path, .. }
-            | FencedOp::Delete { path, .. }
-            | FencedOp::Check { path, .. } => path,
-        }
-    }
-
-    fn size(&self, root: usize) -> packet::Op {
-        match *self {
-            FencedOp::Create {
-                path,
-                data,
-                options,
-            } => packet::Op::create(root, path, data.len(), options),
-            FencedOp::SetData { path, data, .. } => packet::Op::set_data(root, path, data.len()),
-            FencedOp::Delete { path, .. } => packet::Op::delete(root, path),
-            FencedOp::Check { path, .. } => packet::Op::check(root, path),
+            other => Err(fencing::unexpected(Some(other))),
         }
     }
 }
@@ -507,16 +284,21 @@ impl<'a> FencedMulti<'a> {
     /// The request is sent when this is first polled; dropping the future
     /// afterwards leaves the outcome unknown, as for any ZooKeeper write.
     pub async fn commit(self) -> Result<Vec<zk::MultiWriteResult>> {
-        self.fence.send(&self.ops).await
+        fencing::send(&self.fence.holds, &self.ops).await
     }
 }
 
-fn lost(hold: &Hold, loss: LockLoss) -> Error {
-    Error::lock_lost(hold.path(), loss)
-}
-
-fn unexpected(result: Option<zk::MultiWriteResult>) -> Error {
-    Error::Zk(zk::Error::UnexpectedError(format!(
-        "unexpected multi result {result:?}"
-    )))
+impl Hold {
+    /// A fence over this hold alone (see [`Fence`]). Every hold answers
+    /// `fence()` this way: guards, leases, and the task-bound holds through
+    /// their lock (`mutex.fence()`, `multi.fence()`, ...).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if the hold is already known to be lost (a fence
+    /// would refuse every write anyway).
+    pub fn fence(&self) -> Result<Fence> {
+        self.check()
+            .map_err(|loss| Error::lock_lost(self.path(), loss))?;
+        Ok(Fence::new(vec![self.clone()]))
+    }
 }

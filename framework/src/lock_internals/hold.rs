@@ -28,11 +28,17 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 use zookeeper_client as zk;
 
-use super::fence::{Fence, FencingToken};
+use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
-use super::shared_node::Membership;
-use super::AcquiredNode;
+use super::node::AcquiredNode;
 use crate::{telemetry, ConnectionState, Framework, LockLoss, Session};
+
+/// How a hold gives up its share of a node that several acquires of this
+/// process hold together (readers; the shared-node bookkeeping hands it
+/// over, the hold does not know that bookkeeping). Returns `true` when the
+/// node is now the caller's to delete: the last share is gone. Giving up
+/// twice must answer `false` the second time.
+pub(crate) type LeaveShare = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// A participant node that was granted the lock, with its loss latch. Cheap
 /// to clone; clones share the latch.
@@ -51,14 +57,17 @@ struct HoldInner {
     epoch: u64,
     /// The first reason the hold was found lost (set once).
     lost: watch::Sender<Option<LockLoss>>,
+    /// Passed alone by the end of the hold, shared by fenced writes (see
+    /// [`SendGate`]).
+    gate: SendGate,
     /// The in-process turn the hold occupies, given back by the release,
     /// when the hold is found lost, or when the last clone goes; with the
     /// sender whose drop ends the task watching for the loss.
     turn: std::sync::Mutex<Option<(LocalTurn, oneshot::Sender<()>)>>,
     /// For a share of a node that several acquires of this process hold
     /// together (readers): the node is deleted only when the last share
-    /// goes.
-    share: std::sync::OnceLock<Membership>,
+    /// goes (see [`LeaveShare`]).
+    share: std::sync::OnceLock<LeaveShare>,
 }
 
 impl fmt::Debug for Hold {
@@ -84,6 +93,7 @@ impl Hold {
                 granted: std::time::Instant::now(),
                 epoch,
                 lost: watch::Sender::new(None),
+                gate: SendGate::default(),
                 turn: std::sync::Mutex::new(None),
                 share: std::sync::OnceLock::new(),
             }),
@@ -142,7 +152,7 @@ impl Hold {
     /// Gives the hold up without waiting: its node goes to the framework's
     /// background cleaner, and its place in the in-process queue to the next
     /// task at once (even if clones of this hold live on, in a
-    /// [`Fence`], say).
+    /// [`Fence`](super::Fence), say).
     pub fn release_in_background(&self) {
         self.end();
         self.give_turn_back();
@@ -151,16 +161,17 @@ impl Hold {
         }
     }
 
-    /// Makes this hold one share of a node held together.
-    pub(crate) fn join_share(&self, membership: Membership) {
-        let _ = self.inner.share.set(membership);
+    /// Makes this hold one share of a node held together: `leave` is how
+    /// it gives its share up (set once; a second call does nothing).
+    pub(crate) fn join_share(&self, leave: LeaveShare) {
+        let _ = self.inner.share.set(leave);
     }
 
     /// Gives up this hold's share of its node (once): `true` when the node
     /// is the caller's to delete (it is not shared, or this was the last
     /// share).
     pub(crate) fn leave_share(&self) -> bool {
-        self.inner.share.get().is_none_or(Membership::leave)
+        self.inner.share.get().is_none_or(|leave| leave())
     }
 
     /// The framework's loss epoch when the node was granted.
@@ -239,13 +250,19 @@ impl Hold {
     /// without sending them, and [`Hold::lost`] completes. Not a loss:
     /// nothing is logged or counted, the turn is left to the release, and
     /// a hold lost before keeps its first reason.
+    ///
+    /// A fenced write between its check and its send finishes queueing
+    /// first (see [`fencing::while_valid`](super::fencing::while_valid)):
+    /// once this returns, no write under the hold goes out.
     pub(crate) fn end(&self) {
-        self.inner.lost.send_if_modified(|current| {
-            if current.is_some() {
-                return false;
-            }
-            *current = Some(LockLoss::NotHeld);
-            true
+        self.inner.gate.ending(|| {
+            self.inner.lost.send_if_modified(|current| {
+                if current.is_some() {
+                    return false;
+                }
+                *current = Some(LockLoss::NotHeld);
+                true
+            })
         });
     }
 
@@ -330,18 +347,33 @@ impl Hold {
             }
         }
     }
+}
 
-    /// A fence over this hold alone (see [`Fence`]). Every hold answers
-    /// `fence()` this way: guards, leases, and the task-bound holds through
-    /// their lock (`mutex.fence()`, `multi.fence()`, ...).
-    ///
-    /// # Errors
-    /// [`Error::LockLost`](crate::Error::LockLost) if the hold is already
-    /// known to be lost (a fence would refuse every write anyway).
-    pub fn fence(&self) -> crate::Result<Fence> {
-        self.check()
-            .map_err(|loss| crate::Error::lock_lost(self.path(), loss))?;
-        Ok(Fence::new(vec![self.clone()]))
+impl Fenced for Hold {
+    fn path(&self) -> &str {
+        Hold::path(self)
+    }
+
+    fn gate(&self) -> &SendGate {
+        &self.inner.gate
+    }
+
+    fn check(&self) -> Result<(), LockLoss> {
+        Hold::check(self)
+    }
+}
+
+impl FencedHold for Hold {
+    fn framework(&self) -> &Framework {
+        Hold::framework(self)
+    }
+
+    fn session(&self) -> Option<Session> {
+        Hold::session(self)
+    }
+
+    fn mark_lost(&self, loss: LockLoss) -> LockLoss {
+        Hold::mark_lost(self, loss)
     }
 }
 
@@ -349,7 +381,7 @@ impl Drop for HoldInner {
     fn drop(&mut self) {
         telemetry::hold_ended(&self.label, self.granted.elapsed());
         // A share dropped without a release still leaves its node.
-        if self.share.get().is_some_and(Membership::leave) {
+        if self.share.get().is_some_and(|leave| leave()) {
             self.framework.delete_in_background(self.node.path());
         }
     }

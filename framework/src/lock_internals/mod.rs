@@ -35,16 +35,17 @@ mod deadline;
 mod driver;
 mod engine;
 mod fence;
+mod fencing;
 mod guard;
 mod hold;
+mod internals;
 mod local_queue;
+mod node;
 mod release;
+mod request;
 mod revocation;
 mod shared_node;
 mod wait;
-
-use std::fmt;
-use std::sync::Arc;
 
 use tracing::Instrument;
 
@@ -54,164 +55,23 @@ pub use self::driver::{
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 use self::engine::Engine;
-pub use self::fence::{Fence, FencedMulti, FencingToken};
+pub use self::fence::{Fence, FencedMulti};
+pub use self::fencing::FencingToken;
 pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
+pub use self::internals::LockInternals;
 use self::local_queue::LocalTurn;
+pub use self::node::AcquiredNode;
+pub use self::request::{until_held, Acquire};
 pub use self::revocation::{
     Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
 pub use crate::LockLoss;
-use crate::{path, Error, Framework, Result, Session};
+use crate::Result;
 
-/// The longest participant node name: the protection prefix
-/// (`_c_` + a UUID + `-`), the lock name and a ten-digit sequence.
-const PROTECTED_NAME_EXTRA: usize = 3 + 36 + 1 + 10;
-
-/// A participant node that holds the lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AcquiredNode {
-    path: String,
-    czxid: i64,
-    session_id: i64,
-    generation: u64,
-    ephemeral: bool,
-}
-
-impl AcquiredNode {
-    /// The node's full path (relative to the framework's namespace).
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// The node's name (last path component).
-    pub fn name(&self) -> &str {
-        path::split(&self.path).1
-    }
-
-    /// The fencing token: the zxid of the transaction that created the node.
-    /// ZooKeeper's zxids grow strictly, and a holder's node is created after
-    /// the previous holder's, so successive holders of one lock path get
-    /// strictly increasing tokens. Hand it to the storage you protect, and
-    /// let it refuse writes carrying a smaller token than it has seen.
-    pub fn fencing_token(&self) -> i64 {
-        self.czxid
-    }
-
-    /// The id of the session that created the node.
-    pub fn session_id(&self) -> i64 {
-        self.session_id
-    }
-
-    /// The framework session generation the node was created in.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Whether the node dies with its session.
-    pub fn is_ephemeral(&self) -> bool {
-        self.ephemeral
-    }
-}
-
-/// The shared acquire/release machinery of the lock recipes.
-#[derive(Clone)]
-pub struct LockInternals {
-    framework: Framework,
-    base_path: Arc<str>,
-    lock_name: Arc<str>,
-    max_leases: u32,
-    driver: Arc<dyn LockInternalsDriver>,
-}
-
-impl fmt::Debug for LockInternals {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockInternals")
-            .field("base_path", &self.base_path)
-            .field("lock_name", &self.lock_name)
-            .field("max_leases", &self.max_leases)
-            .field("driver", &self.driver)
-            .finish()
-    }
-}
-
+/// The entry points of an acquire and a release; each goes down the stages
+/// (`wait` → `create`, `hold`; `release`), none of which comes back here.
 impl LockInternals {
-    /// Machinery for participants named `lock_name` under `base_path`, of
-    /// which `max_leases` may hold the lock at once.
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] for a bad `base_path` (including `/` and the
-    /// server's reserved `/zookeeper` tree) or a bad `lock_name`;
-    /// [`Error::InvalidArgument`] for zero `max_leases`.
-    pub fn new(
-        framework: Framework,
-        base_path: &str,
-        lock_name: &str,
-        max_leases: u32,
-        driver: Arc<dyn LockInternalsDriver>,
-    ) -> Result<Self> {
-        path::validate_recipe_path(base_path)?;
-        path::validate_node_name(lock_name)?;
-        if max_leases == 0 {
-            return Err(Error::InvalidArgument(
-                "max_leases must be at least 1".into(),
-            ));
-        }
-        Ok(LockInternals {
-            framework,
-            base_path: base_path.into(),
-            lock_name: lock_name.into(),
-            max_leases,
-            driver,
-        })
-    }
-
-    /// The framework this lock runs on.
-    pub fn framework(&self) -> &Framework {
-        &self.framework
-    }
-
-    /// The lock's path.
-    pub fn base_path(&self) -> &str {
-        &self.base_path
-    }
-
-    /// The name participants carry after their protection prefix.
-    pub fn lock_name(&self) -> &str {
-        &self.lock_name
-    }
-
-    /// How many participants may hold the lock at once.
-    pub fn max_leases(&self) -> u32 {
-        self.max_leases
-    }
-
-    /// Checks that a participant node carrying `data` can be created: its
-    /// create must fit in the framework's
-    /// [`max_packet_size`](crate::FrameworkBuilder::max_packet_size).
-    /// Nothing is sent.
-    ///
-    /// # Errors
-    /// [`Error::RequestTooLarge`], naming the create's size and the limit.
-    pub fn check_node_data(&self, data: &[u8]) -> Result<()> {
-        let name = "x".repeat(PROTECTED_NAME_EXTRA + self.lock_name.len());
-        let node = path::join(&self.base_path, &name);
-        let acl = self.framework.acl_for_path(&node);
-        let create = crate::packet::Op::create_with(
-            self.framework.namespace_len(),
-            &node,
-            data.len(),
-            &acl,
-            false,
-        );
-        crate::packet::check(create.alone(), self.framework.max_packet_size())
-    }
-
-    /// The driver.
-    pub fn driver(&self) -> &Arc<dyn LockInternalsDriver> {
-        &self.driver
-    }
-
     /// Acquires as `request` says: creates a participant node carrying its
     /// data and waits, as long as its [`Wait`] allows, until the node holds
     /// the lock. Returns `Ok(None)` when the wait ends first: a
@@ -228,13 +88,13 @@ impl LockInternals {
     /// asks for the lock; the watch ends by itself once the node is gone.
     ///
     /// # Errors
-    /// [`Error::Closed`] if the framework is closed; [`Error::RequestTooLarge`]
+    /// [`Error::Closed`](crate::Error::Closed) if the framework is closed; [`Error::RequestTooLarge`](crate::Error::RequestTooLarge)
     /// for data too large for the packet limit (nothing is sent); ZooKeeper
     /// errors that retrying could not overcome (for example
-    /// [`Error::NoAuth`], or [`Error::ConnectionLoss`] once the retry policy
-    /// gives up); [`Error::Timeout`] if no session could be had within the
+    /// [`Error::NoAuth`](crate::Error::NoAuth), or [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) once the retry policy
+    /// gives up); [`Error::Timeout`](crate::Error::Timeout) if no session could be had within the
     /// connection timeout. A session lost during a try is returned as
-    /// [`Error::SessionExpired`], not retried; so is, with a pinned session
+    /// [`Error::SessionExpired`](crate::Error::SessionExpired), not retried; so is, with a pinned session
     /// ([`Acquire::on_session`]), the end of that session.
     ///
     /// # Cancel safety
@@ -263,7 +123,7 @@ impl LockInternals {
                 LocalTurnOutcome::Taken => return Ok(None),
                 LocalTurnOutcome::Turn(turn) => turn,
             };
-            let hold = self.acquire_restarting(&request).await?;
+            let hold = wait::acquire_restarting(self, &request).await?;
             if let Some(hold) = &hold {
                 hold.keep_turn(turn);
             }
@@ -335,117 +195,56 @@ impl LockInternals {
         }
     }
 
-    /// Sorts child names with the driver's sort key.
-    pub fn sort_children(&self, mut children: Vec<String>) -> Vec<String> {
-        children.sort_by_cached_key(|name| self.driver.sort_key(name, &self.lock_name));
-        children
-    }
-
-    /// The full paths of all participants, sorted (the first `max_leases`
-    /// hold the lock). Empty if the lock path does not exist.
+    /// Releases a hold: deletes its node. If the connection is down (or the
+    /// delete does not finish within the connection timeout), the delete
+    /// continues in the background and this returns: the lock is released as
+    /// far as this process is concerned, and the node goes as soon as
+    /// ZooKeeper can be reached (or with its session). A node already gone
+    /// counts as deleted. A share of a node held together (readers, see
+    /// [`LockInternalsDriver::shares_node`](LockInternalsDriver::shares_node))
+    /// only leaves it, without a request, unless it is the last share.
+    ///
+    /// A hold that was already lost is released without waiting for a new
+    /// session: if its (ephemeral) node died with its session, there is
+    /// nothing to delete; otherwise the node is deleted now if connected, in
+    /// the background if not. Either way the result is [`Error::LockLost`](crate::Error::LockLost),
+    /// so the caller learns that the hold did not last until the release.
+    ///
+    /// With [`FrameworkBuilder::release_before_reply`](crate::FrameworkBuilder::release_before_reply),
+    /// the release of a hold that is not lost, with an ephemeral node,
+    /// returns as soon as its delete is queued on the session; the answer is
+    /// handled in the background as described there.
     ///
     /// # Errors
-    /// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+    /// [`Error::LockLost`](crate::Error::LockLost) for a hold found lost (see above; nothing is left
+    /// to do); [`Error::Closed`](crate::Error::Closed) if the framework is closed (ephemeral nodes
+    /// went with its session); errors no retry can fix, such as
+    /// [`Error::NoAuth`](crate::Error::NoAuth) (logged instead when the answer is not awaited).
     ///
     /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participant_nodes(&self) -> Result<Vec<String>> {
-        let base = self.base_path.to_string();
-        let children = self
-            .framework
-            .call_with_retry(|client| {
-                let base = base.clone();
-                async move { client.list_children(&base).await }
-            })
-            .await;
-        let children = match children {
-            Ok(children) => children,
-            Err(Error::NoNode { .. }) => return Ok(Vec::new()),
-            Err(err) => return Err(err),
-        };
-        Ok(self
-            .sort_children(children)
-            .into_iter()
-            .map(|name| path::join(&self.base_path, &name))
-            .collect())
-    }
-}
-
-/// Runs `acquire` (an acquire without a timeout) until it returns a hold.
-///
-/// Such an acquire ends only with a hold or an error; its `Ok(None)` means
-/// "not in time", which cannot happen, and is simply asked again rather than
-/// turned into a made-up error.
-///
-/// # Errors
-/// The first error `acquire` returns.
-///
-/// # Cancel safety
-/// As cancel safe as `acquire`.
-pub async fn until_held<T, F, Fut>(mut acquire: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    loop {
-        if let Some(held) = acquire().await? {
-            return Ok(held);
-        }
-    }
-}
-
-/// What to acquire and how (see [`LockInternals::acquire`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Acquire<'a> {
-    data: &'a [u8],
-    wait: Wait,
-    revocation: Option<&'a Revocation>,
-    session: Option<&'a Session>,
-}
-
-impl<'a> Acquire<'a> {
-    /// No data, [`Wait::Forever`], not revocable, on the framework's
-    /// current session (and its successors).
-    pub fn new() -> Self {
-        Acquire {
-            data: &[],
-            wait: Wait::Forever,
-            revocation: None,
-            session: None,
-        }
+    /// Cancel safe: once polled, dropping the future hands the delete to the
+    /// background cleaner.
+    pub async fn release(&self, hold: &Hold) -> Result<()> {
+        let before_reply = Engine::options(&self.framework).release_before_reply;
+        release::release_as(self, hold, before_reply).await
     }
 
-    /// The participant node's data.
-    pub fn data(mut self, data: &'a [u8]) -> Self {
-        self.data = data;
-        self
-    }
-
-    /// How long to wait in all (see [`Wait`]).
-    pub fn wait(mut self, wait: Wait) -> Self {
-        self.wait = wait;
-        self
-    }
-
-    /// Watch the node for revocation requests.
-    pub fn revocation(mut self, revocation: Option<&'a Revocation>) -> Self {
-        self.revocation = revocation;
-        self
-    }
-
-    /// Acquire on this session only: if it ends, the acquire fails with
-    /// [`Error::SessionExpired`] instead of starting over on the next one
-    /// (for a step that is only valid under something else held on that
-    /// session, such as the semaphore's internal mutex).
-    pub fn on_session(mut self, session: &'a Session) -> Self {
-        self.session = Some(session);
-        self
-    }
-}
-
-impl Default for Acquire<'_> {
-    fn default() -> Self {
-        Acquire::new()
+    /// Like [`release`](Self::release), but returning as soon as the delete
+    /// is queued whatever the framework's
+    /// [`release_before_reply`](crate::FrameworkBuilder::release_before_reply)
+    /// says (a hold already lost, or with a persistent node, still waits for
+    /// the answer). Meant for a recipe's internal lock, such as the
+    /// semaphore's mutex: its node is not the user's, and whoever waits for
+    /// it gets it as soon as the server has applied the delete, after every
+    /// request this framework sent under the lock.
+    ///
+    /// # Errors
+    /// As [`release`](Self::release); an error in the answer is logged.
+    ///
+    /// # Cancel safety
+    /// As [`release`](Self::release).
+    pub async fn release_before_reply(&self, hold: &Hold) -> Result<()> {
+        release::release_as(self, hold, true).await
     }
 }
 

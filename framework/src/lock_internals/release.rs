@@ -8,77 +8,28 @@ use std::time::Duration;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
-use super::engine::Engine;
 use super::guard::ContenderGuard;
 use super::hold::Hold;
-use super::LockInternals;
+use super::internals::LockInternals;
 use crate::{Error, LockLoss, Result};
 
-impl LockInternals {
-    /// Releases a hold: deletes its node. If the connection is down (or the
-    /// delete does not finish within the connection timeout), the delete
-    /// continues in the background and this returns: the lock is released as
-    /// far as this process is concerned, and the node goes as soon as
-    /// ZooKeeper can be reached (or with its session). A node already gone
-    /// counts as deleted. A share of a node held together (readers, see
-    /// [`LockInternalsDriver::shares_node`](super::LockInternalsDriver::shares_node))
-    /// only leaves it, without a request, unless it is the last share.
-    ///
-    /// A hold that was already lost is released without waiting for a new
-    /// session: if its (ephemeral) node died with its session, there is
-    /// nothing to delete; otherwise the node is deleted now if connected, in
-    /// the background if not. Either way the result is [`Error::LockLost`],
-    /// so the caller learns that the hold did not last until the release.
-    ///
-    /// With [`FrameworkBuilder::release_before_reply`](crate::FrameworkBuilder::release_before_reply),
-    /// the release of a hold that is not lost, with an ephemeral node,
-    /// returns as soon as its delete is queued on the session; the answer is
-    /// handled in the background as described there.
-    ///
-    /// # Errors
-    /// [`Error::LockLost`] for a hold found lost (see above; nothing is left
-    /// to do); [`Error::Closed`] if the framework is closed (ephemeral nodes
-    /// went with its session); errors no retry can fix, such as
-    /// [`Error::NoAuth`] (logged instead when the answer is not awaited).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: once polled, dropping the future hands the delete to the
-    /// background cleaner.
-    pub async fn release(&self, hold: &Hold) -> Result<()> {
-        let before_reply = Engine::options(&self.framework).release_before_reply;
-        self.release_as(hold, before_reply).await
-    }
-
-    /// Like [`release`](Self::release), but returning as soon as the delete
-    /// is queued whatever the framework's
-    /// [`release_before_reply`](crate::FrameworkBuilder::release_before_reply)
-    /// says (a hold already lost, or with a persistent node, still waits for
-    /// the answer). Meant for a recipe's internal lock, such as the
-    /// semaphore's mutex: its node is not the user's, and whoever waits for
-    /// it gets it as soon as the server has applied the delete, after every
-    /// request this framework sent under the lock.
-    ///
-    /// # Errors
-    /// As [`release`](Self::release); an error in the answer is logged.
-    ///
-    /// # Cancel safety
-    /// As [`release`](Self::release).
-    pub async fn release_before_reply(&self, hold: &Hold) -> Result<()> {
-        self.release_as(hold, true).await
-    }
-
-    /// A release that returns before the answer if `before_reply` (and the
-    /// hold is not lost, and its node is ephemeral).
-    pub(super) async fn release_as(&self, hold: &Hold, before_reply: bool) -> Result<()> {
-        let span = tracing::info_span!("lock.release", node = %hold.path());
-        // However the release ends (or if it is dropped), the hold is over
-        // for every clone of it afterwards: a fence taken before answers
-        // `NotHeld` without sending anything, `lost()` completes.
-        let _ended = EndOnDrop(hold);
-        let result = async {
+/// A release (see [`LockInternals::release`]) that returns before the
+/// answer if `before_reply` (and the hold is not lost, and its node is
+/// ephemeral).
+pub(super) async fn release_as(
+    lock: &LockInternals,
+    hold: &Hold,
+    before_reply: bool,
+) -> Result<()> {
+    let span = tracing::info_span!("lock.release", node = %hold.path());
+    // However the release ends (or if it is dropped), the hold is over
+    // for every clone of it afterwards: a fence taken before answers
+    // `NotHeld` without sending anything, `lost()` completes.
+    let _ended = EndOnDrop(hold);
+    let result = async {
             let lost = |loss: LockLoss| Error::lock_lost(hold.path(), loss);
             let last_share = hold.leave_share();
-            self.framework.check_open()?;
+            lock.framework.check_open()?;
             if !last_share {
                 tracing::info!("other acquires of this process still hold the shared node; it stays");
                 return hold.check().map_err(lost);
@@ -88,9 +39,9 @@ impl LockInternals {
                 tracing::info!("the node died with its session; nothing to delete");
                 return Err(lost(loss.unwrap_or(LockLoss::SessionReplaced)));
             };
-            let guard = ContenderGuard::node(&self.framework, hold.path());
+            let guard = ContenderGuard::node(&lock.framework, hold.path());
             if let Some(loss) = loss {
-                let connected = self
+                let connected = lock
                     .framework
                     .state()
                     .is_some_and(crate::ConnectionState::is_connected);
@@ -101,8 +52,8 @@ impl LockInternals {
                 }
             }
             let node_path = hold.path().to_owned();
-            let framework = self.framework.clone();
-            let limit = self.framework.connection_timeout();
+            let framework = lock.framework.clone();
+            let limit = lock.framework.connection_timeout();
             let mut delete = Box::pin(async move {
                 let delete = framework.call_on_session(&session, |client| {
                     let node_path = node_path.clone();
@@ -128,7 +79,7 @@ impl LockInternals {
                 std::task::Poll::Ready(deleted) => deleted,
                 std::task::Poll::Pending if before_reply && trusted => {
                     // See `FrameworkBuilder::release_before_reply`.
-                    self.settle_in_background(delete, guard, limit);
+                    settle_in_background(lock, delete, guard, limit);
                     return Ok(());
                 }
                 std::task::Poll::Pending if trusted => {
@@ -140,7 +91,7 @@ impl LockInternals {
                         // with the session or by the delete still on its way.
                         loss = hold.loss_without_node_watch() => {
                             tracing::info!(%loss, "hold lost with its release in flight; the delete goes on in the background");
-                            self.settle_in_background(delete, guard, limit);
+                            settle_in_background(lock, delete, guard, limit);
                             return Err(lost(loss));
                         }
                     }
@@ -155,10 +106,9 @@ impl LockInternals {
         }
         .instrument(span)
         .await;
-        // Whatever happened, the hold no longer occupies a turn.
-        hold.give_turn_back();
-        result
-    }
+    // Whatever happened, the hold no longer occupies a turn.
+    hold.give_turn_back();
+    result
 }
 
 /// Ends a hold when dropped (see [`Hold::end`]).
@@ -170,29 +120,27 @@ impl Drop for EndOnDrop<'_> {
     }
 }
 
-impl LockInternals {
-    /// Lets a release's delete finish without the caller: its answer is
-    /// settled by a task of its own, and counts as background work (see
-    /// [`Framework::wait_for_background_cleanup`]) until then.
-    fn settle_in_background<F>(&self, delete: F, guard: ContenderGuard, limit: Duration)
-    where
-        F: std::future::Future<
-                Output = std::result::Result<Result<()>, tokio::time::error::Elapsed>,
-            > + Send
-            + 'static,
-    {
-        let pending = self.framework.background_work();
-        let settling = async move {
-            match settle_delete(delete.await, guard, limit) {
-                Ok(()) => {}
-                // The node goes with the session being closed.
-                Err(Error::Closed) => tracing::debug!("framework closed during the release"),
-                Err(err) => tracing::warn!(%err, "the release's delete failed"),
-            }
-            drop(pending);
-        };
-        tokio::spawn(settling.in_current_span());
-    }
+/// Lets a release's delete finish without the caller: its answer is
+/// settled by a task of its own, and counts as background work (see
+/// [`Framework::wait_for_background_cleanup`](crate::Framework::wait_for_background_cleanup))
+/// until then.
+fn settle_in_background<F>(lock: &LockInternals, delete: F, guard: ContenderGuard, limit: Duration)
+where
+    F: std::future::Future<Output = std::result::Result<Result<()>, tokio::time::error::Elapsed>>
+        + Send
+        + 'static,
+{
+    let pending = lock.framework.background_work();
+    let settling = async move {
+        match settle_delete(delete.await, guard, limit) {
+            Ok(()) => {}
+            // The node goes with the session being closed.
+            Err(Error::Closed) => tracing::debug!("framework closed during the release"),
+            Err(err) => tracing::warn!(%err, "the release's delete failed"),
+        }
+        drop(pending);
+    };
+    tokio::spawn(settling.in_current_span());
 }
 
 /// What a release's delete came to: `Ok` once the node is gone, or handed

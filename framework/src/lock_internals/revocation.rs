@@ -17,7 +17,17 @@ use std::sync::Arc;
 
 use zookeeper_client as zk;
 
+use crate::retry::Backoff;
 use crate::{path, Error, Framework, Result, Session, SessionPort};
+
+/// The pause before the watch reads its node again after a retryable
+/// failure (the connection is down, say): a fixed 100 ms, so that a request
+/// written while the connection was down is seen soon after it comes back.
+/// The watch ends by itself with its session, so it cannot spin for long.
+const REREAD_BACKOFF: Backoff = Backoff::new(
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(100),
+);
 
 /// The data a revoker writes into a participant's node (Curator's value).
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -138,6 +148,7 @@ pub(crate) fn spawn_watch(
 }
 
 async fn watch_loop(port: &SessionPort, generation: u64, node_path: &str, revocation: &Revocation) {
+    let mut pauses = REREAD_BACKOFF.start();
     loop {
         let read = {
             let Some(session) = port
@@ -152,10 +163,13 @@ async fn watch_loop(port: &SessionPort, generation: u64, node_path: &str, revoca
             }
         };
         let (data, watcher) = match read {
-            Ok(found) => found,
+            Ok(found) => {
+                pauses.reset();
+                found
+            }
             Err((_, zk::Error::NoNode)) => return,
             Err((true, _)) => {
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(pauses.next_pause()).await;
                 continue;
             }
             Err((false, err)) => {

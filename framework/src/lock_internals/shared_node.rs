@@ -34,8 +34,11 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::hold::loss_of;
-use super::{until_held, Acquire, AcquiredNode, Hold, LockInternals};
+use super::hold::{loss_of, Hold};
+use super::internals::LockInternals;
+use super::node::AcquiredNode;
+use super::request::{until_held, Acquire};
+use super::wait;
 use crate::{Error, Result};
 
 /// A lock path, lock name and the participant node's data: acquires that
@@ -65,13 +68,12 @@ pub(crate) trait Backend: Clone + Send + Sync + Sized + 'static {
     fn is_lost(&self, grant: &Self::Grant) -> bool;
     /// One more hold over the granted node, for another member.
     fn hold(&self, grant: &Self::Grant) -> Self::Hold;
-    /// Makes `hold` carry a member's share of the node.
+    /// Makes `hold` carry a member's share of the node. From then on,
+    /// giving the hold up (released, or dropped) leaves the share, and
+    /// deletes the node if it was the last.
     fn join_share(hold: &Self::Hold, share: Membership<Self>);
     /// Whether `hold` can still be trusted.
     fn is_trusted(hold: &Self::Hold) -> bool;
-    /// Gives `hold` up without waiting: its share, and the node with it if
-    /// that was the last share (or the hold has none).
-    fn release_in_background(hold: &Self::Hold);
     /// Deletes the granted node without waiting.
     fn delete_in_background(&self, grant: &Self::Grant);
 }
@@ -101,7 +103,7 @@ impl Backend for LockInternals {
         let acquire = async move {
             let internals = &generation.backend;
             let request = Acquire::new().data(&generation.key.2);
-            let outcome = until_held(|| internals.acquire_restarting(&request)).await;
+            let outcome = until_held(|| wait::acquire_restarting(internals, &request)).await;
             generation.settle(outcome);
         };
         tokio::spawn(acquire.in_current_span()).abort_handle()
@@ -127,15 +129,11 @@ impl Backend for LockInternals {
     }
 
     fn join_share(hold: &Hold, share: Membership) {
-        hold.join_share(share);
+        hold.join_share(Box::new(move || share.leave()));
     }
 
     fn is_trusted(hold: &Hold) -> bool {
         hold.check().is_ok()
-    }
-
-    fn release_in_background(hold: &Hold) {
-        hold.release_in_background();
     }
 
     fn delete_in_background(&self, grant: &Granted) {
@@ -303,7 +301,10 @@ impl<B: Backend> Generation<B> {
             }
         };
         if let Some(hold) = orphan {
-            B::release_in_background(&hold);
+            // Nobody shares it: its node is deleted here, the hold dropped.
+            let grant = B::grant_of(&hold);
+            drop(hold);
+            self.backend.delete_in_background(&grant);
         }
         self.settled.send_replace(true);
     }
@@ -392,7 +393,9 @@ impl<B: Backend> Member<B> {
             },
         );
         if !B::is_trusted(&hold) {
-            B::release_in_background(&hold);
+            // Dropping it leaves the share, and deletes the node if no one
+            // else is left.
+            drop(hold);
             return Ok(None);
         }
         Ok(Some(hold))

@@ -4,13 +4,17 @@
 //! attempt whose node (or session) is gone starts over under the retry
 //! policy.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use zookeeper_client as zk;
 
-use super::create::Ours;
-use super::engine::Engine;
+use super::create::{self, Ours};
 use super::guard::ContenderGuard;
 use super::hold::{self, Hold};
-use super::{Acquire, AcquiredNode, LockInternals, Revocation};
+use super::internals::LockInternals;
+use super::node::AcquiredNode;
+use super::request::Acquire;
+use super::revocation::Revocation;
 use crate::retry::RetryLoop;
 use crate::{path, Error, LockLoss, Result, Session};
 
@@ -31,220 +35,245 @@ impl From<Error> for Failure {
     }
 }
 
-impl LockInternals {
-    pub(super) async fn acquire_restarting(&self, request: &Acquire<'_>) -> Result<Option<Hold>> {
-        let try_only = request.wait.is_try();
-        let mut restarts = RetryLoop::new(&**self.framework.retry_policy());
-        loop {
-            let session = match request.session {
-                Some(pinned) => {
-                    let current = self.framework.current_session();
-                    if current.map(|s| s.generation()) != Some(pinned.generation()) {
-                        return Err(Error::SessionExpired);
-                    }
-                    pinned.clone()
+pub(super) async fn acquire_restarting(
+    lock: &LockInternals,
+    request: &Acquire<'_>,
+) -> Result<Option<Hold>> {
+    let try_only = request.wait.is_try();
+    let mut restarts = RetryLoop::new(&**lock.framework.retry_policy());
+    loop {
+        let session = match request.session {
+            Some(pinned) => {
+                let current = lock.framework.current_session();
+                if current.map(|s| s.generation()) != Some(pinned.generation()) {
+                    return Err(Error::SessionExpired);
                 }
-                None => self.framework.session().await?,
-            };
-            // Without data of its own, a participant carries its creator's
-            // identity.
-            let data = match request.data {
-                [] => self.framework.default_node_data(),
-                data => data,
-            };
-            let err = match self
-                .attempt(&session, data, request.revocation, try_only)
-                .await
-            {
-                Ok(hold) => return Ok(hold),
-                Err(Failure::Fail(err)) => return Err(err),
-                Err(Failure::Restart(err)) if try_only => return Err(err),
-                Err(Failure::Restart(err)) => err,
-            };
-            tracing::warn!(%err, restarts = restarts.retries() + 1, "our participant node is gone; starting over at the back of the queue");
-            restarts.next(err, self.framework.closed()).await?;
-        }
+                pinned.clone()
+            }
+            None => lock.framework.session().await?,
+        };
+        // Without data of its own, a participant carries its creator's
+        // identity.
+        let data = match request.data {
+            [] => lock.framework.default_node_data(),
+            data => data,
+        };
+        let err = match attempt(lock, &session, data, request.revocation, try_only).await {
+            Ok(hold) => return Ok(hold),
+            Err(Failure::Fail(err)) => return Err(err),
+            Err(Failure::Restart(err)) if try_only => return Err(err),
+            Err(Failure::Restart(err)) => err,
+        };
+        tracing::warn!(%err, restarts = restarts.retries() + 1, "our participant node is gone; starting over at the back of the queue");
+        restarts.next(err, lock.framework.closed()).await?;
     }
+}
 
-    /// One acquire on one session: create our node, then decide and wait
-    /// until it holds or the acquire gives up. `Ok(None)` only for a try
-    /// that found the lock taken (our node is deleted again by then).
-    pub(super) async fn attempt(
-        &self,
-        session: &Session,
-        data: &[u8],
-        revocation: Option<&Revocation>,
-        try_only: bool,
-    ) -> Result<Option<Hold>, Failure> {
-        let mut ours = self.create_ours(session, data, revocation).await?;
-        let mut children = std::mem::take(&mut ours.created.children);
-        loop {
-            self.framework.check_open()?;
-            let sorted = self.sort_children(children);
-            if !sorted.contains(&ours.created.name) {
-                // Our node is gone (deleted by someone, or its session died).
-                return Err(Failure::Restart(Error::lock_lost(
-                    ours.path,
-                    LockLoss::NodeDeleted,
+/// One acquire on one session: create our node, then decide and wait
+/// until it holds or the acquire gives up. `Ok(None)` only for a try
+/// that found the lock taken (our node is deleted again by then).
+pub(super) async fn attempt(
+    lock: &LockInternals,
+    session: &Session,
+    data: &[u8],
+    revocation: Option<&Revocation>,
+    try_only: bool,
+) -> Result<Option<Hold>, Failure> {
+    let mut ours = create::create_ours(lock, session, data, revocation).await?;
+    let mut children = std::mem::take(&mut ours.created.children);
+    loop {
+        lock.framework.check_open()?;
+        let sorted = lock.sort_children(children);
+        if !sorted.contains(&ours.created.name) {
+            // Our node is gone (deleted by someone, or its session died).
+            return Err(Failure::Restart(Error::lock_lost(
+                ours.path,
+                LockLoss::NodeDeleted,
+            )));
+        }
+        // A driver's own refusal ends the acquire; it is not restarted.
+        let decision = lock
+            .driver
+            .gets_the_lock(&sorted, &ours.created.name, lock.max_leases)
+            .map_err(Failure::Fail)?;
+        if decision.holds_lock {
+            return grant(lock, session, ours).map(Some);
+        }
+        if try_only {
+            withdraw(lock, session, ours.guard, &ours.path).await;
+            return Ok(None);
+        }
+        let fresh = if decision.watch_children {
+            wait_for_children_change(lock, session, &sorted).await?
+        } else {
+            let Some(watch_name) = decision.path_to_watch else {
+                return Err(Failure::Fail(Error::InvalidArgument(
+                    "the lock driver neither granted the lock nor named a node to watch".into(),
                 )));
-            }
-            // A driver's own refusal ends the acquire; it is not restarted.
-            let decision = self
-                .driver
-                .gets_the_lock(&sorted, &ours.created.name, self.max_leases)
-                .map_err(Failure::Fail)?;
-            if decision.holds_lock {
-                return self.grant(session, ours).map(Some);
-            }
-            if try_only {
-                self.withdraw(session, ours.guard, &ours.path).await;
-                return Ok(None);
-            }
-            let fresh = if decision.watch_children {
-                self.wait_for_children_change(session, &sorted).await?
+            };
+            // A parked waiter keeps nothing but its watch: holding on to
+            // the listing would cost every waiter a copy of the queue.
+            drop(sorted);
+            // Whatever woke us, we list again: the deletion of the node
+            // ahead does not prove that ours still exists (someone may
+            // have deleted it meanwhile, and a later arrival would then
+            // hold beside us).
+            wait_for_node_ahead(lock, session, &watch_name).await?;
+            None
+        };
+        children = match fresh {
+            Some(fresh) => fresh,
+            None => create::list_children_on(lock, session).await?,
+        };
+    }
+}
+
+/// Our node holds the lock: the hold, unless it is already lost (the
+/// session went, or the connection broke, while the answer was on its
+/// way), in which case our node goes to the cleaner and we start over.
+fn grant(lock: &LockInternals, session: &Session, ours: Ours) -> Result<Hold, Failure> {
+    let epoch = lock.framework.loss_epoch();
+    let node = AcquiredNode {
+        path: ours.path,
+        czxid: ours.created.czxid,
+        session_id: session.id(),
+        generation: session.generation(),
+        ephemeral: ours.ephemeral,
+    };
+    if let Some(loss) = hold::loss_of(&lock.framework, &node, epoch) {
+        return Err(Failure::Restart(Error::lock_lost(node.path, loss)));
+    }
+    let hold = Hold::new(lock.framework.clone(), node, epoch);
+    ours.guard.disarm();
+    Ok(hold)
+}
+
+/// Waits until the node `watch_name` ahead of ours changes (at once if it
+/// is already gone).
+pub(super) async fn wait_for_node_ahead(
+    lock: &LockInternals,
+    session: &Session,
+    watch_name: &str,
+) -> Result<(), Failure> {
+    let watch_path = path::join(&lock.base_path, watch_name);
+    tracing::debug!(watch = %watch_path, "waiting for the node ahead");
+    let watched = lock
+        .framework
+        .call_on_session(session, |client| {
+            let watch_path = watch_path.clone();
+            async move { client.get_and_watch_data(&watch_path).await }
+        })
+        .await;
+    match watched {
+        Ok((_, _, watcher)) => wait_event(lock, session, watcher).await,
+        // Already gone: look again at once.
+        Err(Error::NoNode { .. }) => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Watches the children list; returns a fresh listing at once if it
+/// differs from `sorted` (something changed since the last look), or
+/// `None` once a change has been notified.
+pub(super) async fn wait_for_children_change(
+    lock: &LockInternals,
+    session: &Session,
+    sorted: &[String],
+) -> Result<Option<Vec<String>>, Failure> {
+    let base = lock.base_path.to_string();
+    let watched = lock
+        .framework
+        .call_on_session(session, |client| {
+            let base = base.clone();
+            async move { client.list_and_watch_children(&base).await }
+        })
+        .await;
+    let (fresh, watcher) = match watched {
+        Ok(found) => found,
+        Err(Error::NoNode { .. }) => {
+            return Err(Failure::Restart(Error::lock_lost(
+                &*lock.base_path,
+                LockLoss::NodeDeleted,
+            )))
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if lock.sort_children(fresh.clone()) != sorted {
+        // Changed between our listing and the watch: decide again first.
+        return Ok(Some(fresh));
+    }
+    tracing::debug!("waiting for a change among the participants");
+    wait_event(lock, session, watcher).await?;
+    Ok(None)
+}
+
+/// Waits for one watch event, the session's end or the framework's close.
+pub(super) async fn wait_event(
+    lock: &LockInternals,
+    session: &Session,
+    watcher: zk::OneshotWatcher,
+) -> Result<(), Failure> {
+    tokio::select! {
+        event = watcher.changed() => {
+            if event.event_type == zk::EventType::Session {
+                if event.session_state.is_terminated() {
+                    return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
+                }
             } else {
-                let Some(watch_name) = decision.path_to_watch else {
-                    return Err(Failure::Fail(Error::InvalidArgument(
-                        "the lock driver neither granted the lock nor named a node to watch".into(),
-                    )));
-                };
-                // A parked waiter keeps nothing but its watch: holding on to
-                // the listing would cost every waiter a copy of the queue.
-                drop(sorted);
-                // Whatever woke us, we list again: the deletion of the node
-                // ahead does not prove that ours still exists (someone may
-                // have deleted it meanwhile, and a later arrival would then
-                // hold beside us).
-                self.wait_for_node_ahead(session, &watch_name).await?;
-                None
-            };
-            children = match fresh {
-                Some(fresh) => fresh,
-                None => self.list_children_on(session).await?,
-            };
-        }
-    }
-
-    /// Our node holds the lock: the hold, unless it is already lost (the
-    /// session went, or the connection broke, while the answer was on its
-    /// way), in which case our node goes to the cleaner and we start over.
-    fn grant(&self, session: &Session, ours: Ours) -> Result<Hold, Failure> {
-        let epoch = self.framework.loss_epoch();
-        let node = AcquiredNode {
-            path: ours.path,
-            czxid: ours.created.czxid,
-            session_id: session.id(),
-            generation: session.generation(),
-            ephemeral: ours.ephemeral,
-        };
-        if let Some(loss) = hold::loss_of(&self.framework, &node, epoch) {
-            return Err(Failure::Restart(Error::lock_lost(node.path, loss)));
-        }
-        let hold = Hold::new(self.framework.clone(), node, epoch);
-        ours.guard.disarm();
-        Ok(hold)
-    }
-
-    /// Waits until the node `watch_name` ahead of ours changes (at once if it
-    /// is already gone).
-    pub(super) async fn wait_for_node_ahead(
-        &self,
-        session: &Session,
-        watch_name: &str,
-    ) -> Result<(), Failure> {
-        let watch_path = path::join(&self.base_path, watch_name);
-        tracing::debug!(watch = %watch_path, "waiting for the node ahead");
-        let watched = self
-            .framework
-            .call_on_session(session, |client| {
-                let watch_path = watch_path.clone();
-                async move { client.get_and_watch_data(&watch_path).await }
-            })
-            .await;
-        match watched {
-            Ok((_, _, watcher)) => self.wait_event(session, watcher).await,
-            // Already gone: look again at once.
-            Err(Error::NoNode { .. }) => Ok(()),
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    /// Watches the children list; returns a fresh listing at once if it
-    /// differs from `sorted` (something changed since the last look), or
-    /// `None` once a change has been notified.
-    pub(super) async fn wait_for_children_change(
-        &self,
-        session: &Session,
-        sorted: &[String],
-    ) -> Result<Option<Vec<String>>, Failure> {
-        let base = self.base_path.to_string();
-        let watched = self
-            .framework
-            .call_on_session(session, |client| {
-                let base = base.clone();
-                async move { client.list_and_watch_children(&base).await }
-            })
-            .await;
-        let (fresh, watcher) = match watched {
-            Ok(found) => found,
-            Err(Error::NoNode { .. }) => {
-                return Err(Failure::Restart(Error::lock_lost(
-                    &*self.base_path,
-                    LockLoss::NodeDeleted,
-                )))
+                Wakeups::add(&lock.framework);
             }
-            Err(err) => return Err(err.into()),
-        };
-        if self.sort_children(fresh.clone()) != sorted {
-            // Changed between our listing and the watch: decide again first.
-            return Ok(Some(fresh));
+            Ok(())
         }
-        tracing::debug!("waiting for a change among the participants");
-        self.wait_event(session, watcher).await?;
-        Ok(None)
+        _ = lock.framework.session_gone(session) => Err(Error::SessionExpired.into()),
+        _ = lock.framework.closed() => Err(Error::Closed.into()),
+    }
+}
+
+/// Deletes the node of a try that did not get the lock, before returning
+/// (in the background if ZooKeeper cannot be reached in time).
+pub(super) async fn withdraw(
+    lock: &LockInternals,
+    session: &Session,
+    guard: ContenderGuard,
+    our_path: &str,
+) {
+    let node_path = our_path.to_owned();
+    let delete = lock.framework.call_on_session(session, |client| {
+        let node_path = node_path.clone();
+        async move {
+            match client.delete(&node_path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                Err(err) => Err(err),
+            }
+        }
+    });
+    match tokio::time::timeout(lock.framework.connection_timeout(), delete).await {
+        Ok(Ok(())) => {
+            guard.disarm();
+            tracing::debug!(node = %our_path, "lock taken; our node is withdrawn");
+        }
+        _ => drop(guard),
+    }
+}
+
+/// How many times a waiting participant of a framework was woken by a watch
+/// on the node ahead of it (see
+/// [`Metrics::lock_wakeups`](crate::Metrics::lock_wakeups)); kept in the
+/// framework's typed slot.
+#[derive(Debug, Default)]
+pub(crate) struct Wakeups(AtomicU64);
+
+impl Wakeups {
+    /// Counts one wake-up of a waiter of `framework`.
+    fn add(framework: &crate::Framework) {
+        framework
+            .extension::<Wakeups>()
+            .0
+            .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Waits for one watch event, the session's end or the framework's close.
-    pub(super) async fn wait_event(
-        &self,
-        session: &Session,
-        watcher: zk::OneshotWatcher,
-    ) -> Result<(), Failure> {
-        tokio::select! {
-            event = watcher.changed() => {
-                if event.event_type == zk::EventType::Session {
-                    if event.session_state.is_terminated() {
-                        return Err(Error::from_zk(zk::Error::SessionExpired, event.session_state).into());
-                    }
-                } else {
-                    Engine::of(&self.framework).add_wakeup();
-                }
-                Ok(())
-            }
-            _ = self.framework.session_gone(session) => Err(Error::SessionExpired.into()),
-            _ = self.framework.closed() => Err(Error::Closed.into()),
-        }
-    }
-
-    /// Deletes the node of a try that did not get the lock, before returning
-    /// (in the background if ZooKeeper cannot be reached in time).
-    pub(super) async fn withdraw(&self, session: &Session, guard: ContenderGuard, our_path: &str) {
-        let node_path = our_path.to_owned();
-        let delete = self.framework.call_on_session(session, |client| {
-            let node_path = node_path.clone();
-            async move {
-                match client.delete(&node_path, None).await {
-                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                    Err(err) => Err(err),
-                }
-            }
-        });
-        match tokio::time::timeout(self.framework.connection_timeout(), delete).await {
-            Ok(Ok(())) => {
-                guard.disarm();
-                tracing::debug!(node = %our_path, "lock taken; our node is withdrawn");
-            }
-            _ => drop(guard),
-        }
+    /// The count so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
     }
 }

@@ -24,8 +24,14 @@
 //! Every policy refuses a zero pause at construction: retrying a lost
 //! connection immediately only adds load to a server that is already in
 //! trouble, and gives the client no time to reconnect.
+//!
+//! The framework's own loops that never give up (rebuilding a session, the
+//! background cleaner, an election's campaigns, the revocation watch) are
+//! not under a policy; they take their pauses from one [`Backoff`] each,
+//! with bounds of their own.
 
 mod backoff_impl;
+mod pause;
 mod policies;
 mod retry_loop;
 
@@ -37,6 +43,9 @@ pub use policies::{
     RetryNTimes, RetryOneTime, RetryUntilElapsed, DEFAULT_JITTER, MAX_EXPONENTIAL_RETRIES,
 };
 pub use retry_loop::RetryLoop;
+
+pub(crate) use self::pause::sleep_until_opt;
+pub use self::pause::{Backoff, Pauses};
 
 /// Decides whether, and after which pause, a failed operation is retried.
 ///

@@ -1,8 +1,9 @@
 //! [`RetryLoop`]: the one loop that asks a [`RetryPolicy`] and sleeps
 //! between attempts. Every place of the framework and the recipes that
-//! tries again (a call on a session, an acquire starting over, a create
-//! whose outcome is unknown, a semaphore's restart) counts its attempts
-//! here.
+//! tries again under the retry policy (a call on a session, an acquire
+//! starting over, a create whose outcome is unknown, a semaphore's restart)
+//! counts its attempts here; the loops that never give up take their pauses
+//! from a [`Backoff`](super::Backoff) instead.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -391,28 +391,33 @@ impl Changes {
 }
 
 /// The pause between two failed campaigns: doubling from 100 ms to 5 s, and
-/// back to the start after a term.
+/// back to the start after a term (the framework's
+/// [`Backoff`](zk_curator_framework::retry::Backoff)).
 #[derive(Debug)]
 pub(crate) struct Backoff {
-    next: Duration,
+    pauses: zk_curator_framework::retry::Pauses,
 }
 
 impl Backoff {
-    const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(5);
+    const SCHEDULE: zk_curator_framework::retry::Backoff =
+        zk_curator_framework::retry::Backoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+        );
 
     pub(crate) fn new() -> Self {
-        Backoff { next: Self::FIRST }
+        Backoff {
+            pauses: Self::SCHEDULE.start(),
+        }
     }
 
     pub(crate) fn reset(&mut self) {
-        self.next = Self::FIRST;
+        self.pauses.reset();
     }
 
     /// Waits the next pause: `false` if the participant was closed first.
     pub(crate) async fn wait(&mut self, election: &Election) -> bool {
-        let pause = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
+        let pause = self.pauses.next_pause();
         tokio::select! {
             () = election.stopped() => false,
             () = tokio::time::sleep(pause) => true,

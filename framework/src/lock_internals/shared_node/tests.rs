@@ -193,10 +193,6 @@ impl Backend for Stand {
         !hold.stand.nodes()[hold.node].lost
     }
 
-    fn release_in_background(hold: &StandHold) {
-        hold.release();
-    }
-
     fn delete_in_background(&self, grant: &usize) {
         self.nodes()[*grant].deletes += 1;
     }
