@@ -19,7 +19,6 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
 use super::term::{LeaderTerm, Leadership};
-use super::CloseMode;
 
 /// The queue discipline of an election: the lock engine's standard rule
 /// (the first participant leads; each waiter watches only the node right
@@ -38,8 +37,12 @@ pub(crate) struct Status {
     pub(crate) started: bool,
     /// The current term, while leader.
     pub(crate) term: Option<LeaderTerm>,
-    /// Set once closed, with how the close is told.
-    pub(crate) closed: Option<CloseMode>,
+    /// Set once closed.
+    pub(crate) closed: bool,
+    /// Whether a leader's streams end with a last [`Leadership::NotLeader`]
+    /// (set with `closed`; the latch's
+    /// [`CloseMode::NotifyLeader`](super::CloseMode::NotifyLeader)).
+    pub(crate) notify_leader: bool,
     /// Why the last campaign failed, when waiting cannot mend it (no
     /// permission to create the node, say): `await_leadership` answers it
     /// instead of waiting on. The campaign goes on trying; a term clears it.
@@ -134,7 +137,7 @@ impl Election {
     pub(crate) fn mark_started(&self, what: &str) -> Result<()> {
         let mut result = Ok(());
         self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
+            if status.closed {
                 result = Err(Error::Closed);
                 false
             } else if status.started {
@@ -150,21 +153,23 @@ impl Election {
         result
     }
 
-    /// Marks the participant closed (leadership is no longer reported):
-    /// `false` if it already was.
-    pub(crate) fn mark_closed(&self, mode: CloseMode) -> bool {
+    /// Marks the participant closed (leadership is no longer reported), a
+    /// leader's streams ending with a last [`Leadership::NotLeader`] if
+    /// `notify_leader`: `false` if it already was closed.
+    pub(crate) fn mark_closed(&self, notify_leader: bool) -> bool {
         self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
+            if status.closed {
                 return false;
             }
-            status.closed = Some(mode);
+            status.closed = true;
+            status.notify_leader = notify_leader;
             status.term = None;
             true
         })
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.status.borrow().closed.is_some()
+        self.status.borrow().closed
     }
 
     /// Completes once the participant is closed.
@@ -172,7 +177,7 @@ impl Election {
         let mut status = self.status.subscribe();
         async move {
             // The borrow `wait_for` returns is dropped at once.
-            let _ = status.wait_for(|status| status.closed.is_some()).await;
+            let _ = status.wait_for(|status| status.closed).await;
         }
     }
 
@@ -199,7 +204,7 @@ impl Election {
     /// the participant was closed meanwhile.
     pub(crate) fn publish(&self, term: &LeaderTerm) -> bool {
         self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
+            if status.closed {
                 return false;
             }
             status.term = Some(term.clone());
@@ -284,7 +289,7 @@ impl Election {
         let mut status = self.status.subscribe();
         loop {
             let now = status.borrow_and_update().clone();
-            if now.closed.is_some() {
+            if now.closed {
                 return Err(Error::Closed);
             }
             if !now.started {
@@ -359,11 +364,9 @@ impl Changes {
                 return None;
             }
             let status = self.status.borrow_and_update().clone();
-            if let Some(mode) = status.closed {
+            if status.closed {
                 self.done = true;
-                if mode == CloseMode::NotifyLeader
-                    && matches!(self.last, Some(Leadership::Leader(_)))
-                {
+                if status.notify_leader && matches!(self.last, Some(Leadership::Leader(_))) {
                     self.pending.push_back(Leadership::NotLeader);
                 }
                 continue;

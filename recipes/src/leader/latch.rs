@@ -31,6 +31,13 @@ pub enum CloseMode {
     NotifyLeader,
 }
 
+impl CloseMode {
+    /// Whether a leader's streams end with a last [`Leadership::NotLeader`].
+    fn notifies_leader(self) -> bool {
+        self == CloseMode::NotifyLeader
+    }
+}
+
 /// Where a latch is in its life (Curator's `LeaderLatch.State`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LatchState {
@@ -169,7 +176,11 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // The election task sees the close, and gives up the node itself.
-        if self.core.election.mark_closed(CloseMode::Silent) {
+        if self
+            .core
+            .election
+            .mark_closed(CloseMode::Silent.notifies_leader())
+        {
             tracing::debug!(path = %self.core.election.path(), "last handle of a leader latch dropped; it closes");
         }
     }
@@ -276,9 +287,9 @@ impl LeaderLatch {
     pub fn state(&self) -> LatchState {
         let status = self.election().status();
         match (status.closed, status.started) {
-            (Some(_), _) => LatchState::Closed,
-            (None, true) => LatchState::Started,
-            (None, false) => LatchState::Latent,
+            (true, _) => LatchState::Closed,
+            (false, true) => LatchState::Started,
+            (false, false) => LatchState::Latent,
         }
     }
 
@@ -356,7 +367,7 @@ impl LeaderLatch {
     /// latch's task delete the node on its own.
     pub async fn close_with(&self, mode: CloseMode) -> Result<()> {
         let span = tracing::info_span!("leader.latch.close", path = %self.path(), ?mode);
-        if self.election().mark_closed(mode) {
+        if self.election().mark_closed(mode.notifies_leader()) {
             tracing::info!(parent: &span, "leader latch closing");
         }
         let Some(task) = self.inner.take_task() else {
@@ -383,7 +394,7 @@ async fn run(core: Arc<Core>) -> Result<()> {
             Campaign::Stopped => return Ok(()),
             Campaign::Failed(Error::Closed) => {
                 tracing::info!("the framework is closed; so is the latch");
-                election.mark_closed(CloseMode::NotifyLeader);
+                election.mark_closed(CloseMode::NotifyLeader.notifies_leader());
                 return Ok(());
             }
             Campaign::Failed(err) => {

@@ -19,8 +19,12 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 use super::election::{Backoff, Campaign, Election};
 use super::participant::Participant;
 use super::term::{LeaderTerm, Leadership};
-use super::CloseMode;
 use crate::mutex::LOCK_NAME;
+
+/// Whether a selector's streams end with a last [`Leadership::NotLeader`]
+/// when it is closed while leader: no (the latch's
+/// [`CloseMode`](super::CloseMode) asks; a selector has no such choice).
+const NOTIFY_LEADER_ON_CLOSE: bool = false;
 
 /// The work a [`LeaderSelector`] runs while leader (Curator's
 /// `LeaderSelectorListener.takeLeadership`).
@@ -96,7 +100,7 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if self.core.election.mark_closed(CloseMode::Silent) {
+        if self.core.election.mark_closed(NOTIFY_LEADER_ON_CLOSE) {
             tracing::debug!(path = %self.core.election.path(), "last handle of a leader selector dropped; it closes");
         }
     }
@@ -262,7 +266,7 @@ impl LeaderSelector {
     pub fn requeue(&self) -> Result<bool> {
         let runtime = runtime("requeue")?;
         let status = self.election().status();
-        if status.closed.is_some() {
+        if status.closed {
             return Err(Error::Closed);
         }
         if !status.started {
@@ -305,7 +309,7 @@ impl LeaderSelector {
     /// the selector's task finish on its own.
     pub async fn close(&self) -> Result<()> {
         let span = tracing::info_span!("leader.selector.close", path = %self.path());
-        if self.election().mark_closed(CloseMode::Silent) {
+        if self.election().mark_closed(NOTIFY_LEADER_ON_CLOSE) {
             tracing::info!(parent: &span, "leader selector closing");
         }
         let task = self.inner.core.run_slot().task.take();
@@ -336,7 +340,7 @@ async fn run(core: Arc<Core>) {
             Campaign::Stopped => break,
             Campaign::Failed(Error::Closed) => {
                 tracing::info!("the framework is closed; so is the selector");
-                election.mark_closed(CloseMode::Silent);
+                election.mark_closed(NOTIFY_LEADER_ON_CLOSE);
                 break;
             }
             Campaign::Failed(err) if core.auto_requeue.load(Ordering::Acquire) => {
