@@ -61,7 +61,12 @@ pub(crate) enum Campaign {
 }
 
 /// One participant of one election.
-pub(crate) struct Election {
+///
+/// `pub` only for the sealed trait behind
+/// [`LeaderElection`](super::LeaderElection), which names it: it lives in a
+/// private module, so nothing outside this crate can name it, and all it
+/// offers is `pub(crate)`.
+pub struct Election {
     internals: LockInternals,
     id: String,
     data: Vec<u8>,

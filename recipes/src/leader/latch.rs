@@ -11,7 +11,9 @@ use zk_curator_framework::{Error, Framework, Result};
 
 use super::election::{Backoff, Campaign, Election};
 use super::participant::Participant;
+use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
+use super::LeaderElection;
 
 /// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
 pub const LATCH_NAME: &str = "latch-";
@@ -279,10 +281,6 @@ impl LeaderLatch {
         })
     }
 
-    fn election(&self) -> &Election {
-        &self.inner.core.election
-    }
-
     /// Where the latch is in its life.
     pub fn state(&self) -> LatchState {
         let status = self.election().status();
@@ -319,8 +317,6 @@ impl LeaderLatch {
         Ok(())
     }
 
-    leadership_queries!("latch");
-
     /// The latch's leadership now, then each change: a
     /// [`Leadership::Leader`] per term, a [`Leadership::NotLeader`] when it
     /// ends. Changes that come faster than they are read are merged, but a
@@ -330,6 +326,83 @@ impl LeaderLatch {
     /// holding one never holds the latch up.
     pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
         self.election().changes()
+    }
+
+    // The read side is written once, as the `LeaderElection` trait; these
+    // are its methods as the latch's own, so that callers need no import.
+
+    /// The election path (see [`LeaderElection::path`]).
+    pub fn path(&self) -> &str {
+        LeaderElection::path(self)
+    }
+
+    /// The participant id (see [`LeaderElection::id`]).
+    pub fn id(&self) -> &str {
+        LeaderElection::id(self)
+    }
+
+    /// The framework the latch runs on.
+    pub fn framework(&self) -> &Framework {
+        LeaderElection::framework(self)
+    }
+
+    /// Whether the latch leads now (see [`LeaderElection::has_leadership`]).
+    pub fn has_leadership(&self) -> bool {
+        LeaderElection::has_leadership(self)
+    }
+
+    /// The current term, if the latch leads now (see
+    /// [`LeaderElection::term`]).
+    pub fn term(&self) -> Option<LeaderTerm> {
+        LeaderElection::term(self)
+    }
+
+    /// Waits until the latch leads, and returns its term (see
+    /// [`LeaderElection::await_leadership`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+        LeaderElection::await_leadership(self).await
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
+        LeaderElection::await_leadership_timeout(self, timeout).await
+    }
+
+    /// Every participant of the election, in queue order (see
+    /// [`LeaderElection::participants`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        LeaderElection::participants(self).await
+    }
+
+    /// The leader of the election, if there are participants (see
+    /// [`LeaderElection::leader`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        LeaderElection::leader(self).await
     }
 
     /// Registers a listener for leadership changes from now on; it stays
@@ -382,6 +455,14 @@ impl LeaderLatch {
         }
     }
 }
+
+impl super::sealed::Sealed for LeaderLatch {
+    fn election(&self) -> &Election {
+        &self.inner.core.election
+    }
+}
+
+impl LeaderElection for LeaderLatch {}
 
 /// The latch's election: campaign, lead until the term ends, give the node
 /// back, again, until closed. Returns the last resignation's outcome.
