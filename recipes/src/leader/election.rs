@@ -50,7 +50,7 @@ pub(crate) struct Status {
 }
 
 /// What one campaign for leadership came to.
-pub(crate) enum Campaign {
+enum Campaign {
     /// Leader: the node that leads.
     Held(Hold),
     /// The participant was closed while waiting (its node is deleted in the
@@ -186,11 +186,67 @@ impl Election {
         }
     }
 
+    /// Takes part until the participant is closed or `candidate` stops:
+    /// campaigns (after a failed campaign, again after a [`Backoff`] pause
+    /// if `candidate` wants to), publishes each term, has `candidate` lead
+    /// it, then resigns it (the term withdrawn, marked lost, its node
+    /// deleted). The one campaign loop of every recipe; a closed framework
+    /// closes the participant. Returns the outcome of the last
+    /// resignation, when the loop stops with a term.
+    ///
+    /// # Errors
+    /// As [`resign`](Self::resign), for the term it stopped with.
+    pub(crate) async fn run(&self, candidate: &mut impl Candidate) -> Result<()> {
+        let mut backoff = Backoff::new();
+        loop {
+            let hold = match self.campaign().await {
+                Campaign::Held(hold) => hold,
+                Campaign::Stopped => return Ok(()),
+                Campaign::Failed(Error::Closed) => {
+                    tracing::info!("the framework is closed; so is the participant");
+                    self.mark_closed(candidate.notify_leader_when_framework_closes());
+                    return Ok(());
+                }
+                Campaign::Failed(err) => {
+                    if !candidate.campaign_again_after(&err) {
+                        tracing::error!(%err, "could not queue for leadership; giving up");
+                        self.record_failure(&err, true);
+                        return Ok(());
+                    }
+                    tracing::warn!(%err, "could not queue for leadership; trying again");
+                    self.record_failure(&err, false);
+                    if !backoff.wait(self).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            let term = LeaderTerm::new(hold);
+            // Made before the term shows (see `Candidate::lead`).
+            let lead = candidate.lead(term.clone());
+            if !self.publish(&term) {
+                return self.resign(&term).await;
+            }
+            tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+            let next = lead.await;
+            let resigned = self.resign(&term).await;
+            match next {
+                Next::Stop => return resigned,
+                Next::Campaign => {
+                    if let Err(err) = resigned {
+                        tracing::warn!(%err, "the term's node could not be deleted");
+                    }
+                }
+            }
+        }
+    }
+
     /// Queues a node and waits until it leads, or the participant is closed.
     ///
     /// # Cancel safety
     /// Cancel safe: a node still waiting is deleted in the background.
-    pub(crate) async fn campaign(&self) -> Campaign {
+    async fn campaign(&self) -> Campaign {
         let acquire = until_held(|| {
             let request = Acquire::new().data(&self.data).wait(Wait::Forever);
             self.internals.acquire(request)
@@ -207,7 +263,7 @@ impl Election {
 
     /// Publishes `term` as the current one: `false` (nothing published) if
     /// the participant was closed meanwhile.
-    pub(crate) fn publish(&self, term: &LeaderTerm) -> bool {
+    fn publish(&self, term: &LeaderTerm) -> bool {
         self.status.send_if_modified(|status| {
             if status.closed {
                 return false;
@@ -228,7 +284,7 @@ impl Election {
     /// [`Status::failure`]): the participant gave up (`gave_up`), or the
     /// failure is not transient (the connection, the session), which is
     /// only retried.
-    pub(crate) fn record_failure(&self, err: &Error, gave_up: bool) {
+    fn record_failure(&self, err: &Error, gave_up: bool) {
         if err.is_transient() && !gave_up {
             return;
         }
@@ -242,7 +298,7 @@ impl Election {
     }
 
     /// Stops reporting `term` as the current one.
-    pub(crate) fn unpublish(&self, term: &LeaderTerm) {
+    fn unpublish(&self, term: &LeaderTerm) {
         self.status.send_if_modified(|status| {
             if status.term.as_ref() != Some(term) {
                 return false;
@@ -259,7 +315,7 @@ impl Election {
     ///
     /// # Errors
     /// Errors no retry can fix, such as [`Error::NoAuth`].
-    pub(crate) async fn resign(&self, term: &LeaderTerm) -> Result<()> {
+    async fn resign(&self, term: &LeaderTerm) -> Result<()> {
         self.unpublish(term);
         // Over for every clone of the term before its node goes, so that no
         // clone is still valid once someone else can lead (a term already
@@ -398,10 +454,38 @@ impl Changes {
     }
 }
 
+/// What a recipe decides in its campaign loop ([`Election::run`]).
+pub(crate) trait Candidate {
+    /// Whether the leader's streams get a last [`Leadership::NotLeader`]
+    /// when the participant is closed because its framework is.
+    fn notify_leader_when_framework_closes(&self) -> bool;
+
+    /// Whether to campaign again, after a pause, once a campaign failed
+    /// with `err` (the loop stops otherwise, the failure recorded for
+    /// `await_leadership`).
+    fn campaign_again_after(&mut self, err: &Error) -> bool;
+
+    /// The work of one term. Called before the term is published (so it
+    /// can note what came before the term), awaited once it is: it lasts
+    /// until the term is to end, and says what comes next. What it decides
+    /// is decided before the end of the term shows: the loop withdraws the
+    /// term and deletes its node after it completes.
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_;
+}
+
+/// What follows a term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Another campaign.
+    Campaign,
+    /// Nothing: the loop returns.
+    Stop,
+}
+
 /// The pause between two failed campaigns: doubling from 100 ms to 5 s, and
 /// back to the start after a term.
 #[derive(Debug)]
-pub(crate) struct Backoff {
+struct Backoff {
     next: Duration,
 }
 
@@ -409,16 +493,16 @@ impl Backoff {
     const FIRST: Duration = Duration::from_millis(100);
     const MAX: Duration = Duration::from_secs(5);
 
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Backoff { next: Self::FIRST }
     }
 
-    pub(crate) fn reset(&mut self) {
+    fn reset(&mut self) {
         self.next = Self::FIRST;
     }
 
     /// Waits the next pause: `false` if the participant was closed first.
-    pub(crate) async fn wait(&mut self, election: &Election) -> bool {
+    async fn wait(&mut self, election: &Election) -> bool {
         let pause = self.next;
         self.next = (self.next * 2).min(Self::MAX);
         tokio::select! {

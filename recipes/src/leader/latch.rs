@@ -1,6 +1,7 @@
 //! [`LeaderLatch`]: Curator's leader latch on the lock engine.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, Result};
 
-use super::election::{Backoff, Campaign, Election};
+use super::election::{Candidate, Election, Next};
 use super::participant::Participant;
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
@@ -467,40 +468,32 @@ impl LeaderElection for LeaderLatch {}
 /// The latch's election: campaign, lead until the term ends, give the node
 /// back, again, until closed. Returns the last resignation's outcome.
 async fn run(core: Arc<Core>) -> Result<()> {
-    let election = &core.election;
-    let mut backoff = Backoff::new();
-    loop {
-        let hold = match election.campaign().await {
-            Campaign::Held(hold) => hold,
-            Campaign::Stopped => return Ok(()),
-            Campaign::Failed(Error::Closed) => {
-                tracing::info!("the framework is closed; so is the latch");
-                election.mark_closed(CloseMode::NotifyLeader.notifies_leader());
-                return Ok(());
-            }
-            Campaign::Failed(err) => {
-                tracing::warn!(%err, "could not queue for leadership; trying again");
-                election.record_failure(&err, false);
-                if !backoff.wait(election).await {
-                    return Ok(());
+    let mut candidate: &Core = &core;
+    core.election.run(&mut candidate).await
+}
+
+/// A latch stays a candidate until it is closed.
+impl Candidate for &Core {
+    /// A latch closed with its framework tells its leader's streams
+    /// ([`CloseMode::NotifyLeader`]).
+    fn notify_leader_when_framework_closes(&self) -> bool {
+        CloseMode::NotifyLeader.notifies_leader()
+    }
+
+    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+        true
+    }
+
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
+        let stopped = self.election.stopped();
+        async move {
+            tokio::select! {
+                loss = term.lost() => {
+                    tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
+                    Next::Campaign
                 }
-                continue;
+                () = stopped => Next::Stop,
             }
-        };
-        backoff.reset();
-        let term = LeaderTerm::new(hold);
-        if !election.publish(&term) {
-            return election.resign(&term).await;
-        }
-        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
-        tokio::select! {
-            loss = term.lost() => {
-                tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
-                if let Err(err) = election.resign(&term).await {
-                    tracing::warn!(%err, "the lost term's node could not be deleted");
-                }
-            }
-            () = election.stopped() => return election.resign(&term).await,
         }
     }
 }

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
-use super::election::{Backoff, Campaign, Election};
+use super::election::{Candidate, Election, Next};
 use super::participant::Participant;
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
@@ -413,65 +413,61 @@ fn runtime(what: &str) -> Result<tokio::runtime::Handle> {
 /// One queued selector: campaign, run the function for the term, give the
 /// node back; again while auto-requeue is on.
 async fn run(core: Arc<Core>) {
-    let election = &core.election;
-    let mut backoff = Backoff::new();
-    loop {
-        let hold = match election.campaign().await {
-            Campaign::Held(hold) => hold,
-            Campaign::Stopped => break,
-            Campaign::Failed(Error::Closed) => {
-                tracing::info!("the framework is closed; so is the selector");
-                election.mark_closed(NOTIFY_LEADER_ON_CLOSE);
-                break;
-            }
-            Campaign::Failed(err) if core.auto_requeue.load(Ordering::Acquire) => {
-                tracing::warn!(%err, "could not queue for leadership; trying again");
-                election.record_failure(&err, false);
-                if !backoff.wait(election).await {
-                    break;
-                }
-                continue;
-            }
-            Campaign::Failed(err) => {
-                tracing::error!(%err, "could not queue for leadership; requeue() tries again");
-                election.record_failure(&err, true);
-                break;
-            }
-        };
-        backoff.reset();
-        let term = LeaderTerm::new(hold);
+    let mut queued = Queued {
+        core: &core,
+        dequeued: false,
+    };
+    if let Err(err) = core.election.run(&mut queued).await {
+        tracing::warn!(%err, "the term's node could not be deleted");
+    }
+    if !queued.dequeued {
+        core.run_slot().running = false;
+    }
+}
+
+/// The campaigns of one queued task.
+struct Queued<'a> {
+    core: &'a Core,
+    /// Whether the task already said, under the slot's lock, that it no
+    /// longer runs (a later task may have been queued since).
+    dequeued: bool,
+}
+
+impl Candidate for Queued<'_> {
+    fn notify_leader_when_framework_closes(&self) -> bool {
+        NOTIFY_LEADER_ON_CLOSE
+    }
+
+    /// A selector keeps trying only with auto-requeue on; otherwise
+    /// `requeue` tries again.
+    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+        self.core.auto_requeue.load(Ordering::Acquire)
+    }
+
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
         // Interrupts asked for before the term began are not for it.
-        let interrupts = *core.interrupts.borrow();
-        if !election.publish(&term) {
-            let _ = election.resign(&term).await;
-            break;
-        }
-        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership taken");
-        let end = lead(&core, &term, interrupts).await;
-        tracing::info!(node = %term.node_path(), ?end, "leadership given up");
-        // Whether to queue again is decided, under the slot's lock, before
-        // the end of the term shows (leadership no longer reported, the node
-        // gone): whoever sees it and calls `requeue` finds this task either
-        // going on (auto-requeue) or done, never about to stop.
-        let again = end != End::Closed && {
-            let mut slot = core.run_slot();
-            let again = !election.is_closed() && core.auto_requeue.load(Ordering::Acquire);
-            if !again {
-                slot.running = false;
+        let interrupts = *self.core.interrupts.borrow();
+        async move {
+            let core = self.core;
+            let end = lead(core, &term, interrupts).await;
+            tracing::info!(node = %term.node_path(), ?end, "leadership given up");
+            if end == End::Closed {
+                return Next::Stop;
             }
-            again
-        };
-        if let Err(err) = election.resign(&term).await {
-            tracing::warn!(%err, "the term's node could not be deleted");
-        }
-        if end == End::Closed {
-            break;
-        }
-        if !again {
-            return;
+            // Whether to queue again is decided, under the slot's lock,
+            // before the end of the term shows (leadership no longer
+            // reported, the node gone): whoever sees it and calls `requeue`
+            // finds this task either going on (auto-requeue) or done, never
+            // about to stop.
+            let mut slot = core.run_slot();
+            if !core.election.is_closed() && core.auto_requeue.load(Ordering::Acquire) {
+                return Next::Campaign;
+            }
+            slot.running = false;
+            self.dequeued = true;
+            Next::Stop
         }
     }
-    core.run_slot().running = false;
 }
 
 /// Runs the listener's function for `term` until it returns or the term
