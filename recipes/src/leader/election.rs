@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
@@ -31,12 +31,28 @@ pub(crate) struct ElectionDriver;
 
 impl LockInternalsDriver for ElectionDriver {}
 
-/// A participant's published state.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Status {
+/// What a participant's status and its leadership streams need of a
+/// term: telling terms apart (clones of one term are equal), and whether
+/// one is still valid. A [`LeaderTerm`]; in the model test, a stand-in.
+pub(crate) trait Term: Clone + PartialEq + Send + Sync + 'static {
+    /// Whether the term can still be trusted (see [`LeaderTerm::is_valid`]).
+    fn is_valid(&self) -> bool;
+}
+
+impl Term for LeaderTerm {
+    fn is_valid(&self) -> bool {
+        LeaderTerm::is_valid(self)
+    }
+}
+
+/// A participant's published state. Every change is one of the methods
+/// below, made in a `send_if_modified` that notifies the readers exactly
+/// when they return `true`.
+#[derive(Clone, Debug)]
+pub(crate) struct Status<T = LeaderTerm> {
     pub(crate) started: bool,
     /// The current term, while leader.
-    pub(crate) term: Option<LeaderTerm>,
+    pub(crate) term: Option<T>,
     /// Set once closed.
     pub(crate) closed: bool,
     /// Whether a leader's streams end with a last [`Leadership::NotLeader`]
@@ -47,6 +63,68 @@ pub(crate) struct Status {
     /// permission to create the node, say): `await_leadership` answers it
     /// instead of waiting on. The campaign goes on trying; a term clears it.
     pub(crate) failure: Option<Error>,
+}
+
+impl<T> Default for Status<T> {
+    fn default() -> Self {
+        Status {
+            started: false,
+            term: None,
+            closed: false,
+            notify_leader: false,
+            failure: None,
+        }
+    }
+}
+
+impl<T: Term> Status<T> {
+    /// The leadership this status shows: the current term, if it is still
+    /// valid. A term lost but not yet withdrawn is not leadership.
+    pub(crate) fn leading(&self) -> Option<&T> {
+        self.term.as_ref().filter(|term| term.is_valid())
+    }
+
+    /// Closes (leadership is no longer reported), a leader's streams ending
+    /// with a last [`Leadership::NotLeader`] if `notify_leader`: `false` if
+    /// already closed.
+    fn close(&mut self, notify_leader: bool) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.closed = true;
+        self.notify_leader = notify_leader;
+        self.term = None;
+        true
+    }
+
+    /// Reports `term` as the current one (and forgets a failure): `false`,
+    /// nothing changed, once closed.
+    fn publish(&mut self, term: &T) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.term = Some(term.clone());
+        self.failure = None;
+        true
+    }
+
+    /// Stops reporting `term` as the current one: whether it was.
+    fn unpublish(&mut self, term: &T) -> bool {
+        if self.term.as_ref() != Some(term) {
+            return false;
+        }
+        self.term = None;
+        true
+    }
+
+    /// Records `err` as why campaigns fail: whether it is news.
+    fn record_failure(&mut self, err: &Error) -> bool {
+        if self.failure.as_ref() == Some(err) {
+            return false;
+        }
+        self.failure = Some(err.clone());
+        true
+    }
 }
 
 /// What one campaign for leadership came to.
@@ -127,7 +205,7 @@ impl Election {
 
     /// The current term, if leader and the term is still valid.
     pub(crate) fn term(&self) -> Option<LeaderTerm> {
-        self.status().term.filter(LeaderTerm::is_valid)
+        self.status.borrow().leading().cloned()
     }
 
     pub(crate) fn has_leadership(&self) -> bool {
@@ -162,15 +240,8 @@ impl Election {
     /// leader's streams ending with a last [`Leadership::NotLeader`] if
     /// `notify_leader`: `false` if it already was closed.
     pub(crate) fn mark_closed(&self, notify_leader: bool) -> bool {
-        self.status.send_if_modified(|status| {
-            if status.closed {
-                return false;
-            }
-            status.closed = true;
-            status.notify_leader = notify_leader;
-            status.term = None;
-            true
-        })
+        self.status
+            .send_if_modified(|status| status.close(notify_leader))
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -264,14 +335,7 @@ impl Election {
     /// Publishes `term` as the current one: `false` (nothing published) if
     /// the participant was closed meanwhile.
     fn publish(&self, term: &LeaderTerm) -> bool {
-        self.status.send_if_modified(|status| {
-            if status.closed {
-                return false;
-            }
-            status.term = Some(term.clone());
-            status.failure = None;
-            true
-        })
+        self.status.send_if_modified(|status| status.publish(term))
     }
 
     /// Forgets a recorded failure (a new campaign begins).
@@ -288,24 +352,14 @@ impl Election {
         if err.is_transient() && !gave_up {
             return;
         }
-        self.status.send_if_modified(|status| {
-            if status.failure.as_ref() == Some(err) {
-                return false;
-            }
-            status.failure = Some(err.clone());
-            true
-        });
+        self.status
+            .send_if_modified(|status| status.record_failure(err));
     }
 
     /// Stops reporting `term` as the current one.
     fn unpublish(&self, term: &LeaderTerm) {
-        self.status.send_if_modified(|status| {
-            if status.term.as_ref() != Some(term) {
-                return false;
-            }
-            status.term = None;
-            true
-        });
+        self.status
+            .send_if_modified(|status| status.unpublish(term));
     }
 
     /// Ends `term`: no longer reported, marked lost
@@ -358,8 +412,8 @@ impl Election {
             }
             // A term lost but not yet withdrawn is not leadership: its
             // withdrawal is a change, waited for below.
-            if let Some(term) = now.term.filter(LeaderTerm::is_valid) {
-                return Ok(term);
+            if let Some(term) = now.leading() {
+                return Ok(term.clone());
             }
             if let Some(err) = now.failure {
                 return Err(err);
@@ -385,14 +439,9 @@ impl Election {
     /// The current leadership, then every change (see
     /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes)).
     pub(crate) fn changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
-        let state = Changes {
-            status: self.status.subscribe(),
-            last: None,
-            pending: VecDeque::new(),
-            done: false,
-        };
-        futures::stream::unfold(state, |mut state| async move {
-            state.next().await.map(|leadership| (leadership, state))
+        changes(self.status.subscribe()).map(|leading| match leading {
+            Some(term) => Leadership::Leader(term),
+            None => Leadership::NotLeader,
         })
     }
 
@@ -405,17 +454,32 @@ impl Election {
     }
 }
 
+/// The leadership `status` shows now, then every change, as the current
+/// term (`None`: not leader); the stream behind
+/// [`Election::changes`].
+fn changes<T: Term>(status: watch::Receiver<Status<T>>) -> impl Stream<Item = Option<T>> + Send {
+    let state = Changes {
+        status,
+        last: None,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        state.next().await.map(|leading| (leading, state))
+    })
+}
+
 /// The state of one leadership stream.
-struct Changes {
-    status: watch::Receiver<Status>,
-    /// The last value handed out.
-    last: Option<Leadership>,
-    pending: VecDeque<Leadership>,
+struct Changes<T> {
+    status: watch::Receiver<Status<T>>,
+    /// The last value handed out (`Some(None)`: not leader).
+    last: Option<Option<T>>,
+    pending: VecDeque<Option<T>>,
     done: bool,
 }
 
-impl Changes {
-    async fn next(&mut self) -> Option<Leadership> {
+impl<T: Term> Changes<T> {
+    async fn next(&mut self) -> Option<Option<T>> {
         loop {
             if let Some(next) = self.pending.pop_front() {
                 self.last = Some(next.clone());
@@ -427,22 +491,19 @@ impl Changes {
             let status = self.status.borrow_and_update().clone();
             if status.closed {
                 self.done = true;
-                if status.notify_leader && matches!(self.last, Some(Leadership::Leader(_))) {
-                    self.pending.push_back(Leadership::NotLeader);
+                if status.notify_leader && matches!(self.last, Some(Some(_))) {
+                    self.pending.push_back(None);
                 }
                 continue;
             }
-            let now = match status.term {
-                Some(term) => Leadership::Leader(term),
-                None => Leadership::NotLeader,
-            };
+            let now = status.term;
             match &self.last {
                 None => self.pending.push_back(now),
                 Some(last) if *last == now => {}
                 // One term replaced by the next between two looks: the end
                 // of the first is reported too.
-                Some(Leadership::Leader(_)) if now.is_leader() => {
-                    self.pending.push_back(Leadership::NotLeader);
+                Some(Some(_)) if now.is_some() => {
+                    self.pending.push_back(None);
                     self.pending.push_back(now);
                 }
                 Some(_) => self.pending.push_back(now),
