@@ -3,7 +3,6 @@
 //! id), and its published status (started, the current term, closed) as a
 //! `watch` channel, read by value only.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -455,13 +454,17 @@ impl Election {
 }
 
 /// The leadership `status` shows now, then every change, as the current
-/// term (`None`: not leader); the stream behind
-/// [`Election::changes`].
+/// term (`None`: not leader); the stream behind [`Election::changes`].
+///
+/// Each value comes from a look at the status made when it is asked for,
+/// never from an earlier one, so a term is handed out only while it is the
+/// current one and still valid (a term lost but not yet withdrawn is not
+/// leadership, as for [`Status::leading`]). Changes between two looks are
+/// merged, but the end of a term is always handed out before the next.
 fn changes<T: Term>(status: watch::Receiver<Status<T>>) -> impl Stream<Item = Option<T>> + Send {
     let state = Changes {
         status,
         last: None,
-        pending: VecDeque::new(),
         done: false,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -474,43 +477,40 @@ struct Changes<T> {
     status: watch::Receiver<Status<T>>,
     /// The last value handed out (`Some(None)`: not leader).
     last: Option<Option<T>>,
-    pending: VecDeque<Option<T>>,
     done: bool,
 }
 
 impl<T: Term> Changes<T> {
     async fn next(&mut self) -> Option<Option<T>> {
-        loop {
-            if let Some(next) = self.pending.pop_front() {
+        while !self.done {
+            if let Some(next) = self.look() {
                 self.last = Some(next.clone());
                 return Some(next);
             }
-            if self.done {
-                return None;
-            }
-            let status = self.status.borrow_and_update().clone();
-            if status.closed {
-                self.done = true;
-                if status.notify_leader && matches!(self.last, Some(Some(_))) {
-                    self.pending.push_back(None);
-                }
-                continue;
-            }
-            let now = status.term;
-            match &self.last {
-                None => self.pending.push_back(now),
-                Some(last) if *last == now => {}
-                // One term replaced by the next between two looks: the end
-                // of the first is reported too.
-                Some(Some(_)) if now.is_some() => {
-                    self.pending.push_back(None);
-                    self.pending.push_back(now);
-                }
-                Some(_) => self.pending.push_back(now),
-            }
-            if self.pending.is_empty() && self.status.changed().await.is_err() {
+            if !self.done && self.status.changed().await.is_err() {
                 self.done = true;
             }
+        }
+        None
+    }
+
+    /// What to hand out now, if anything, from the status as it is now.
+    fn look(&mut self) -> Option<Option<T>> {
+        let status = self.status.borrow_and_update();
+        let was_leader = matches!(self.last, Some(Some(_)));
+        if status.closed {
+            self.done = true;
+            return (status.notify_leader && was_leader).then_some(None);
+        }
+        let now = status.leading();
+        match (&self.last, now) {
+            (None, now) => Some(now.cloned()),
+            (Some(Some(last)), Some(now)) if last == now => None,
+            // The end of the last term (lost, withdrawn, or already
+            // replaced: the next look finds its successor, if that still
+            // leads then).
+            (Some(Some(_)), _) => Some(None),
+            (Some(None), now) => now.map(|term| Some(term.clone())),
         }
     }
 }
