@@ -572,3 +572,6 @@ impl Backoff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
