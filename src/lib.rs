@@ -131,8 +131,8 @@ pub use zk_curator_framework::{
     ErrorPolicy, FixedAcl, FixedEnsemble, Framework, FrameworkBuilder, Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
-    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LeaderSelector,
-    LeaderSelectorListener, LeaderTerm, Leadership, Participant,
+    CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
+    LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Participant,
 };
 pub use zk_curator_recipes::{
     Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,

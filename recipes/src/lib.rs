@@ -14,7 +14,8 @@
 //!   semaphore) that any task may release.
 //! * [`LeaderLatch`] and [`LeaderSelector`]: leader election on the same
 //!   participant queue, each term a [`LeaderTerm`] (a [`Hold`], with its
-//!   loss signal, fence and fencing token).
+//!   loss signal, fence and fencing token); [`LeaderElection`] is what both
+//!   answer.
 //!
 //! Every lock implements [`InterProcessLock`], so locks can be handled
 //! uniformly (for example combined into a multi-lock). Node layouts are
@@ -38,8 +39,8 @@ mod semaphore;
 mod semaphore_mutex;
 
 pub use self::leader::{
-    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LeaderSelector,
-    LeaderSelectorListener, LeaderTerm, Leadership, Participant, LATCH_NAME,
+    CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
+    LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Participant, LATCH_NAME,
 };
 pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;

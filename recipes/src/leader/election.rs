@@ -3,13 +3,12 @@
 //! id), and its published status (started, the current term, closed) as a
 //! `watch` channel, read by value only.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
@@ -19,7 +18,6 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
 use super::term::{LeaderTerm, Leadership};
-use super::CloseMode;
 
 /// The queue discipline of an election: the lock engine's standard rule
 /// (the first participant leads; each waiter watches only the node right
@@ -32,22 +30,104 @@ pub(crate) struct ElectionDriver;
 
 impl LockInternalsDriver for ElectionDriver {}
 
-/// A participant's published state.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Status {
+/// What a participant's status and its leadership streams need of a
+/// term: telling terms apart (clones of one term are equal), and whether
+/// one is still valid. A [`LeaderTerm`]; in the model test, a stand-in.
+pub(crate) trait Term: Clone + PartialEq + Send + Sync + 'static {
+    /// Whether the term can still be trusted (see [`LeaderTerm::is_valid`]).
+    fn is_valid(&self) -> bool;
+}
+
+impl Term for LeaderTerm {
+    fn is_valid(&self) -> bool {
+        LeaderTerm::is_valid(self)
+    }
+}
+
+/// A participant's published state. Every change is one of the methods
+/// below, made in a `send_if_modified` that notifies the readers exactly
+/// when they return `true`.
+#[derive(Clone, Debug)]
+pub(crate) struct Status<T = LeaderTerm> {
     pub(crate) started: bool,
     /// The current term, while leader.
-    pub(crate) term: Option<LeaderTerm>,
-    /// Set once closed, with how the close is told.
-    pub(crate) closed: Option<CloseMode>,
+    pub(crate) term: Option<T>,
+    /// Set once closed.
+    pub(crate) closed: bool,
+    /// Whether a leader's streams end with a last [`Leadership::NotLeader`]
+    /// (set with `closed`; the latch's
+    /// [`CloseMode::NotifyLeader`](super::CloseMode::NotifyLeader)).
+    pub(crate) notify_leader: bool,
     /// Why the last campaign failed, when waiting cannot mend it (no
     /// permission to create the node, say): `await_leadership` answers it
     /// instead of waiting on. The campaign goes on trying; a term clears it.
     pub(crate) failure: Option<Error>,
 }
 
+impl<T> Default for Status<T> {
+    fn default() -> Self {
+        Status {
+            started: false,
+            term: None,
+            closed: false,
+            notify_leader: false,
+            failure: None,
+        }
+    }
+}
+
+impl<T: Term> Status<T> {
+    /// The leadership this status shows: the current term, if it is still
+    /// valid. A term lost but not yet withdrawn is not leadership.
+    pub(crate) fn leading(&self) -> Option<&T> {
+        self.term.as_ref().filter(|term| term.is_valid())
+    }
+
+    /// Closes (leadership is no longer reported), a leader's streams ending
+    /// with a last [`Leadership::NotLeader`] if `notify_leader`: `false` if
+    /// already closed.
+    fn close(&mut self, notify_leader: bool) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.closed = true;
+        self.notify_leader = notify_leader;
+        self.term = None;
+        true
+    }
+
+    /// Reports `term` as the current one (and forgets a failure): `false`,
+    /// nothing changed, once closed.
+    fn publish(&mut self, term: &T) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.term = Some(term.clone());
+        self.failure = None;
+        true
+    }
+
+    /// Stops reporting `term` as the current one: whether it was.
+    fn unpublish(&mut self, term: &T) -> bool {
+        if self.term.as_ref() != Some(term) {
+            return false;
+        }
+        self.term = None;
+        true
+    }
+
+    /// Records `err` as why campaigns fail: whether it is news.
+    fn record_failure(&mut self, err: &Error) -> bool {
+        if self.failure.as_ref() == Some(err) {
+            return false;
+        }
+        self.failure = Some(err.clone());
+        true
+    }
+}
+
 /// What one campaign for leadership came to.
-pub(crate) enum Campaign {
+enum Campaign {
     /// Leader: the node that leads.
     Held(Hold),
     /// The participant was closed while waiting (its node is deleted in the
@@ -58,7 +138,12 @@ pub(crate) enum Campaign {
 }
 
 /// One participant of one election.
-pub(crate) struct Election {
+///
+/// `pub` only for the sealed trait behind
+/// [`LeaderElection`](super::LeaderElection), which names it: it lives in a
+/// private module, so nothing outside this crate can name it, and all it
+/// offers is `pub(crate)`.
+pub struct Election {
     internals: LockInternals,
     id: String,
     data: Vec<u8>,
@@ -119,7 +204,7 @@ impl Election {
 
     /// The current term, if leader and the term is still valid.
     pub(crate) fn term(&self) -> Option<LeaderTerm> {
-        self.status().term.filter(LeaderTerm::is_valid)
+        self.status.borrow().leading().cloned()
     }
 
     pub(crate) fn has_leadership(&self) -> bool {
@@ -134,7 +219,7 @@ impl Election {
     pub(crate) fn mark_started(&self, what: &str) -> Result<()> {
         let mut result = Ok(());
         self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
+            if status.closed {
                 result = Err(Error::Closed);
                 false
             } else if status.started {
@@ -150,21 +235,16 @@ impl Election {
         result
     }
 
-    /// Marks the participant closed (leadership is no longer reported):
-    /// `false` if it already was.
-    pub(crate) fn mark_closed(&self, mode: CloseMode) -> bool {
-        self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
-                return false;
-            }
-            status.closed = Some(mode);
-            status.term = None;
-            true
-        })
+    /// Marks the participant closed (leadership is no longer reported), a
+    /// leader's streams ending with a last [`Leadership::NotLeader`] if
+    /// `notify_leader`: `false` if it already was closed.
+    pub(crate) fn mark_closed(&self, notify_leader: bool) -> bool {
+        self.status
+            .send_if_modified(|status| status.close(notify_leader))
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.status.borrow().closed.is_some()
+        self.status.borrow().closed
     }
 
     /// Completes once the participant is closed.
@@ -172,7 +252,63 @@ impl Election {
         let mut status = self.status.subscribe();
         async move {
             // The borrow `wait_for` returns is dropped at once.
-            let _ = status.wait_for(|status| status.closed.is_some()).await;
+            let _ = status.wait_for(|status| status.closed).await;
+        }
+    }
+
+    /// Takes part until the participant is closed or `candidate` stops:
+    /// campaigns (after a failed campaign, again after a [`Backoff`] pause
+    /// if `candidate` wants to), publishes each term, has `candidate` lead
+    /// it, then resigns it (the term withdrawn, marked lost, its node
+    /// deleted). The one campaign loop of every recipe; a closed framework
+    /// closes the participant. Returns the outcome of the last
+    /// resignation, when the loop stops with a term.
+    ///
+    /// # Errors
+    /// As [`resign`](Self::resign), for the term it stopped with.
+    pub(crate) async fn run(&self, candidate: &mut impl Candidate) -> Result<()> {
+        let mut backoff = Backoff::new();
+        loop {
+            let hold = match self.campaign().await {
+                Campaign::Held(hold) => hold,
+                Campaign::Stopped => return Ok(()),
+                Campaign::Failed(Error::Closed) => {
+                    tracing::info!("the framework is closed; so is the participant");
+                    self.mark_closed(candidate.notify_leader_when_framework_closes());
+                    return Ok(());
+                }
+                Campaign::Failed(err) => {
+                    if !candidate.campaign_again_after(&err) {
+                        tracing::error!(%err, "could not queue for leadership; giving up");
+                        self.record_failure(&err, true);
+                        return Ok(());
+                    }
+                    tracing::warn!(%err, "could not queue for leadership; trying again");
+                    self.record_failure(&err, false);
+                    if !backoff.wait(self).await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            let term = LeaderTerm::new(hold);
+            // Made before the term shows (see `Candidate::lead`).
+            let lead = candidate.lead(term.clone());
+            if !self.publish(&term) {
+                return self.resign(&term).await;
+            }
+            tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+            let next = lead.await;
+            let resigned = self.resign(&term).await;
+            match next {
+                Next::Stop => return resigned,
+                Next::Campaign => {
+                    if let Err(err) = resigned {
+                        tracing::warn!(%err, "the term's node could not be deleted");
+                    }
+                }
+            }
         }
     }
 
@@ -180,7 +316,7 @@ impl Election {
     ///
     /// # Cancel safety
     /// Cancel safe: a node still waiting is deleted in the background.
-    pub(crate) async fn campaign(&self) -> Campaign {
+    async fn campaign(&self) -> Campaign {
         let acquire = until_held(|| {
             let request = Acquire::new().data(&self.data).wait(Wait::Forever);
             self.internals.acquire(request)
@@ -197,15 +333,8 @@ impl Election {
 
     /// Publishes `term` as the current one: `false` (nothing published) if
     /// the participant was closed meanwhile.
-    pub(crate) fn publish(&self, term: &LeaderTerm) -> bool {
-        self.status.send_if_modified(|status| {
-            if status.closed.is_some() {
-                return false;
-            }
-            status.term = Some(term.clone());
-            status.failure = None;
-            true
-        })
+    fn publish(&self, term: &LeaderTerm) -> bool {
+        self.status.send_if_modified(|status| status.publish(term))
     }
 
     /// Forgets a recorded failure (a new campaign begins).
@@ -218,28 +347,18 @@ impl Election {
     /// [`Status::failure`]): the participant gave up (`gave_up`), or the
     /// failure is not transient (the connection, the session), which is
     /// only retried.
-    pub(crate) fn record_failure(&self, err: &Error, gave_up: bool) {
+    fn record_failure(&self, err: &Error, gave_up: bool) {
         if err.is_transient() && !gave_up {
             return;
         }
-        self.status.send_if_modified(|status| {
-            if status.failure.as_ref() == Some(err) {
-                return false;
-            }
-            status.failure = Some(err.clone());
-            true
-        });
+        self.status
+            .send_if_modified(|status| status.record_failure(err));
     }
 
     /// Stops reporting `term` as the current one.
-    pub(crate) fn unpublish(&self, term: &LeaderTerm) {
-        self.status.send_if_modified(|status| {
-            if status.term.as_ref() != Some(term) {
-                return false;
-            }
-            status.term = None;
-            true
-        });
+    fn unpublish(&self, term: &LeaderTerm) {
+        self.status
+            .send_if_modified(|status| status.unpublish(term));
     }
 
     /// Ends `term`: no longer reported, marked lost
@@ -249,7 +368,7 @@ impl Election {
     ///
     /// # Errors
     /// Errors no retry can fix, such as [`Error::NoAuth`].
-    pub(crate) async fn resign(&self, term: &LeaderTerm) -> Result<()> {
+    async fn resign(&self, term: &LeaderTerm) -> Result<()> {
         self.unpublish(term);
         // Over for every clone of the term before its node goes, so that no
         // clone is still valid once someone else can lead (a term already
@@ -284,7 +403,7 @@ impl Election {
         let mut status = self.status.subscribe();
         loop {
             let now = status.borrow_and_update().clone();
-            if now.closed.is_some() {
+            if now.closed {
                 return Err(Error::Closed);
             }
             if !now.started {
@@ -292,8 +411,8 @@ impl Election {
             }
             // A term lost but not yet withdrawn is not leadership: its
             // withdrawal is a change, waited for below.
-            if let Some(term) = now.term.filter(LeaderTerm::is_valid) {
-                return Ok(term);
+            if let Some(term) = now.leading() {
+                return Ok(term.clone());
             }
             if let Some(err) = now.failure {
                 return Err(err);
@@ -319,14 +438,9 @@ impl Election {
     /// The current leadership, then every change (see
     /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes)).
     pub(crate) fn changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
-        let state = Changes {
-            status: self.status.subscribe(),
-            last: None,
-            pending: VecDeque::new(),
-            done: false,
-        };
-        futures::stream::unfold(state, |mut state| async move {
-            state.next().await.map(|leadership| (leadership, state))
+        changes(self.status.subscribe()).map(|leading| match leading {
+            Some(term) => Leadership::Leader(term),
+            None => Leadership::NotLeader,
         })
     }
 
@@ -339,62 +453,101 @@ impl Election {
     }
 }
 
+/// The leadership `status` shows now, then every change, as the current
+/// term (`None`: not leader); the stream behind [`Election::changes`].
+///
+/// Each value comes from a look at the status made when it is asked for,
+/// never from an earlier one, so a term is handed out only while it is the
+/// current one and still valid (a term lost but not yet withdrawn is not
+/// leadership, as for [`Status::leading`]). Changes between two looks are
+/// merged, but the end of a term is always handed out before the next.
+fn changes<T: Term>(status: watch::Receiver<Status<T>>) -> impl Stream<Item = Option<T>> + Send {
+    let state = Changes {
+        status,
+        last: None,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        state.next().await.map(|leading| (leading, state))
+    })
+}
+
 /// The state of one leadership stream.
-struct Changes {
-    status: watch::Receiver<Status>,
-    /// The last value handed out.
-    last: Option<Leadership>,
-    pending: VecDeque<Leadership>,
+struct Changes<T> {
+    status: watch::Receiver<Status<T>>,
+    /// The last value handed out (`Some(None)`: not leader).
+    last: Option<Option<T>>,
     done: bool,
 }
 
-impl Changes {
-    async fn next(&mut self) -> Option<Leadership> {
-        loop {
-            if let Some(next) = self.pending.pop_front() {
+impl<T: Term> Changes<T> {
+    async fn next(&mut self) -> Option<Option<T>> {
+        while !self.done {
+            if let Some(next) = self.look() {
                 self.last = Some(next.clone());
                 return Some(next);
             }
-            if self.done {
-                return None;
-            }
-            let status = self.status.borrow_and_update().clone();
-            if let Some(mode) = status.closed {
-                self.done = true;
-                if mode == CloseMode::NotifyLeader
-                    && matches!(self.last, Some(Leadership::Leader(_)))
-                {
-                    self.pending.push_back(Leadership::NotLeader);
-                }
-                continue;
-            }
-            let now = match status.term {
-                Some(term) => Leadership::Leader(term),
-                None => Leadership::NotLeader,
-            };
-            match &self.last {
-                None => self.pending.push_back(now),
-                Some(last) if *last == now => {}
-                // One term replaced by the next between two looks: the end
-                // of the first is reported too.
-                Some(Leadership::Leader(_)) if now.is_leader() => {
-                    self.pending.push_back(Leadership::NotLeader);
-                    self.pending.push_back(now);
-                }
-                Some(_) => self.pending.push_back(now),
-            }
-            if self.pending.is_empty() && self.status.changed().await.is_err() {
+            if !self.done && self.status.changed().await.is_err() {
                 self.done = true;
             }
         }
+        None
     }
+
+    /// What to hand out now, if anything, from the status as it is now.
+    fn look(&mut self) -> Option<Option<T>> {
+        let status = self.status.borrow_and_update();
+        let was_leader = matches!(self.last, Some(Some(_)));
+        if status.closed {
+            self.done = true;
+            return (status.notify_leader && was_leader).then_some(None);
+        }
+        let now = status.leading();
+        match (&self.last, now) {
+            (None, now) => Some(now.cloned()),
+            (Some(Some(last)), Some(now)) if last == now => None,
+            // The end of the last term (lost, withdrawn, or already
+            // replaced: the next look finds its successor, if that still
+            // leads then).
+            (Some(Some(_)), _) => Some(None),
+            (Some(None), now) => now.map(|term| Some(term.clone())),
+        }
+    }
+}
+
+/// What a recipe decides in its campaign loop ([`Election::run`]).
+pub(crate) trait Candidate {
+    /// Whether the leader's streams get a last [`Leadership::NotLeader`]
+    /// when the participant is closed because its framework is.
+    fn notify_leader_when_framework_closes(&self) -> bool;
+
+    /// Whether to campaign again, after a pause, once a campaign failed
+    /// with `err` (the loop stops otherwise, the failure recorded for
+    /// `await_leadership`).
+    fn campaign_again_after(&mut self, err: &Error) -> bool;
+
+    /// The work of one term. Called before the term is published (so it
+    /// can note what came before the term), awaited once it is: it lasts
+    /// until the term is to end, and says what comes next. What it decides
+    /// is decided before the end of the term shows: the loop withdraws the
+    /// term and deletes its node after it completes.
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_;
+}
+
+/// What follows a term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Another campaign.
+    Campaign,
+    /// Nothing: the loop returns.
+    Stop,
 }
 
 /// The pause between two failed campaigns: doubling from 100 ms to 5 s, and
 /// back to the start after a term (the framework's
 /// [`Backoff`](zk_curator_framework::retry::Backoff)).
 #[derive(Debug)]
-pub(crate) struct Backoff {
+struct Backoff {
     pauses: zk_curator_framework::retry::Pauses,
 }
 
@@ -405,18 +558,18 @@ impl Backoff {
             Duration::from_secs(5),
         );
 
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Backoff {
             pauses: Self::SCHEDULE.start(),
         }
     }
 
-    pub(crate) fn reset(&mut self) {
+    fn reset(&mut self) {
         self.pauses.reset();
     }
 
     /// Waits the next pause: `false` if the participant was closed first.
-    pub(crate) async fn wait(&mut self, election: &Election) -> bool {
+    async fn wait(&mut self, election: &Election) -> bool {
         let pause = self.pauses.next_pause();
         tokio::select! {
             () = election.stopped() => false,
@@ -424,3 +577,6 @@ impl Backoff {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

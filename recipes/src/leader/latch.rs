@@ -1,6 +1,7 @@
 //! [`LeaderLatch`]: Curator's leader latch on the lock engine.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -9,9 +10,11 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, Result};
 
-use super::election::{Backoff, Campaign, Election};
+use super::election::{Candidate, Election, Next};
 use super::participant::Participant;
+use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
+use super::LeaderElection;
 
 /// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
 pub const LATCH_NAME: &str = "latch-";
@@ -29,6 +32,13 @@ pub enum CloseMode {
     /// A leader's listeners get [`not_leader`](LeaderLatchListener::not_leader)
     /// and its streams a last [`Leadership::NotLeader`] before they end.
     NotifyLeader,
+}
+
+impl CloseMode {
+    /// Whether a leader's streams end with a last [`Leadership::NotLeader`].
+    fn notifies_leader(self) -> bool {
+        self == CloseMode::NotifyLeader
+    }
 }
 
 /// Where a latch is in its life (Curator's `LeaderLatch.State`).
@@ -169,7 +179,11 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // The election task sees the close, and gives up the node itself.
-        if self.core.election.mark_closed(CloseMode::Silent) {
+        if self
+            .core
+            .election
+            .mark_closed(CloseMode::Silent.notifies_leader())
+        {
             tracing::debug!(path = %self.core.election.path(), "last handle of a leader latch dropped; it closes");
         }
     }
@@ -268,17 +282,13 @@ impl LeaderLatch {
         })
     }
 
-    fn election(&self) -> &Election {
-        &self.inner.core.election
-    }
-
     /// Where the latch is in its life.
     pub fn state(&self) -> LatchState {
         let status = self.election().status();
         match (status.closed, status.started) {
-            (Some(_), _) => LatchState::Closed,
-            (None, true) => LatchState::Started,
-            (None, false) => LatchState::Latent,
+            (true, _) => LatchState::Closed,
+            (false, true) => LatchState::Started,
+            (false, false) => LatchState::Latent,
         }
     }
 
@@ -308,8 +318,6 @@ impl LeaderLatch {
         Ok(())
     }
 
-    leadership_queries!("latch");
-
     /// The latch's leadership now, then each change: a
     /// [`Leadership::Leader`] per term, a [`Leadership::NotLeader`] when it
     /// ends. Changes that come faster than they are read are merged, but a
@@ -319,6 +327,83 @@ impl LeaderLatch {
     /// holding one never holds the latch up.
     pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
         self.election().changes()
+    }
+
+    // The read side is written once, as the `LeaderElection` trait; these
+    // are its methods as the latch's own, so that callers need no import.
+
+    /// The election path (see [`LeaderElection::path`]).
+    pub fn path(&self) -> &str {
+        LeaderElection::path(self)
+    }
+
+    /// The participant id (see [`LeaderElection::id`]).
+    pub fn id(&self) -> &str {
+        LeaderElection::id(self)
+    }
+
+    /// The framework the latch runs on.
+    pub fn framework(&self) -> &Framework {
+        LeaderElection::framework(self)
+    }
+
+    /// Whether the latch leads now (see [`LeaderElection::has_leadership`]).
+    pub fn has_leadership(&self) -> bool {
+        LeaderElection::has_leadership(self)
+    }
+
+    /// The current term, if the latch leads now (see
+    /// [`LeaderElection::term`]).
+    pub fn term(&self) -> Option<LeaderTerm> {
+        LeaderElection::term(self)
+    }
+
+    /// Waits until the latch leads, and returns its term (see
+    /// [`LeaderElection::await_leadership`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+        LeaderElection::await_leadership(self).await
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
+        LeaderElection::await_leadership_timeout(self, timeout).await
+    }
+
+    /// Every participant of the election, in queue order (see
+    /// [`LeaderElection::participants`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        LeaderElection::participants(self).await
+    }
+
+    /// The leader of the election, if there are participants (see
+    /// [`LeaderElection::leader`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        LeaderElection::leader(self).await
     }
 
     /// Registers a listener for leadership changes from now on; it stays
@@ -356,7 +441,7 @@ impl LeaderLatch {
     /// latch's task delete the node on its own.
     pub async fn close_with(&self, mode: CloseMode) -> Result<()> {
         let span = tracing::info_span!("leader.latch.close", path = %self.path(), ?mode);
-        if self.election().mark_closed(mode) {
+        if self.election().mark_closed(mode.notifies_leader()) {
             tracing::info!(parent: &span, "leader latch closing");
         }
         let Some(task) = self.inner.take_task() else {
@@ -372,43 +457,43 @@ impl LeaderLatch {
     }
 }
 
+impl super::sealed::Sealed for LeaderLatch {
+    fn election(&self) -> &Election {
+        &self.inner.core.election
+    }
+}
+
+impl LeaderElection for LeaderLatch {}
+
 /// The latch's election: campaign, lead until the term ends, give the node
 /// back, again, until closed. Returns the last resignation's outcome.
 async fn run(core: Arc<Core>) -> Result<()> {
-    let election = &core.election;
-    let mut backoff = Backoff::new();
-    loop {
-        let hold = match election.campaign().await {
-            Campaign::Held(hold) => hold,
-            Campaign::Stopped => return Ok(()),
-            Campaign::Failed(Error::Closed) => {
-                tracing::info!("the framework is closed; so is the latch");
-                election.mark_closed(CloseMode::NotifyLeader);
-                return Ok(());
-            }
-            Campaign::Failed(err) => {
-                tracing::warn!(%err, "could not queue for leadership; trying again");
-                election.record_failure(&err, false);
-                if !backoff.wait(election).await {
-                    return Ok(());
+    let mut candidate: &Core = &core;
+    core.election.run(&mut candidate).await
+}
+
+/// A latch stays a candidate until it is closed.
+impl Candidate for &Core {
+    /// A latch closed with its framework tells its leader's streams
+    /// ([`CloseMode::NotifyLeader`]).
+    fn notify_leader_when_framework_closes(&self) -> bool {
+        CloseMode::NotifyLeader.notifies_leader()
+    }
+
+    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+        true
+    }
+
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
+        let stopped = self.election.stopped();
+        async move {
+            tokio::select! {
+                loss = term.lost() => {
+                    tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
+                    Next::Campaign
                 }
-                continue;
+                () = stopped => Next::Stop,
             }
-        };
-        backoff.reset();
-        let term = LeaderTerm::new(hold);
-        if !election.publish(&term) {
-            return election.resign(&term).await;
-        }
-        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
-        tokio::select! {
-            loss = term.lost() => {
-                tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
-                if let Err(err) = election.resign(&term).await {
-                    tracing::warn!(%err, "the lost term's node could not be deleted");
-                }
-            }
-            () = election.stopped() => return election.resign(&term).await,
         }
     }
 }

@@ -16,6 +16,9 @@
 //! * [`LeaderSelector`] (`lock-` nodes, a mutex's queue) runs a function of
 //!   yours while it leads, and cancels it when the term ends.
 //!
+//! Both answer the same questions (whether they lead, their term, waiting
+//! for it, who takes part) through [`LeaderElection`], written once.
+//!
 //! # A term is a hold
 //!
 //! Each time a participant leads it gets a [`LeaderTerm`]: the engine's
@@ -28,101 +31,16 @@
 //! from one term to the next. Curator leaves that to a connection-state
 //! listener of the user's; here the term knows.
 
-/// The read side every election recipe offers, written once: each recipe
-/// (`$kind` names it in the docs) has a private `election()` giving its
-/// [`Election`](election::Election).
-macro_rules! leadership_queries {
-    ($kind:literal) => {
-        /// The election path.
-        pub fn path(&self) -> &str {
-            self.election().path()
-        }
-
-        /// The participant id (empty when the node carries the holder identity).
-        pub fn id(&self) -> &str {
-            self.election().id()
-        }
-
-        #[doc = concat!("The framework the ", $kind, " runs on.")]
-        pub fn framework(&self) -> &Framework {
-            self.election().framework()
-        }
-
-        #[doc = concat!("Whether the ", $kind, " leads now: it has a term that is still valid")]
-        /// (see [`LeaderTerm::is_valid`]). No I/O.
-        pub fn has_leadership(&self) -> bool {
-            self.election().has_leadership()
-        }
-
-        #[doc = concat!("The current term, if the ", $kind, " leads now (see")]
-        /// [`has_leadership`](Self::has_leadership)).
-        pub fn term(&self) -> Option<LeaderTerm> {
-            self.election().term()
-        }
-
-        #[doc = concat!("Waits until the ", $kind, " leads, and returns its term (at once if it")]
-        /// leads already).
-        ///
-        /// # Errors
-        #[doc = concat!("[`Error::NotStarted`] for a ", $kind, " not started; [`Error::Closed`] once")]
-        #[doc = concat!("the ", $kind, " is closed (before or while waiting), or its framework is;")]
-        /// the error of the last attempt to queue when waiting cannot mend it
-        /// (such as [`Error::NoAuth`] where the node may not be created; the
-        /// participant keeps trying, and a later term clears it).
-        ///
-        /// # Cancel safety
-        /// Cancel safe: it only observes; dropping it changes nothing (the
-        /// participant stays in the election, its node where it was).
-        pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-            self.election().await_leadership().await
-        }
-
-        /// As [`await_leadership`](Self::await_leadership), for at most
-        /// `timeout`: `Ok(None)` if it passes first (a zero timeout only looks).
-        ///
-        /// # Errors
-        /// As [`await_leadership`](Self::await_leadership).
-        ///
-        /// # Cancel safety
-        /// Cancel safe: it only observes.
-        pub async fn await_leadership_timeout(
-            &self,
-            timeout: Duration,
-        ) -> Result<Option<LeaderTerm>> {
-            self.election().await_leadership_timeout(timeout).await
-        }
-
-        /// Every participant of the election, in queue order; the first is the
-        /// leader.
-        ///
-        /// # Errors
-        /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
-        /// retrying could not overcome.
-        ///
-        /// # Cancel safety
-        /// Cancel safe: it only reads.
-        pub async fn participants(&self) -> Result<Vec<Participant>> {
-            self.election().participants().await
-        }
-
-        /// The leader of the election, if there are participants.
-        ///
-        /// # Errors
-        /// As [`participants`](Self::participants).
-        ///
-        /// # Cancel safety
-        /// Cancel safe: it only reads.
-        pub async fn leader(&self) -> Result<Option<Participant>> {
-            self.election().leader().await
-        }
-    };
-}
-
 mod election;
 mod latch;
 mod participant;
 mod selector;
 mod term;
+
+use std::future::Future;
+use std::time::Duration;
+
+use zk_curator_framework::{Framework, Result};
 
 pub use self::latch::{
     CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LATCH_NAME,
@@ -130,6 +48,121 @@ pub use self::latch::{
 pub use self::participant::Participant;
 pub use self::selector::{LeaderSelector, LeaderSelectorListener};
 pub use self::term::{LeaderTerm, Leadership};
+
+/// What every participant of a leader election answers, the same for each
+/// recipe: where it takes part, whether it leads, its term, waiting for
+/// leadership, and who takes part.
+///
+/// [`LeaderLatch`] and [`LeaderSelector`] implement it, and no other type
+/// can (the trait is sealed). Each of them also has every one of these
+/// methods as its own, so calling them on a latch or a selector needs no
+/// import; the trait is for code that works with either:
+///
+/// ```no_run
+/// use zk_curator_recipes::{LeaderElection, Result};
+///
+/// async fn lead_once(election: &impl LeaderElection) -> Result<()> {
+///     let term = election.await_leadership().await?;
+///     println!("{} leads {} (token {})", election.id(), election.path(), term.fencing_token());
+///     term.lost().await;
+///     Ok(())
+/// }
+/// ```
+pub trait LeaderElection: sealed::Sealed {
+    /// The election path.
+    fn path(&self) -> &str {
+        self.election().path()
+    }
+
+    /// The participant id (empty when the node carries the holder identity).
+    fn id(&self) -> &str {
+        self.election().id()
+    }
+
+    /// The framework the participant runs on.
+    fn framework(&self) -> &Framework {
+        self.election().framework()
+    }
+
+    /// Whether the participant leads now: it has a term that is still valid
+    /// (see [`LeaderTerm::is_valid`]). No I/O.
+    fn has_leadership(&self) -> bool {
+        self.election().has_leadership()
+    }
+
+    /// The current term, if the participant leads now (see
+    /// [`has_leadership`](Self::has_leadership)).
+    fn term(&self) -> Option<LeaderTerm> {
+        self.election().term()
+    }
+
+    /// Waits until the participant leads, and returns its term (at once if
+    /// it leads already).
+    ///
+    /// # Errors
+    /// [`Error::NotStarted`](crate::Error::NotStarted) for a participant not
+    /// started; [`Error::Closed`](crate::Error::Closed) once it is closed
+    /// (before or while waiting), or its framework is; the error of the last
+    /// attempt to queue when waiting cannot mend it (such as
+    /// [`Error::NoAuth`](crate::Error::NoAuth) where the node may not be
+    /// created; the participant keeps trying, and a later term clears it).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes; dropping it changes nothing (the
+    /// participant stays in the election, its node where it was).
+    fn await_leadership(&self) -> impl Future<Output = Result<LeaderTerm>> + Send {
+        self.election().await_leadership()
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout`: `Ok(None)` if it passes first (a zero timeout only looks).
+    ///
+    /// # Errors
+    /// As [`await_leadership`](Self::await_leadership).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    fn await_leadership_timeout(
+        &self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Option<LeaderTerm>>> + Send {
+        self.election().await_leadership_timeout(timeout)
+    }
+
+    /// Every participant of the election, in queue order; the first is the
+    /// leader.
+    ///
+    /// # Errors
+    /// [`Error::Closed`](crate::Error::Closed) if the framework is closed;
+    /// ZooKeeper errors that retrying could not overcome.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    fn participants(&self) -> impl Future<Output = Result<Vec<Participant>>> + Send {
+        self.election().participants()
+    }
+
+    /// The leader of the election, if there are participants.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    fn leader(&self) -> impl Future<Output = Result<Option<Participant>>> + Send {
+        self.election().leader()
+    }
+}
+
+/// Keeps [`LeaderElection`] to this crate's recipes, whose read side it
+/// writes once, on their shared [`Election`](election::Election).
+mod sealed {
+    /// A recipe with an [`Election`](super::election::Election).
+    pub trait Sealed {
+        /// The recipe's participant.
+        fn election(&self) -> &super::election::Election;
+    }
+}
 
 #[cfg(test)]
 mod tests {

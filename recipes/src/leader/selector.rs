@@ -16,11 +16,17 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
-use super::election::{Backoff, Campaign, Election};
+use super::election::{Candidate, Election, Next};
 use super::participant::Participant;
+use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
-use super::CloseMode;
+use super::LeaderElection;
 use crate::mutex::LOCK_NAME;
+
+/// Whether a selector's streams end with a last [`Leadership::NotLeader`]
+/// when it is closed while leader: no (the latch's
+/// [`CloseMode`](super::CloseMode) asks; a selector has no such choice).
+const NOTIFY_LEADER_ON_CLOSE: bool = false;
 
 /// The work a [`LeaderSelector`] runs while leader (Curator's
 /// `LeaderSelectorListener.takeLeadership`).
@@ -96,7 +102,7 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if self.core.election.mark_closed(CloseMode::Silent) {
+        if self.core.election.mark_closed(NOTIFY_LEADER_ON_CLOSE) {
             tracing::debug!(path = %self.core.election.path(), "last handle of a leader selector dropped; it closes");
         }
     }
@@ -219,10 +225,6 @@ impl LeaderSelector {
         })
     }
 
-    fn election(&self) -> &Election {
-        &self.inner.core.election
-    }
-
     /// Whether the selector queues again by itself after each term
     /// (Curator's `autoRequeue`); also whether it keeps trying after a
     /// failure to queue. Off by default; may be changed at any time (it is
@@ -262,7 +264,7 @@ impl LeaderSelector {
     pub fn requeue(&self) -> Result<bool> {
         let runtime = runtime("requeue")?;
         let status = self.election().status();
-        if status.closed.is_some() {
+        if status.closed {
             return Err(Error::Closed);
         }
         if !status.started {
@@ -281,13 +283,88 @@ impl LeaderSelector {
         }
     }
 
-    leadership_queries!("selector");
-
     /// The selector's leadership now, then each change (as
     /// [`LeaderLatch::leadership_changes`](super::LeaderLatch::leadership_changes);
     /// a closed selector's streams end without a last `NotLeader`).
     pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
         self.election().changes()
+    }
+
+    // The read side is written once, as the `LeaderElection` trait; these
+    // are its methods as the selector's own, so that callers need no import.
+
+    /// The election path (see [`LeaderElection::path`]).
+    pub fn path(&self) -> &str {
+        LeaderElection::path(self)
+    }
+
+    /// The participant id (see [`LeaderElection::id`]).
+    pub fn id(&self) -> &str {
+        LeaderElection::id(self)
+    }
+
+    /// The framework the selector runs on.
+    pub fn framework(&self) -> &Framework {
+        LeaderElection::framework(self)
+    }
+
+    /// Whether the selector leads now (see [`LeaderElection::has_leadership`]).
+    pub fn has_leadership(&self) -> bool {
+        LeaderElection::has_leadership(self)
+    }
+
+    /// The current term, if the selector leads now (see
+    /// [`LeaderElection::term`]).
+    pub fn term(&self) -> Option<LeaderTerm> {
+        LeaderElection::term(self)
+    }
+
+    /// Waits until the selector leads, and returns its term (see
+    /// [`LeaderElection::await_leadership`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
+        LeaderElection::await_leadership(self).await
+    }
+
+    /// As [`await_leadership`](Self::await_leadership), for at most
+    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
+        LeaderElection::await_leadership_timeout(self, timeout).await
+    }
+
+    /// Every participant of the election, in queue order (see
+    /// [`LeaderElection::participants`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        LeaderElection::participants(self).await
+    }
+
+    /// The leader of the election, if there are participants (see
+    /// [`LeaderElection::leader`]).
+    ///
+    /// # Errors
+    /// As [`LeaderElection::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        LeaderElection::leader(self).await
     }
 
     /// Leaves the election: a running function is cancelled (dropped), a
@@ -305,7 +382,7 @@ impl LeaderSelector {
     /// the selector's task finish on its own.
     pub async fn close(&self) -> Result<()> {
         let span = tracing::info_span!("leader.selector.close", path = %self.path());
-        if self.election().mark_closed(CloseMode::Silent) {
+        if self.election().mark_closed(NOTIFY_LEADER_ON_CLOSE) {
             tracing::info!(parent: &span, "leader selector closing");
         }
         let task = self.inner.core.run_slot().task.take();
@@ -318,6 +395,14 @@ impl LeaderSelector {
     }
 }
 
+impl super::sealed::Sealed for LeaderSelector {
+    fn election(&self) -> &Election {
+        &self.inner.core.election
+    }
+}
+
+impl LeaderElection for LeaderSelector {}
+
 /// The current runtime, for spawning the selector's task.
 fn runtime(what: &str) -> Result<tokio::runtime::Handle> {
     tokio::runtime::Handle::try_current().map_err(|_| {
@@ -328,65 +413,61 @@ fn runtime(what: &str) -> Result<tokio::runtime::Handle> {
 /// One queued selector: campaign, run the function for the term, give the
 /// node back; again while auto-requeue is on.
 async fn run(core: Arc<Core>) {
-    let election = &core.election;
-    let mut backoff = Backoff::new();
-    loop {
-        let hold = match election.campaign().await {
-            Campaign::Held(hold) => hold,
-            Campaign::Stopped => break,
-            Campaign::Failed(Error::Closed) => {
-                tracing::info!("the framework is closed; so is the selector");
-                election.mark_closed(CloseMode::Silent);
-                break;
-            }
-            Campaign::Failed(err) if core.auto_requeue.load(Ordering::Acquire) => {
-                tracing::warn!(%err, "could not queue for leadership; trying again");
-                election.record_failure(&err, false);
-                if !backoff.wait(election).await {
-                    break;
-                }
-                continue;
-            }
-            Campaign::Failed(err) => {
-                tracing::error!(%err, "could not queue for leadership; requeue() tries again");
-                election.record_failure(&err, true);
-                break;
-            }
-        };
-        backoff.reset();
-        let term = LeaderTerm::new(hold);
+    let mut queued = Queued {
+        core: &core,
+        dequeued: false,
+    };
+    if let Err(err) = core.election.run(&mut queued).await {
+        tracing::warn!(%err, "the term's node could not be deleted");
+    }
+    if !queued.dequeued {
+        core.run_slot().running = false;
+    }
+}
+
+/// The campaigns of one queued task.
+struct Queued<'a> {
+    core: &'a Core,
+    /// Whether the task already said, under the slot's lock, that it no
+    /// longer runs (a later task may have been queued since).
+    dequeued: bool,
+}
+
+impl Candidate for Queued<'_> {
+    fn notify_leader_when_framework_closes(&self) -> bool {
+        NOTIFY_LEADER_ON_CLOSE
+    }
+
+    /// A selector keeps trying only with auto-requeue on; otherwise
+    /// `requeue` tries again.
+    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+        self.core.auto_requeue.load(Ordering::Acquire)
+    }
+
+    fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
         // Interrupts asked for before the term began are not for it.
-        let interrupts = *core.interrupts.borrow();
-        if !election.publish(&term) {
-            let _ = election.resign(&term).await;
-            break;
-        }
-        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership taken");
-        let end = lead(&core, &term, interrupts).await;
-        tracing::info!(node = %term.node_path(), ?end, "leadership given up");
-        // Whether to queue again is decided, under the slot's lock, before
-        // the end of the term shows (leadership no longer reported, the node
-        // gone): whoever sees it and calls `requeue` finds this task either
-        // going on (auto-requeue) or done, never about to stop.
-        let again = end != End::Closed && {
-            let mut slot = core.run_slot();
-            let again = !election.is_closed() && core.auto_requeue.load(Ordering::Acquire);
-            if !again {
-                slot.running = false;
+        let interrupts = *self.core.interrupts.borrow();
+        async move {
+            let core = self.core;
+            let end = lead(core, &term, interrupts).await;
+            tracing::info!(node = %term.node_path(), ?end, "leadership given up");
+            if end == End::Closed {
+                return Next::Stop;
             }
-            again
-        };
-        if let Err(err) = election.resign(&term).await {
-            tracing::warn!(%err, "the term's node could not be deleted");
-        }
-        if end == End::Closed {
-            break;
-        }
-        if !again {
-            return;
+            // Whether to queue again is decided, under the slot's lock,
+            // before the end of the term shows (leadership no longer
+            // reported, the node gone): whoever sees it and calls `requeue`
+            // finds this task either going on (auto-requeue) or done, never
+            // about to stop.
+            let mut slot = core.run_slot();
+            if !core.election.is_closed() && core.auto_requeue.load(Ordering::Acquire) {
+                return Next::Campaign;
+            }
+            slot.running = false;
+            self.dequeued = true;
+            Next::Stop
         }
     }
-    core.run_slot().running = false;
 }
 
 /// Runs the listener's function for `term` until it returns or the term
