@@ -36,7 +36,7 @@ use super::stats::{noise, ratio, Spread};
 use super::{
     counters, exists_p50, failures, idle_rate, opt, per, proxy, rotation, server, settle, spread,
     BoxError, Config, Contender, Cycles, Findings, Imp, Measured, Sample, Target, Traffic,
-    CONNECT_LIMIT, CURATOR, ZK_CURATOR,
+    CLOSE_LIMIT, CONNECT_LIMIT, CURATOR, ZK_CURATOR,
 };
 
 /// The scheme of a connect string reached over TLS (zk-curator's form; the
@@ -284,7 +284,35 @@ pub(crate) async fn tls_phase(
 
     let trips = round_trips(config, root, contenders, &server, &ports, &acquires).await;
     findings.tls = Some(TlsFindings { rates, trips });
+    // The sessions go before their server: none is left reconnecting to it.
+    for row in ROWS.iter().filter(|row| !row.tls) {
+        close_sessions(&mut contenders[row.contender], &ports).await;
+    }
     drop(server);
+}
+
+/// Closes `c`'s sessions to both of `ports` (kept sessions are pooled by
+/// connect string).
+async fn close_sessions(c: &mut Contender, ports: &Ports) {
+    for connect in [&ports.plain, &ports.secure] {
+        match &mut c.imp {
+            Imp::ZkCurator { pools, .. } => {
+                let closing = pools.remove(connect.as_str()).unwrap_or_default();
+                let closing = closing.into_iter().map(|fw| async move {
+                    let _ = tokio::time::timeout(CLOSE_LIMIT, fw.close()).await;
+                });
+                futures::future::join_all(closing).await;
+            }
+            Imp::ZkClient { pools } => drop(pools.remove(connect.as_str())),
+            Imp::Peer(peer) => {
+                if let Ok(peer) = peer.as_mut().as_mut() {
+                    let _ = peer
+                        .request(&format!("close {connect}"), CLOSE_LIMIT * 2)
+                        .await;
+                }
+            }
+        }
+    }
 }
 
 /// What TLS costs one library: its TLS rate against its plaintext rate, and
@@ -444,6 +472,9 @@ async fn round_trips(
     println!(
         "({cycles} cycles a rep; trips = (acq p50 here - acq p50 of the same row without the proxy) / the proxy's round trip)"
     );
+    for row in ROWS.iter().filter(|row| !row.tls) {
+        close_sessions(&mut contenders[row.contender], &via).await;
+    }
     drop((plain_proxy, secure_proxy));
     trips
 }

@@ -13,6 +13,7 @@
 //        line on stdin and answers each with ONE line, `RESULT ...` or `FAILED: ...`:
 //          connect     <connect> <sessions>            open (and keep) that many sessions;
 //                      answers with secure=<bool>, how the first one's client is configured
+//          close       <connect>                       closes the kept sessions to <connect>
 //          tls         <trust-pem> <key-pem>           the TLS material of `tcp+tls://` connect
 //                      strings: the authorities to trust, and the client's key and
 //                      certificate in one PEM file (ZooKeeper's PEM key store)
@@ -134,6 +135,15 @@ public class CuratorBench {
                         boolean secure = opened.get(0).getZookeeperClient().getZooKeeper()
                             .getClientConfig().getBoolean(ZKClientConfig.SECURE_CLIENT);
                         System.out.println("RESULT kind=connect sessions=" + w[2] + " secure=" + secure);
+                        break;
+                    case "close":
+                        List<CuratorFramework> closing = POOL.remove(w[1]);
+                        if (closing != null) {
+                            for (CuratorFramework client : closing) {
+                                client.close();
+                            }
+                        }
+                        System.out.println("RESULT kind=close");
                         break;
                     case "tls":
                         tlsTrustStore = w[1];
