@@ -55,11 +55,17 @@ impl BenchServer {
         let dir = tempfile::Builder::new()
             .prefix("zk-bench-server-")
             .tempdir()?;
-        let free_port = || -> Result<u16, BoxError> {
-            Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-        };
-        let port = free_port()?;
-        let secure_port = tls.map(|_| free_port()).transpose()?;
+        // Both listeners are held until both ports are known, so that the
+        // two differ.
+        let plain = TcpListener::bind("127.0.0.1:0")?;
+        let secure = tls.map(|_| TcpListener::bind("127.0.0.1:0")).transpose()?;
+        let port = plain.local_addr()?.port();
+        let secure_port = secure
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?
+            .map(|a| a.port());
+        drop((plain, secure));
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data)?;
         let config = dir.path().join("zoo.cfg");
