@@ -24,6 +24,11 @@
 //! its session closed on the server), and times the hand-over to the next
 //! participant; its requests and watches are counted by those proxies.
 //!
+//! The TLS workload (issue 22, `locks/tls.rs`) starts a second server
+//! serving a TLS port beside the plain one and measures uncontended cycles
+//! of zk-curator and Curator over each, and the round trips of an acquire
+//! over TLS through the delaying proxy.
+//!
 //! Fairness: every contender keeps its sessions (and the peers their
 //! process: one warm JVM, one Python) for the whole run, and is warmed up
 //! (thousands of cycles and a contended run) before anything is measured.
@@ -51,6 +56,8 @@ mod scale;
 mod server;
 #[path = "locks/stats.rs"]
 mod stats;
+#[path = "locks/tls.rs"]
+mod tls;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -68,6 +75,7 @@ use zk_curator_testing::zookeeper_available;
 use failover::failover_phase;
 use peers::{field, Peer, PeerSetup};
 use stats::{noise, ratio, Spread};
+use tls::tls_phase;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -133,12 +141,13 @@ impl Tune {
 // ---------------------------------------------------------------------------
 
 /// The workloads, in the order they run (the names `--only` takes).
-const WORKLOADS: [&str; 6] = [
+const WORKLOADS: [&str; 7] = [
     "uncontended",
     "latency",
     "contended",
     "tasks",
     "failover",
+    "tls",
     "scale",
 ];
 
@@ -395,6 +404,7 @@ async fn run() -> Result<(), BoxError> {
     workload!("contended", contended_phase);
     workload!("tasks", tasks_phase);
     workload!("failover", failover_phase);
+    workload!("tls", tls_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {
@@ -786,15 +796,14 @@ impl Contender {
     }
 }
 
+/// A connected framework; over TLS for a `tcp+tls://` connect string (the
+/// TLS workload's).
 async fn framework(connect: &str, tune: Tune) -> Result<Framework, BoxError> {
-    let framework = tune
-        .apply(
-            Framework::builder()
-                .connect_string(connect)
-                .session_timeout(SESSION_TIMEOUT)
-                .connection_timeout(Duration::from_secs(10)),
-        )?
-        .build()?;
+    let builder = Framework::builder()
+        .connect_string(connect)
+        .session_timeout(SESSION_TIMEOUT)
+        .connection_timeout(Duration::from_secs(10));
+    let framework = tune.apply(tls::configure(builder, connect)?)?.build()?;
     framework.start()?;
     framework.block_until_connected(CONNECT_LIMIT).await?;
     Ok(framework)
@@ -1155,6 +1164,8 @@ struct Findings {
     tasks: Option<(Option<Spread>, Option<Spread>)>,
     /// (K, variant, outcome) of the scale workload.
     scale: Vec<(usize, &'static str, Measured<ScaleFigures>)>,
+    /// The TLS workload's rates and round trips.
+    tls: Option<tls::TlsFindings>,
 }
 
 async fn uncontended_phase(
@@ -1881,7 +1892,7 @@ async fn peers_memory(
 
 fn print_targets(config: &Config, f: &Findings) {
     println!();
-    println!("== Issue 9 targets (from the figures above; a verdict, not an assertion) ==");
+    println!("== Issue 9 and 22 targets (from the figures above; a verdict, not an assertion) ==");
     let verdict = |ok: Option<bool>| match ok {
         Some(true) => "met",
         Some(false) => "NOT met",
@@ -1977,6 +1988,7 @@ fn print_targets(config: &Config, f: &Findings) {
             ),
         }
     }
+    tls::print_targets(f);
 }
 
 // ---------------------------------------------------------------------------

@@ -3,9 +3,15 @@
 //! and mutual exclusion (or the lease bound) must hold across both
 //! languages. Both sides check it through marker files in one directory.
 //!
+//! The mutex contention also runs over TLS: a real ZooKeeper serving TLS only
+//! and requiring client certificates, the Rust side connecting through
+//! [`TlsConfig`], the Java side through the ZooKeeper client's system
+//! properties (Netty socket, PEM key and trust stores); see [`Transport`].
+//!
 //! Needs `javac` and Curator's jars (`apt-get install -y default-jdk-headless
 //! libcurator-recipes-java`): without them each test fails saying so, or is
-//! skipped with a notice under `ZK_SKIP_MISSING=curator` (or `=1`).
+//! skipped with a notice under `ZK_SKIP_MISSING=curator` (or `=1`). The TLS
+//! test needs a real ZooKeeper too (`zookeeper`, `ZK_SKIP_MISSING=zookeeper`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -15,16 +21,96 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{framework, server, unique_path};
+use common::{framework, framework_with, server, unique_path};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-use zk_curator::{InterProcessMutex, InterProcessReadWriteLock};
+use zk_curator::framework::TlsConfig;
+use zk_curator::{Framework, InterProcessMutex, InterProcessReadWriteLock};
 use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
+use zk_curator_testing::{TestCertificates, ZooKeeperServer};
 
 const JAVA_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Netty jars the ZooKeeper client's TLS socket (`ClientCnxnSocketNetty`)
+/// needs beyond those `zookeeper.jar`'s manifest lists: `SslHandler` extends
+/// netty-codec's `ByteToMessageDecoder`, and the client's `Bootstrap`
+/// resolves addresses through netty-resolver. Harmless without TLS.
+const NETTY_JARS: [&str; 2] = [
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+];
+
+/// How both languages reach the server.
+#[derive(Clone, Debug)]
+enum Transport {
+    /// The plain client port.
+    Plaintext,
+    /// TLS with a client certificate on both sides: the Rust side through
+    /// [`TlsConfig`], the JVM through the ZooKeeper client's system
+    /// properties (`ZKClientConfig`, `ClientX509Util`).
+    MutualTls {
+        /// The authority that signed the server's certificate (PEM).
+        ca: PathBuf,
+        /// The client's certificate and key, as separate PEM files (Rust)
+        /// and as one bundle, key then certificate (ZooKeeper's PEM key store).
+        cert: PathBuf,
+        key: PathBuf,
+        bundle: PathBuf,
+    },
+}
+
+impl Transport {
+    /// TLS as the client identity of `certs`, trusting its authority.
+    fn mutual_tls(certs: &TestCertificates) -> Transport {
+        Transport::MutualTls {
+            ca: certs.ca().cert_path().to_owned(),
+            cert: certs.client().cert_path().to_owned(),
+            key: certs.client().key_path().to_owned(),
+            bundle: certs.client().bundle_path().to_owned(),
+        }
+    }
+
+    /// The JVM options that make Curator's ZooKeeper client use it.
+    fn jvm_properties(&self) -> Vec<String> {
+        match self {
+            Transport::Plaintext => Vec::new(),
+            Transport::MutualTls { ca, bundle, .. } => vec![
+                "-Dzookeeper.client.secure=true".to_owned(),
+                "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty"
+                    .to_owned(),
+                format!("-Dzookeeper.ssl.keyStore.location={}", bundle.display()),
+                "-Dzookeeper.ssl.keyStore.type=PEM".to_owned(),
+                format!("-Dzookeeper.ssl.trustStore.location={}", ca.display()),
+                "-Dzookeeper.ssl.trustStore.type=PEM".to_owned(),
+            ],
+        }
+    }
+
+    /// The line the Java participant prints once connected (what its
+    /// ZooKeeper client was configured with).
+    fn java_connected_line(&self) -> &'static str {
+        match self {
+            Transport::Plaintext => "connected secure=false",
+            Transport::MutualTls { .. } => {
+                "connected secure=true socket=org.apache.zookeeper.ClientCnxnSocketNetty"
+            }
+        }
+    }
+
+    /// A started, connected framework on `connect` through this transport.
+    async fn framework(&self, connect: &str) -> Framework {
+        match self {
+            Transport::Plaintext => framework(connect).await,
+            Transport::MutualTls { ca, cert, key, .. } => {
+                let tls = TlsConfig::new().ca_file(ca).client_cert_files(cert, key);
+                framework_with(connect, |b| b.tls(tls)).await
+            }
+        }
+    }
+}
 
 /// The compiled Java participant (its class directory and classpath), or
 /// `None` when the JVM side is not installed and `ZK_SKIP_MISSING` asks to
@@ -49,7 +135,7 @@ fn java_participant() -> Option<&'static (tempfile::TempDir, String)> {
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or_default();
-            let classpath = format!("{CURATOR_JAR}:{slf4j}");
+            let classpath = format!("{CURATOR_JAR}:{slf4j}:{}", NETTY_JARS.join(":"));
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/Interop.java");
             let status = std::process::Command::new("javac")
                 .args(["-cp", &classpath, "-d"])
@@ -72,9 +158,11 @@ struct Java {
 }
 
 impl Java {
-    /// Starts the Java participant and waits until it is connected and
-    /// about to take the lock.
+    /// Starts the Java participant and waits until it is connected through
+    /// `transport` and about to take the lock. `connect` is Curator's
+    /// (bare `host:port`, even for TLS).
     async fn start(
+        transport: &Transport,
         connect: &str,
         mode: &str,
         path: &str,
@@ -84,6 +172,7 @@ impl Java {
     ) -> Java {
         let (_, classpath) = java_participant().unwrap();
         let mut child = tokio::process::Command::new("java")
+            .args(transport.jvm_properties())
             .args([
                 "-cp",
                 classpath,
@@ -123,6 +212,13 @@ impl Java {
             ready,
             Ok(true),
             "the Java participant did not start: {}",
+            java.output
+        );
+        assert!(
+            java.output
+                .lines()
+                .any(|l| l.trim() == transport.java_connected_line()),
+            "the Java participant is not connected as {transport:?}: {}",
             java.output
         );
         java
@@ -183,28 +279,35 @@ async fn critical_section(markers: &Path, kind: &str, id: &str, leases: usize) -
 /// so that both languages contend for the whole run.
 const MAX_RUST_ROUNDS: u32 = 400;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_and_curator_mutexes_exclude_each_other() {
-    let Some(server) = server() else { return };
-    if java_participant().is_none() {
-        return;
-    }
+/// Two Rust workers (`transport`, `connect`) and one Curator participant
+/// (`java_connect`) take the mutex at one path in turns; no two may hold it
+/// at once, and each language must hand it to the other at least once.
+async fn mutexes_exclude_each_other(transport: Transport, connect: &str, java_connect: &str) {
     let path = unique_path("interop-mutex");
     let markers = tempfile::tempdir().unwrap();
-    let connect = server.connect_string();
-    let java = Java::start(&connect, "mutex", &path, 15, markers.path(), 1).await;
+    let java = Java::start(
+        &transport,
+        java_connect,
+        "mutex",
+        &path,
+        15,
+        markers.path(),
+        1,
+    )
+    .await;
     let java_done = Arc::new(AtomicBool::new(false));
 
     let mut rust = Vec::new();
     for worker in 0..2 {
-        let (connect, path, markers, java_done) = (
-            connect.clone(),
+        let (transport, connect, path, markers, java_done) = (
+            transport.clone(),
+            connect.to_owned(),
             path.clone(),
             markers.path().to_owned(),
             java_done.clone(),
         );
         rust.push(tokio::spawn(async move {
-            let fw = framework(&connect).await;
+            let fw = transport.framework(&connect).await;
             let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
             let mut violations = 0;
             for round in 0..MAX_RUST_ROUNDS {
@@ -234,6 +337,39 @@ async fn rust_and_curator_mutexes_exclude_each_other() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_curator_mutexes_exclude_each_other() {
+    let Some(server) = server() else { return };
+    if java_participant().is_none() {
+        return;
+    }
+    let connect = server.connect_string();
+    mutexes_exclude_each_other(Transport::Plaintext, &connect, &connect).await;
+}
+
+/// The same contention through the TLS port of a real ZooKeeper that serves
+/// nothing else and refuses clients without a certificate from its
+/// authority: both languages connect with mutual TLS, or the test fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_and_curator_mutexes_exclude_each_other_over_tls() {
+    let test = "rust_and_curator_mutexes_exclude_each_other_over_tls";
+    if !Prerequisite::ZooKeeper.check(test) || java_participant().is_none() {
+        return;
+    }
+    let certs = TestCertificates::generate().unwrap();
+    let server = ZooKeeperServer::builder()
+        .tls(certs.server_tls())
+        .start_async()
+        .await
+        .unwrap();
+    assert!(!server.serves_plaintext(), "the server must be TLS only");
+    let rust_connect = server.secure_connect_string().unwrap();
+    let java_connect = server.secure_address().unwrap().to_string();
+    assert!(rust_connect.starts_with("tcp+tls://"), "{rust_connect}");
+    mutexes_exclude_each_other(Transport::mutual_tls(&certs), &rust_connect, &java_connect).await;
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_read_write_locks_agree() {
     let Some(server) = server() else { return };
     if java_participant().is_none() {
@@ -242,8 +378,26 @@ async fn rust_and_curator_read_write_locks_agree() {
     let path = unique_path("interop-rw");
     let markers = tempfile::tempdir().unwrap();
     let connect = server.connect_string();
-    let java_writer = Java::start(&connect, "write", &path, 8, markers.path(), 1).await;
-    let java_reader = Java::start(&connect, "read", &path, 12, markers.path(), 1).await;
+    let java_writer = Java::start(
+        &Transport::Plaintext,
+        &connect,
+        "write",
+        &path,
+        8,
+        markers.path(),
+        1,
+    )
+    .await;
+    let java_reader = Java::start(
+        &Transport::Plaintext,
+        &connect,
+        "read",
+        &path,
+        12,
+        markers.path(),
+        1,
+    )
+    .await;
     let java_done = Arc::new(AtomicBool::new(false));
 
     let mut rust = Vec::new();
@@ -309,8 +463,26 @@ async fn rust_and_curator_semaphores_share_the_lease_bound() {
     let path = unique_path("interop-semaphore");
     let markers = tempfile::tempdir().unwrap();
     let connect = server.connect_string();
-    let java_a = Java::start(&connect, "semaphore", &path, 12, markers.path(), LEASES).await;
-    let java_b = Java::start(&connect, "semaphore", &path, 12, markers.path(), LEASES).await;
+    let java_a = Java::start(
+        &Transport::Plaintext,
+        &connect,
+        "semaphore",
+        &path,
+        12,
+        markers.path(),
+        LEASES,
+    )
+    .await;
+    let java_b = Java::start(
+        &Transport::Plaintext,
+        &connect,
+        "semaphore",
+        &path,
+        12,
+        markers.path(),
+        LEASES,
+    )
+    .await;
     let java_done = Arc::new(AtomicBool::new(false));
 
     let mut rust = Vec::new();

@@ -24,6 +24,14 @@ const SLF4J_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-nop.jar",
     "/usr/share/java/slf4j-simple.jar",
 ];
+/// What the ZooKeeper client's TLS socket (`ClientCnxnSocketNetty`) needs
+/// beyond the Netty jars `zookeeper.jar`'s manifest lists: netty-codec
+/// (`SslHandler` extends its decoder) and netty-resolver (the client's
+/// `Bootstrap`). Only TLS sessions load them.
+const NETTY_JARS: [&str; 2] = [
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+];
 /// A peer's start (a JVM, a Python import).
 const START_LIMIT: Duration = Duration::from_secs(60);
 
@@ -192,7 +200,7 @@ pub(crate) async fn prepare_java() -> Measured<PeerSetup> {
         .into_iter()
         .find(|jar| Path::new(jar).exists())
         .unwrap_or_default();
-    let classpath = format!("{CURATOR_JAR}:{slf4j}");
+    let classpath = format!("{CURATOR_JAR}:{slf4j}:{}", NETTY_JARS.join(":"));
     let mut javac = Command::new("javac");
     javac
         .args(["-nowarn", "-cp", &classpath, "-d"])

@@ -11,11 +11,19 @@
 //!   (and the bench can say so) instead of limping on;
 //! * `maxClientCnxns=0`: every contender keeps up to 32 sessions from
 //!   127.0.0.1, more than the default 60 connections per host.
+//!
+//! The TLS workload starts a second one with [`BenchServer::start_tls`]: the
+//! same settings, plus a `secureClientPort` beside the plain client port.
+//! ZooKeeper serves TLS only through Netty, so that server runs Netty's
+//! connection factory (`NettyServerCnxnFactory`) on both ports, where the
+//! first one runs ZooKeeper's default (NIO).
 
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use zk_curator_testing::ServerTls;
 
 use super::BoxError;
 
@@ -28,29 +36,69 @@ pub(crate) struct BenchServer {
     child: Child,
     dir: tempfile::TempDir,
     port: u16,
+    /// The TLS port ([`BenchServer::start_tls`]).
+    secure_port: Option<u16>,
 }
 
 impl BenchServer {
     pub(crate) fn start() -> Result<BenchServer, BoxError> {
+        Self::start_with(None)
+    }
+
+    /// A server that also serves TLS on a second port, with `tls`'s key
+    /// store, trust store and client-certificate rule (`ssl.clientAuth`).
+    pub(crate) fn start_tls(tls: &ServerTls) -> Result<BenchServer, BoxError> {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&ServerTls>) -> Result<BenchServer, BoxError> {
         let dir = tempfile::Builder::new()
             .prefix("zk-bench-server-")
             .tempdir()?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        // Both listeners are held until both ports are known, so that the
+        // two differ.
+        let plain = TcpListener::bind("127.0.0.1:0")?;
+        let secure = tls.map(|_| TcpListener::bind("127.0.0.1:0")).transpose()?;
+        let port = plain.local_addr()?.port();
+        let secure_port = secure
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()?
+            .map(|a| a.port());
+        drop((plain, secure));
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data)?;
         let config = dir.path().join("zoo.cfg");
-        std::fs::write(
-            &config,
-            format!(
-                "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
-                 4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n",
-                data.display()
-            ),
-        )?;
+        let mut settings = format!(
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n\
+             4lw.commands.whitelist=*\nadmin.enableServer=false\nmaxClientCnxns=0\n",
+            data.display()
+        );
+        if let (Some(tls), Some(secure_port)) = (tls, secure_port) {
+            // Keys ZooKeeper does not know become `zookeeper.*` system
+            // properties, where its TLS settings are read from.
+            settings += &format!(
+                "secureClientPort={secure_port}\nsecureClientPortAddress=127.0.0.1\n\
+                 serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                 ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+                 ssl.trustStore.location={}\nssl.trustStore.type=PEM\n\
+                 ssl.clientAuth={}\n\
+                 authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n",
+                tls.key_store().display(),
+                tls.trust_store().display(),
+                tls.client_auth_mode().as_property(),
+            );
+        }
+        std::fs::write(&config, settings)?;
         let classpath = match std::env::var(zk_curator_testing::server::CLASSPATH_ENV) {
             Ok(cp) if !cp.trim().is_empty() => cp,
             _ => {
                 let mut cp = "/usr/share/java/zookeeper.jar".to_owned();
+                // zookeeper.jar's manifest leaves out netty-codec, which
+                // Netty's SslHandler extends: without it every handshake fails.
+                if tls.is_some() {
+                    cp += ":/usr/share/java/netty-codec.jar";
+                }
                 if let Some(binding) = ["slf4j-nop.jar", "slf4j-simple.jar"]
                     .iter()
                     .map(|jar| PathBuf::from("/usr/share/java").join(jar))
@@ -77,7 +125,12 @@ impl BenchServer {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        let mut server = BenchServer { child, dir, port };
+        let mut server = BenchServer {
+            child,
+            dir,
+            port,
+            secure_port,
+        };
         let started = Instant::now();
         loop {
             if let Some(status) = server.child.try_wait()? {
@@ -87,8 +140,13 @@ impl BenchServer {
                 )
                 .into());
             }
-            if four_letter_blocking(&server.address(), "mntr")
-                .is_some_and(|r| r.contains("zk_server_state"))
+            let secure_listens = server.secure_address().is_none_or(|addr| {
+                addr.parse()
+                    .is_ok_and(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok())
+            });
+            if secure_listens
+                && four_letter_blocking(&server.address(), "mntr")
+                    .is_some_and(|r| r.contains("zk_server_state"))
             {
                 return Ok(server);
             }
@@ -101,6 +159,11 @@ impl BenchServer {
 
     pub(crate) fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:<TLS port>`, if it serves TLS.
+    pub(crate) fn secure_address(&self) -> Option<String> {
+        self.secure_port.map(|port| format!("127.0.0.1:{port}"))
     }
 
     /// Whether the JVM is still running (it exits on OutOfMemoryError).

@@ -11,7 +11,12 @@
 //   java -cp <classes>:<curator-recipes.jar>:<slf4j-nop.jar> CuratorBench serve
 //        a long-lived process (it stays warm across reps) that reads one command a
 //        line on stdin and answers each with ONE line, `RESULT ...` or `FAILED: ...`:
-//          connect     <connect> <sessions>            open (and keep) that many sessions
+//          connect     <connect> <sessions>            open (and keep) that many sessions;
+//                      answers with secure=<bool>, how the first one's client is configured
+//          close       <connect>                       closes the kept sessions to <connect>
+//          tls         <trust-pem> <key-pem>           the TLS material of `tcp+tls://` connect
+//                      strings: the authorities to trust, and the client's key and
+//                      certificate in one PEM file (ZooKeeper's PEM key store)
 //          uncontended <connect> <path> <cycles>       on the first kept session
 //          contended   <connect> <path> <sessions> <tasks> <millis>
 //                      <tasks> threads spread over the first <sessions> kept sessions
@@ -32,6 +37,12 @@
 //          quit
 //   java ... CuratorBench memory <connect> <path> <clients> <waiters>
 //        one shot, in a fresh JVM (memory is a property of the process)
+//
+// A connect string `tcp+tls://host:port` (zk-curator's form) means the same server over
+// TLS: the scheme is stripped, and the session's ZooKeeper client gets a ZKClientConfig of
+// its own (secure, the Netty socket, the `tls` command's PEM files), so that plaintext and
+// TLS sessions live side by side in one JVM. Its classpath needs netty-codec and
+// netty-resolver (zookeeper.jar's manifest lists neither).
 //
 // Exit status 0 = figures printed, anything else = failure (reason on stderr).
 
@@ -56,6 +67,8 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.ZooKeeper;
+import org.apache.zookeeper.client.ZKClientConfig;
 
 public class CuratorBench {
     /** No single acquire may take longer than this (the harness bounds the whole run too). */
@@ -118,8 +131,24 @@ public class CuratorBench {
             try {
                 switch (w[0]) {
                     case "connect":
-                        sessions(w[1], Integer.parseInt(w[2]));
-                        System.out.println("RESULT kind=connect sessions=" + w[2]);
+                        List<CuratorFramework> opened = sessions(w[1], Integer.parseInt(w[2]));
+                        boolean secure = opened.get(0).getZookeeperClient().getZooKeeper()
+                            .getClientConfig().getBoolean(ZKClientConfig.SECURE_CLIENT);
+                        System.out.println("RESULT kind=connect sessions=" + w[2] + " secure=" + secure);
+                        break;
+                    case "close":
+                        List<CuratorFramework> closing = POOL.remove(w[1]);
+                        if (closing != null) {
+                            for (CuratorFramework client : closing) {
+                                client.close();
+                            }
+                        }
+                        System.out.println("RESULT kind=close");
+                        break;
+                    case "tls":
+                        tlsTrustStore = w[1];
+                        tlsKeyStore = w[2];
+                        System.out.println("RESULT kind=tls");
                         break;
                     case "uncontended":
                         uncontended(sessions(w[1], 1).get(0), w[2], Integer.parseInt(w[3]));
@@ -326,14 +355,49 @@ public class CuratorBench {
         ELECTION_CLIENTS.clear();
     }
 
+    /** The scheme of a connect string to reach over TLS. */
+    private static final String TLS_SCHEME = "tcp+tls://";
+    /** The PEM files of TLS sessions (the `tls` command). */
+    private static String tlsTrustStore;
+    private static String tlsKeyStore;
+
     private static CuratorFramework client(String connect) throws Exception {
-        CuratorFramework client =
-            CuratorFrameworkFactory.newClient(connect, SESSION_TIMEOUT_MS, 10000, new ExponentialBackoffRetry(100, 5));
+        CuratorFramework client;
+        if (connect.startsWith(TLS_SCHEME)) {
+            ZKClientConfig config = tlsConfig();
+            client = CuratorFrameworkFactory.builder()
+                .connectString(connect.substring(TLS_SCHEME.length()))
+                .sessionTimeoutMs(SESSION_TIMEOUT_MS)
+                .connectionTimeoutMs(10000)
+                .retryPolicy(new ExponentialBackoffRetry(100, 5))
+                .zookeeperFactory((hosts, timeout, watcher, readOnly) ->
+                    new ZooKeeper(hosts, timeout, watcher, readOnly, config))
+                .build();
+        } else {
+            client = CuratorFrameworkFactory.newClient(
+                connect, SESSION_TIMEOUT_MS, 10000, new ExponentialBackoffRetry(100, 5));
+        }
         client.start();
         if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
             throw new IllegalStateException("could not connect to " + connect);
         }
         return client;
+    }
+
+    /** A ZooKeeper client configuration for TLS (the properties of ZKClientConfig and ClientX509Util). */
+    private static ZKClientConfig tlsConfig() {
+        if (tlsTrustStore == null || tlsKeyStore == null) {
+            throw new IllegalStateException("a tcp+tls:// connect string before the tls command");
+        }
+        ZKClientConfig config = new ZKClientConfig();
+        config.setProperty(ZKClientConfig.SECURE_CLIENT, "true");
+        config.setProperty(ZKClientConfig.ZOOKEEPER_CLIENT_CNXN_SOCKET,
+            "org.apache.zookeeper.ClientCnxnSocketNetty");
+        config.setProperty("zookeeper.ssl.keyStore.location", tlsKeyStore);
+        config.setProperty("zookeeper.ssl.keyStore.type", "PEM");
+        config.setProperty("zookeeper.ssl.trustStore.location", tlsTrustStore);
+        config.setProperty("zookeeper.ssl.trustStore.type", "PEM");
+        return config;
     }
 
     private static void acquire(InterProcessMutex mutex) throws Exception {

@@ -4,8 +4,13 @@
 // while holding, it creates its own marker, then counts the markers of every
 // participant (Rust or JVM) and reports a violation if the lock's rule is
 // broken; it also appends "java" to the shared log, so the test can see that
-// both languages really took turns. It prints "ready" once connected.
-// Exit status 0 = no violation, 3 = violations, anything else = error.
+// both languages really took turns. Once connected it prints how its
+// ZooKeeper client was configured ("connected secure=<bool>", plus the socket
+// class when secure; the Rust side checks it), then "ready". TLS comes from
+// the ZooKeeper client's system properties (zookeeper.client.secure,
+// zookeeper.clientCnxnSocket, zookeeper.ssl.*), set on the java command line.
+// Exit status 0 = no violation, 3 = violations, anything else = error (an
+// exception ends the JVM at once, though Curator's threads still run).
 
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -21,9 +26,19 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.client.ZKClientConfig;
 
 public class Interop {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
         String connect = args[0];
         String mode = args[1];
         String path = args[2];
@@ -37,6 +52,11 @@ public class Interop {
         if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
             throw new IllegalStateException("could not connect to " + connect);
         }
+        ZKClientConfig config = client.getZookeeperClient().getZooKeeper().getClientConfig();
+        boolean secure = config.getBoolean(ZKClientConfig.SECURE_CLIENT);
+        System.out.println("connected secure=" + secure + (secure
+            ? " socket=" + config.getProperty(ZKClientConfig.ZOOKEEPER_CLIENT_CNXN_SOCKET)
+            : ""));
         InterProcessMutex mutex = null;
         InterProcessSemaphoreV2 semaphore = null;
         String kind;
