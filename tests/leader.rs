@@ -520,11 +520,18 @@ async fn a_dropped_await_changes_nothing_and_closing_a_waiter_leaves_no_node() {
             .await
             .unwrap()
             .is_none());
+        // A leads until it closes (below), so this wait can only end by its
+        // deadline: what it checks is the deadline, not a quiet window.
+        let asked = std::time::Instant::now();
         assert!(b
             .await_leadership_timeout(Duration::from_millis(100))
             .await
             .unwrap()
             .is_none());
+        assert!(
+            asked.elapsed() >= Duration::from_millis(100),
+            "the timed wait gave up before its deadline"
+        );
         let mut wait = Box::pin(b.await_leadership());
         assert!(futures::poll!(wait.as_mut()).is_pending());
         drop(wait);
