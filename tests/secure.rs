@@ -207,6 +207,73 @@ async fn locks_fences_and_elections_work_over_mutual_tls() {
 }
 
 #[tokio::test]
+async fn bare_hosts_use_tls_and_the_server_name_can_be_chosen() {
+    bounded(BOUND, async {
+        let certs = TestCertificates::generate().unwrap();
+        let Some(server) = secure_server(
+            "bare_hosts_use_tls_and_the_server_name_can_be_chosen",
+            &certs,
+            None,
+        )
+        .await
+        else {
+            return;
+        };
+        // A bare host:port: TLS, once the framework has TLS settings.
+        let bare = server.connect.trim_start_matches("tcp+tls://").to_owned();
+        let framework = tls_builder(&bare, trusted(&certs)).build().unwrap();
+        framework.start().unwrap();
+        framework.block_until_connected(PATIENCE).await.unwrap();
+        framework.close().await;
+        // The certificate names localhost too: verified against that name.
+        let framework = tls_builder(&bare, trusted(&certs).server_name("localhost"))
+            .build()
+            .unwrap();
+        framework.start().unwrap();
+        framework.block_until_connected(PATIENCE).await.unwrap();
+        framework.close().await;
+        // A name the certificate does not carry is refused, and said so.
+        let (err, _) = connect_error(tls_builder(
+            &bare,
+            trusted(&certs).server_name("elsewhere.example"),
+        ))
+        .await;
+        assert!(
+            matches!(reason(&err), ConnectFailure::UntrustedServerCertificate(_)),
+            "{err:?}"
+        );
+        // Only tcp+tls:// entries use TLS when bare hosts are told not to:
+        // the TLS port does not answer plaintext.
+        let plain_bare = tls_builder(&bare, trusted(&certs).plain_hosts_use_tls(false))
+            .connection_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        plain_bare.start().unwrap();
+        assert!(
+            plain_bare.session().await.is_err(),
+            "plaintext on the TLS port connected"
+        );
+        plain_bare.close_within(Duration::from_millis(200)).await;
+    })
+    .await;
+}
+
+#[test]
+fn the_system_roots_can_be_trusted() {
+    if std::env::var_os("SSL_CERT_FILE").is_none()
+        && !std::path::Path::new("/etc/ssl/certs/ca-certificates.crt").exists()
+    {
+        eprintln!("no system CA bundle here (Debian: ca-certificates)");
+        return;
+    }
+    Framework::builder()
+        .connect_string("tcp+tls://127.0.0.1:2281")
+        .tls(TlsConfig::new().platform_roots(true))
+        .build()
+        .unwrap();
+}
+
+#[tokio::test]
 async fn a_client_without_a_certificate_is_told_why() {
     bounded(BOUND, async {
         let certs = TestCertificates::generate().unwrap();

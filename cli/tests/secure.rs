@@ -250,6 +250,39 @@ async fn sasl_digest_from_the_environment_or_a_file() {
             "SASL from a file: {}",
             stderr(&output)
         );
+        // Revocation on SASL sessions: a holder asked to give the lock up
+        // by another SASL session stops its command and exits 77.
+        let holder = zkc(&connect, &["lock", "/sasl-revoke", "--", "sleep", "30"])
+            .env("ZK_SASL", "digest:alice:alice-secret")
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            let listed = zkc(&connect, &["locks", "/sasl-revoke", "--json"])
+                .env("ZK_SASL", "digest:alice:alice-secret")
+                .output()
+                .await
+                .unwrap();
+            if String::from_utf8_lossy(&listed.stdout).contains("\"holder\"") {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the holder never held"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let revoked = zkc(&connect, &["revoke", "/sasl-revoke", "--all"])
+            .env("ZK_SASL", "digest:alice:alice-secret")
+            .output()
+            .await
+            .unwrap();
+        assert!(revoked.status.success(), "revoke: {}", stderr(&revoked));
+        let output = tokio::time::timeout(Duration::from_secs(20), holder.wait_with_output())
+            .await
+            .expect("the revoked holder did not exit")
+            .unwrap();
+        assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
         // A wrong password: exit 69 at once, saying why.
         let started = Instant::now();
         let output = zkc(&connect, &["locks", "/sasl-cli"])
