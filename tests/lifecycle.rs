@@ -16,7 +16,7 @@ use zk_curator::framework::lock_internals::{
     Acquire, ContenderGuard, LockInternals, LockInternalsDriver, ParticipantNode,
 };
 use zk_curator::{ConnectionState, Framework, InterProcessMutex};
-use zk_curator_testing::FaultProxy;
+use zk_curator_testing::{FaultProxy, TestingServer};
 
 /// Every test body runs under this limit, so a hang fails by itself.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -76,24 +76,40 @@ async fn close_ends_the_session_and_its_ephemeral_nodes_before_returning() {
     .expect("test timed out");
 }
 
+/// A framework holding a node through a proxy that then stops forwarding,
+/// with a delete for the final flush that cannot succeed: a close with the
+/// server out of reach. Returns the framework, the proxy and the node.
+async fn out_of_reach_with_work_left(
+    server: &TestingServer,
+    name: &str,
+) -> (Framework, FaultProxy, String) {
+    let path = unique_path(name);
+    let proxy = FaultProxy::start(server.address()).await.unwrap();
+    let fw = framework_with(&proxy.connect_string(), |b| {
+        b.session_timeout(Duration::from_secs(10))
+            .connection_timeout(Duration::from_secs(2))
+    })
+    .await;
+    let lock = persistent_lock(&fw, &path);
+    let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
+    proxy.blackhole(true);
+    drop(ContenderGuard::node(&fw, node.path()));
+    (fw, proxy, node.path().to_owned())
+}
+
+/// Lets the server be reached again and deletes what the test left.
+async fn clean_up_after(server: &TestingServer, proxy: &FaultProxy, node: &str) {
+    proxy.blackhole(false);
+    let raw = raw_client(&server.connect_string()).await;
+    let _ = raw.delete(node, None).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_is_bounded_when_the_server_is_unreachable() {
     init_tracing();
     let Some(server) = server() else { return };
     tokio::time::timeout(TEST_LIMIT, async {
-        let path = unique_path("close-unreachable");
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework_with(&proxy.connect_string(), |b| {
-            b.session_timeout(Duration::from_secs(10))
-                .connection_timeout(Duration::from_secs(2))
-        })
-        .await;
-        let lock = persistent_lock(&fw, &path);
-        let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
-        proxy.blackhole(true);
-        // Something for the final flush to try, which cannot succeed.
-        drop(ContenderGuard::node(&fw, node.path()));
-
+        let (fw, proxy, node) = out_of_reach_with_work_left(server, "close-unreachable").await;
         let started = Instant::now();
         fw.close().await;
         let took = started.elapsed();
@@ -102,10 +118,7 @@ async fn close_is_bounded_when_the_server_is_unreachable() {
         // the connection timeout (2 s here).
         assert!(took < Duration::from_secs(6), "close() took {took:?}");
         assert!(fw.is_closed());
-        proxy.blackhole(false);
-        // Leave nothing behind for other tests.
-        let raw = raw_client(&server.connect_string()).await;
-        let _ = raw.delete(node.path(), None).await;
+        clean_up_after(server, &proxy, &node).await;
     })
     .await
     .expect("test timed out");
@@ -118,20 +131,7 @@ async fn close_within_bounds_a_close_on_a_dead_server() {
     init_tracing();
     let Some(server) = server() else { return };
     tokio::time::timeout(TEST_LIMIT, async {
-        let path = unique_path("close-within");
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework_with(&proxy.connect_string(), |b| {
-            b.session_timeout(Duration::from_secs(10))
-                .connection_timeout(Duration::from_secs(2))
-        })
-        .await;
-        let lock = persistent_lock(&fw, &path);
-        let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
-        proxy.blackhole(true);
-        // Work for the final flush that cannot succeed (as above, where
-        // close() takes seconds).
-        drop(ContenderGuard::node(&fw, node.path()));
-
+        let (fw, proxy, node) = out_of_reach_with_work_left(server, "close-within").await;
         let started = Instant::now();
         let confirmed = fw.close_within(Duration::from_millis(300)).await;
         let took = started.elapsed();
@@ -142,9 +142,7 @@ async fn close_within_bounds_a_close_on_a_dead_server() {
             "close_within(300ms) took {took:?}"
         );
         assert!(fw.is_closed());
-        proxy.blackhole(false);
-        let raw = raw_client(&server.connect_string()).await;
-        let _ = raw.delete(node.path(), None).await;
+        clean_up_after(server, &proxy, &node).await;
     })
     .await
     .expect("test timed out");
