@@ -11,11 +11,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use zk_curator::InterProcessMutex;
+use zk_curator::{FencingToken, InterProcessMutex};
 
 const WORKERS: usize = 4;
 const ROUNDS: usize = 3;
@@ -30,7 +30,7 @@ async fn main() -> Result<(), common::BoxError> {
     let (connect, _server) = common::server().await?;
 
     let path = format!("/quickstart/{}", std::process::id());
-    let last_token = Arc::new(AtomicI64::new(0));
+    let last_token = Arc::new(Mutex::new(None));
     let mut workers = Vec::new();
     for id in 0..WORKERS {
         let (connect, path, last_token) = (connect.clone(), path.clone(), last_token.clone());
@@ -49,7 +49,7 @@ async fn worker(
     id: usize,
     connect: &str,
     path: &str,
-    last_token: &AtomicI64,
+    last_token: &Mutex<Option<FencingToken>>,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Each worker is its own ZooKeeper session, like a separate process.
     let framework = common::connected(connect, Duration::from_secs(10)).await?;
@@ -59,9 +59,9 @@ async fn worker(
         mutex.acquire().await?;
         // Reentrant: the same task may acquire again without blocking.
         mutex.acquire().await?;
-        let token = mutex.fencing_token().map_or(0, i64::from);
-        let previous = last_token.swap(token, Ordering::SeqCst);
-        assert!(token > previous, "fencing tokens must increase");
+        let token = mutex.fencing_token().ok_or("held, so it has a token")?;
+        let previous = last_token.lock().map_err(|_| "poisoned")?.replace(token);
+        assert!(previous < Some(token), "fencing tokens must increase");
         println!(
             "worker {id} holds the lock (round {round}, held twice, fencing token {token:#x})"
         );

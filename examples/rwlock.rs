@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Barrier;
 use zk_curator::recipes::InterProcessReadWriteLock;
+use zk_curator::FencingToken;
 
 use common::BoxError;
 
@@ -80,7 +81,7 @@ async fn reader(
     read.acquire().await?;
     println!(
         "reader {id}: holds the read lock (fencing token {:#x})",
-        read.fencing_token().map_or(0, i64::from)
+        read.fencing_token().map_or(0, FencingToken::get)
     );
     both_inside.wait().await;
     println!("reader {id}: both readers are inside at once");

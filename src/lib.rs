@@ -135,8 +135,8 @@ pub use zk_curator_recipes::{
     LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Participant,
 };
 pub use zk_curator_recipes::{
-    Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
+    CohortPolicy, Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock,
+    InterProcessMutex, InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
     RevocationListener, Revoker, Wait, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};

@@ -9,6 +9,7 @@
 //! | `zk_curator_hold_seconds` | histogram | seconds | `path` | time from the grant to the release (or drop) of a hold |
 //! | `zk_curator_losses_total` | counter | | `path`, `reason` | holds found lost, by [`LockLoss`](crate::lock_internals::LockLoss) |
 //! | `zk_curator_revocations_total` | counter | | `path` | revocation requests delivered to a listener |
+//! | `zk_curator_lock_passes_total` | counter | | `path` | held nodes passed to another task of the framework without a request ([`CohortPolicy`](crate::lock_internals::CohortPolicy)) |
 //! | `zk_curator_background_deletes_total` | counter | | | nodes the background cleaner deleted |
 //! | `zk_curator_waiting` | gauge | | `path` | acquires under way |
 //! | `zk_curator_holding` | gauge | | `path` | holds alive |
@@ -28,6 +29,7 @@
 //! |---|---|---|
 //! | `lock.acquire` | `path` (lock path), `lock` (node name prefix), `try_only` | one acquire of any recipe's node, to a hold, a timeout or an error |
 //! | `lock.release` | `node` (full node path) | the delete of one node |
+//! | `lock.pass` | `node`, `token` (the passing hold's) | a held node passed to the next task of the framework (cohort hand-off) |
 //! | `semaphore.acquire` | `path`, `leases` (asked for), `max_leases` | a semaphore acquire, internal mutex included |
 //! | `semaphore.release` | `node` | one lease's release |
 //! | `multi_lock.acquire` | `paths` (the members' paths), `timeout`, `owner` (task) | a multi-lock acquire, every member |
@@ -69,6 +71,10 @@ mod enabled {
             .increment(1);
     }
 
+    pub(crate) fn lock_passed(path: &str) {
+        metrics::counter!("zk_curator_lock_passes_total", "path" => path.to_owned()).increment(1);
+    }
+
     pub(crate) fn revocation(path: &str) {
         metrics::counter!("zk_curator_revocations_total", "path" => path.to_owned()).increment(1);
     }
@@ -91,6 +97,7 @@ mod enabled {
     pub(crate) fn hold_started(_path: &str) {}
     pub(crate) fn hold_ended(_path: &str, _held: Duration) {}
     pub(crate) fn hold_lost(_path: &str, _reason: String) {}
+    pub(crate) fn lock_passed(_path: &str) {}
     pub(crate) fn revocation(_path: &str) {}
     pub(crate) fn background_delete() {}
     pub(crate) fn state_change(_state: String) {}

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::cohort::{Baton, CohortPolicy, Passes};
 use super::local_queue::LocalQueues;
 use super::shared_node::SharedNodes;
 use super::wait::Wakeups;
@@ -16,6 +17,7 @@ use crate::{Framework, FrameworkBuilder, Metrics};
 pub(crate) struct LockOptions {
     pub(crate) local_queue: bool,
     pub(crate) release_before_reply: bool,
+    pub(crate) cohort: Option<CohortPolicy>,
 }
 
 impl Default for LockOptions {
@@ -23,6 +25,7 @@ impl Default for LockOptions {
         LockOptions {
             local_queue: true,
             release_before_reply: false,
+            cohort: None,
         }
     }
 }
@@ -32,7 +35,7 @@ impl Default for LockOptions {
 pub(crate) struct Engine {
     /// The in-process queue in front of every lock (see
     /// [`FrameworkBuilder::local_queue`]).
-    pub(crate) local_queues: Arc<LocalQueues>,
+    pub(crate) local_queues: Arc<LocalQueues<Baton>>,
     /// The read nodes shared by readers of this process.
     pub(crate) shared_nodes: Arc<SharedNodes>,
 }
@@ -110,6 +113,37 @@ impl FrameworkBuilder {
     }
 }
 
+impl FrameworkBuilder {
+    /// Cohort hand-off (off by default): a release passes the held node to
+    /// a task of this framework that waits for the same lock, with no
+    /// request to ZooKeeper, for a run of at most
+    /// [`CohortPolicy::max_passes`] passes or [`CohortPolicy::max_hold`] of
+    /// continuous holding; then the node is deleted as usual and the next
+    /// task queues a new node behind the other sessions'. `None` turns it
+    /// off.
+    ///
+    /// Needs the in-process queue ([`local_queue`](Self::local_queue), on by
+    /// default), and applies to the locks that queue in it: a mutex, a
+    /// write lock, a semaphore's internal mutex. An acquire with a
+    /// revocation listener, pinned to a session, or asking for other node
+    /// data than the holder's, neither passes nor receives a node.
+    ///
+    /// What it keeps: one holder at a time (the old hold ends, for every
+    /// clone, before the new one begins; a fenced write of the old holder is
+    /// refused from then on without being sent), fencing tokens that grow
+    /// with every holder ([`FencingToken`](super::FencingToken) counts the
+    /// passes below the node's zxid), and no pass once the session was
+    /// suspended, replaced or closed since the run began. What it changes:
+    /// a run of tasks of this process holds the lock ahead of other
+    /// sessions' waiters, for at most the bound; `locks` shows the same node
+    /// (this framework holds it) through the run. [`CohortPolicy`] says why
+    /// a pass is safe.
+    pub fn cohort(mut self, policy: impl Into<Option<CohortPolicy>>) -> Self {
+        self.extension_mut::<LockOptions>().cohort = policy.into();
+        self
+    }
+}
+
 impl Framework {
     /// How many acquires of this framework wait for the lock at `path` (any
     /// lock name under it; see [`FrameworkBuilder::local_queue`]) without a
@@ -127,5 +161,12 @@ impl Metrics {
     /// node ahead of it. With no herd effect, one release wakes one waiter.
     pub fn lock_wakeups(&self) -> u64 {
         self.extensions().get::<Wakeups>().get()
+    }
+
+    /// How many times a lock of this framework passed its node to another
+    /// task of the framework without a request (see
+    /// [`FrameworkBuilder::cohort`]).
+    pub fn lock_passes(&self) -> u64 {
+        self.extensions().get::<Passes>().get()
     }
 }

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 use zookeeper_client as zk;
 
+use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
 use super::node::AcquiredNode;
@@ -63,7 +64,12 @@ struct HoldInner {
     /// The in-process turn the hold occupies, given back by the release,
     /// when the hold is found lost, or when the last clone goes; with the
     /// sender whose drop ends the task watching for the loss.
-    turn: std::sync::Mutex<Option<(LocalTurn, oneshot::Sender<()>)>>,
+    turn: std::sync::Mutex<Option<(LocalTurn<Baton>, oneshot::Sender<()>)>>,
+    /// The run of passes this hold belongs to, for a hold whose node may
+    /// pass to the next task of this process (see [`super::cohort`]).
+    run: std::sync::OnceLock<Run>,
+    /// Set once something else is tied to the node: it is never passed.
+    keep: std::sync::atomic::AtomicBool,
     /// For a share of a node that several acquires of this process hold
     /// together (readers): the node is deleted only when the last share
     /// goes (see [`LeaveShare`]).
@@ -95,9 +101,109 @@ impl Hold {
                 lost: watch::Sender::new(None),
                 gate: SendGate::default(),
                 turn: std::sync::Mutex::new(None),
+                run: std::sync::OnceLock::new(),
+                keep: std::sync::atomic::AtomicBool::new(false),
                 share: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// The hold of a node passed by another task of this framework (see
+    /// [`super::cohort`]), if the node is still to be trusted as of the
+    /// run's first grant; otherwise the node is deleted in the background
+    /// and `None` returned.
+    pub(crate) fn receive(framework: &Framework, baton: Baton) -> Option<Hold> {
+        let (node, epoch, run) = baton.receive()?;
+        if let Some(loss) = loss_of(framework, &node, epoch) {
+            tracing::info!(node = %node.path(), %loss, "passed node lost on the way; queueing anew");
+            framework.delete_in_background(node.path());
+            return None;
+        }
+        let hold = Hold::new(framework.clone(), node, epoch);
+        hold.start_run(run);
+        telemetry::lock_passed(&hold.inner.label);
+        Passes::add(framework);
+        Some(hold)
+    }
+
+    /// Lets the hold pass its node on within `run` (see [`super::cohort`]).
+    pub(crate) fn start_run(&self, run: Run) {
+        let _ = self.inner.run.set(run);
+    }
+
+    /// Never pass this hold's node to another task of this process: its
+    /// release deletes it, as without cohort hand-off (see
+    /// [`FrameworkBuilder::cohort`](crate::FrameworkBuilder::cohort)). For a
+    /// recipe that ties something else to the node, such as a read node
+    /// level with a write node.
+    pub fn keep_from_passing(&self) {
+        self.inner
+            .keep
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Passes the node to the next task of this framework waiting for the
+    /// same lock, if the hold's run allows one more pass and a task waits:
+    /// the hold ends (for every clone, as a release ends it) in the same
+    /// step of its send gate that finds it still valid, then the node is
+    /// left with the turn for that task. Returns `false`, with nothing
+    /// changed, when there was no pass.
+    pub(crate) fn pass_on(&self) -> bool {
+        if self.inner.keep.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let Some(next) = self.inner.run.get().and_then(Run::next) else {
+            return false;
+        };
+        let span =
+            tracing::info_span!("lock.pass", node = %self.path(), token = %self.fencing_token());
+        let _entered = span.enter();
+        let passed = {
+            let slot = self.turn_slot();
+            let Some((turn, _)) = slot.as_ref() else {
+                return false;
+            };
+            // The turn's gate is locked by the hand-over, never the other
+            // way round; ending the hold may mark it lost, which takes the
+            // slot: let it go first.
+            let handle = turn.handle();
+            drop(slot);
+            handle.is_some_and(|handle| {
+                handle.hand_over(|| {
+                    self.end_if_valid().then(|| {
+                        Baton::new(
+                            self.inner.framework.clone(),
+                            self.inner.node.clone(),
+                            self.inner.epoch,
+                            next,
+                        )
+                    })
+                })
+            })
+        };
+        if passed {
+            tracing::info!("lock passed to the next task of this process");
+            // The turn goes back with the node waiting in it.
+            self.give_turn_back();
+        }
+        passed
+    }
+
+    /// Ends the hold as [`Hold::end`] does, if it is still valid, in one
+    /// step of its send gate; whether it did.
+    fn end_if_valid(&self) -> bool {
+        self.inner.gate.ending(|| {
+            if self.check().is_err() {
+                return false;
+            }
+            self.inner.lost.send_if_modified(|current| {
+                if current.is_some() {
+                    return false;
+                }
+                *current = Some(LockLoss::NotHeld);
+                true
+            })
+        })
     }
 
     /// Keeps `turn` until the release, the last clone's drop, or the loss
@@ -106,7 +212,7 @@ impl Hold {
     /// waiters are not held back by it either), even if its holder has not
     /// noticed the loss yet; a small task watches the session and the
     /// connection state for it, without any request.
-    pub(crate) fn keep_turn(&self, turn: Option<LocalTurn>) {
+    pub(crate) fn keep_turn(&self, turn: Option<LocalTurn<Baton>>) {
         let Some(turn) = turn else { return };
         let (released_tx, released) = oneshot::channel::<()>();
         *self.turn_slot() = Some((turn, released_tx));
@@ -154,6 +260,9 @@ impl Hold {
     /// task at once (even if clones of this hold live on, in a
     /// [`Fence`](super::Fence), say).
     pub fn release_in_background(&self) {
+        if self.pass_on() {
+            return;
+        }
         self.end();
         self.give_turn_back();
         if self.leave_share() {
@@ -185,7 +294,10 @@ impl Hold {
         drop(turn);
     }
 
-    fn turn_slot(&self) -> std::sync::MutexGuard<'_, Option<(LocalTurn, oneshot::Sender<()>)>> {
+    #[allow(clippy::type_complexity)]
+    fn turn_slot(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<(LocalTurn<Baton>, oneshot::Sender<()>)>> {
         self.inner
             .turn
             .lock()
@@ -207,9 +319,12 @@ impl Hold {
         &self.inner.framework
     }
 
-    /// The hold's fencing token (see [`FencingToken`]).
+    /// The hold's fencing token (see [`FencingToken`]): the node's zxid,
+    /// and how many times the node passed between tasks of this process
+    /// before this hold.
     pub fn fencing_token(&self) -> FencingToken {
-        FencingToken::new(self.inner.node.fencing_token())
+        let passes = self.inner.run.get().map_or(0, Run::passes);
+        FencingToken::passed(self.inner.node.fencing_token(), passes)
     }
 
     /// Whether two handles are clones of one hold.

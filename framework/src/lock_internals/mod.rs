@@ -30,6 +30,7 @@
 //!   silently from one session to the next: a node always belongs to the
 //!   session that created it.
 
+mod cohort;
 mod create;
 mod deadline;
 mod driver;
@@ -49,6 +50,8 @@ mod wait;
 
 use tracing::Instrument;
 
+pub use self::cohort::CohortPolicy;
+use self::cohort::{Baton, Run};
 pub use self::deadline::Wait;
 pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
@@ -119,12 +122,24 @@ impl LockInternals {
                 let engine = Engine::of(&self.framework);
                 return engine.shared_nodes.acquire(self, key).await.map(Some);
             }
-            let turn = match self.local_turn(wait).await {
+            let mut turn = match self.local_turn(wait).await {
                 LocalTurnOutcome::Taken => return Ok(None),
                 LocalTurnOutcome::Turn(turn) => turn,
             };
+            let cohort_data = self.cohort_data(&request);
+            let passed = turn.as_mut().and_then(|turn| turn.take_parcel());
+            if let Some(hold) = passed.and_then(|baton| self.receive(baton, cohort_data.as_deref()))
+            {
+                hold.keep_turn(turn);
+                return Ok(Some(hold));
+            }
             let hold = wait::acquire_restarting(self, &request).await?;
             if let Some(hold) = &hold {
+                if let Some((policy, data)) =
+                    Engine::options(&self.framework).cohort.zip(cohort_data)
+                {
+                    hold.start_run(Run::start(policy, data));
+                }
                 hold.keep_turn(turn);
             }
             Ok(hold)
@@ -162,6 +177,35 @@ impl LockInternals {
             data => data,
         };
         Some((self.base_path.clone(), self.lock_name.clone(), data.into()))
+    }
+
+    /// The node data of an acquire that may take part in cohort hand-off
+    /// (see [`CohortPolicy`]): with the policy set, not revocable and not
+    /// pinned to a session.
+    fn cohort_data(&self, request: &Acquire<'_>) -> Option<std::sync::Arc<[u8]>> {
+        Engine::options(&self.framework).cohort?;
+        if request.revocation.is_some() || request.session.is_some() {
+            return None;
+        }
+        let data = match request.data {
+            [] => self.framework.default_node_data(),
+            data => data,
+        };
+        Some(data.into())
+    }
+
+    /// The hold of a node passed with our turn by another task of this
+    /// framework, if this acquire may take it (same data, see
+    /// [`CohortPolicy`]) and it is still to be trusted. Otherwise the node is
+    /// deleted in the background, and the acquire queues as usual.
+    fn receive(&self, baton: Baton, data: Option<&[u8]>) -> Option<Hold> {
+        if !data.is_some_and(|data| baton.fits(data)) {
+            tracing::debug!("a passed node does not fit this acquire; it is deleted");
+            return None;
+        }
+        let hold = Hold::receive(&self.framework, baton)?;
+        tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock passed to us in this process");
+        Some(hold)
     }
 
     /// Waits for this acquire's turn in the framework's in-process queue, if
@@ -250,7 +294,7 @@ impl LockInternals {
 
 /// The in-process turn of one acquire: `Turn(None)` when it needs none.
 enum LocalTurnOutcome {
-    Turn(Option<LocalTurn>),
+    Turn(Option<LocalTurn<Baton>>),
     /// A try found every turn out: the lock is taken.
     Taken,
 }

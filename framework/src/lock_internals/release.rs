@@ -27,6 +27,11 @@ pub(super) async fn release_as(
     // `NotHeld` without sending anything, `lost()` completes.
     let _ended = EndOnDrop(hold);
     let result = async {
+            // A task of this framework waits for the lock: the node passes
+            // to it without a request, if the hold's run allows.
+            if hold.pass_on() {
+                return Ok(());
+            }
             let lost = |loss: LockLoss| Error::lock_lost(hold.path(), loss);
             let last_share = hold.leave_share();
             lock.framework.check_open()?;

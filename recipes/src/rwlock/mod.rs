@@ -308,6 +308,10 @@ impl Shared {
             if let Err(loss) = write_hold.check() {
                 return Err(Error::lock_lost(write_hold.path(), loss));
             }
+            // The read node sits level with the write node: the write node
+            // must go when the writer releases, never pass to another
+            // writer of this process (cohort hand-off) while we read.
+            write_hold.keep_from_passing();
             let framework = self.read.internals.framework();
             let driver = DowngradeDriver::new(write_hold.node().name())?;
             let internals = LockInternals::new(

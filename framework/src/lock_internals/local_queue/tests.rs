@@ -81,7 +81,7 @@ fn free(queues: &LocalQueues, key: &Key) -> Option<usize> {
 
 #[test]
 fn a_mutex_turn_is_exclusive_and_passes_to_the_waiter() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/a", "lock", 1);
     let first = served(&queues, &k);
     assert!(queues.try_turn(k.clone()).is_none());
@@ -98,7 +98,7 @@ fn a_mutex_turn_is_exclusive_and_passes_to_the_waiter() {
 
 #[test]
 fn waiters_are_served_in_arrival_order_whatever_order_they_are_polled_in() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/fifo", "lock", 1);
     let mut holder = served(&queues, &k);
     let mut waiters: Vec<Pending> = (0..5).map(|_| queued(&queues, &k)).collect();
@@ -118,7 +118,7 @@ fn waiters_are_served_in_arrival_order_whatever_order_they_are_polled_in() {
 
 #[test]
 fn a_try_does_not_jump_the_queue() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/try", "lock", 2);
     let a = served(&queues, &k);
     let _b = served(&queues, &k);
@@ -133,7 +133,7 @@ fn a_try_does_not_jump_the_queue() {
 
 #[test]
 fn a_cancelled_waiter_leaves_the_queue_and_takes_nothing() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/cancel", "lock", 1);
     let holder = served(&queues, &k);
     let first = queued(&queues, &k);
@@ -151,7 +151,7 @@ fn a_cancelled_waiter_leaves_the_queue_and_takes_nothing() {
 
 #[test]
 fn a_waiter_cancelled_after_its_turn_came_passes_the_turn_on() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/handoff", "lock", 1);
     let holder = served(&queues, &k);
     let first = queued(&queues, &k);
@@ -168,7 +168,7 @@ fn a_waiter_cancelled_after_its_turn_came_passes_the_turn_on() {
 
 #[test]
 fn a_cancelled_last_waiter_of_an_idle_lock_forgets_the_gate() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/idle", "lock", 1);
     let holder = served(&queues, &k);
     let waiter = queued(&queues, &k);
@@ -180,7 +180,7 @@ fn a_cancelled_last_waiter_of_an_idle_lock_forgets_the_gate() {
 
 #[test]
 fn waiting_adds_up_every_lock_name_of_a_path_and_only_that_path() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let keys = [
         key("/p", "a", 1),
         key("/p", "b", 1),
@@ -211,7 +211,7 @@ fn waiting_adds_up_every_lock_name_of_a_path_and_only_that_path() {
 
 #[test]
 fn many_idle_locks_leave_no_state() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     for i in 0..200 {
         let k = key(&format!("/many/{i}"), "lock", 1 + i % 3);
         let tried = queues.try_turn(k.clone());
@@ -224,7 +224,7 @@ fn many_idle_locks_leave_no_state() {
 
 #[test]
 fn a_turn_outliving_its_queues_is_dropped_quietly() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let turn = served(&queues, &key("/late", "lock", 1));
     drop(queues);
     drop(turn);
@@ -232,7 +232,7 @@ fn a_turn_outliving_its_queues_is_dropped_quietly() {
 
 #[tokio::test(start_paused = true)]
 async fn a_timed_out_wait_leaves_the_queue_and_the_next_waiter_is_served() {
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/timeout", "lock", 1);
     let start = Instant::now();
     let holder = queues.try_turn(k.clone());
@@ -257,7 +257,7 @@ async fn a_timed_out_wait_leaves_the_queue_and_the_next_waiter_is_served() {
 #[tokio::test(start_paused = true)]
 async fn tasks_take_turns_in_arrival_order_and_never_more_than_the_count() {
     const TURNS: u32 = 3;
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let k = key("/tasks", "lock", TURNS);
     let start = Instant::now();
     // (arrival index, turns out when served).

@@ -84,7 +84,7 @@ struct Waiter {
 
 fn run_sequence(ops: &[Op]) -> std::result::Result<(), TestCaseError> {
     let locks = locks();
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let mut models: Vec<Model> = locks.iter().map(|_| Model::default()).collect();
     let mut waiters: Vec<Waiter> = Vec::new();
     let mut turns: Vec<(usize, LocalTurn)> = Vec::new();
@@ -306,7 +306,7 @@ fn run_tasks(plans: &[Plan]) -> std::result::Result<(), TestCaseError> {
         .build()
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let locks = [key("/t1", "lock", 1), key("/t2", "lock", 2)];
-    let queues = Arc::new(LocalQueues::default());
+    let queues = Arc::new(LocalQueues::<()>::default());
     let board = Arc::new(Mutex::new(Board::default()));
     let run = async {
         let start = Instant::now();
