@@ -932,6 +932,14 @@ async fn a_campaign_that_cannot_queue_is_an_error_not_a_wait() {
         selector.start().unwrap();
         let answer = selector.await_leadership_timeout(PATIENCE).await;
         assert_eq!(answer, Err(Error::NoAuth), "the selector waited on");
+        // Without auto-requeue it gave up, and no longer counts as queued
+        // once the failure shows: asked right then, it queues again.
+        assert!(
+            selector.requeue().unwrap(),
+            "the failed campaign still counted as queued"
+        );
+        let answer = selector.await_leadership_timeout(PATIENCE).await;
+        assert_eq!(answer, Err(Error::NoAuth), "the second campaign waited on");
         selector.close().await.unwrap();
         fw.close().await;
     })

@@ -480,7 +480,7 @@ impl Candidate for &Core {
         CloseMode::NotifyLeader.notifies_leader()
     }
 
-    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+    fn campaign_again_after(&mut self, _err: &Error, _give_up: impl FnOnce()) -> bool {
         true
     }
 

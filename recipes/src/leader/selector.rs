@@ -439,9 +439,20 @@ impl Candidate for Queued<'_> {
     }
 
     /// A selector keeps trying only with auto-requeue on; otherwise
-    /// `requeue` tries again.
-    fn campaign_again_after(&mut self, _err: &Error) -> bool {
-        self.core.auto_requeue.load(Ordering::Acquire)
+    /// `requeue` tries again. The task stops counting as queued before the
+    /// failure is recorded, both under the slot's lock: a `requeue` made on
+    /// seeing the failure queues a new task (and clears the failure), and
+    /// one made just before finds this task still queued, the failure not
+    /// yet shown.
+    fn campaign_again_after(&mut self, _err: &Error, give_up: impl FnOnce()) -> bool {
+        let mut slot = self.core.run_slot();
+        if self.core.auto_requeue.load(Ordering::Acquire) {
+            return true;
+        }
+        slot.running = false;
+        self.dequeued = true;
+        give_up();
+        false
     }
 
     fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
@@ -505,5 +516,50 @@ async fn lead(core: &Core, term: &LeaderTerm, interrupts_before: u64) -> End {
                 End::Panicked
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A selector without auto-requeue whose campaign fails for good: by the
+    /// time the campaign loop has given up and the failure shows, the
+    /// selector no longer counts as queued, so a `requeue` made on seeing
+    /// the failure queues again. The framework is never started, so every
+    /// campaign fails at once with `NotStarted`; the loop is driven here
+    /// without the task's epilogue, which would otherwise hide the order.
+    #[tokio::test]
+    async fn a_campaign_given_up_leaves_the_selector_free_to_requeue() {
+        let framework = Framework::builder()
+            .connect_string("127.0.0.1:2181")
+            .build()
+            .unwrap();
+        let selector =
+            LeaderSelector::with_id(framework, "/gave-up", "a", |_term: LeaderTerm| async {})
+                .unwrap();
+        selector.election().mark_started("leader selector").unwrap();
+        let core = &selector.inner.core;
+        // As `Core::queue` leaves it for the task it spawns.
+        core.run_slot().running = true;
+
+        let mut queued = Queued {
+            core,
+            dequeued: false,
+        };
+        core.election.run(&mut queued).await.unwrap();
+
+        // The failure shows...
+        let seen = selector.await_leadership().await;
+        assert_eq!(seen.err(), Some(Error::NotStarted));
+        // ...and asking to queue again, right then, does.
+        assert!(
+            selector.requeue().unwrap(),
+            "the failed campaign still counted as queued"
+        );
+        assert!(core.run_slot().running);
+        selector.close().await.unwrap();
     }
 }
