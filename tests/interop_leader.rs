@@ -25,7 +25,7 @@ use common::{bounded, framework, raw_client, server, unique_path, wait_for_parti
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
-use zk_curator::{zk, LeaderLatch, LeaderSelector, LeaderTerm};
+use zk_curator::{zk, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm};
 use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
 
 /// How long one step of the JVM side may take (its start included: a JVM

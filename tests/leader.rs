@@ -20,8 +20,8 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use zk_curator::framework::lock_internals::FencingToken;
 use zk_curator::{
-    zk, CloseMode, ConnectionState, Error, Framework, LatchState, LeaderLatch, LeaderSelector,
-    LeaderTerm, Leadership, LockLoss,
+    zk, CloseMode, ConnectionState, Error, Framework, LatchState, LeaderElection, LeaderLatch,
+    LeaderSelector, LeaderTerm, Leadership, LockLoss,
 };
 use zk_curator_testing::FaultProxy;
 

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream};
@@ -17,7 +16,6 @@ use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::election::{Candidate, Election, Next};
-use super::participant::Participant;
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
@@ -288,83 +286,6 @@ impl LeaderSelector {
     /// a closed selector's streams end without a last `NotLeader`).
     pub fn leadership_changes(&self) -> impl Stream<Item = Leadership> + Send + 'static {
         self.election().changes()
-    }
-
-    // The read side is written once, as the `LeaderElection` trait; these
-    // are its methods as the selector's own, so that callers need no import.
-
-    /// The election path (see [`LeaderElection::path`]).
-    pub fn path(&self) -> &str {
-        LeaderElection::path(self)
-    }
-
-    /// The participant id (see [`LeaderElection::id`]).
-    pub fn id(&self) -> &str {
-        LeaderElection::id(self)
-    }
-
-    /// The framework the selector runs on.
-    pub fn framework(&self) -> &Framework {
-        LeaderElection::framework(self)
-    }
-
-    /// Whether the selector leads now (see [`LeaderElection::has_leadership`]).
-    pub fn has_leadership(&self) -> bool {
-        LeaderElection::has_leadership(self)
-    }
-
-    /// The current term, if the selector leads now (see
-    /// [`LeaderElection::term`]).
-    pub fn term(&self) -> Option<LeaderTerm> {
-        LeaderElection::term(self)
-    }
-
-    /// Waits until the selector leads, and returns its term (see
-    /// [`LeaderElection::await_leadership`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-        LeaderElection::await_leadership(self).await
-    }
-
-    /// As [`await_leadership`](Self::await_leadership), for at most
-    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
-        LeaderElection::await_leadership_timeout(self, timeout).await
-    }
-
-    /// Every participant of the election, in queue order (see
-    /// [`LeaderElection::participants`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        LeaderElection::participants(self).await
-    }
-
-    /// The leader of the election, if there are participants (see
-    /// [`LeaderElection::leader`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        LeaderElection::leader(self).await
     }
 
     /// Leaves the election: a running function is cancelled (dropped), a
