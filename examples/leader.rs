@@ -17,7 +17,7 @@ mod common;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use zk_curator::{zk, LeaderLatch, LeaderSelector, LeaderTerm};
+use zk_curator::{zk, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm};
 
 use common::BoxError;
 

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::{bounded, framework, raw_client, server, unique_path, wait_for_participants};
+use common::{bounded, framework, leads, raw_client, server, unique_path, wait_for_participants};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
-use zk_curator::{zk, LeaderLatch, LeaderSelector, LeaderTerm};
+use zk_curator::{zk, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm};
 use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
 
 /// How long one step of the JVM side may take (its start included: a JVM
@@ -290,14 +290,6 @@ async fn scene(mode: &str, name: &str) -> Option<Scene> {
     })
 }
 
-async fn leads(latch: &LeaderLatch) -> LeaderTerm {
-    latch
-        .await_leadership_timeout(STEP)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{} never led within {STEP:?}", latch.id()))
-}
-
 /// The next term the scripted Rust selector hands over, with the sender
 /// that ends it.
 async fn next_term(
@@ -358,7 +350,7 @@ async fn rust_and_curator_latches_name_each_other_and_lead_in_turn() {
         // 2. Curator closes: the Rust latch leads, and a new Curator latch,
         // queued behind it, names it.
         java.expect("close", "closed").await;
-        let first = leads(&rust).await;
+        let first = leads(&rust, STEP).await;
         let marker = markers.enter_alone();
         assert_eq!(leader_id_latch(&rust).await, "rust-1");
         java.expect("start java-2", "ok").await;
@@ -387,7 +379,7 @@ async fn rust_and_curator_latches_name_each_other_and_lead_in_turn() {
 
         // 4. And back once more: a later term, a greater token.
         java.expect("close", "closed").await;
-        let second = leads(&rust).await;
+        let second = leads(&rust, STEP).await;
         let marker = markers.enter_alone();
         assert!(second.fencing_token() > first.fencing_token());
         drop(marker);
@@ -532,7 +524,7 @@ async fn rust_and_curator_latches_contending_never_lead_together() {
                     let latch =
                         LeaderLatch::new(fw.clone(), &path, format!("rust-{worker}")).unwrap();
                     latch.start().unwrap();
-                    let _term = leads(&latch).await;
+                    let _term = leads(&latch, STEP).await;
                     let (marker, alone) = markers.enter();
                     overlaps += usize::from(!alone);
                     tokio::time::sleep(Duration::from_millis(15)).await;

@@ -13,15 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, expire, framework, raw_client, server, unique_path,
-    wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    bounded, children, close_election, eventually, expire, framework, leads, raw_client, server,
+    session_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use zk_curator::framework::lock_internals::FencingToken;
 use zk_curator::{
-    zk, CloseMode, ConnectionState, Error, Framework, LatchState, LeaderLatch, LeaderSelector,
-    LeaderTerm, Leadership, LockLoss,
+    zk, CloseMode, ConnectionState, Error, Framework, LatchState, LeaderElection, LeaderLatch,
+    LeaderSelector, LeaderTerm, Leadership, LockLoss,
 };
 use zk_curator_testing::FaultProxy;
 
@@ -31,15 +31,6 @@ async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, Leade
     let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
     latch.start().unwrap();
     (fw, latch)
-}
-
-/// Waits for `latch` to lead, failing the test after [`PATIENCE`].
-async fn leads(latch: &LeaderLatch) -> LeaderTerm {
-    latch
-        .await_leadership_timeout(PATIENCE)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{} never led within {PATIENCE:?}", latch.id()))
 }
 
 /// The index of the first of `latches` to lead (waiting for any of them,
@@ -122,7 +113,7 @@ async fn one_leader_at_a_time_and_each_takes_its_turn() {
         let mut order = Vec::new();
         for round in 0..4 {
             let leader = &latches[round];
-            let term = leads(leader).await;
+            let term = leads(leader, PATIENCE).await;
             assert!(term.is_valid());
             order.push(leader.id().to_owned());
             // Everyone agrees who leads, and who still takes part.
@@ -179,7 +170,7 @@ async fn close_hands_leadership_to_the_next_and_tells_who_asked() {
             })
         };
         a.start().unwrap();
-        let term_a = leads(&a).await;
+        let term_a = leads(&a, PATIENCE).await;
         assert!(
             eventually(PATIENCE, || async { *heard.lock().unwrap() == [true] }).await,
             "the listener hears is_leader: {:?}",
@@ -265,7 +256,7 @@ async fn a_cut_off_leader_loses_its_term_before_the_server_expires_it_and_anyone
         let data = data_node(&raw).await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let (fa, a) = started_latch(&proxy.connect_string(), &path, "a").await;
-        let term_a = leads(&a).await;
+        let term_a = leads(&a, PATIENCE).await;
         let fence_a = term_a.fence().unwrap();
         fence_a.set_data(&data, b"a1", None).await.unwrap();
         let (fb, b) = started_latch(&connect, &path, "b").await;
@@ -336,11 +327,7 @@ async fn a_cut_off_leader_loses_its_term_before_the_server_expires_it_and_anyone
         );
         assert_eq!(a.state(), LatchState::Started);
 
-        a.close().await.unwrap();
-        b.close().await.unwrap();
-        wait_for_participants(&raw, &path, 0).await;
-        fa.close().await;
-        fb.close().await;
+        close_election(&raw, &path, &[&a, &b], &[&fa, &fb]).await;
     })
     .await;
 }
@@ -360,7 +347,7 @@ async fn an_expired_session_ends_the_term_and_its_fence_refuses_writes() {
         let path = unique_path("latch-expiry");
         let data = data_node(&raw).await;
         let (fa, a) = started_latch(&connect, &path, "a").await;
-        let term_a = leads(&a).await;
+        let term_a = leads(&a, PATIENCE).await;
         let fence_a = term_a.fence().unwrap();
         let (fb, b) = started_latch(&connect, &path, "b").await;
         wait_for_participants(&raw, &path, 2).await;
@@ -374,7 +361,7 @@ async fn an_expired_session_ends_the_term_and_its_fence_refuses_writes() {
             ),
             "{loss:?}"
         );
-        let term_b = leads(&b).await;
+        let term_b = leads(&b, PATIENCE).await;
         let refused = fence_a.set_data(&data, b"a", None).await.unwrap_err();
         assert!(matches!(refused, Error::LockLost { .. }), "{refused:?}");
         term_b
@@ -384,11 +371,7 @@ async fn an_expired_session_ends_the_term_and_its_fence_refuses_writes() {
             .await
             .unwrap();
         assert!(term_b.fencing_token() > term_a.fencing_token());
-        a.close().await.unwrap();
-        b.close().await.unwrap();
-        wait_for_participants(&raw, &path, 0).await;
-        fa.close().await;
-        fb.close().await;
+        close_election(&raw, &path, &[&a, &b], &[&fa, &fb]).await;
     })
     .await;
 }
@@ -405,7 +388,7 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         let path = unique_path("latch-deleted");
         let data = data_node(&raw).await;
         let (fa, a) = started_latch(&connect, &path, "a").await;
-        let first = leads(&a).await;
+        let first = leads(&a, PATIENCE).await;
         let fence = first.fence().unwrap();
         raw.delete(first.node_path(), None).await.unwrap();
         let refused = fence.set_data(&data, b"stale", None).await.unwrap_err();
@@ -414,13 +397,11 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         assert_eq!(first.lost().await, LockLoss::NodeDeleted);
         // Alone in the election, it leads again, with a new node and term.
         // A term known lost is never handed out as leadership.
-        let second = leads(&a).await;
+        let second = leads(&a, PATIENCE).await;
         assert!(!second.same_term(&first));
         assert!(second.fencing_token() > first.fencing_token());
         assert_ne!(second.node_path(), first.node_path());
-        a.close().await.unwrap();
-        wait_for_participants(&raw, &path, 0).await;
-        fa.close().await;
+        close_election(&raw, &path, &[&a], &[&fa]).await;
     })
     .await;
 }
@@ -436,7 +417,7 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-reentry");
         let (fa, a) = started_latch(&connect, &path, "a").await;
-        let first_a = leads(&a).await;
+        let first_a = leads(&a, PATIENCE).await;
         let (fb, b) = started_latch(&connect, &path, "b").await;
         wait_for_participants(&raw, &path, 2).await;
 
@@ -452,7 +433,7 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
 
         // The leader's session expires: B leads, A queues again behind it.
         expire(&connect, &fa).await;
-        let term_b = leads(&b).await;
+        let term_b = leads(&b, PATIENCE).await;
         let fa_session = fa.session().await.unwrap().id();
         assert!(
             eventually(PATIENCE, || owners_include(&raw, &path, fa_session)).await,
@@ -470,7 +451,7 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
 
         // And leads again once B leaves, with a new term.
         b.close().await.unwrap();
-        let second_a = leads(&a).await;
+        let second_a = leads(&a, PATIENCE).await;
         assert!(!second_a.same_term(&first_a));
         assert!(first_a.fencing_token() < term_b.fencing_token());
         assert!(term_b.fencing_token() < second_a.fencing_token());
@@ -479,10 +460,7 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
             fa_session,
             "the new term belongs to the new session"
         );
-        a.close().await.unwrap();
-        wait_for_participants(&raw, &path, 0).await;
-        fa.close().await;
-        fb.close().await;
+        close_election(&raw, &path, &[&a], &[&fa, &fb]).await;
     })
     .await;
 }
@@ -510,7 +488,7 @@ async fn a_dropped_await_changes_nothing_and_closing_a_waiter_leaves_no_node() {
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-cancel");
         let (fa, a) = started_latch(&connect, &path, "a").await;
-        leads(&a).await;
+        leads(&a, PATIENCE).await;
         let (fb, b) = started_latch(&connect, &path, "b").await;
         let before = wait_for_participants(&raw, &path, 2).await;
 
@@ -569,7 +547,7 @@ async fn a_dropped_await_changes_nothing_and_closing_a_waiter_leaves_no_node() {
 
         // The waits dropped above did not cost B its turn.
         a.close().await.unwrap();
-        leads(&b).await;
+        leads(&b, PATIENCE).await;
         b.close().await.unwrap();
         wait_for_participants(&raw, &path, 0).await;
         for fw in [fa, fb, fc, fd] {
@@ -586,8 +564,7 @@ async fn bad_input_is_refused_and_participants_read_back_ids_and_identities() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let raw = raw_client(&connect).await;
-        let fw = framework(&connect).await;
+        let (fw, raw) = session_and_raw(&connect).await;
         for bad in ["", "relative", "/trailing/", "/", "/zookeeper/x", "/a//b"] {
             let err = LeaderLatch::new(fw.clone(), bad, "x").unwrap_err();
             assert!(matches!(err, Error::InvalidPath(_)), "{bad:?}: {err:?}");
@@ -609,7 +586,7 @@ async fn bad_input_is_refused_and_participants_read_back_ids_and_identities() {
         ));
         latch.start().unwrap();
         assert!(matches!(latch.start(), Err(Error::InvalidArgument(_))));
-        leads(&latch).await;
+        leads(&latch, PATIENCE).await;
         let named = LeaderLatch::new(fw.clone(), &path, "named").unwrap();
         named.start().unwrap();
         wait_for_participants(&raw, &path, 2).await;
@@ -623,7 +600,7 @@ async fn bad_input_is_refused_and_participants_read_back_ids_and_identities() {
         assert_eq!(participants[1].id, "named");
         assert_eq!(participants[1].identity, None);
         latch.close().await.unwrap();
-        leads(&named).await;
+        leads(&named, PATIENCE).await;
         named.close().await.unwrap();
         wait_for_participants(&raw, &path, 0).await;
         fw.close().await;
@@ -932,6 +909,14 @@ async fn a_campaign_that_cannot_queue_is_an_error_not_a_wait() {
         selector.start().unwrap();
         let answer = selector.await_leadership_timeout(PATIENCE).await;
         assert_eq!(answer, Err(Error::NoAuth), "the selector waited on");
+        // Without auto-requeue it gave up, and no longer counts as queued
+        // once the failure shows: asked right then, it queues again.
+        assert!(
+            selector.requeue().unwrap(),
+            "the failed campaign still counted as queued"
+        );
+        let answer = selector.await_leadership_timeout(PATIENCE).await;
+        assert_eq!(answer, Err(Error::NoAuth), "the second campaign waited on");
         selector.close().await.unwrap();
         fw.close().await;
     })

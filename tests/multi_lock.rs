@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, requests_with, server, unique_path,
-    wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    bounded, children, eventually, framework, raw_client, requests_with, server, session_and_raw,
+    two_sessions_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -42,8 +42,7 @@ async fn acquire_and_release_two_paths() {
     bounded(BOUND, async move {
         let base = unique_path("multi-basic");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
 
         // Given out of order: acquired in ascending path order.
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
@@ -155,9 +154,7 @@ async fn killed_session_lets_the_waiter_in() {
     bounded(BOUND, async move {
         let base = unique_path("multi-killed");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let holder = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
         let waiter = InterProcessMultiLock::from_paths(other_fw.clone(), &[&b, &a]).unwrap();
 
@@ -249,8 +246,7 @@ async fn some_locks_fail_to_lock() {
     bounded(BOUND, async move {
         let base = unique_path("multi-fail-lock");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
         let bad = Arc::new(FailsToLock {
             path: b.clone(),
@@ -283,14 +279,43 @@ async fn some_locks_fail_to_lock() {
     .await;
 }
 
-/// A real mutex whose release fails (and releases nothing).
+/// A real mutex with faults planted in it: a pause before each acquire
+/// (overrunning the timeout it is given; the waits it got are recorded),
+/// or a release that fails and releases nothing. Everything else is the
+/// mutex's own.
 #[derive(Debug)]
-struct FailsToRelease {
+struct Planted {
     inner: InterProcessMutex,
-    error: Error,
+    /// The pause before each acquire, if any.
+    delay: Option<Duration>,
+    given: Mutex<Vec<Wait>>,
+    /// What each release answers instead of releasing, if anything.
+    release_error: Option<Error>,
 }
 
-impl InterProcessLock for FailsToRelease {
+impl Planted {
+    /// A mutex that pauses for `delay` before acquiring.
+    fn pausing(inner: InterProcessMutex, delay: Duration) -> Arc<Self> {
+        Arc::new(Planted {
+            inner,
+            delay: Some(delay),
+            given: Mutex::new(Vec::new()),
+            release_error: None,
+        })
+    }
+
+    /// A mutex whose release fails with `error`.
+    fn failing_release(inner: InterProcessMutex, error: Error) -> Arc<Self> {
+        Arc::new(Planted {
+            inner,
+            delay: None,
+            given: Mutex::new(Vec::new()),
+            release_error: Some(error),
+        })
+    }
+}
+
+impl InterProcessLock for Planted {
     fn loss(&self) -> Option<LockLoss> {
         InterProcessLock::loss(&self.inner)
     }
@@ -304,12 +329,24 @@ impl InterProcessLock for FailsToRelease {
     }
 
     fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        InterProcessLock::acquire_with(&self.inner, wait)
+        self.given.lock().unwrap().push(wait);
+        async move {
+            if let Some(delay) = self.delay {
+                tokio::time::sleep(delay).await;
+            }
+            InterProcessLock::acquire_with(&self.inner, wait).await
+        }
+        .boxed()
     }
 
     fn release(&self) -> BoxFuture<'_, Result<()>> {
-        let error = self.error.clone();
-        async move { Err(error) }.boxed()
+        match &self.release_error {
+            Some(error) => {
+                let error = error.clone();
+                async move { Err(error) }.boxed()
+            }
+            None => self.inner.release().boxed(),
+        }
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
@@ -335,17 +372,16 @@ async fn some_releases_fail() {
             format!("{base}/b"),
             format!("{base}/c"),
         );
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let good = InterProcessMutex::new(fw.clone(), &a).unwrap();
-        let faulty_b = Arc::new(FailsToRelease {
-            inner: InterProcessMutex::new(fw.clone(), &b).unwrap(),
-            error: Error::NoAuth,
-        });
-        let faulty_c = Arc::new(FailsToRelease {
-            inner: InterProcessMutex::new(fw.clone(), &c).unwrap(),
-            error: Error::BadVersion,
-        });
+        let faulty_b = Planted::failing_release(
+            InterProcessMutex::new(fw.clone(), &b).unwrap(),
+            Error::NoAuth,
+        );
+        let faulty_c = Planted::failing_release(
+            InterProcessMutex::new(fw.clone(), &c).unwrap(),
+            Error::BadVersion,
+        );
         let multi = InterProcessMultiLock::new(vec![
             Arc::new(good.clone()),
             faulty_b.clone(),
@@ -386,9 +422,7 @@ async fn times_out_when_one_path_is_held_elsewhere() {
     bounded(BOUND, async move {
         let base = unique_path("multi-timeout");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
         let held = holder.lock().await.unwrap();
         let held_node = held.node_path().rsplit('/').next().unwrap().to_owned();
@@ -427,84 +461,24 @@ async fn times_out_when_one_path_is_held_elsewhere() {
     .await;
 }
 
-/// A mutex that dawdles before acquiring (overrunning the timeout it is
-/// given) and records the timeouts it got.
-#[derive(Debug)]
-struct Recording {
-    inner: InterProcessMutex,
-    delay: Duration,
-    given: Mutex<Vec<Wait>>,
-}
-
-impl Recording {
-    fn new(inner: InterProcessMutex, delay: Duration) -> Arc<Self> {
-        Arc::new(Recording {
-            inner,
-            delay,
-            given: Mutex::new(Vec::new()),
-        })
-    }
-}
-
-impl InterProcessLock for Recording {
-    fn loss(&self) -> Option<LockLoss> {
-        InterProcessLock::loss(&self.inner)
-    }
-
-    fn lost(&self) -> BoxFuture<'static, LockLoss> {
-        InterProcessLock::lost(&self.inner)
-    }
-
-    fn fence(&self) -> Result<Fence> {
-        self.inner.fence()
-    }
-
-    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        self.given.lock().unwrap().push(wait);
-        async move {
-            tokio::time::sleep(self.delay).await;
-            InterProcessLock::acquire_with(&self.inner, wait).await
-        }
-        .boxed()
-    }
-
-    fn release(&self) -> BoxFuture<'_, Result<()>> {
-        self.inner.release().boxed()
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        self.inner.is_acquired_in_this_process()
-    }
-
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-
-    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        self.inner.participant_nodes().boxed()
-    }
-}
-
 #[tokio::test]
 async fn one_deadline_for_the_whole_set() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let base = unique_path("multi-deadline");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let held = InterProcessMutex::new(other_fw.clone(), &b)
             .unwrap()
             .lock()
             .await
             .unwrap();
 
-        let slow_a = Recording::new(
+        let slow_a = Planted::pausing(
             InterProcessMutex::new(fw.clone(), &a).unwrap(),
             Duration::from_millis(600),
         );
-        let rec_b = Recording::new(
+        let rec_b = Planted::pausing(
             InterProcessMutex::new(fw.clone(), &b).unwrap(),
             Duration::ZERO,
         );
@@ -529,11 +503,11 @@ async fn one_deadline_for_the_whole_set() {
         assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
 
         // A deadline already spent before the last member: it is not even tried.
-        let slow_a = Recording::new(
+        let slow_a = Planted::pausing(
             InterProcessMutex::new(fw.clone(), &a).unwrap(),
             Duration::from_millis(500),
         );
-        let rec_b = Recording::new(
+        let rec_b = Planted::pausing(
             InterProcessMutex::new(fw.clone(), &b).unwrap(),
             Duration::ZERO,
         );
@@ -584,9 +558,7 @@ async fn dropped_acquire_releases_what_was_taken() {
     bounded(BOUND, async move {
         let base = unique_path("multi-cancel");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let held = InterProcessMutex::new(other_fw.clone(), &b)
             .unwrap()
             .lock()
@@ -728,9 +700,7 @@ async fn dropped_acquire_of_generic_members() {
     bounded(BOUND, async move {
         let base = unique_path("multi-cancel-generic");
         let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let fw = framework(&server.connect_string()).await;
-        let other_fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let held = InterProcessMutex::new(other_fw.clone(), &b)
             .unwrap()
             .lock()
@@ -793,8 +763,7 @@ async fn multi_locks_nest() {
             format!("{base}/b"),
             format!("{base}/c"),
         );
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let inner = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &c]).unwrap();
         let outer: Arc<dyn InterProcessLock> = Arc::new(
             InterProcessMultiLock::new(vec![

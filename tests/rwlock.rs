@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     bounded, children, eventually, framework, notifications_delivered, raw_client, server,
-    unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    session_and_raw, two_sessions_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND,
+    PATIENCE,
 };
 use zk_curator::recipes::InterProcessReadWriteLock;
 use zk_curator::{Error, Framework, InterProcessLock};
@@ -127,8 +128,7 @@ async fn upgrade_is_refused_at_once() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-upgrade");
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let lock = rw(&fw, &path);
         let (read, write) = (lock.read_lock(), lock.write_lock());
 
@@ -183,8 +183,7 @@ async fn downgrade_on_one_task() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-downgrade");
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let lock = rw(&fw, &path);
         let (read, write) = (lock.read_lock(), lock.write_lock());
 
@@ -230,11 +229,7 @@ async fn write_guard_downgrades_without_letting_a_writer_in() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-guard-downgrade");
-        let (fa, fb) = (
-            framework(&server.connect_string()).await,
-            framework(&server.connect_string()).await,
-        );
-        let raw = raw_client(&server.connect_string()).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let (mine, other) = (rw(&fa, &path), rw(&fb, &path));
 
         let write_guard = mine.write_lock().lock().await.unwrap();
@@ -286,8 +281,7 @@ async fn downgrade_respects_owners() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-downgrade-owners");
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let lock = rw(&fw, &path);
 
         lock.write_lock().acquire().await.unwrap();
@@ -610,8 +604,7 @@ async fn readers_behind_different_writers_are_not_a_herd() {
     bounded(LONG_BOUND, async move {
         let connect = server.connect_string();
         let path = unique_path("rw-herd");
-        let raw = raw_client(&connect).await;
-        let holder_fw = framework(&connect).await;
+        let (holder_fw, raw) = session_and_raw(&connect).await;
         let head = rw(&holder_fw, &path).write_lock().lock().await.unwrap();
 
         // Queue: W0 (held), R1, W2, R3, R4.
@@ -711,11 +704,7 @@ async fn dropped_acquires_leave_no_node() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-cancel");
-        let (fa, fb) = (
-            framework(&server.connect_string()).await,
-            framework(&server.connect_string()).await,
-        );
-        let raw = raw_client(&server.connect_string()).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let holder = rw(&fa, &path).write_lock().lock().await.unwrap();
         let waiter = rw(&fb, &path);
         let (read, write) = (waiter.read_lock(), waiter.write_lock());
@@ -819,8 +808,7 @@ async fn node_data_is_copied_and_stored() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-data");
-        let fw = framework(&server.connect_string()).await;
-        let raw = raw_client(&server.connect_string()).await;
+        let (fw, raw) = session_and_raw(&server.connect_string()).await;
         let mut data = b"host-a:4711".to_vec();
         let lock = InterProcessReadWriteLock::with_data(fw.clone(), &path, &data).unwrap();
         data[0] = b'X'; // the lock keeps its own copy
@@ -866,11 +854,7 @@ async fn guards_and_trait_objects() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-guards");
-        let (fa, fb) = (
-            framework(&server.connect_string()).await,
-            framework(&server.connect_string()).await,
-        );
-        let raw = raw_client(&server.connect_string()).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let (a, b) = (rw(&fa, &path), rw(&fb, &path));
 
         // Two sessions read together; a writer cannot get in.
@@ -951,11 +935,7 @@ async fn killed_writer_session_lets_readers_in() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let path = unique_path("rw-killed");
-        let (fa, fb) = (
-            framework(&server.connect_string()).await,
-            framework(&server.connect_string()).await,
-        );
-        let raw = raw_client(&server.connect_string()).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let (lock1, lock2) = (rw(&fa, &path), rw(&fb, &path));
 
         lock1.write_lock().acquire().await.unwrap();

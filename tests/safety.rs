@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     bounded, children, eventually, expire, framework, framework_with, raw_client, request_opcodes,
-    server, unique_path, wait_for_participants, BOUND, PATIENCE,
+    server, session_and_raw, two_sessions_and_raw, unique_path, wait_for_participants, BOUND,
+    PATIENCE,
 };
 use zk_curator::framework::lock_internals::{
     until_held, Acquire, LockInternals, LockInternalsDriver, PredicateResults,
@@ -105,8 +106,7 @@ async fn joined_acquires_of_one_task_share_one_hold() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let fw = framework(&connect).await;
-        let raw = raw_client(&connect).await;
+        let (fw, raw) = session_and_raw(&connect).await;
         let path = unique_path("joined");
         let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
         let (x, y) = tokio::join!(
@@ -144,8 +144,7 @@ async fn try_lock_on_every_recipe_holds_or_leaves_nothing() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let (fa, fb) = (framework(&connect).await, framework(&connect).await);
-        let raw = raw_client(&connect).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&connect).await;
 
         // Mutex: free → held at once (zero timeout too); taken → false and
         // our node already gone when it returns.
@@ -246,8 +245,7 @@ async fn fenced_writes_succeed_while_held_and_are_refused_after() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let fw = framework(&connect).await;
-        let raw = raw_client(&connect).await;
+        let (fw, raw) = session_and_raw(&connect).await;
         let path = unique_path("fence");
         let data = format!("{path}-data");
         raw.create(
@@ -317,8 +315,7 @@ async fn every_kind_of_hold_signals_its_loss() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let fw = framework(&connect).await;
-        let raw = raw_client(&connect).await;
+        let (fw, raw) = session_and_raw(&connect).await;
         let deleted = |raw: &zk::Client, node: String| {
             let raw = raw.clone();
             async move { raw.delete(&node, None).await.unwrap() }
@@ -416,8 +413,7 @@ async fn lease_step_never_outlives_the_internal_mutex_session() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
-        let (fa, fb) = (framework(&connect).await, framework(&connect).await);
-        let raw = raw_client(&connect).await;
+        let (fa, fb, raw) = two_sessions_and_raw(&connect).await;
         let path = unique_path("lease-session");
         let (locks, leases) = (format!("{path}/locks"), format!("{path}/leases"));
         let holder = InterProcessSemaphoreV2::new(fb.clone(), &path, 1)
@@ -518,8 +514,7 @@ async fn a_slot_freed_before_the_children_watch_is_not_missed() {
         let connect = server.connect_string();
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fa = framework(&proxy.connect_string()).await;
-        let fb = framework(&connect).await;
-        let raw = raw_client(&connect).await;
+        let (fb, raw) = session_and_raw(&connect).await;
         let path = unique_path("gap");
         let lock = |fw: &Framework| {
             LockInternals::new(fw.clone(), &path, "lease-", 1, Arc::new(WatchChildren)).unwrap()

@@ -18,7 +18,7 @@ use common::{bounded, unique_path, BOUND, PATIENCE};
 use zk_curator::framework::{ConnectFailure, TlsConfig};
 use zk_curator::{
     zk, EnsembleProvider, Error, Framework, FrameworkBuilder, InterProcessMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch,
+    InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
 };
 use zk_curator_testing::backend::{Backend, Prerequisite};
 use zk_curator_testing::{TestCertificates, TestIdentity, TestingServer, ZooKeeperServer};

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
-use zk_curator::{Framework, LeaderLatch};
+use zk_curator::{Framework, LeaderElection, LeaderLatch};
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{close_granted_session, FaultProxy, Traffic};
 

@@ -19,7 +19,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{Error, Framework, LeaderLatch};
+use zk_curator::{Error, Framework, LeaderElection, LeaderLatch};
 
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};

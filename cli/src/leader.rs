@@ -8,7 +8,9 @@
 use clap::Args;
 use serde_json::{json, Value};
 use zk_curator::recipes::layout::ElectionRecipe;
-use zk_curator::{Error, Framework, LeaderLatch, LeaderSelector, LeaderTerm, Participant};
+use zk_curator::{
+    Error, Framework, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm, Participant,
+};
 
 use crate::connect::ConnectArgs;
 use crate::exit::Failure;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use zk_curator_testing::{close_granted_session, FaultProxy, TestingServer};
+use zk_curator_testing::{close_granted_session, FaultProxy, SessionGrant, TestingServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 /// The bound on each test body.
@@ -64,35 +64,108 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// `lock <path> [options] -- sh -c <script>` started in the background.
-fn spawn_lock(path: &str, options: &[&str], script: &str) -> Child {
-    let mut args = vec!["lock", path];
-    args.extend_from_slice(options);
-    args.extend_from_slice(&["--", "sh", "-c", script]);
-    zkc(&args).spawn().unwrap()
+/// The two commands that run a command under a hold: `lock` (while it
+/// holds a lock) and `elect` (while it leads an election). What they share
+/// is tested once, by scenarios that take the verb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verb {
+    Lock,
+    Elect,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Verb::Lock => "lock",
+            Verb::Elect => "elect",
+        }
+    }
+
+    /// `<verb> <path> [options] -- sh -c <script>` started in the background.
+    fn spawn(self, path: &str, options: &[&str], script: &str) -> Child {
+        let mut args = vec![self.name(), path];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        zkc(&args).spawn().unwrap()
+    }
+
+    /// What lists this verb's participants of `path` as JSON: `locks --json`
+    /// or `leader --json`.
+    async fn listing(self, path: &str) -> Value {
+        let lister = match self {
+            Verb::Lock => "locks",
+            Verb::Elect => "leader",
+        };
+        let output = run(&[lister, path, "--json"]).await;
+        assert!(
+            output.status.success(),
+            "{lister} failed: {}",
+            stderr(&output)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Waits until the listing of `path` has `count` participants, and
+    /// returns it.
+    async fn wait_listing(self, path: &str, count: usize, what: &str) -> Value {
+        let deadline = Instant::now() + WAIT_LIMIT;
+        loop {
+            let listed = self.listing(path).await;
+            if listed["participants"].as_array().unwrap().len() == count {
+                return listed;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The holder (or leader) of `path`, once it is the only participant.
+    async fn holder(self, path: &str) -> Value {
+        let listed = self.wait_listing(path, 1, "the holder's node").await;
+        match self {
+            Verb::Lock => listed["participants"][0].clone(),
+            Verb::Elect => listed["leader"].clone(),
+        }
+    }
+
+    /// The `--id` a listed participant was given.
+    fn id_of(self, participant: &Value) -> &Value {
+        match self {
+            Verb::Lock => &participant["identity"]["label"],
+            Verb::Elect => &participant["id"],
+        }
+    }
+
+    /// The session of a listed participant, where the listing has it
+    /// (`leader` does not).
+    fn session_of(self, participant: &Value) -> Option<i64> {
+        match self {
+            Verb::Lock => Some(session_id(participant)),
+            Verb::Elect => None,
+        }
+    }
+
+    /// How the command reports the loss of its hold of `path`.
+    fn lost(self, path: &str) -> String {
+        match self {
+            Verb::Lock => format!("lost the lock {path}/"),
+            Verb::Elect => format!("lost leadership of {path}"),
+        }
+    }
 }
 
 async fn locks_json(path: &str) -> Vec<Value> {
-    let output = run(&["locks", path, "--json"]).await;
-    assert!(output.status.success(), "locks failed: {}", stderr(&output));
-    let parsed: Value = serde_json::from_slice(&output.stdout).unwrap();
-    parsed["participants"].as_array().unwrap().clone()
+    let listed = Verb::Lock.listing(path).await;
+    listed["participants"].as_array().unwrap().clone()
 }
 
 /// Waits until `locks --json` lists `count` participants of `path`.
 async fn participants(path: &str, count: usize, what: &str) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT_LIMIT;
-    loop {
-        let listed = locks_json(path).await;
-        if listed.len() == count {
-            return listed;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {listed:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let listed = Verb::Lock.wait_listing(path, count, what).await;
+    listed["participants"].as_array().unwrap().clone()
 }
 
 /// Polls `condition` until it holds, at most [`WAIT_LIMIT`].
@@ -142,6 +215,162 @@ fn session_id(participant: &Value) -> i64 {
     u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap() as i64
 }
 
+/// Sends `signal` (as `kill` spells it: `-INT`, `-TERM`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let pid = child.id().expect("the child still runs").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {signal} {pid}");
+}
+
+/// The one session that went through `proxy`: the one the holder (or
+/// leader) of `path` runs on, where its listing shows it.
+async fn the_grant(proxy: &FaultProxy, verb: Verb, path: &str) -> SessionGrant {
+    let holder = verb.holder(path).await;
+    let grants = proxy.granted_sessions();
+    assert_eq!(grants.len(), 1, "one session through the proxy: {grants:?}");
+    if let Some(session) = verb.session_of(&holder) {
+        assert_eq!(
+            grants[0].session_id, session,
+            "the holder's session went through the proxy"
+        );
+    }
+    grants[0].clone()
+}
+
+/// `<verb> <path>` runs `echo out; exit 42`: its status and output are the
+/// command's; a command that does not exist gives the shell's 127, and the
+/// hold is given back before the command line exits.
+async fn the_status_passes_through(verb: Verb, path: &str) {
+    let output = finish(verb.spawn(path, &[], "echo out; exit 42")).await;
+    assert_eq!(output.status.code(), Some(42), "{}", stderr(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+    let output = run(&[verb.name(), path, "--", "/nonexistent/zk-curator-test"]).await;
+    assert_eq!(output.status.code(), Some(127), "{}", stderr(&output));
+    let listed = verb.listing(path).await;
+    assert_eq!(listed["participants"], Value::Array(vec![]), "{listed}");
+}
+
+/// A holder of its own path (`--id holder`) whose command runs until
+/// released, for waiters that give up behind it.
+struct Held {
+    verb: Verb,
+    path: String,
+    holder: Child,
+    release: PathBuf,
+    /// Made by a waiter's command, should one ever run.
+    ran: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Held {
+    async fn start(verb: Verb, name: &str) -> Held {
+        let dir = tempfile::tempdir().unwrap();
+        let (script, started, release, _) = gated_script(dir.path());
+        let path = unique(name);
+        let holder = verb.spawn(&path, &["--id", "holder"], &script);
+        wait_for_file(&started).await;
+        Held {
+            verb,
+            path,
+            holder,
+            release,
+            ran: dir.path().join("waiter-ran"),
+            _dir: dir,
+        }
+    }
+
+    /// A waiter's command: it marks that it ran.
+    fn waiter_script(&self) -> String {
+        format!("touch {}", self.ran.display())
+    }
+
+    /// A waiter with `--timeout 300ms` gives up after it with 75, saying
+    /// so, and leaves the queue.
+    async fn a_waiter_times_out(&self) {
+        let script = self.waiter_script();
+        let began = Instant::now();
+        let output = run(&[
+            self.verb.name(),
+            &self.path,
+            "--timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .await;
+        assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
+        assert!(stderr(&output).contains("timed out"), "{}", stderr(&output));
+        assert!(began.elapsed() >= Duration::from_millis(300));
+        self.verb
+            .wait_listing(&self.path, 1, "the timed-out waiter gone")
+            .await;
+    }
+
+    /// A queued waiter, interrupted, exits 130 and leaves the queue; the
+    /// holder keeps its hold.
+    async fn a_waiter_is_interrupted(&self) {
+        let verb = self.verb;
+        let waiter = verb.spawn(&self.path, &["--id", "waiter"], &self.waiter_script());
+        verb.wait_listing(&self.path, 2, "the waiter queued").await;
+        signal(&waiter, "-INT");
+        let output = finish(waiter).await;
+        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+        verb.wait_listing(&self.path, 1, "the interrupted waiter gone")
+            .await;
+        let holder = verb.holder(&self.path).await;
+        assert_eq!(verb.id_of(&holder), "holder", "{holder}");
+    }
+
+    /// Lets the holder's command end: it exits 0, and no waiter that gave
+    /// up ran its command.
+    async fn release(self) {
+        std::fs::write(&self.release, "").unwrap();
+        assert!(finish(self.holder).await.status.success());
+        assert!(!self.ran.exists(), "a waiter that gave up ran its command");
+    }
+}
+
+/// The node of `<verb>`'s hold is deleted by someone else: the hold is
+/// lost, a command that ignores SIGTERM is killed after `--kill-after`, the
+/// command line exits 76 and leaves nothing queued (an elector queues
+/// again, and leaves with the rest).
+async fn a_deleted_node_stops_the_command(verb: Verb, name: &str, options: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let signalled = dir.path().join("signalled");
+    // This child ignores SIGTERM: only SIGKILL, after --kill-after, ends it.
+    let script = format!(
+        "trap 'echo TERM > {s}' TERM; touch {st}; while true; do sleep 0.02; done",
+        s = signalled.display(),
+        st = started.display()
+    );
+    let path = unique(name);
+    let child = verb.spawn(&path, options, &script);
+    wait_for_file(&started).await;
+    let node = verb.holder(&path).await["node"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = zookeeper_client::Client::connect(&server().connect_string())
+        .await
+        .unwrap();
+    client.delete(&node, None).await.unwrap();
+    let output = finish(child).await;
+    assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&verb.lost(&path)) && err.contains("deleted") && err.contains("killing"),
+        "{err}"
+    );
+    wait_for_file(&signalled).await;
+    verb.wait_listing(&path, 0, "nothing left queued").await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_lock_runs_never_overlap() {
     bounded(async {
@@ -152,7 +381,9 @@ async fn two_lock_runs_never_overlap() {
             "echo \"start $(date +%s%N)\" >> {l}; sleep 0.2; echo \"end $(date +%s%N)\" >> {l}",
             l = log.display()
         );
-        let runs: Vec<Child> = (0..3).map(|_| spawn_lock(&path, &[], &script)).collect();
+        let runs: Vec<Child> = (0..3)
+            .map(|_| Verb::Lock.spawn(&path, &[], &script))
+            .collect();
         for run in runs {
             let output = finish(run).await;
             assert!(output.status.success(), "{}", stderr(&output));
@@ -181,27 +412,23 @@ async fn exit_status_and_environment_pass_through() {
         let dir = tempfile::tempdir().unwrap();
         let env_file = dir.path().join("env");
         let path = unique("status");
+        the_status_passes_through(Verb::Lock, &path).await;
         let script = format!(
-            "echo \"$ZK_CURATOR_FENCING_TOKEN $ZK_CURATOR_LOCK_NODE\" > {}; echo out; exit 42",
+            "echo \"$ZK_CURATOR_FENCING_TOKEN $ZK_CURATOR_LOCK_NODE\" > {}",
             env_file.display()
         );
-        let output = finish(spawn_lock(&path, &[], &script)).await;
-        assert_eq!(output.status.code(), Some(42), "{}", stderr(&output));
-        assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+        let output = finish(Verb::Lock.spawn(&path, &[], &script)).await;
+        assert!(output.status.success(), "{}", stderr(&output));
         let seen = std::fs::read_to_string(&env_file).unwrap();
         let (token, node) = seen.trim().split_once(' ').unwrap();
         assert!(token.parse::<i64>().unwrap() > 0, "token {token}");
         assert!(node.starts_with(&format!("{path}/_c_")), "node {node}");
         // Tokens grow from one holder to the next.
-        let output = finish(spawn_lock(&path, &[], &script)).await;
-        assert_eq!(output.status.code(), Some(42));
+        let output = finish(Verb::Lock.spawn(&path, &[], &script)).await;
+        assert!(output.status.success(), "{}", stderr(&output));
         let again = std::fs::read_to_string(&env_file).unwrap();
         let next: i64 = again.split_once(' ').unwrap().0.parse().unwrap();
         assert!(next > token.parse::<i64>().unwrap());
-        // A command that does not exist: the shell's 127, lock released.
-        let output = run(&["lock", &path, "--", "/nonexistent/zk-curator-test"]).await;
-        assert_eq!(output.status.code(), Some(127), "{}", stderr(&output));
-        assert!(locks_json(&path).await.is_empty());
     })
     .await;
 }
@@ -209,23 +436,15 @@ async fn exit_status_and_environment_pass_through() {
 #[tokio::test(flavor = "multi_thread")]
 async fn timeout_gives_its_code_and_locks_lists_the_waiter() {
     bounded(async {
-        let dir = tempfile::tempdir().unwrap();
-        let (script, started, release, _) = gated_script(dir.path());
-        let path = unique("timeout");
-        let holder = spawn_lock(&path, &["--id", "holder-1"], &script);
-        wait_for_file(&started).await;
+        let held = Held::start(Verb::Lock, "timeout").await;
+        let path = held.path.clone();
+        held.a_waiter_times_out().await;
 
-        let began = Instant::now();
-        let output = run(&["lock", &path, "--timeout", "300ms", "--", "true"]).await;
-        assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
-        assert!(stderr(&output).contains("timed out"), "{}", stderr(&output));
-        assert!(began.elapsed() >= Duration::from_millis(300));
-
-        let waiter = spawn_lock(&path, &["--id", "waiter-1"], "exit 0");
+        let waiter = Verb::Lock.spawn(&path, &["--id", "waiter-1"], "exit 0");
         let listed = participants(&path, 2, "a holder and a waiter").await;
         assert_eq!(listed[0]["role"], "holder");
         assert_eq!(listed[0]["kind"], "mutex");
-        assert_eq!(listed[0]["identity"]["label"], "holder-1");
+        assert_eq!(listed[0]["identity"]["label"], "holder");
         assert_eq!(listed[1]["role"], "waiter");
         assert_eq!(listed[1]["identity"]["label"], "waiter-1");
         assert!(listed[0]["sequence"].as_u64() < listed[1]["sequence"].as_u64());
@@ -235,12 +454,11 @@ async fn timeout_gives_its_code_and_locks_lists_the_waiter() {
         let table = run(&["locks", &path]).await;
         let table = String::from_utf8_lossy(&table.stdout).into_owned();
         assert!(
-            table.contains("holder-1") && table.contains("waiter"),
+            table.contains("holder") && table.contains("waiter"),
             "{table}"
         );
 
-        std::fs::write(&release, "").unwrap();
-        assert!(finish(holder).await.status.success());
+        held.release().await;
         assert!(finish(waiter).await.status.success());
         assert!(locks_json(&path).await.is_empty());
     })
@@ -253,9 +471,9 @@ async fn locks_reads_read_write_and_semaphore_layouts() {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, release, _) = gated_script(dir.path());
         let rw = unique("rw");
-        let reader = spawn_lock(&rw, &["--read"], &script);
+        let reader = Verb::Lock.spawn(&rw, &["--read"], &script);
         wait_for_file(&started).await;
-        let writer = spawn_lock(&rw, &["--write"], "exit 0");
+        let writer = Verb::Lock.spawn(&rw, &["--write"], "exit 0");
         let mut listed = participants(&rw, 2, "a reader and a writer").await;
         assert_eq!(
             (&listed[0]["kind"], &listed[0]["role"]),
@@ -272,9 +490,9 @@ async fn locks_reads_read_write_and_semaphore_layouts() {
         std::fs::remove_file(&started).unwrap();
         std::fs::remove_file(&release).unwrap();
         let sem = unique("sem");
-        let holder = spawn_lock(&sem, &["--leases", "1"], &script);
+        let holder = Verb::Lock.spawn(&sem, &["--leases", "1"], &script);
         wait_for_file(&started).await;
-        let waiter = spawn_lock(&sem, &["--leases", "1"], "exit 0");
+        let waiter = Verb::Lock.spawn(&sem, &["--leases", "1"], "exit 0");
         listed = participants(&sem, 2, "a lease holder and a waiter").await;
         assert!(listed.iter().all(|p| p["kind"] == "lease"));
         assert_eq!(listed[0]["role"], "holder");
@@ -296,7 +514,7 @@ async fn revoke_stops_the_holder_and_releases() {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, _release, signalled) = gated_script(dir.path());
         let path = unique("revoke");
-        let holder = spawn_lock(&path, &[], &script);
+        let holder = Verb::Lock.spawn(&path, &[], &script);
         wait_for_file(&started).await;
 
         let output = run(&["revoke", &path, "--all"]).await;
@@ -322,8 +540,8 @@ async fn revoke_one_lease_by_name() {
         let other = tempfile::tempdir().unwrap();
         let (script2, started2, release2, signalled2) = gated_script(other.path());
         let path = unique("revoke-lease");
-        let first = spawn_lock(&path, &["--leases", "2"], &script);
-        let second = spawn_lock(&path, &["--leases", "2"], &script2);
+        let first = Verb::Lock.spawn(&path, &["--leases", "2"], &script);
+        let second = Verb::Lock.spawn(&path, &["--leases", "2"], &script2);
         wait_for_file(&started).await;
         wait_for_file(&started2).await;
         let listed = participants(&path, 2, "two leases").await;
@@ -404,11 +622,6 @@ async fn namespace_and_auth_settings() {
     .await;
 }
 
-/// Waits until the lock has exactly one participant and returns it.
-async fn the_holder(path: &str) -> Value {
-    participants(path, 1, "the holder's node").await.remove(0)
-}
-
 /// The holder's session is expired on the server (on both backends: the
 /// proxy between the tool and the server saw the session's grant, which is
 /// all it takes to close it). `--session-timeout` is what the server granted.
@@ -426,12 +639,7 @@ async fn a_lost_session_stops_the_command() {
             .spawn()
             .unwrap();
         wait_for_file(&started).await;
-        let session = session_id(&the_holder(&path).await);
-        let grant = proxy
-            .granted_sessions()
-            .into_iter()
-            .find(|grant| grant.session_id == session)
-            .expect("the holder's session went through the proxy");
+        let grant = the_grant(&proxy, Verb::Lock, &path).await;
         assert_eq!(
             grant.timeout_ms, 7000,
             "--session-timeout was not asked for"
@@ -442,7 +650,7 @@ async fn a_lost_session_stops_the_command() {
         let output = finish(holder).await;
         assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
         assert!(
-            stderr(&output).contains("lost the lock"),
+            stderr(&output).contains(&Verb::Lock.lost(&path)),
             "{}",
             stderr(&output)
         );
@@ -453,30 +661,11 @@ async fn a_lost_session_stops_the_command() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_node_stops_the_command_and_kill_after_applies() {
-    bounded(async {
-        let dir = tempfile::tempdir().unwrap();
-        let started = dir.path().join("started");
-        let signalled = dir.path().join("signalled");
-        // This child ignores SIGTERM: only SIGKILL, after --kill-after, ends it.
-        let script = format!(
-            "trap 'echo TERM > {s}' TERM; touch {st}; while true; do sleep 0.02; done",
-            s = signalled.display(),
-            st = started.display()
-        );
-        let path = unique("deleted");
-        let holder = spawn_lock(&path, &["--kill-after", "300ms"], &script);
-        wait_for_file(&started).await;
-        let node = the_holder(&path).await["node"].as_str().unwrap().to_owned();
-        let client = zookeeper_client::Client::connect(&server().connect_string())
-            .await
-            .unwrap();
-        client.delete(&node, None).await.unwrap();
-        let output = finish(holder).await;
-        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
-        let err = stderr(&output);
-        assert!(err.contains("deleted") && err.contains("killing"), "{err}");
-        wait_for_file(&signalled).await;
-    })
+    bounded(a_deleted_node_stops_the_command(
+        Verb::Lock,
+        "deleted",
+        &["--kill-after", "300ms"],
+    ))
     .await;
 }
 
@@ -486,14 +675,9 @@ async fn signals_are_passed_on_and_the_lock_released() {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, _release, signalled) = gated_script(dir.path());
         let path = unique("signal");
-        let holder = spawn_lock(&path, &[], &script);
+        let holder = Verb::Lock.spawn(&path, &[], &script);
         wait_for_file(&started).await;
-        let pid = holder.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        signal(&holder, "-INT");
         let output = finish(holder).await;
         // The child's trap exits 3: its status is ours.
         assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
@@ -506,26 +690,9 @@ async fn signals_are_passed_on_and_the_lock_released() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupted_waiter_leaves_the_queue() {
     bounded(async {
-        let dir = tempfile::tempdir().unwrap();
-        let (script, started, release, _) = gated_script(dir.path());
-        let path = unique("interrupted");
-        let holder = spawn_lock(&path, &[], &script);
-        wait_for_file(&started).await;
-        let ran = dir.path().join("waiter-ran");
-        let waiter = spawn_lock(&path, &[], &format!("touch {}", ran.display()));
-        participants(&path, 2, "the waiter queued").await;
-        let pid = waiter.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let output = finish(waiter).await;
-        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
-        participants(&path, 1, "the waiter gone").await;
-        std::fs::write(&release, "").unwrap();
-        assert!(finish(holder).await.status.success());
-        assert!(!ran.exists(), "the interrupted waiter ran its command");
+        let held = Held::start(Verb::Lock, "interrupted").await;
+        held.a_waiter_is_interrupted().await;
+        held.release().await;
     })
     .await;
 }
@@ -599,12 +766,7 @@ async fn server_serves_zookeeper_client_and_kazoo() {
         assert_eq!(client.get_data("/served").await.unwrap().0, b"yes");
         drop(client);
         kazoo_uses(&connect).await;
-        let pid = server.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        signal(&server, "-INT");
         let status = tokio::time::timeout(WAIT_LIMIT, server.wait())
             .await
             .unwrap()
@@ -630,7 +792,7 @@ async fn locks_watch_prints_again_on_every_change() {
         // A holder appears: a new line lists it, without being asked.
         let dir = tempfile::tempdir().unwrap();
         let release = dir.path().join("release");
-        let mut holder = spawn_lock(
+        let mut holder = Verb::Lock.spawn(
             &path,
             &[],
             &format!("while [ ! -e {} ]; do sleep 0.02; done", release.display()),
@@ -655,12 +817,7 @@ async fn locks_watch_prints_again_on_every_change() {
                 .unwrap();
             seen = count(&line);
         }
-        let pid = watch.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        signal(&watch, "-INT");
         let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
             .await
             .unwrap()
@@ -815,22 +972,15 @@ impl Drop for Tree {
 }
 
 impl Tree {
-    /// After `lock` has exited: the grandchild is gone, and lets the next
-    /// holder in to show it never writes.
-    async fn assert_gone_and_silent(&self, grandchild: u32, path: &str) {
-        self.assert_gone_and_silent_before(grandchild, &["lock", path, "--", "true"])
-            .await;
-    }
-
-    /// As [`Tree::assert_gone_and_silent`], with `next` (a `zk-curator`
-    /// run) as the next holder.
-    async fn assert_gone_and_silent_before(&self, grandchild: u32, next: &[&str]) {
+    /// After `<verb>` has exited: the grandchild is gone, and lets the next
+    /// holder (`<verb> <path> -- true`) in to show it never writes.
+    async fn assert_gone_and_silent(&self, grandchild: u32, verb: Verb, path: &str) {
         assert!(
             pid_gone(grandchild),
             "zk-curator exited while the grandchild {grandchild} still ran"
         );
         std::fs::write(&self.release, "").unwrap();
-        let next = run(next).await;
+        let next = run(&[verb.name(), path, "--", "true"]).await;
         assert!(next.status.success(), "{}", stderr(&next));
         assert!(pid_gone(grandchild));
         assert_eq!(self.log_text(), "", "the grandchild wrote after the stop");
@@ -842,42 +992,49 @@ async fn revocation_stops_the_whole_process_tree() {
     bounded(async {
         let tree = Tree::new();
         let path = unique("tree-revoke");
-        let holder = spawn_lock(&path, &[], &tree.script(false));
+        let holder = Verb::Lock.spawn(&path, &[], &tree.script(false));
         let grandchild = tree.wait_started().await;
         let output = run(&["revoke", &path, "--all"]).await;
         assert!(output.status.success(), "{}", stderr(&output));
         let output = finish(holder).await;
         assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
-        tree.assert_gone_and_silent(grandchild, &path).await;
+        tree.assert_gone_and_silent(grandchild, Verb::Lock, &path)
+            .await;
     })
     .await;
 }
 
+/// The session of `<verb>` is expired on the server: the hold is lost, the
+/// command's whole process group (a grandchild too) is stopped, the command
+/// line exits 76 and leaves nothing queued.
+async fn an_expired_session_stops_the_whole_process_tree(verb: Verb, name: &str) {
+    let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+    let tree = Tree::new();
+    let path = unique(name);
+    let script = tree.script(false);
+    let child = zkc(&[verb.name(), &path, "--", "sh", "-c", &script])
+        .env("ZK_CONNECT", proxy.connect_string())
+        .spawn()
+        .unwrap();
+    let grandchild = tree.wait_started().await;
+    let grant = the_grant(&proxy, verb, &path).await;
+    close_granted_session(&server().connect_string(), &grant, WAIT_LIMIT)
+        .await
+        .unwrap();
+    let output = finish(child).await;
+    assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains(&verb.lost(&path)), "{err}");
+    tree.assert_gone_and_silent(grandchild, verb, &path).await;
+    verb.wait_listing(&path, 0, "nothing left queued").await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lost_session_stops_the_whole_process_tree() {
-    bounded(async {
-        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
-        let tree = Tree::new();
-        let path = unique("tree-lost");
-        let script = tree.script(false);
-        let holder = zkc(&["lock", &path, "--", "sh", "-c", &script])
-            .env("ZK_CONNECT", proxy.connect_string())
-            .spawn()
-            .unwrap();
-        let grandchild = tree.wait_started().await;
-        let session = session_id(&the_holder(&path).await);
-        let grant = proxy
-            .granted_sessions()
-            .into_iter()
-            .find(|grant| grant.session_id == session)
-            .expect("the holder's session went through the proxy");
-        close_granted_session(&server().connect_string(), &grant, WAIT_LIMIT)
-            .await
-            .unwrap();
-        let output = finish(holder).await;
-        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
-        tree.assert_gone_and_silent(grandchild, &path).await;
-    })
+    bounded(an_expired_session_stops_the_whole_process_tree(
+        Verb::Lock,
+        "tree-lost",
+    ))
     .await;
 }
 
@@ -886,36 +1043,38 @@ async fn kill_after_kills_a_grandchild_that_ignores_sigterm() {
     bounded(async {
         let tree = Tree::new();
         let path = unique("tree-kill");
-        let holder = spawn_lock(&path, &["--kill-after", "300ms"], &tree.script(true));
+        let holder = Verb::Lock.spawn(&path, &["--kill-after", "300ms"], &tree.script(true));
         let grandchild = tree.wait_started().await;
         let output = run(&["revoke", &path, "--all"]).await;
         assert!(output.status.success(), "{}", stderr(&output));
         let output = finish(holder).await;
         assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
         assert!(stderr(&output).contains("killing"), "{}", stderr(&output));
-        tree.assert_gone_and_silent(grandchild, &path).await;
+        tree.assert_gone_and_silent(grandchild, Verb::Lock, &path)
+            .await;
     })
     .await;
 }
 
+/// A SIGTERM to `<verb>` is passed on to the command's whole group; the
+/// command's status (death by that signal) is the command line's.
+async fn a_signal_reaches_the_whole_process_tree(verb: Verb, path: &str) {
+    let tree = Tree::new();
+    let child = verb.spawn(path, &[], &tree.script(false));
+    let grandchild = tree.wait_started().await;
+    signal(&child, "-TERM");
+    let output = finish(child).await;
+    // The direct child died of the SIGTERM passed on: 128 + 15.
+    assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
+    tree.assert_gone_and_silent(grandchild, verb, path).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signal_to_zk_curator_reaches_the_whole_process_tree() {
-    bounded(async {
-        let tree = Tree::new();
-        let path = unique("tree-signal");
-        let holder = spawn_lock(&path, &[], &tree.script(false));
-        let grandchild = tree.wait_started().await;
-        let pid = holder.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let output = finish(holder).await;
-        // The direct child died of the SIGTERM passed on: 128 + 15.
-        assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
-        tree.assert_gone_and_silent(grandchild, &path).await;
-    })
+    bounded(a_signal_reaches_the_whole_process_tree(
+        Verb::Lock,
+        &unique("tree-signal"),
+    ))
     .await;
 }
 
@@ -931,9 +1090,9 @@ async fn the_hold_outlives_the_command_until_its_group_is_gone() {
             g = tree.grandchild(false),
             st = tree.started.display(),
         );
-        let holder = spawn_lock(&path, &[], &script);
+        let holder = Verb::Lock.spawn(&path, &[], &script);
         let grandchild = tree.wait_started().await;
-        let waiter = spawn_lock(
+        let waiter = Verb::Lock.spawn(
             &path,
             &[],
             &format!("echo \"waiter $(date +%s%N)\" >> {}", tree.log.display()),
@@ -1240,9 +1399,12 @@ async fn revoke_refuses_a_node_that_is_not_a_participant() {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, release, signalled) = gated_script(dir.path());
         let path = unique("revoke-bogus");
-        let holder = spawn_lock(&path, &[], &script);
+        let holder = Verb::Lock.spawn(&path, &[], &script);
         wait_for_file(&started).await;
-        let node = the_holder(&path).await["node"].as_str().unwrap().to_owned();
+        let node = Verb::Lock.holder(&path).await["node"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         for bogus in ["bogus", "/somewhere/else", &format!("{node}x")] {
             let output = run(&["revoke", &path, "--node", bogus]).await;
             assert_eq!(
@@ -1351,12 +1513,7 @@ async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
             0,
             "{again}"
         );
-        let pid = watch.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
+        signal(&watch, "-INT");
         let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
             .await
             .unwrap()
@@ -1372,7 +1529,7 @@ async fn lock_warns_about_participants_of_another_kind() {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, release, _) = gated_script(dir.path());
         let path = unique("kinds");
-        let reader = spawn_lock(&path, &["--read"], &script);
+        let reader = Verb::Lock.spawn(&path, &["--read"], &script);
         wait_for_file(&started).await;
         // A mutex does not exclude the reader: it runs, after one warning.
         let output = run(&["lock", &path, "--", "true"]).await;
@@ -1446,41 +1603,6 @@ async fn lock_exits_promptly_when_the_release_goes_unanswered() {
 // Leader election: `elect` and `leader` (issue 18, item 4).
 // ---------------------------------------------------------------------------
 
-/// `elect <path> [options] -- sh -c <script>` started in the background.
-fn spawn_elect(path: &str, options: &[&str], script: &str) -> Child {
-    let mut args = vec!["elect", path];
-    args.extend_from_slice(options);
-    args.extend_from_slice(&["--", "sh", "-c", script]);
-    zkc(&args).spawn().unwrap()
-}
-
-async fn leader_json(path: &str) -> Value {
-    let output = run(&["leader", path, "--json"]).await;
-    assert!(
-        output.status.success(),
-        "leader failed: {}",
-        stderr(&output)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// Waits until `leader --json` lists `count` participants of `path`, and
-/// returns the listing.
-async fn electors(path: &str, count: usize, what: &str) -> Value {
-    let deadline = Instant::now() + WAIT_LIMIT;
-    loop {
-        let listed = leader_json(path).await;
-        if listed["participants"].as_array().unwrap().len() == count {
-            return listed;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {listed}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// One elector's files: its command logs its start (with the fencing token
 /// and node it was given) and its end into a shared log, marks its start,
 /// and waits for its release file.
@@ -1524,7 +1646,7 @@ async fn electors_take_turns_and_leader_lists_them() {
         let electors_ = [Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b")];
         let mut runs: Vec<Child> = electors_
             .iter()
-            .map(|e| spawn_elect(&path, &["--id", e.id], &e.script(&log)))
+            .map(|e| Verb::Elect.spawn(&path, &["--id", e.id], &e.script(&log)))
             .collect();
         // Whoever leads first starts its command; the other is queued.
         let mut first = None;
@@ -1536,7 +1658,9 @@ async fn electors_take_turns_and_leader_lists_them() {
         .await;
         let first = first.unwrap();
         let second = 1 - first;
-        let listed = electors(&path, 2, "both electors queued").await;
+        let listed = Verb::Elect
+            .wait_listing(&path, 2, "both electors queued")
+            .await;
 
         // `leader --json`: the leader first, with its id and node.
         let participants = listed["participants"].as_array().unwrap();
@@ -1614,7 +1738,7 @@ async fn electors_take_turns_and_leader_lists_them() {
         assert!(lines[2][3].starts_with(&format!("{path}/_c_")), "{text}");
 
         // Both gone: no leader.
-        let listed = leader_json(&path).await;
+        let listed = Verb::Elect.listing(&path).await;
         assert_eq!(listed["leader"], Value::Null, "{listed}");
         assert_eq!(listed["participants"], Value::Array(vec![]), "{listed}");
     })
@@ -1634,7 +1758,7 @@ async fn leader_without_participants_and_of_a_selector_layout() {
             String::from_utf8_lossy(&output.stdout).trim(),
             format!("no leader: {path} has no participants")
         );
-        let listed = leader_json(&path).await;
+        let listed = Verb::Elect.listing(&path).await;
         assert_eq!(
             listed,
             serde_json::json!({"path": path, "recipe": null, "leader": null, "participants": []})
@@ -1643,9 +1767,9 @@ async fn leader_without_participants_and_of_a_selector_layout() {
         // A mutex queue is a leader selector's election.
         let dir = tempfile::tempdir().unwrap();
         let (script, started, release, _) = gated_script(dir.path());
-        let holder = spawn_lock(&path, &["--id", "sel"], &script);
+        let holder = Verb::Lock.spawn(&path, &["--id", "sel"], &script);
         wait_for_file(&started).await;
-        let listed = leader_json(&path).await;
+        let listed = Verb::Elect.listing(&path).await;
         assert_eq!(listed["recipe"], "selector", "{listed}");
         let leader = &listed["leader"];
         assert_eq!(leader["id"], Value::Null, "{listed}");
@@ -1664,70 +1788,23 @@ async fn leader_without_participants_and_of_a_selector_layout() {
     .await;
 }
 
-/// The leader's session is expired on the server: the term is lost, the
-/// command's whole process group (a grandchild too) is stopped, and `elect`
-/// exits 76.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_leader_session_stops_the_whole_process_tree() {
-    bounded(async {
-        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
-        let tree = Tree::new();
-        let path = unique("elect-expired");
-        let script = tree.script(false);
-        let leader = zkc(&["elect", &path, "--", "sh", "-c", &script])
-            .env("ZK_CONNECT", proxy.connect_string())
-            .spawn()
-            .unwrap();
-        let grandchild = tree.wait_started().await;
-        let grants = proxy.granted_sessions();
-        assert_eq!(grants.len(), 1, "one session through the proxy: {grants:?}");
-        close_granted_session(&server().connect_string(), &grants[0], WAIT_LIMIT)
-            .await
-            .unwrap();
-        let output = finish(leader).await;
-        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
-        let err = stderr(&output);
-        assert!(err.contains(&format!("lost leadership of {path}")), "{err}");
-        tree.assert_gone_and_silent_before(grandchild, &["elect", &path, "--", "true"])
-            .await;
-        electors(&path, 0, "the election empty").await;
-    })
+    bounded(an_expired_session_stops_the_whole_process_tree(
+        Verb::Elect,
+        "elect-expired",
+    ))
     .await;
 }
 
-/// The leader's node is deleted by someone else: the term is lost, and a
-/// command that ignores SIGTERM is killed after --kill-after; exit 76.
+/// As for `lock`, with an id.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_leader_node_stops_the_command_and_kill_after_applies() {
-    bounded(async {
-        let dir = tempfile::tempdir().unwrap();
-        let started = dir.path().join("started");
-        let signalled = dir.path().join("signalled");
-        let script = format!(
-            "trap 'echo TERM > {s}' TERM; touch {st}; while true; do sleep 0.02; done",
-            s = signalled.display(),
-            st = started.display()
-        );
-        let path = unique("elect-deleted");
-        let leader = spawn_elect(&path, &["--id", "doomed", "--kill-after", "300ms"], &script);
-        wait_for_file(&started).await;
-        let listed = electors(&path, 1, "the leader's node").await;
-        let node = listed["leader"]["node"].as_str().unwrap().to_owned();
-        let client = zookeeper_client::Client::connect(&server().connect_string())
-            .await
-            .unwrap();
-        client.delete(&node, None).await.unwrap();
-        let output = finish(leader).await;
-        assert_eq!(output.status.code(), Some(76), "{}", stderr(&output));
-        let err = stderr(&output);
-        assert!(
-            err.contains("lost leadership") && err.contains("killing"),
-            "{err}"
-        );
-        wait_for_file(&signalled).await;
-        // The latch it re-queued is gone with it.
-        electors(&path, 0, "the election empty").await;
-    })
+    bounded(a_deleted_node_stops_the_command(
+        Verb::Elect,
+        "elect-deleted",
+        &["--id", "doomed", "--kill-after", "300ms"],
+    ))
     .await;
 }
 
@@ -1736,45 +1813,10 @@ async fn a_deleted_leader_node_stops_the_command_and_kill_after_applies() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_elector_gives_up_on_timeout_or_signal_and_leaves() {
     bounded(async {
-        let dir = tempfile::tempdir().unwrap();
-        let (script, started, release, _) = gated_script(dir.path());
-        let path = unique("elect-waiting");
-        let leader = spawn_elect(&path, &["--id", "leader"], &script);
-        wait_for_file(&started).await;
-        let ran = dir.path().join("waiter-ran");
-        let touch = format!("touch {}", ran.display());
-
-        let output = run(&[
-            "elect",
-            &path,
-            "--timeout",
-            "300ms",
-            "--",
-            "sh",
-            "-c",
-            &touch,
-        ])
-        .await;
-        assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
-        assert!(stderr(&output).contains("timed out"), "{}", stderr(&output));
-        electors(&path, 1, "the timed-out elector gone").await;
-
-        let waiter = spawn_elect(&path, &["--id", "waiter"], &touch);
-        electors(&path, 2, "the waiter queued").await;
-        let pid = waiter.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let output = finish(waiter).await;
-        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
-        let listed = electors(&path, 1, "the interrupted waiter gone").await;
-        assert_eq!(listed["leader"]["id"], "leader", "{listed}");
-
-        std::fs::write(&release, "").unwrap();
-        assert!(finish(leader).await.status.success());
-        assert!(!ran.exists(), "a waiter that gave up ran its command");
+        let held = Held::start(Verb::Elect, "elect-waiting").await;
+        held.a_waiter_times_out().await;
+        held.a_waiter_is_interrupted().await;
+        held.release().await;
     })
     .await;
 }
@@ -1786,25 +1828,8 @@ async fn a_waiting_elector_gives_up_on_timeout_or_signal_and_leaves() {
 async fn elect_passes_status_and_signals_through_as_lock_does() {
     bounded(async {
         let path = unique("elect-status");
-        let output = finish(spawn_elect(&path, &[], "echo out; exit 42")).await;
-        assert_eq!(output.status.code(), Some(42), "{}", stderr(&output));
-        assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
-        let output = run(&["elect", &path, "--", "/nonexistent/command"]).await;
-        assert_eq!(output.status.code(), Some(127), "{}", stderr(&output));
-
-        let tree = Tree::new();
-        let leader = spawn_elect(&path, &[], &tree.script(false));
-        let grandchild = tree.wait_started().await;
-        let pid = leader.id().unwrap().to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let output = finish(leader).await;
-        assert_eq!(output.status.code(), Some(143), "{}", stderr(&output));
-        tree.assert_gone_and_silent_before(grandchild, &["elect", &path, "--", "true"])
-            .await;
+        the_status_passes_through(Verb::Elect, &path).await;
+        a_signal_reaches_the_whole_process_tree(Verb::Elect, &path).await;
     })
     .await;
 }

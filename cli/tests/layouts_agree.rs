@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use zk_curator::{
     Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
-    InterProcessSemaphoreV2, LeaderLatch,
+    InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
 };
 use zk_curator_testing::TestingServer;
 

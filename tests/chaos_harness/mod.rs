@@ -36,8 +36,8 @@ use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     Error, Fence, FencingToken, Framework, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, LeaderLatch, LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard,
-    WriteGuard, WriteLock,
+    InterProcessSemaphoreV2, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm, Lease,
+    LockLoss, MutexGuard, WriteGuard, WriteLock,
 };
 use zk_curator_testing::{FaultProxy, TestingServer};
 

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use zk_curator::zk;
-use zk_curator::Framework;
+use zk_curator::{Framework, LeaderElection, LeaderLatch, LeaderTerm};
 use zk_curator_testing::{Backend, FaultProxy, TestingServer, Traffic};
 
 /// How long tests wait for anything that should happen promptly.
@@ -217,6 +217,24 @@ pub async fn raw_client(connect: &str) -> zk::Client {
         .unwrap()
 }
 
+/// A started framework on `connect` and a raw client beside it, to look at
+/// what the framework's locks leave on the server.
+pub async fn session_and_raw(connect: &str) -> (Framework, zk::Client) {
+    let fw = framework(connect).await;
+    let raw = raw_client(connect).await;
+    (fw, raw)
+}
+
+/// Two started frameworks on `connect` (two sessions, as two processes would
+/// have) and a raw client to look at the server with: where most tests of
+/// contention begin.
+pub async fn two_sessions_and_raw(connect: &str) -> (Framework, Framework, zk::Client) {
+    let first = framework(connect).await;
+    let second = framework(connect).await;
+    let raw = raw_client(connect).await;
+    (first, second, raw)
+}
+
 /// The children of `path` (empty if it does not exist).
 pub async fn children(client: &zk::Client, path: &str) -> Vec<String> {
     match client.list_children(path).await {
@@ -343,4 +361,30 @@ pub fn only(scheme: &str, id: &str) -> Vec<zk::Acl> {
         zk::Permission::ALL,
         zk::AuthId::new(scheme, id),
     )]
+}
+
+/// Waits for `latch` to lead, failing the test after `limit`.
+pub async fn leads(latch: &LeaderLatch, limit: Duration) -> LeaderTerm {
+    latch
+        .await_leadership_timeout(limit)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{} never led within {limit:?}", latch.id()))
+}
+
+/// Ends an election test: closes `latches` in order, waits until the
+/// election at `path` has no participant left, then closes `frameworks`.
+pub async fn close_election(
+    raw: &zk::Client,
+    path: &str,
+    latches: &[&LeaderLatch],
+    frameworks: &[&Framework],
+) {
+    for latch in latches {
+        latch.close().await.unwrap();
+    }
+    wait_for_participants(raw, path, 0).await;
+    for fw in frameworks {
+        fw.close().await;
+    }
 }

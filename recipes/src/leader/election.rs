@@ -278,9 +278,11 @@ impl Election {
                     return Ok(());
                 }
                 Campaign::Failed(err) => {
-                    if !candidate.campaign_again_after(&err) {
+                    let give_up = || {
                         tracing::error!(%err, "could not queue for leadership; giving up");
                         self.record_failure(&err, true);
+                    };
+                    if !candidate.campaign_again_after(&err, give_up) {
                         return Ok(());
                     }
                     tracing::warn!(%err, "could not queue for leadership; trying again");
@@ -522,9 +524,11 @@ pub(crate) trait Candidate {
     fn notify_leader_when_framework_closes(&self) -> bool;
 
     /// Whether to campaign again, after a pause, once a campaign failed
-    /// with `err` (the loop stops otherwise, the failure recorded for
-    /// `await_leadership`).
-    fn campaign_again_after(&mut self, err: &Error) -> bool;
+    /// with `err`. If not, the loop stops, and the candidate calls
+    /// `give_up` (which records the failure for `await_leadership`) once it
+    /// no longer counts as campaigning: whoever sees the failure and asks
+    /// for a new campaign must find the old one over.
+    fn campaign_again_after(&mut self, err: &Error, give_up: impl FnOnce()) -> bool;
 
     /// The work of one term. Called before the term is published (so it
     /// can note what came before the term), awaited once it is: it lasts

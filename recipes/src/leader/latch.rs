@@ -3,7 +3,6 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use tokio::task::JoinHandle;
@@ -11,7 +10,6 @@ use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, Result};
 
 use super::election::{Candidate, Election, Next};
-use super::participant::Participant;
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
@@ -230,7 +228,7 @@ impl Drop for Inner {
 /// # Examples
 /// ```no_run
 /// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::LeaderLatch;
+/// use zk_curator_recipes::{LeaderElection, LeaderLatch};
 ///
 /// let latch = LeaderLatch::new(framework, "/services/compactor/leader", "host-7")?;
 /// latch.start()?;
@@ -329,83 +327,6 @@ impl LeaderLatch {
         self.election().changes()
     }
 
-    // The read side is written once, as the `LeaderElection` trait; these
-    // are its methods as the latch's own, so that callers need no import.
-
-    /// The election path (see [`LeaderElection::path`]).
-    pub fn path(&self) -> &str {
-        LeaderElection::path(self)
-    }
-
-    /// The participant id (see [`LeaderElection::id`]).
-    pub fn id(&self) -> &str {
-        LeaderElection::id(self)
-    }
-
-    /// The framework the latch runs on.
-    pub fn framework(&self) -> &Framework {
-        LeaderElection::framework(self)
-    }
-
-    /// Whether the latch leads now (see [`LeaderElection::has_leadership`]).
-    pub fn has_leadership(&self) -> bool {
-        LeaderElection::has_leadership(self)
-    }
-
-    /// The current term, if the latch leads now (see
-    /// [`LeaderElection::term`]).
-    pub fn term(&self) -> Option<LeaderTerm> {
-        LeaderElection::term(self)
-    }
-
-    /// Waits until the latch leads, and returns its term (see
-    /// [`LeaderElection::await_leadership`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-        LeaderElection::await_leadership(self).await
-    }
-
-    /// As [`await_leadership`](Self::await_leadership), for at most
-    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
-        LeaderElection::await_leadership_timeout(self, timeout).await
-    }
-
-    /// Every participant of the election, in queue order (see
-    /// [`LeaderElection::participants`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        LeaderElection::participants(self).await
-    }
-
-    /// The leader of the election, if there are participants (see
-    /// [`LeaderElection::leader`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        LeaderElection::leader(self).await
-    }
-
     /// Registers a listener for leadership changes from now on; it stays
     /// registered while the handle lives (see [`LeaderLatchListener`]).
     pub fn add_listener(&self, listener: impl LeaderLatchListener) -> LatchListenerHandle {
@@ -425,7 +346,7 @@ impl LeaderLatch {
     }
 
     /// Leaves the election: the latch stops reporting leadership at once
-    /// (so [`has_leadership`](Self::has_leadership) is false before anyone
+    /// (so [`has_leadership`](LeaderElection::has_leadership) is false before anyone
     /// else can lead), then its node is deleted: a leader's before this
     /// returns (its term ends; the next participant leads), a waiting one's
     /// in the background. `mode` says whether listeners and streams hear of
@@ -480,7 +401,7 @@ impl Candidate for &Core {
         CloseMode::NotifyLeader.notifies_leader()
     }
 
-    fn campaign_again_after(&mut self, _err: &Error) -> bool {
+    fn campaign_again_after(&mut self, _err: &Error, _give_up: impl FnOnce()) -> bool {
         true
     }
 

@@ -54,9 +54,10 @@ pub use self::term::{LeaderTerm, Leadership};
 /// leadership, and who takes part.
 ///
 /// [`LeaderLatch`] and [`LeaderSelector`] implement it, and no other type
-/// can (the trait is sealed). Each of them also has every one of these
-/// methods as its own, so calling them on a latch or a selector needs no
-/// import; the trait is for code that works with either:
+/// can (the trait is sealed). These methods are written here only: bring
+/// the trait into scope (`use zk_curator_recipes::LeaderElection;`, or
+/// `zk_curator::LeaderElection` from the facade crate) to call them on a
+/// latch or a selector, or take either through it:
 ///
 /// ```no_run
 /// use zk_curator_recipes::{LeaderElection, Result};
@@ -79,7 +80,7 @@ pub trait LeaderElection: sealed::Sealed {
         self.election().id()
     }
 
-    /// The framework the participant runs on.
+    /// The framework the participant (the latch or the selector) runs on.
     fn framework(&self) -> &Framework {
         self.election().framework()
     }

@@ -7,7 +7,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream};
@@ -17,7 +16,6 @@ use tracing::Instrument;
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::election::{Candidate, Election, Next};
-use super::participant::Participant;
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
@@ -290,83 +288,6 @@ impl LeaderSelector {
         self.election().changes()
     }
 
-    // The read side is written once, as the `LeaderElection` trait; these
-    // are its methods as the selector's own, so that callers need no import.
-
-    /// The election path (see [`LeaderElection::path`]).
-    pub fn path(&self) -> &str {
-        LeaderElection::path(self)
-    }
-
-    /// The participant id (see [`LeaderElection::id`]).
-    pub fn id(&self) -> &str {
-        LeaderElection::id(self)
-    }
-
-    /// The framework the selector runs on.
-    pub fn framework(&self) -> &Framework {
-        LeaderElection::framework(self)
-    }
-
-    /// Whether the selector leads now (see [`LeaderElection::has_leadership`]).
-    pub fn has_leadership(&self) -> bool {
-        LeaderElection::has_leadership(self)
-    }
-
-    /// The current term, if the selector leads now (see
-    /// [`LeaderElection::term`]).
-    pub fn term(&self) -> Option<LeaderTerm> {
-        LeaderElection::term(self)
-    }
-
-    /// Waits until the selector leads, and returns its term (see
-    /// [`LeaderElection::await_leadership`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership(&self) -> Result<LeaderTerm> {
-        LeaderElection::await_leadership(self).await
-    }
-
-    /// As [`await_leadership`](Self::await_leadership), for at most
-    /// `timeout` (see [`LeaderElection::await_leadership_timeout`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::await_leadership`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<LeaderTerm>> {
-        LeaderElection::await_leadership_timeout(self, timeout).await
-    }
-
-    /// Every participant of the election, in queue order (see
-    /// [`LeaderElection::participants`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        LeaderElection::participants(self).await
-    }
-
-    /// The leader of the election, if there are participants (see
-    /// [`LeaderElection::leader`]).
-    ///
-    /// # Errors
-    /// As [`LeaderElection::participants`].
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        LeaderElection::leader(self).await
-    }
-
     /// Leaves the election: a running function is cancelled (dropped), a
     /// leader's node deleted before this returns, a waiting one's in the
     /// background. Closing a closed selector does nothing; a closed
@@ -439,9 +360,20 @@ impl Candidate for Queued<'_> {
     }
 
     /// A selector keeps trying only with auto-requeue on; otherwise
-    /// `requeue` tries again.
-    fn campaign_again_after(&mut self, _err: &Error) -> bool {
-        self.core.auto_requeue.load(Ordering::Acquire)
+    /// `requeue` tries again. The task stops counting as queued before the
+    /// failure is recorded, both under the slot's lock: a `requeue` made on
+    /// seeing the failure queues a new task (and clears the failure), and
+    /// one made just before finds this task still queued, the failure not
+    /// yet shown.
+    fn campaign_again_after(&mut self, _err: &Error, give_up: impl FnOnce()) -> bool {
+        let mut slot = self.core.run_slot();
+        if self.core.auto_requeue.load(Ordering::Acquire) {
+            return true;
+        }
+        slot.running = false;
+        self.dequeued = true;
+        give_up();
+        false
     }
 
     fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
@@ -505,5 +437,50 @@ async fn lead(core: &Core, term: &LeaderTerm, interrupts_before: u64) -> End {
                 End::Panicked
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A selector without auto-requeue whose campaign fails for good: by the
+    /// time the campaign loop has given up and the failure shows, the
+    /// selector no longer counts as queued, so a `requeue` made on seeing
+    /// the failure queues again. The framework is never started, so every
+    /// campaign fails at once with `NotStarted`; the loop is driven here
+    /// without the task's epilogue, which would otherwise hide the order.
+    #[tokio::test]
+    async fn a_campaign_given_up_leaves_the_selector_free_to_requeue() {
+        let framework = Framework::builder()
+            .connect_string("127.0.0.1:2181")
+            .build()
+            .unwrap();
+        let selector =
+            LeaderSelector::with_id(framework, "/gave-up", "a", |_term: LeaderTerm| async {})
+                .unwrap();
+        selector.election().mark_started("leader selector").unwrap();
+        let core = &selector.inner.core;
+        // As `Core::queue` leaves it for the task it spawns.
+        core.run_slot().running = true;
+
+        let mut queued = Queued {
+            core,
+            dequeued: false,
+        };
+        core.election.run(&mut queued).await.unwrap();
+
+        // The failure shows...
+        let seen = selector.await_leadership().await;
+        assert_eq!(seen.err(), Some(Error::NotStarted));
+        // ...and asking to queue again, right then, does.
+        assert!(
+            selector.requeue().unwrap(),
+            "the failed campaign still counted as queued"
+        );
+        assert!(core.run_slot().running);
+        selector.close().await.unwrap();
     }
 }
