@@ -33,6 +33,7 @@
 
 mod election;
 mod latch;
+mod observer;
 mod participant;
 mod selector;
 mod term;
@@ -45,6 +46,7 @@ use zk_curator_framework::{Framework, Result};
 pub use self::latch::{
     CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LATCH_NAME,
 };
+pub use self::observer::{LeaderObserver, Observation, ObservedLeader};
 pub use self::participant::Participant;
 pub use self::selector::{LeaderSelector, LeaderSelectorListener};
 pub use self::term::{LeaderTerm, Leadership};
