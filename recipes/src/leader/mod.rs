@@ -188,6 +188,13 @@ mod tests {
         assert_send(&selector.close());
     }
 
+    #[allow(dead_code)]
+    fn observer_futures_and_streams_are_send_and_static(observer: LeaderObserver) {
+        fn send_static<T: Send + 'static>(_: &T) {}
+        assert_send(&observer.leader());
+        send_static(&observer.changes());
+    }
+
     #[test]
     fn handles_are_send_sync() {
         assert_send_sync_static::<LeaderLatch>();
@@ -196,5 +203,7 @@ mod tests {
         assert_send_sync_static::<Leadership>();
         assert_send_sync_static::<Participant>();
         assert_send_sync_static::<LatchListenerHandle>();
+        assert_send_sync_static::<LeaderObserver>();
+        assert_send_sync_static::<Observation>();
     }
 }

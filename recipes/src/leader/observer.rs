@@ -346,8 +346,9 @@ struct Watch {
 
 /// What one look found.
 enum Look {
-    /// Who leads, with the watch that reports the next change.
-    Seen(Observation, Watch),
+    /// Who leads, with the watch that reports the next change (boxed: the
+    /// other variants are small).
+    Seen(Box<(Observation, Watch)>),
     /// Not connected: nothing can be known now.
     Disconnected,
     /// The look failed for another reason; try again after a pause.
@@ -378,7 +379,8 @@ impl Observing {
             if self.needs_look {
                 self.needs_look = false;
                 let seen = match self.look().await {
-                    Look::Seen(seen, watch) => {
+                    Look::Seen(seen) => {
+                        let (seen, watch) = *seen;
                         self.pauses.reset();
                         self.pending = Pending::Watch(watch);
                         seen
@@ -472,7 +474,10 @@ impl Observing {
                 let leads = |children: &[String]| self.observer.first_of(children).is_some();
                 match watch_for_participants(framework, &session, &path, leads).await {
                     Ok(Some(watcher)) => {
-                        return Look::Seen(Observation::NoLeader, Watch { session, watcher })
+                        return Look::Seen(Box::new((
+                            Observation::NoLeader,
+                            Watch { session, watcher },
+                        )))
                     }
                     // Somebody came meanwhile.
                     Ok(None) => continue,
@@ -489,7 +494,8 @@ impl Observing {
             match read {
                 Ok((data, stat, watcher)) => {
                     let leader = ObservedLeader::from_node(node, data, &stat, recipe);
-                    return Look::Seen(Observation::Leader(leader), Watch { session, watcher });
+                    let watch = Watch { session, watcher };
+                    return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
                 // It went between the listing and the read: list again.
                 Err(Error::NoNode { .. }) => continue,
