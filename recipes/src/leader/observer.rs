@@ -262,8 +262,14 @@ impl LeaderObserver {
     /// logged, and tried again after a pause (100 ms, doubling up to 5 s).
     ///
     /// Each stream works on its own: it keeps one watch on the leader's
-    /// node while polled, and nothing once dropped. Dropping it is
-    /// always safe.
+    /// node, and nothing once dropped. Several streams on one framework
+    /// each read the election for themselves (ZooKeeper keeps one watch per
+    /// node and session for all of them).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a `next()` dropped before it returns loses nothing (the
+    /// stream carries on where it was at the next poll), and dropping the
+    /// stream only drops its watch.
     pub fn changes(&self) -> impl Stream<Item = Observation> + Send + 'static {
         let observing = Observing {
             observer: self.clone(),
