@@ -132,7 +132,8 @@ pub use zk_curator_framework::{
 };
 pub use zk_curator_recipes::{
     CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
-    LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Participant,
+    LeaderObserver, LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Observation,
+    ObservedLeader, Participant,
 };
 pub use zk_curator_recipes::{
     CohortPolicy, Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock,

@@ -617,3 +617,84 @@ async fn rust_and_curator_selectors_contending_never_lead_together() {
     })
     .await;
 }
+
+/// An observer (issue 25) on a framework of its own, taking no part, names
+/// the leader Curator itself names, as leadership passes between a Curator
+/// latch and a Rust one: the Rust leader's token is its term's, and nobody
+/// is reported once both have left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_a_curator_latch_election_names_the_leader_curator_reports() {
+    use futures::StreamExt;
+    use zk_curator::{LeaderElection, LeaderObserver, Observation};
+
+    let Some(Scene {
+        connect,
+        path,
+        markers: _markers,
+        mut java,
+    }) = scene("latch", "interop-observe").await
+    else {
+        return;
+    };
+    bounded(TEST_BOUND, async move {
+        let raw = raw_client(&connect).await;
+        let fw = framework(&connect).await;
+        let observer_fw = framework(&connect).await;
+        let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut changes = Box::pin(observer.changes());
+        let mut next_leader = async |what: &str| -> Option<zk_curator::ObservedLeader> {
+            let seen = tokio::time::timeout(STEP, changes.next())
+                .await
+                .unwrap_or_else(|_| panic!("no observation: {what}"))
+                .unwrap();
+            match seen {
+                Observation::Leader(leader) => Some(leader),
+                Observation::NoLeader => None,
+                other => panic!("{what}: observed {other:?}"),
+            }
+        };
+        assert_eq!(next_leader("an empty election").await, None);
+
+        // Curator leads, the Rust latch queues behind it.
+        java.expect("start java-1", "ok").await;
+        java.expect("await", "leading").await;
+        let seen = next_leader("Curator leads").await.unwrap();
+        java.expect("leader", &format!("leader {} true", seen.id))
+            .await;
+        assert_eq!(seen.id, "java-1");
+        let rust = LeaderLatch::new(fw.clone(), &path, "rust-1").unwrap();
+        rust.start().unwrap();
+        wait_for_participants(&raw, &path, 2).await;
+
+        // Curator closes: the Rust latch leads, with the token observed.
+        java.expect("close", "closed").await;
+        let seen = next_leader("the Rust latch leads").await.unwrap();
+        let term = leads(&rust, STEP).await;
+        assert_eq!(seen.id, "rust-1");
+        assert_eq!(seen.token, term.fencing_token());
+        assert_eq!(seen.node_path, term.node_path());
+        java.expect("start java-2", "ok").await;
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("leader", "leader rust-1 true").await;
+
+        // The Rust latch closes: Curator leads again, as both say.
+        rust.close().await.unwrap();
+        let seen = next_leader("Curator leads again").await.unwrap();
+        java.expect("await", "leading").await;
+        java.expect("leader", &format!("leader {} true", seen.id))
+            .await;
+        assert_eq!(seen.id, "java-2");
+        assert!(seen.token > term.fencing_token());
+        assert_eq!(
+            LeaderElection::leader(&rust).await.unwrap().unwrap().id,
+            seen.id
+        );
+
+        java.expect("close", "closed").await;
+        assert_eq!(next_leader("both left").await, None);
+        java.exit().await;
+        observer_fw.close().await;
+        fw.close().await;
+    })
+    .await;
+}

@@ -1,19 +1,23 @@
 //! `zk-curator leader`: the leader of an election and its other
-//! participants, in queue order, as a table or JSON.
+//! participants, in queue order, as a table or JSON; with `--watch`, one
+//! line for each change of leader, from a [`LeaderObserver`].
 //!
 //! Reads both of Curator's election layouts: a leader latch's `latch-`
 //! nodes (what `elect` and `LeaderLatch` write) and a leader selector's
 //! `lock-` nodes (a mutex's queue). The first participant leads.
 
 use clap::Args;
+use futures::StreamExt as _;
 use serde_json::{json, Value};
+use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::recipes::layout::ElectionRecipe;
 use zk_curator::{
-    Error, Framework, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm, Participant,
+    Error, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector, LeaderTerm,
+    Observation, ObservedLeader, Participant,
 };
 
 use crate::connect::ConnectArgs;
-use crate::exit::Failure;
+use crate::exit::{Failure, OTHER};
 use crate::locks::{columns, identity, identity_text};
 
 /// Options of `leader`.
@@ -24,6 +28,12 @@ pub(crate) struct LeaderArgs {
     /// Print one JSON object (for scripts) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the leader, then one line each time it changes (one JSON
+    /// object per line with `--json`), until Ctrl-C. While the connection to
+    /// ZooKeeper is down the leader is unknown, and a line says so; once
+    /// connected again the election is read afresh.
+    #[arg(long)]
+    pub(crate) watch: bool,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
 }
@@ -46,7 +56,7 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
     let failed = |err: Error| Failure::zk(format!("cannot read the election at {path}"), err);
     // Neither handle is started: they only read.
     let latch = LeaderLatch::new(framework.clone(), path, "").map_err(failed)?;
-    let found = latch.participants().await.map_err(failed)?;
+    let found = LeaderElection::participants(&latch).await.map_err(failed)?;
     if found.is_empty() {
         return Ok(Election {
             recipe: None,
@@ -63,15 +73,21 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
     // A selector's queue sorts by the sequence after `lock-`.
     let selector = LeaderSelector::new(framework.clone(), path, |_term: LeaderTerm| async {})
         .map_err(failed)?;
-    let found = selector.participants().await.map_err(failed)?;
+    let found = LeaderElection::participants(&selector)
+        .await
+        .map_err(failed)?;
     Ok(Election {
         recipe: (!found.is_empty()).then_some(ElectionRecipe::Selector),
         participants: found,
     })
 }
 
-/// Prints the leader and the participants of `args.path`.
+/// Prints the leader and the participants of `args.path`; with `--watch`,
+/// the leader and every change of it, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LeaderArgs) -> Result<u8, Failure> {
+    if args.watch {
+        return watch(framework, args).await;
+    }
     let election = read(framework, &args.path).await?;
     if args.json {
         println!("{}", to_json(&args.path, &election));
@@ -101,6 +117,7 @@ fn participant_json(p: &Participant) -> Value {
         "identity": p.identity.as_ref().map(|_| identity(p.id.as_bytes())),
         "node": p.node_path,
         "name": node_name(&p.node_path),
+        "token": p.token.get(),
     })
 }
 
@@ -123,12 +140,10 @@ fn table(path: &str, election: &Election) -> String {
     let Some(leader) = election.participants.iter().find(|p| p.is_leader) else {
         return format!("no leader: {path} has no participants");
     };
-    let who = match id_of(leader) {
-        Some("") => "(no id)".to_owned(),
-        Some(id) => id.to_owned(),
-        None => identity_text(leader.id.as_bytes()),
-    };
-    let mut rows = vec![["ROLE", "ID", "HOLDER", "NODE"].map(String::from).to_vec()];
+    let who = who(&leader.id, leader.identity.is_some());
+    let mut rows = vec![["ROLE", "ID", "HOLDER", "TOKEN", "NODE"]
+        .map(String::from)
+        .to_vec()];
     for p in &election.participants {
         rows.push(vec![
             role(p).to_owned(),
@@ -138,14 +153,84 @@ fn table(path: &str, election: &Election) -> String {
             } else {
                 String::new()
             },
+            p.token.to_string(),
             node_name(&p.node_path).to_owned(),
         ]);
     }
     let recipe = election.recipe.map_or("", ElectionRecipe::as_str);
     let mut out = format!(
-        "leader: {who}, node {} (leader {recipe})\n",
-        leader.node_path
+        "leader: {who}, node {}, token {} (leader {recipe})\n",
+        leader.node_path, leader.token
     );
     out.push_str(&columns(&rows));
     out.trim_end().to_owned()
+}
+
+/// `leader --watch`: the observer's reports, one line each, until SIGINT
+/// (exit 0) or the framework's end.
+async fn watch(framework: &Framework, args: &LeaderArgs) -> Result<u8, Failure> {
+    let observer = LeaderObserver::new(framework.clone(), &args.path)
+        .map_err(|err| Failure::zk(format!("cannot watch the election at {}", args.path), err))?;
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGINT: {err}")))?;
+    let mut changes = std::pin::pin!(observer.changes());
+    loop {
+        tokio::select! {
+            seen = changes.next() => match seen {
+                Some(seen) => println!("{}", observed_line(&args.path, &seen, args.json)),
+                None => return Ok(0),
+            },
+            _ = interrupt.recv() => return Ok(0),
+        }
+    }
+}
+
+/// The who of a leader, as the table's first line shows it.
+fn who(id: &str, identity: bool) -> String {
+    match id {
+        _ if identity => identity_text(id.as_bytes()),
+        "" => "(no id)".to_owned(),
+        id => id.to_owned(),
+    }
+}
+
+fn observed_json(leader: &ObservedLeader) -> Value {
+    let has_identity = leader.identity.is_some();
+    json!({
+        "id": (!has_identity).then_some(leader.id.as_str()),
+        "identity": has_identity.then(|| identity(&leader.value)),
+        "node": leader.node_path,
+        "name": node_name(&leader.node_path),
+        "token": leader.token.get(),
+        "session": format!("{:#x}", leader.session),
+    })
+}
+
+/// One line of `leader --watch`: a JSON object with `--json`, else text.
+fn observed_line(path: &str, seen: &Observation, json: bool) -> String {
+    let (state, recipe, leader) = match seen {
+        Observation::Leader(leader) => ("leader", Some(leader.recipe), Some(leader)),
+        Observation::NoLeader => ("none", None, None),
+        _ => ("unknown", None, None),
+    };
+    if json {
+        return json!({
+            "path": path,
+            "state": state,
+            "recipe": recipe.map(ElectionRecipe::as_str),
+            "leader": leader.map(observed_json),
+        })
+        .to_string();
+    }
+    match leader {
+        Some(leader) => format!(
+            "leader: {}, node {}, token {} (leader {})",
+            who(&leader.id, leader.identity.is_some()),
+            leader.node_path,
+            leader.token,
+            leader.recipe.as_str()
+        ),
+        None if state == "none" => format!("no leader: {path} has no participants"),
+        None => format!("leader unknown: not connected to ZooKeeper ({path})"),
+    }
 }

@@ -8,7 +8,8 @@
 //! * `elect` runs a command while this process leads an election (a
 //!   `LeaderLatch`), stopped as `lock` stops its command when the term is
 //!   lost;
-//! * `leader` prints the leader and the participants of an election;
+//! * `leader` prints the leader and the participants of an election, or
+//!   (`--watch`) every change of leader;
 //! * `revoke` asks holders to give their lock up (Curator's protocol);
 //! * `server` runs the embedded ZooKeeper-protocol server for local work.
 //!
@@ -101,7 +102,8 @@ Exit codes:
 /// The exit codes of `leader`.
 const LEADER_EXIT_CODES: &str = "\
 Exit codes:
-  0    success (also when the election has no participants: no leader)
+  0    success (also when the election has no participants: no leader;
+       with --watch, when interrupted by SIGINT)
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout
@@ -235,7 +237,14 @@ enum Command {
     /// and Curator's LeaderLatch) and leader selector elections (`lock-`
     /// nodes). The first participant leads; the others wait in the order
     /// shown. Columns: role, id (the node's data), holder (host and pid,
-    /// for a participant that gave no id) and node name.
+    /// for a participant that gave no id), fencing token (the node's czxid:
+    /// the token of its term once it leads) and node name.
+    ///
+    /// With --watch, prints the leader and then one line each time it
+    /// changes (JSON lines with --json: path, state "leader", "none" or
+    /// "unknown", recipe, and the leader's id, node, token and session),
+    /// until Ctrl-C. It keeps one watch, on the leader's node; while the
+    /// connection is down the leader is "unknown".
     #[command(after_help = LEADER_EXIT_CODES)]
     Leader(LeaderArgs),
     /// Run the embedded ZooKeeper-protocol server until Ctrl-C.

@@ -1685,6 +1685,14 @@ async fn electors_take_turns_and_leader_lists_them() {
             assert!(node.ends_with(p["name"].as_str().unwrap()), "{listed}");
         }
         let leader_node = participants[0]["node"].as_str().unwrap().to_owned();
+        let tokens_listed: Vec<i64> = participants
+            .iter()
+            .map(|p| p["token"].as_i64().unwrap())
+            .collect();
+        assert!(
+            tokens_listed[0] > 0 && tokens_listed[1] > tokens_listed[0],
+            "{listed}"
+        );
 
         // The table: the leader's line, then one row per participant in order.
         let output = run(&["leader", &path]).await;
@@ -1707,6 +1715,7 @@ async fn electors_take_turns_and_leader_lists_them() {
             let cells: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(cells[0], *role, "{text}");
             assert_eq!(cells[1], p["id"].as_str().unwrap(), "{text}");
+            assert_eq!(cells[2], p["token"].to_string(), "{text}");
             assert_eq!(cells.last(), Some(&p["name"].as_str().unwrap()), "{text}");
         }
 
@@ -1727,9 +1736,10 @@ async fn electors_take_turns_and_leader_lists_them() {
             [("start", a), ("end", a), ("start", b), ("end", b)],
             "the commands overlapped:\n{text}"
         );
-        // The child saw its term's token and node; the next term's token is
-        // greater.
+        // The child saw its term's token and node (the token `leader`
+        // showed); the next term's token is greater.
         assert_eq!(lines[0][3], leader_node, "{text}");
+        assert_eq!(lines[0][2], tokens_listed[0].to_string(), "{text}");
         let tokens: Vec<i64> = [&lines[0], &lines[2]]
             .iter()
             .map(|l| l[2].parse().unwrap())
@@ -1741,6 +1751,75 @@ async fn electors_take_turns_and_leader_lists_them() {
         let listed = Verb::Elect.listing(&path).await;
         assert_eq!(listed["leader"], Value::Null, "{listed}");
         assert_eq!(listed["participants"], Value::Array(vec![]), "{listed}");
+    })
+    .await;
+}
+
+/// `leader --watch --json`: a line for the leader now, a new line each time
+/// leadership passes (the next leader's id and a greater token, the one its
+/// command was given), a line when nobody is left, and exit 0 on SIGINT.
+#[tokio::test(flavor = "multi_thread")]
+async fn leader_watch_prints_a_line_when_leadership_changes() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let path = unique("leader-watch");
+        let (a, b) = (Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b"));
+        let run_a = Verb::Elect.spawn(&path, &["--id", a.id], &a.script(&log));
+        wait_for_file(&a.started).await;
+        let run_b = Verb::Elect.spawn(&path, &["--id", b.id], &b.script(&log));
+        Verb::Elect
+            .wait_listing(&path, 2, "both electors queued")
+            .await;
+
+        let mut watch = zkc(&["leader", &path, "--watch", "--json"])
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let first = next_json(&mut lines, "the leader now").await;
+        assert_eq!(first["path"], path.as_str(), "{first}");
+        assert_eq!(first["state"], "leader", "{first}");
+        assert_eq!(first["recipe"], "latch", "{first}");
+        assert_eq!(first["leader"]["id"], "a", "{first}");
+        let node_a = first["leader"]["node"].as_str().unwrap().to_owned();
+        assert!(node_a.starts_with(&format!("{path}/_c_")), "{first}");
+        let token_a = first["leader"]["token"].as_i64().unwrap();
+
+        // A's command ends: A leaves, B leads, and a line says so.
+        std::fs::write(&a.release, "").unwrap();
+        let next = next_json(&mut lines, "the next leader").await;
+        assert_eq!(next["state"], "leader", "{next}");
+        assert_eq!(next["leader"]["id"], "b", "{next}");
+        let token_b = next["leader"]["token"].as_i64().unwrap();
+        assert!(token_b > token_a, "{first} then {next}");
+        wait_for_file(&b.started).await;
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("start b {token_b} "))),
+            "B's command got the token shown: {text}"
+        );
+
+        std::fs::write(&b.release, "").unwrap();
+        let none = next_json(&mut lines, "nobody left").await;
+        assert_eq!(none["state"], "none", "{none}");
+        assert_eq!(none["leader"], Value::Null, "{none}");
+        for run in [run_a, run_b] {
+            let output = finish(run).await;
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+
+        let pid = watch.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
     })
     .await;
 }

@@ -557,6 +557,20 @@ impl ElectionRecipe {
     }
 }
 
+/// The queue of an election among `children` (the child names of its
+/// path): the nodes of `recipe` that carry a sequence, in queue order. The
+/// first leads ([`first_hold`] with one lease), as the recipes' own lock
+/// engine decides; nodes of another recipe, or without a sequence, never
+/// lead and are left out.
+pub fn election_queue(children: &[String], recipe: ElectionRecipe) -> Vec<String> {
+    let named = children
+        .iter()
+        .filter_map(|c| Named::with(Kind::Mutex, c, recipe.lock_name()))
+        .filter(|n| n.sequence().is_some())
+        .collect();
+    sorted(named).into_iter().map(|n| n.name).collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
@@ -659,6 +673,25 @@ pub(crate) mod tests {
             read_write_predicate(&names, &read(4)),
             Err(Error::LockLost { .. })
         ));
+    }
+
+    #[test]
+    fn an_election_queue_keeps_its_recipe_s_sequenced_nodes_in_order() {
+        let names: Vec<String> = vec![
+            format!("_c_{UUID}-latch-0000000007"),
+            format!("_c_{UUID}-lock-0000000001"),
+            "foreign".into(),
+            format!("_c_{UUID}-latch-0000000003"),
+            format!("_c_{UUID}-latch-x"),
+        ];
+        assert_eq!(
+            election_queue(&names, ElectionRecipe::Latch),
+            [names[3].clone(), names[0].clone()]
+        );
+        assert_eq!(
+            election_queue(&names, ElectionRecipe::Selector),
+            [names[1].clone()]
+        );
     }
 
     #[test]

@@ -40,7 +40,8 @@ mod semaphore_mutex;
 
 pub use self::leader::{
     CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
-    LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Participant, LATCH_NAME,
+    LeaderObserver, LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Observation,
+    ObservedLeader, Participant, LATCH_NAME,
 };
 pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;

@@ -33,6 +33,7 @@
 
 mod election;
 mod latch;
+mod observer;
 mod participant;
 mod selector;
 mod term;
@@ -45,6 +46,7 @@ use zk_curator_framework::{Framework, Result};
 pub use self::latch::{
     CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LATCH_NAME,
 };
+pub use self::observer::{LeaderObserver, Observation, ObservedLeader};
 pub use self::participant::Participant;
 pub use self::selector::{LeaderSelector, LeaderSelectorListener};
 pub use self::term::{LeaderTerm, Leadership};
@@ -187,6 +189,13 @@ mod tests {
         assert_send(&selector.close());
     }
 
+    #[allow(dead_code)]
+    fn observer_futures_and_streams_are_send_and_static(observer: LeaderObserver) {
+        fn send_static<T: Send + 'static>(_: &T) {}
+        assert_send(&observer.leader());
+        send_static(&observer.changes());
+    }
+
     #[test]
     fn handles_are_send_sync() {
         assert_send_sync_static::<LeaderLatch>();
@@ -195,5 +204,7 @@ mod tests {
         assert_send_sync_static::<Leadership>();
         assert_send_sync_static::<Participant>();
         assert_send_sync_static::<LatchListenerHandle>();
+        assert_send_sync_static::<LeaderObserver>();
+        assert_send_sync_static::<Observation>();
     }
 }

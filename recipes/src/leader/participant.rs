@@ -1,6 +1,6 @@
 //! [`Participant`]: one node of an election, as anyone can read it.
 
-use zk_curator_framework::lock_internals::LockInternals;
+use zk_curator_framework::lock_internals::{FencingToken, LockInternals};
 use zk_curator_framework::{Error, HolderIdentity, Result};
 
 use crate::layout::read_nodes;
@@ -24,15 +24,20 @@ pub struct Participant {
     /// The creating process, when the node data is a
     /// [`HolderIdentity`] (no id was given).
     pub identity: Option<HolderIdentity>,
+    /// The fencing token of the participant's term, were it to lead: its
+    /// node's creation zxid (what [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
+    /// hands out while it leads).
+    pub token: FencingToken,
 }
 
 impl Participant {
-    fn from_node(node_path: String, data: &[u8], is_leader: bool) -> Self {
+    fn from_node(node_path: String, data: &[u8], czxid: i64, is_leader: bool) -> Self {
         Participant {
             id: String::from_utf8_lossy(data).into_owned(),
             is_leader,
             identity: HolderIdentity::parse(data),
             node_path,
+            token: FencingToken::new(czxid),
         }
     }
 }
@@ -51,9 +56,9 @@ pub(crate) async fn read_participants(internals: &LockInternals) -> Result<Vec<P
     };
     let mut participants = Vec::with_capacity(nodes.len());
     for (node, read) in nodes.into_iter().zip(read) {
-        if let Some((data, _stat)) = read {
+        if let Some((data, stat)) = read {
             let is_leader = participants.is_empty();
-            participants.push(Participant::from_node(node, &data, is_leader));
+            participants.push(Participant::from_node(node, &data, stat.czxid, is_leader));
         }
     }
     Ok(participants)

@@ -1,0 +1,585 @@
+//! [`LeaderObserver`]: who leads an election now, for anyone who asks,
+//! participant or not, as a one-off read or as a stream of changes.
+//!
+//! # Why it works this way
+//!
+//! The leader of an election is the first node of its queue (the layout
+//! rules of [`crate::layout`], the ones the recipes themselves follow). An
+//! observer lists the election path once, reads that first node with a
+//! watch on it, and then waits. Only the leader's departure (or a change of
+//! its data) wakes it: a participant joining or leaving further back does
+//! not, so a thousand observers cost the ensemble one watch each on one
+//! node, not a watch on the whole queue (no herd). When the watched node
+//! goes, the observer lists again and watches the new first node. Only an
+//! election without participants is watched as a whole (its children, or
+//! the creation of its path), since any newcomer leads it.
+//!
+//! # What it says when it cannot know
+//!
+//! While the connection is down nobody can tell who leads: the leader may
+//! have gone meanwhile, and the watch that would say so cannot be
+//! delivered. The stream then reports [`Observation::Unknown`] at once (from
+//! the framework's connection state), and once connected again, on the
+//! same session or a new one, it lists again before it reports anyone. A
+//! leader whose node the observer has seen deleted is never reported again
+//! as current: the deletion wakes the observer, which reports only what a
+//! fresh listing and a successful read of the new first node show.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tracing::Instrument;
+use zk_curator_framework::lock_internals::FencingToken;
+use zk_curator_framework::path::{join, validate_recipe_path};
+use zk_curator_framework::retry::{Backoff, Pauses};
+use zk_curator_framework::{
+    zk, ConnectionState, Error, Framework, HolderIdentity, Result, Session, StateWatcher,
+};
+
+use crate::layout::{election_queue, ElectionRecipe};
+
+/// The leader of an election, as an observer read it from its node.
+///
+/// More fields may come (the value a leader proclaims, for one), hence
+/// `#[non_exhaustive]`: read the fields, do not build one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObservedLeader {
+    /// The participant id: the node's data as UTF-8 text (invalid bytes
+    /// replaced), as in [`Participant::id`](crate::Participant::id).
+    pub id: String,
+    /// The value the leader advertises. For now this is its node's data,
+    /// the same bytes as [`id`](Self::id): a Curator participant id, or the
+    /// framework's holder identity JSON for a participant without one.
+    pub value: Vec<u8>,
+    /// The creating process, when the node data is a [`HolderIdentity`].
+    pub identity: Option<HolderIdentity>,
+    /// The fencing token of the leader's term: its node's creation zxid,
+    /// the number [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
+    /// gives the leader itself. Tokens grow from one term to the next.
+    pub token: FencingToken,
+    /// The full path of the leader's node (relative to the namespace).
+    pub node_path: String,
+    /// The leader's session (the node's ephemeral owner).
+    pub session: i64,
+    /// Which recipe's layout the election has.
+    pub recipe: ElectionRecipe,
+}
+
+impl ObservedLeader {
+    fn from_node(
+        node_path: String,
+        data: Vec<u8>,
+        stat: &zk::Stat,
+        recipe: ElectionRecipe,
+    ) -> Self {
+        ObservedLeader {
+            id: String::from_utf8_lossy(&data).into_owned(),
+            identity: HolderIdentity::parse(&data),
+            value: data,
+            token: FencingToken::new(stat.czxid),
+            node_path,
+            session: stat.ephemeral_owner,
+            recipe,
+        }
+    }
+
+    /// Whether two observations name the same term (the same node), whatever
+    /// its value.
+    pub fn same_term(&self, other: &ObservedLeader) -> bool {
+        self.node_path == other.node_path && self.token == other.token
+    }
+}
+
+/// What an observer reports about an election: who leads, nobody, or that
+/// it cannot tell now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Observation {
+    /// This participant leads (its node was first in the queue, and still
+    /// there when read).
+    Leader(ObservedLeader),
+    /// The election has no participants.
+    NoLeader,
+    /// The observer cannot tell: it is not connected to ZooKeeper (or its
+    /// last read failed), so the last leader it reported may be gone.
+    Unknown,
+}
+
+impl Observation {
+    /// The leader, when one is known.
+    pub fn leader(&self) -> Option<&ObservedLeader> {
+        match self {
+            Observation::Leader(leader) => Some(leader),
+            Observation::NoLeader | Observation::Unknown => None,
+        }
+    }
+
+    /// Whether this says who leads (or that nobody does).
+    pub fn is_known(&self) -> bool {
+        !matches!(self, Observation::Unknown)
+    }
+}
+
+/// Watches who leads an election, from anywhere: a participant or not, on
+/// either of Curator's election layouts ([`LeaderLatch`](crate::LeaderLatch)'s
+/// `latch-` nodes, [`LeaderSelector`](crate::LeaderSelector)'s `lock-`
+/// nodes).
+///
+/// [`changes`](Self::changes) is a stream of [`Observation`]s: the leader
+/// now, then each change, with the leader's id, value, fencing token and
+/// node. It costs one watch, on the leader's node, and one listing each
+/// time that node goes (see the module's notes on the herd), reports
+/// [`Observation::Unknown`] while disconnected, and survives connection
+/// loss and session expiry. [`leader`](Self::leader) is a one-off read.
+///
+/// Curator's `getLeader()` and kazoo's `contenders()` are one-off reads
+/// only; this is the counterpart of etcd's `Observe`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use futures::StreamExt;
+/// use zk_curator_recipes::{LeaderObserver, Observation};
+/// # async fn example(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// let observer = LeaderObserver::new(framework, "/services/compactor/leader")?;
+/// let mut changes = std::pin::pin!(observer.changes());
+/// while let Some(seen) = changes.next().await {
+///     match seen {
+///         Observation::Leader(leader) => println!("{} leads (token {})", leader.id, leader.token),
+///         Observation::NoLeader => println!("nobody leads"),
+///         _ => println!("cannot tell now"),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaderObserver {
+    framework: Framework,
+    path: Arc<str>,
+    recipe: Option<ElectionRecipe>,
+}
+
+impl fmt::Debug for LeaderObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaderObserver")
+            .field("path", &self.path)
+            .field("recipe", &self.recipe)
+            .finish()
+    }
+}
+
+impl LeaderObserver {
+    /// An observer of the election at `path`, whichever recipe runs it: each
+    /// listing decides, as [`ElectionRecipe::of_nodes`] does (a latch's,
+    /// unless only a selector's nodes are there). Nothing is sent yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path no recipe accepts.
+    pub fn new(framework: Framework, path: &str) -> Result<Self> {
+        validate_recipe_path(path)?;
+        Ok(LeaderObserver {
+            framework,
+            path: path.into(),
+            recipe: None,
+        })
+    }
+
+    /// An observer of the election at `path` run by `recipe`: only that
+    /// recipe's nodes count. Nothing is sent yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a path no recipe accepts.
+    pub fn with_recipe(framework: Framework, path: &str, recipe: ElectionRecipe) -> Result<Self> {
+        let mut observer = Self::new(framework, path)?;
+        observer.recipe = Some(recipe);
+        Ok(observer)
+    }
+
+    /// The election path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The recipe given to [`with_recipe`](Self::with_recipe), if any.
+    pub fn recipe(&self) -> Option<ElectionRecipe> {
+        self.recipe
+    }
+
+    /// The framework the observer reads through.
+    pub fn framework(&self) -> &Framework {
+        &self.framework
+    }
+
+    /// Reads who leads now, once, without leaving a watch: `None` when the
+    /// election has no participants.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+    /// retrying could not overcome (such as [`Error::NoAuth`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<ObservedLeader>> {
+        loop {
+            let children = self.list(None).await?;
+            let Some((recipe, first)) = self.first_of(&children) else {
+                return Ok(None);
+            };
+            let node = join(&self.path, &first);
+            let read = self
+                .framework
+                .call_with_retry(|client| {
+                    let node = node.clone();
+                    async move { client.get_data(&node).await }
+                })
+                .await;
+            match read {
+                Ok((data, stat)) => {
+                    return Ok(Some(ObservedLeader::from_node(node, data, &stat, recipe)))
+                }
+                // It went between the listing and the read: list again.
+                Err(Error::NoNode { .. }) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Who leads now, then every change, until the framework is closed (the
+    /// stream then ends).
+    ///
+    /// The first item is the state when first polled; each later one
+    /// differs from the one before (a new leader, a new value of the
+    /// leader's node, nobody, or [`Observation::Unknown`]). Changes between
+    /// two polls are merged: a consumer that is slow sees the latest state,
+    /// not every step. While disconnected the stream reports `Unknown`; once
+    /// connected again (the same session or a new one) it lists the election
+    /// again and reports what it finds, even if that is the leader it
+    /// reported before the loss. A read that fails for another reason
+    /// (no permission to read the path, say) is reported as `Unknown` too,
+    /// logged, and tried again after a pause (100 ms, doubling up to 5 s).
+    ///
+    /// Each stream works on its own: it keeps one watch on the leader's
+    /// node, and nothing once dropped. Several streams on one framework
+    /// each read the election for themselves (ZooKeeper keeps one watch per
+    /// node and session for all of them).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a `next()` dropped before it returns loses nothing (the
+    /// stream carries on where it was at the next poll), and dropping the
+    /// stream only drops its watch.
+    pub fn changes(&self) -> impl Stream<Item = Observation> + Send + 'static {
+        let observing = Observing {
+            observer: self.clone(),
+            states: self.framework.state_watcher(),
+            last: None,
+            pending: Pending::Reconnection,
+            needs_look: true,
+            pauses: PAUSES.start(),
+            done: false,
+        };
+        futures::stream::unfold(observing, |mut observing| async move {
+            let span = tracing::debug_span!("leader.observe", path = %observing.observer.path);
+            let next = observing.next().instrument(span).await;
+            next.map(|seen| (seen, observing))
+        })
+    }
+
+    /// The children of the election path (none if it does not exist), on
+    /// `session` if given, else on the current one.
+    async fn list(&self, session: Option<&Session>) -> Result<Vec<String>> {
+        let path = self.path.to_string();
+        let op = |client: zk::Client| {
+            let path = path.clone();
+            async move { client.list_children(&path).await }
+        };
+        let listed = match session {
+            Some(session) => self.framework.call_on_session(session, op).await,
+            None => self.framework.call_with_retry(op).await,
+        };
+        match listed {
+            Err(Error::NoNode { .. }) => Ok(Vec::new()),
+            other => other,
+        }
+    }
+
+    /// The recipe and the name of the first node of the queue among
+    /// `children`, if there is one.
+    fn first_of(&self, children: &[String]) -> Option<(ElectionRecipe, String)> {
+        let recipe = self
+            .recipe
+            .unwrap_or_else(|| ElectionRecipe::of_nodes(children.iter().map(String::as_str)));
+        let first = election_queue(children, recipe).into_iter().next()?;
+        Some((recipe, first))
+    }
+}
+
+/// The pause after a failed look: doubling from 100 ms to 5 s.
+const PAUSES: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+
+/// One stream of [`LeaderObserver::changes`].
+struct Observing {
+    observer: LeaderObserver,
+    states: StateWatcher,
+    /// The last observation handed out.
+    last: Option<Observation>,
+    /// What the next wait is for.
+    pending: Pending,
+    /// Whether to look again before waiting.
+    needs_look: bool,
+    pauses: Pauses,
+    done: bool,
+}
+
+/// What a wait waits for, besides the connection state and the close.
+enum Pending {
+    /// The watch the last look left: on the leader's node, or (no leader)
+    /// on the election path's children or its creation.
+    Watch(Watch),
+    /// A pause after a failed look.
+    Pause(Duration),
+    /// A connection.
+    Reconnection,
+}
+
+/// A watch left by a look, and the session it lives on.
+struct Watch {
+    session: Session,
+    watcher: zk::OneshotWatcher,
+}
+
+/// What one look found.
+enum Look {
+    /// Who leads, with the watch that reports the next change (boxed: the
+    /// other variants are small).
+    Seen(Box<(Observation, Watch)>),
+    /// Not connected: nothing can be known now.
+    Disconnected,
+    /// The look failed for another reason; try again after a pause.
+    Failed(Error),
+    /// The framework is closed.
+    Closed,
+}
+
+/// What woke a wait.
+enum Wake {
+    /// Something may have changed: look again.
+    Look,
+    /// The connection is down.
+    Disconnected,
+    /// The framework is closed.
+    Closed,
+}
+
+fn connected(state: Option<ConnectionState>) -> bool {
+    state.is_some_and(ConnectionState::is_connected)
+}
+
+impl Observing {
+    /// The next observation that differs from the last one handed out;
+    /// `None` once the framework is closed.
+    async fn next(&mut self) -> Option<Observation> {
+        while !self.done {
+            if self.needs_look {
+                self.needs_look = false;
+                let seen = match self.look().await {
+                    Look::Seen(seen) => {
+                        let (seen, watch) = *seen;
+                        self.pauses.reset();
+                        self.pending = Pending::Watch(watch);
+                        seen
+                    }
+                    Look::Disconnected => {
+                        self.pending = Pending::Reconnection;
+                        Observation::Unknown
+                    }
+                    Look::Failed(err) => {
+                        if err.is_transient() {
+                            tracing::debug!(%err, "cannot read the election now; trying again");
+                        } else {
+                            tracing::warn!(%err, "cannot read the election; trying again");
+                        }
+                        self.pending = Pending::Pause(self.pauses.next_pause());
+                        Observation::Unknown
+                    }
+                    Look::Closed => {
+                        self.done = true;
+                        continue;
+                    }
+                };
+                if let Some(seen) = self.hand_out(seen) {
+                    return Some(seen);
+                }
+            }
+            match self.wait().await {
+                Wake::Look => self.needs_look = true,
+                Wake::Disconnected => {
+                    self.pending = Pending::Reconnection;
+                    if let Some(seen) = self.hand_out(Observation::Unknown) {
+                        return Some(seen);
+                    }
+                }
+                Wake::Closed => self.done = true,
+            }
+        }
+        tracing::debug!("the framework is closed; the observation ends");
+        None
+    }
+
+    /// `seen`, recorded as the last observation, if it differs from it.
+    fn hand_out(&mut self, seen: Observation) -> Option<Observation> {
+        if self.last.as_ref() == Some(&seen) {
+            return None;
+        }
+        let span = tracing::info_span!("leader.observed", path = %self.observer.path);
+        let _entered = span.enter();
+        match &seen {
+            Observation::Leader(leader) => tracing::info!(
+                node = %leader.node_path,
+                token = %leader.token,
+                id = %leader.id,
+                "a leader"
+            ),
+            Observation::NoLeader => tracing::info!("no leader: no participants"),
+            Observation::Unknown => tracing::info!("the leader is unknown"),
+        }
+        self.last = Some(seen.clone());
+        Some(seen)
+    }
+
+    /// Lists the election and reads its first node with a watch (or, with
+    /// no participants, watches for the first to come), on the current
+    /// session.
+    async fn look(&mut self) -> Look {
+        let framework = &self.observer.framework;
+        if framework.is_closed() {
+            return Look::Closed;
+        }
+        // Marked seen: a later change wakes the next wait.
+        if !connected(self.states.get_and_update()) {
+            return Look::Disconnected;
+        }
+        let Some(session) = framework.current_session() else {
+            return Look::Disconnected;
+        };
+        let failed = |err: Error| match err {
+            Error::Closed => Look::Closed,
+            err => Look::Failed(err),
+        };
+        let path = self.observer.path.to_string();
+        loop {
+            let children = match self.observer.list(Some(&session)).await {
+                Ok(children) => children,
+                Err(err) => return failed(err),
+            };
+            let Some((recipe, first)) = self.observer.first_of(&children) else {
+                // Nobody leads: any newcomer will, so the children are
+                // watched (or the path's creation, if it is not there).
+                let leads = |children: &[String]| self.observer.first_of(children).is_some();
+                match watch_for_participants(framework, &session, &path, leads).await {
+                    Ok(Some(watcher)) => {
+                        return Look::Seen(Box::new((
+                            Observation::NoLeader,
+                            Watch { session, watcher },
+                        )))
+                    }
+                    // Somebody came meanwhile.
+                    Ok(None) => continue,
+                    Err(err) => return failed(err),
+                }
+            };
+            let node = join(&path, &first);
+            let read = framework
+                .call_on_session(&session, |client| {
+                    let node = node.clone();
+                    async move { client.get_and_watch_data(&node).await }
+                })
+                .await;
+            match read {
+                Ok((data, stat, watcher)) => {
+                    let leader = ObservedLeader::from_node(node, data, &stat, recipe);
+                    let watch = Watch { session, watcher };
+                    return Look::Seen(Box::new((Observation::Leader(leader), watch)));
+                }
+                // It went between the listing and the read: list again.
+                Err(Error::NoNode { .. }) => continue,
+                Err(err) => return failed(err),
+            }
+        }
+    }
+
+    /// Waits for what the last look left to wait for, a change of the
+    /// connection state, or the framework's close.
+    async fn wait(&mut self) -> Wake {
+        let closed = self.observer.framework.closed();
+        let pending = std::mem::replace(&mut self.pending, Pending::Reconnection);
+        match pending {
+            Pending::Watch(Watch { session, watcher }) => {
+                let gone = self.observer.framework.session_gone(&session);
+                tokio::select! {
+                    biased;
+                    () = closed => Wake::Closed,
+                    state = self.states.changed() => match state {
+                        Err(_) => Wake::Closed,
+                        Ok(state) if connected(state) => Wake::Look,
+                        Ok(_) => Wake::Disconnected,
+                    },
+                    event = watcher.changed() => {
+                        tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
+                        Wake::Look
+                    }
+                    () = gone => Wake::Look,
+                }
+            }
+            Pending::Pause(pause) => tokio::select! {
+                biased;
+                () = closed => Wake::Closed,
+                state = self.states.changed() => match state {
+                    Err(_) => Wake::Closed,
+                    Ok(state) if connected(state) => Wake::Look,
+                    Ok(_) => Wake::Disconnected,
+                },
+                () = tokio::time::sleep(pause) => Wake::Look,
+            },
+            Pending::Reconnection => tokio::select! {
+                biased;
+                () = closed => Wake::Closed,
+                state = self.states.wait_for(connected) => match state {
+                    Err(_) => Wake::Closed,
+                    Ok(_) => Wake::Look,
+                },
+            },
+        }
+    }
+}
+
+/// Watches the election at `path`, which had no participants, for its
+/// first: its children, or its creation if it does not exist. `None` if
+/// one is already there (`leads` says so of the children) or the path was
+/// just created: nothing is left watching then.
+async fn watch_for_participants(
+    framework: &Framework,
+    session: &Session,
+    path: &str,
+    leads: impl Fn(&[String]) -> bool,
+) -> Result<Option<zk::OneshotWatcher>> {
+    let listed = framework
+        .call_on_session(session, |client| async move {
+            client.list_and_watch_children(path).await
+        })
+        .await;
+    match listed {
+        Ok((children, watcher)) => Ok((!leads(&children)).then_some(watcher)),
+        Err(Error::NoNode { .. }) => {
+            let (stat, watcher) = framework
+                .call_on_session(session, |client| async move {
+                    client.check_and_watch_stat(path).await
+                })
+                .await?;
+            Ok(stat.is_none().then_some(watcher))
+        }
+        Err(err) => Err(err),
+    }
+}

@@ -1,0 +1,338 @@
+//! Observing an election from outside it (issue 25, item 1): a
+//! `LeaderObserver` on a framework of its own follows every change of
+//! leader, with the leader's id, token and node, at the cost of one watch
+//! per change; it says `Unknown` while cut off and finds the right leader
+//! once back; it reads a selector's election as well as a latch's. Against
+//! the embedded server, or ZooKeeper with `ZK_TEST_SERVER=real`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::pin::Pin;
+
+use common::{
+    bounded, framework, raw_client, server, unique_path, wait_for_participants, BOUND, PATIENCE,
+};
+use futures::{Stream, StreamExt};
+use zk_curator::recipes::layout::ElectionRecipe;
+use zk_curator::{
+    ConnectionState, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector,
+    LeaderTerm, Observation, ObservedLeader,
+};
+use zk_curator_testing::proxy::opcode;
+use zk_curator_testing::{FaultProxy, Traffic};
+
+type Changes = Pin<Box<dyn Stream<Item = Observation> + Send>>;
+
+/// The next observation, failing the test after [`PATIENCE`].
+async fn next(changes: &mut Changes, what: &str) -> Observation {
+    tokio::time::timeout(PATIENCE, changes.next())
+        .await
+        .unwrap_or_else(|_| panic!("no observation within {PATIENCE:?}: {what}"))
+        .unwrap_or_else(|| panic!("the observation ended: {what}"))
+}
+
+/// The next observation, which must name a leader.
+async fn next_leader(changes: &mut Changes, what: &str) -> ObservedLeader {
+    match next(changes, what).await {
+        Observation::Leader(leader) => leader,
+        other => panic!("{what}: expected a leader, observed {other:?}"),
+    }
+}
+
+/// A started latch on its own framework.
+async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {
+    let fw = framework(connect).await;
+    let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
+    latch.start().unwrap();
+    (fw, latch)
+}
+
+/// Waits for `election` to lead, failing the test after [`PATIENCE`].
+async fn leads(election: &impl LeaderElection) -> LeaderTerm {
+    LeaderElection::await_leadership_timeout(election, PATIENCE)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{} never led within {PATIENCE:?}", election.id()))
+}
+
+/// Asserts that `seen` is the leader of `term`, run by participant `id`.
+fn assert_is(seen: &ObservedLeader, id: &str, term: &LeaderTerm, recipe: ElectionRecipe) {
+    assert_eq!(seen.id, id, "{seen:?}");
+    assert_eq!(seen.value, id.as_bytes(), "{seen:?}");
+    assert_eq!(seen.token, term.fencing_token(), "{seen:?}");
+    assert_eq!(seen.node_path, term.node_path(), "{seen:?}");
+    assert_eq!(seen.recipe, recipe, "{seen:?}");
+    assert!(seen.session != 0, "an ephemeral node: {seen:?}");
+}
+
+/// What the observer's connection carried: notifications received
+/// (watches fired), data reads, listings, and every other request.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    notifications: usize,
+    get_data: usize,
+    listings: usize,
+    other_requests: usize,
+}
+
+fn counts(proxy: &FaultProxy) -> Counts {
+    let mut counts = Counts::default();
+    for t in proxy.traffic() {
+        match t {
+            Traffic::Reply { xid: -1, .. } => counts.notifications += 1,
+            Traffic::Reply { .. } => {}
+            Traffic::Request { opcode, .. } => match opcode {
+                opcode::GET_DATA => counts.get_data += 1,
+                opcode::GET_CHILDREN | opcode::GET_CHILDREN2 => counts.listings += 1,
+                _ => counts.other_requests += 1,
+            },
+        }
+    }
+    counts
+}
+
+// ---------------------------------------------------------------------------
+// (a) + (b): every change, in order, one watch each
+
+/// Three latches queued in a known order; the observer runs on a fourth
+/// framework, through a proxy that counts what it sends. Each leader closes
+/// in turn: the observer reports p0, p1, p2, then nobody, each with the
+/// token and node of that participant's own term, and nothing in between.
+/// Per change of leader its connection carries exactly one notification
+/// (the watch on the old leader's node firing), one listing and one read
+/// of the new leader's node with a watch: no herd, no polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_sees_every_change_in_order_with_one_watch_each() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("observe-turns");
+        let mut latches = Vec::new();
+        let mut frameworks = Vec::new();
+        for i in 0..3 {
+            let (fw, latch) = started_latch(&connect, &path, &format!("p{i}")).await;
+            wait_for_participants(&raw, &path, i + 1).await;
+            frameworks.push(fw);
+            latches.push(latch);
+        }
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let observer_fw = framework(&proxy.connect_string()).await;
+        let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut changes: Changes = Box::pin(observer.changes());
+
+        let term = leads(&latches[0]).await;
+        let first = next_leader(&mut changes, "the first leader").await;
+        assert_is(&first, "p0", &term, ElectionRecipe::Latch);
+        // The one-off read agrees.
+        assert_eq!(observer.leader().await.unwrap().as_ref(), Some(&first));
+
+        let mut tokens = vec![first.token];
+        for (round, latch) in latches.iter().enumerate() {
+            proxy.clear_traffic();
+            latch.close().await.unwrap();
+            let seen = next(&mut changes, "the next change").await;
+            let traffic = counts(&proxy);
+            if let Some(successor) = latches.get(round + 1) {
+                let Observation::Leader(seen) = seen else {
+                    panic!("round {round}: expected the next leader, observed {seen:?}");
+                };
+                let term = leads(successor).await;
+                assert_is(
+                    &seen,
+                    &format!("p{}", round + 1),
+                    &term,
+                    ElectionRecipe::Latch,
+                );
+                tokens.push(seen.token);
+                assert_eq!(
+                    traffic,
+                    Counts {
+                        notifications: 1,
+                        get_data: 1,
+                        listings: 1,
+                        other_requests: 0,
+                    },
+                    "round {round}: one watch fired, one listing, one watched read"
+                );
+            } else {
+                assert_eq!(seen, Observation::NoLeader);
+                // The last leader's node fired; the empty election is then
+                // watched as a whole: a listing, and a listing with a watch
+                // (or, if the server removed the empty container already,
+                // a watch for its creation).
+                assert_eq!(traffic.notifications, 1, "{traffic:?}");
+                assert_eq!(traffic.get_data, 0, "{traffic:?}");
+                assert!(
+                    traffic.listings + traffic.other_requests <= 3,
+                    "the end: one watch fired, then the empty election watched: {traffic:?}"
+                );
+            }
+            eprintln!("round {round}: {traffic:?}");
+        }
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "tokens grow: {tokens:?}"
+        );
+
+        // A newcomer to the empty election is reported too.
+        let (fw, latch) = started_latch(&connect, &path, "late").await;
+        let term = leads(&latch).await;
+        let seen = next_leader(&mut changes, "a newcomer").await;
+        assert_is(&seen, "late", &term, ElectionRecipe::Latch);
+        latch.close().await.unwrap();
+        assert_eq!(
+            next(&mut changes, "the newcomer left").await,
+            Observation::NoLeader
+        );
+
+        // Closing the framework ends the stream.
+        observer_fw.close().await;
+        let end = tokio::time::timeout(PATIENCE, changes.next())
+            .await
+            .unwrap();
+        assert_eq!(end, None, "the stream ends with its framework");
+        fw.close().await;
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// (c): cut off, then back
+
+/// The observer's connection goes silent while A leads and B waits. It
+/// reports `Unknown` (it cannot see A's node any more), A leaves meanwhile,
+/// and once the link returns, after its session has expired, it reports B,
+/// never A again. A second cut, shorter (the session survives), gives
+/// `Unknown`, then B again from a fresh listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_observer_says_unknown_then_finds_the_right_leader() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("observe-cut");
+        let (fa, a) = started_latch(&connect, &path, "a").await;
+        let term_a = leads(&a).await;
+        let (fb, b) = started_latch(&connect, &path, "b").await;
+        wait_for_participants(&raw, &path, 2).await;
+
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let observer_fw = framework(&proxy.connect_string()).await;
+        let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut changes: Changes = Box::pin(observer.changes());
+        let seen = next_leader(&mut changes, "A leads").await;
+        assert_is(&seen, "a", &term_a, ElectionRecipe::Latch);
+        let first_session = observer_fw.current_session().unwrap().id();
+
+        // Cut off: new connections hang, the current ones go.
+        proxy.set_paused(true);
+        proxy.drop_connections();
+        assert_eq!(next(&mut changes, "cut off").await, Observation::Unknown);
+        a.close().await.unwrap();
+        let term_b = leads(&b).await;
+        // The observer's session expires while it is cut off.
+        let mut states = observer_fw.state_watcher();
+        tokio::time::timeout(
+            PATIENCE,
+            states.wait_for(|s| s == Some(ConnectionState::Lost)),
+        )
+        .await
+        .expect("the observer's session is lost while cut off")
+        .unwrap();
+        proxy.set_paused(false);
+        let seen = next_leader(&mut changes, "back, on a new session").await;
+        assert_is(&seen, "b", &term_b, ElectionRecipe::Latch);
+        assert_ne!(observer_fw.current_session().unwrap().id(), first_session);
+
+        // A short cut: the session survives, the leader is read again.
+        proxy.set_paused(true);
+        proxy.drop_connections();
+        assert_eq!(
+            next(&mut changes, "cut off again").await,
+            Observation::Unknown
+        );
+        proxy.set_paused(false);
+        let again = next_leader(&mut changes, "back, same session").await;
+        assert_eq!(again, seen, "the same leader, read afresh");
+
+        b.close().await.unwrap();
+        assert_eq!(next(&mut changes, "B left").await, Observation::NoLeader);
+        observer_fw.close().await;
+        fa.close().await;
+        fb.close().await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------
+// (d): a selector's election
+
+/// Two selectors (a mutex's `lock-` nodes) whose work lasts until their
+/// term is lost: the observer, told nothing of the recipe, reports the
+/// first with its id and token, then the second once the first's work is
+/// interrupted (it does not requeue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_a_selector_election() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("observe-selector");
+        let mut selectors = Vec::new();
+        let mut frameworks = Vec::new();
+        for (i, id) in ["s0", "s1"].into_iter().enumerate() {
+            let fw = framework(&connect).await;
+            let selector =
+                LeaderSelector::with_id(fw.clone(), &path, id, |term: LeaderTerm| async move {
+                    term.lost().await;
+                })
+                .unwrap();
+            selector.start().unwrap();
+            wait_for_participants(&raw, &path, i + 1).await;
+            frameworks.push(fw);
+            selectors.push(selector);
+        }
+        let observer_fw = framework(&connect).await;
+        let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut changes: Changes = Box::pin(observer.changes());
+
+        let term = leads(&selectors[0]).await;
+        let seen = next_leader(&mut changes, "s0 leads").await;
+        assert_is(&seen, "s0", &term, ElectionRecipe::Selector);
+        assert!(seen.node_path.contains("-lock-"), "{seen:?}");
+
+        selectors[0].interrupt_leadership();
+        let seen = next_leader(&mut changes, "s1 leads").await;
+        let term = leads(&selectors[1]).await;
+        assert_is(&seen, "s1", &term, ElectionRecipe::Selector);
+
+        // Told the recipe, an observer ignores another recipe's nodes: a
+        // latch's view of this path has no leader.
+        let as_latch =
+            LeaderObserver::with_recipe(observer_fw.clone(), &path, ElectionRecipe::Latch).unwrap();
+        assert_eq!(as_latch.leader().await.unwrap(), None);
+
+        for selector in &selectors {
+            selector.close().await.unwrap();
+        }
+        assert_eq!(next(&mut changes, "all gone").await, Observation::NoLeader);
+        observer_fw.close().await;
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+/// The observer's stream is `Send + 'static`, so it can be spawned.
+#[allow(dead_code)]
+fn streams_are_send(observer: LeaderObserver) {
+    fn send_static<T: Send + 'static>(_: T) {}
+    send_static(observer.changes());
+    send_static(observer.clone());
+}
