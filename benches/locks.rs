@@ -190,8 +190,8 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Self, BoxError> {
         // `cargo bench` passes `--bench`; `--quick`, `--plot <file>`,
-        // `--only <workloads>`, `--reps <k>` and `--sessions <n,...>` matter
-        // here.
+        // `--only <workloads>`, `--reps <k>`, `--sessions <n,...>` and
+        // `--scale <k,...>` (the scale workload's waiter counts) matter here.
         let args: Vec<String> = std::env::args().skip(1).collect();
         let quick = args.iter().any(|arg| arg == "--quick");
         let value = |flag: &str| {
@@ -224,6 +224,10 @@ impl Config {
             .iter()
             .map(|v| positive("--sessions", v))
             .collect::<Result<Vec<usize>, _>>()?;
+        let scale = list("--scale")
+            .iter()
+            .map(|v| positive("--scale", v))
+            .collect::<Result<Vec<usize>, _>>()?;
         Ok(Config {
             quick,
             reps: reps.unwrap_or(if quick { 1 } else { 3 }),
@@ -244,10 +248,10 @@ impl Config {
             failovers: if quick { 3 } else { 10 },
             failover_warmup_cycles: if quick { 200 } else { 3000 },
             failover_warmup_kills: if quick { 1 } else { 5 },
-            scale: if quick {
-                vec![200]
-            } else {
-                vec![1_000, 10_000, 50_000]
+            scale: match scale {
+                _ if !scale.is_empty() => scale,
+                _ if quick => vec![200],
+                _ => vec![1_000, 10_000, 50_000],
             },
             scale_sessions: 4,
             scale_rss_cap_mib: 3072,

@@ -118,9 +118,12 @@ impl LockInternals {
         let span = tracing::info_span!("lock.acquire", path = %self.base_path, lock = %self.lock_name, ?wait);
         let waiting = crate::telemetry::Waiting::start(&self.framework, &self.base_path);
         let acquire = async {
+            // The paths past the wait for a turn are boxed: a task parked in
+            // the in-process queue (there may be a million) carries only
+            // what waiting needs.
             if let Some(key) = self.share_key(&request) {
                 let engine = Engine::of(&self.framework);
-                return engine.shared_nodes.acquire(self, key).await.map(Some);
+                return Box::pin(engine.shared_nodes.acquire(self, key)).await.map(Some);
             }
             let mut turn = match self.local_turn(wait).await {
                 LocalTurnOutcome::Taken => return Ok(None),
@@ -133,7 +136,7 @@ impl LockInternals {
                 hold.keep_turn(turn);
                 return Ok(Some(hold));
             }
-            let hold = wait::acquire_restarting(self, &request).await?;
+            let hold = Box::pin(wait::acquire_restarting(self, &request)).await?;
             if let Some(hold) = &hold {
                 if let Some((policy, data)) =
                     Engine::options(&self.framework).cohort.zip(cohort_data)
@@ -270,7 +273,9 @@ impl LockInternals {
     /// background cleaner.
     pub async fn release(&self, hold: &Hold) -> Result<()> {
         let before_reply = Engine::options(&self.framework).release_before_reply;
-        release::release_as(self, hold, before_reply).await
+        // Boxed: a waiting task that releases afterwards (lock, then release,
+        // in one future) does not carry the release's state while it waits.
+        Box::pin(release::release_as(self, hold, before_reply)).await
     }
 
     /// Like [`release`](Self::release), but returning as soon as the delete
@@ -288,7 +293,7 @@ impl LockInternals {
     /// # Cancel safety
     /// As [`release`](Self::release).
     pub async fn release_before_reply(&self, hold: &Hold) -> Result<()> {
-        release::release_as(self, hold, true).await
+        Box::pin(release::release_as(self, hold, true)).await
     }
 }
 
