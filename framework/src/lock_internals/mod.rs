@@ -123,7 +123,9 @@ impl LockInternals {
             // what waiting needs.
             if let Some(key) = self.share_key(&request) {
                 let engine = Engine::of(&self.framework);
-                return Box::pin(engine.shared_nodes.acquire(self, key)).await.map(Some);
+                return Box::pin(engine.shared_nodes.acquire(self, key))
+                    .await
+                    .map(Some);
             }
             let mut turn = match self.local_turn(wait).await {
                 LocalTurnOutcome::Taken => return Ok(None),
