@@ -94,6 +94,10 @@ pub(crate) async fn child(args: &[String]) -> i32 {
 /// waiter).
 type Cycle = BoxFuture<'static, zk_curator::Result<()>>;
 
+/// The most waiters a run drains (each takes the lock once); more are
+/// cancelled instead, and the drain time is the time to cancel them all.
+pub(crate) const DRAIN_UP_TO: usize = 100_000;
+
 /// Makes one waiter's [`Cycle`].
 type Waiter = Arc<dyn Fn() -> Cycle + Send + Sync>;
 
@@ -264,9 +268,28 @@ async fn park_and_drain(
         .map(|fw| fw.metrics().lock_wakeups())
         .sum();
 
-    // Drain.
+    // Drain (or, past `DRAIN_UP_TO` waiters, cancel: every task takes the
+    // lock once at about a thousand hand-offs a second, which for a million
+    // waiters is a quarter of an hour).
     let drain_started = Instant::now();
-    within(ACQUIRE_LIMIT, release).await??;
+    let cancel = waiters > DRAIN_UP_TO;
+    if cancel {
+        drop(tasks);
+        loop {
+            let queued: usize = frameworks.iter().map(|fw| fw.locally_queued(path)).sum();
+            if queued == 0 {
+                break;
+            }
+            if drain_started.elapsed() > drain_limit {
+                return Err(format!("{queued} waiters still queued {drain_limit:?} after the cancel").into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        within(ACQUIRE_LIMIT, release).await??;
+        done.store(waiters, Ordering::Relaxed);
+    } else {
+        within(ACQUIRE_LIMIT, release).await??;
+    }
     loop {
         if done.load(Ordering::Relaxed) >= waiters {
             break;
@@ -300,11 +323,12 @@ async fn park_and_drain(
     Ok(format!(
         "waiters={waiters} rss_kib_before={rss_before} rss_kib_after={rss_after} hwm_kib={hwm} \
          park_secs={park_secs:.3} nodes={} park_requests={} drain_secs={drain_secs:.3} \
-         drain_requests={} drain_watches={} wakeups={wakeups}",
+         drain_requests={} drain_watches={} wakeups={wakeups} cancelled={}",
         parked.ephemerals - at_start.ephemerals,
         parked.packets - at_start.packets - 2.0,
         drained.packets - parked.packets - 1.0,
         (drained.deleted + drained.children) - (parked.deleted + parked.children),
+        u8::from(cancel),
     ))
 }
 
