@@ -207,6 +207,10 @@ struct Log {
     acquire_errors: u64,
     late_acquires: Vec<Duration>,
     pauses: u64,
+    /// Writes tried through a fence taken before the release, after it.
+    late_writes: u64,
+    /// ... of which the server accepted (each a stale write).
+    late_accepted: u64,
 }
 
 /// What a run saw, per kind, and what it found wrong.
@@ -241,6 +245,12 @@ impl Report {
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
             if stale > 0 {
                 found.push(format!("{kind:?}: {stale} stale write(s) accepted"));
+            }
+            if log.late_accepted > 0 {
+                found.push(format!(
+                    "{kind:?}: {} write(s) through a released hold's fence accepted",
+                    log.late_accepted
+                ));
             }
             if limit == 1 {
                 let mut writes = log.accepted.clone();
@@ -354,13 +364,14 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  losses",
+            "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  losses",
             "kind",
             "holds",
             "passed",
             "accepted",
             "refused",
             "stale",
+            "late",
             "overlaps",
             "timeout",
             "errors",
@@ -370,13 +381,14 @@ impl fmt::Display for Report {
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
             writeln!(
                 f,
-                "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  {:?}",
+                "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  {:?}",
                 format!("{kind:?}"),
                 log.acquired,
                 log.intervals.iter().filter(|i| i.token.pass() > 0).count(),
                 log.accepted.len(),
                 log.refused,
-                stale,
+                stale + log.late_accepted as usize,
+                log.late_writes,
                 max_concurrent(&log.intervals).saturating_sub(kind.holders()),
                 log.timed_out,
                 log.acquire_errors,
@@ -696,6 +708,9 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             .await
             .unwrap();
     }
+    raw.create(&format!("{root}/data/late"), b"", &open)
+        .await
+        .unwrap();
     let (pause_tx, mut pause_rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         config: config.clone(),
@@ -1005,7 +1020,21 @@ async fn contend(
             section(&seat, &taken, &mut record, &mut lost, &mut rng, pause).await;
             record.finished = true;
         }
+        // Now and then, a holder that writes once more after its release,
+        // through a fence it took before: the server must never see it
+        // (with cohorting, the release may have passed the node on).
+        let late = (!kind.is_election() && rng.below(4) == 0)
+            .then(|| taken.fence().ok())
+            .flatten();
         taken.release().await;
+        if let Some(fence) = late {
+            let late_path = format!("{root}/data/late");
+            let accepted = fence.set_data(&late_path, b"late", None).await.is_ok();
+            shared.log(kind, |log| {
+                log.late_writes += 1;
+                log.late_accepted += u64::from(accepted);
+            });
+        }
     }
 }
 
