@@ -8,12 +8,17 @@
 //! [`TlsConfig`], the Java side through the ZooKeeper client's system
 //! properties (Netty socket, PEM key and trust stores); see [`Transport`].
 //!
+//! Cohort hand-off is fair to Curator: a Curator waiter on the path a busy
+//! cohort framework keeps passing among its tasks gets the lock behind at
+//! most `max_passes + 1` of its holds (`cohort_busy`).
+//!
 //! Needs `javac` and Curator's jars (`apt-get install -y default-jdk-headless
 //! libcurator-recipes-java`): without them each test fails saying so, or is
 //! skipped with a notice under `ZK_SKIP_MISSING=curator` (or `=1`). The TLS
 //! test needs a real ZooKeeper too (`zookeeper`, `ZK_SKIP_MISSING=zookeeper`).
 #![allow(clippy::unwrap_used)]
 
+mod cohort_busy;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -21,14 +26,14 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::{framework, framework_with, server, unique_path};
+use common::{bounded, framework, framework_with, server, unique_path, LONG_BOUND};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use zk_curator::framework::TlsConfig;
-use zk_curator::{Framework, InterProcessMutex, InterProcessReadWriteLock};
+use zk_curator::{CohortPolicy, Framework, InterProcessMutex, InterProcessReadWriteLock};
 use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
 use zk_curator_testing::{TestCertificates, ZooKeeperServer};
 
@@ -527,4 +532,82 @@ async fn rust_and_curator_semaphores_share_the_lease_bound() {
         languages_alternated(markers.path()),
         "the two languages never took turns"
     );
+}
+
+/// Cohort hand-off leaves Curator its turn (issue 24, fairness): eight
+/// tasks of one framework with cohorting on (16 passes, or 1 s: with holds
+/// of a write each, the pass count is what ends a run) take the mutex over
+/// and over, passing it among themselves, while a Curator participant
+/// takes it ten times. Each of its acquires waits through at most
+/// `max_passes + 1` busy holds, counted in ZooKeeper's order (the busy
+/// holds on nodes older than its own that wrote after its own was
+/// created), and within `max_hold` plus a generous margin of wall time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_curator_waiter_gets_its_turn_from_a_busy_cohort() {
+    let Some(server) = server() else { return };
+    if java_participant().is_none() {
+        return;
+    }
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let path = unique_path("interop-cohort-fair");
+        let policy = CohortPolicy::new(16, Duration::from_secs(1));
+        let busy = cohort_busy::Busy::start(&connect, &path, policy, 8).await;
+        let markers = tempfile::tempdir().unwrap();
+        let rounds = 10;
+        let passes_before = busy.passes();
+        let java = Java::start(
+            &Transport::Plaintext,
+            &connect,
+            "mutex",
+            &path,
+            rounds,
+            markers.path(),
+            1,
+        )
+        .await;
+        let (status, output) = java.finish().await;
+        let passes = busy.passes() - passes_before;
+        let holds = busy.stop().await;
+        assert_eq!(status, 0, "Java side: {output}");
+        let waits: Vec<(i64, u64)> = output
+            .lines()
+            .filter_map(|line| {
+                let rest = line.trim().strip_prefix("held czxid=")?;
+                let (czxid, waited) = rest.split_once(" waited_ms=")?;
+                Some((czxid.parse().ok()?, waited.parse().ok()?))
+            })
+            .collect();
+        assert_eq!(waits.len(), rounds as usize, "{output}");
+        let behind: Vec<usize> = waits
+            .iter()
+            .map(|&(czxid, _)| cohort_busy::holds_behind(&holds, czxid))
+            .collect();
+        let longest_wait = waits.iter().map(|w| w.1).max().unwrap();
+        let most_behind = behind.iter().copied().max().unwrap();
+        println!(
+            "Curator waiter beside a busy cohort ({} busy holds, {passes} passes meanwhile, \
+             longest run {} holds): longest wait {longest_wait} ms, behind at most \
+             {most_behind} busy holds (bound {}); per round: {:?}",
+            holds.len(),
+            cohort_busy::longest_run(&holds),
+            policy.max_passes + 1,
+            waits
+                .iter()
+                .zip(&behind)
+                .map(|(w, b)| format!("{} ms/{b} holds", w.1))
+                .collect::<Vec<_>>()
+        );
+        assert!(passes > 0, "the busy framework passed nothing meanwhile");
+        assert!(
+            most_behind <= policy.max_passes as usize + 1,
+            "a Curator acquire waited through {most_behind} busy holds: {behind:?}"
+        );
+        let wall_bound = policy.max_hold + Duration::from_secs(5);
+        assert!(
+            Duration::from_millis(longest_wait) <= wall_bound,
+            "a Curator acquire waited {longest_wait} ms (bound {wall_bound:?})"
+        );
+    })
+    .await;
 }

@@ -16,6 +16,14 @@
 //! (one interval from its start to its end), and the terms' fencing tokens
 //! must grow in the order the terms began.
 //!
+//! With cohorting ([`Config::with_cohort`]), each contender's framework
+//! passes held nodes among its own tasks (`FrameworkBuilder::cohort`), and
+//! several tasks of each contender take turns on every lock recipe, so that
+//! passes happen under the same faults; the elections, which cohorting does
+//! not touch, are left out. The checks are the same, the fencing tokens
+//! being compared whole (zxid, then pass count), and a run in which no node
+//! was passed is a violation (it proved nothing of the cohort).
+//!
 //! Used by `tests/chaos.rs` (a bounded run in CI) and `examples/chaos.rs`
 //! (a long run that prints the same figures). `ZK_CHAOS_BREAK=fence` makes
 //! holders write without the fence, `ZK_CHAOS_BREAK=loss` makes them ignore
@@ -35,9 +43,9 @@ use tokio::time::Instant;
 use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
-    Error, Fence, FencingToken, Framework, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm, Lease,
-    LockLoss, MutexGuard, WriteGuard, WriteLock,
+    CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
+    LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard, WriteGuard, WriteLock,
 };
 use zk_curator_testing::{FaultProxy, TestingServer};
 
@@ -50,6 +58,11 @@ pub struct Config {
     pub seed: u64,
     pub break_fence: bool,
     pub break_loss: bool,
+    /// Cohort hand-off on every contender's framework.
+    pub cohort: Option<CohortPolicy>,
+    /// Tasks of each contender contending for each lock (one without
+    /// cohorting: passes need a task of the same framework waiting).
+    pub tasks: usize,
 }
 
 impl Config {
@@ -76,7 +89,26 @@ impl Config {
             seed,
             break_fence: broken.split(',').any(|b| b == "fence"),
             break_loss: broken.split(',').any(|b| b == "loss"),
+            cohort: None,
+            tasks: 1,
         }
+    }
+
+    /// Cohort mode: `policy` on every contender's framework, and `tasks`
+    /// tasks of each contender on each lock recipe (the elections are left
+    /// out: cohorting does not touch them).
+    pub fn with_cohort(mut self, policy: CohortPolicy, tasks: usize) -> Config {
+        self.cohort = Some(policy);
+        self.tasks = tasks.max(1);
+        self
+    }
+
+    /// The kinds contended for.
+    fn kinds(&self) -> Vec<Kind> {
+        Kind::ALL
+            .into_iter()
+            .filter(|kind| self.cohort.is_none() || !kind.is_election())
+            .collect()
     }
 }
 
@@ -142,6 +174,8 @@ impl Kind {
 #[derive(Clone, Debug)]
 struct Interval {
     who: usize,
+    /// Which of the contender's tasks (0 without cohorting).
+    task: usize,
     token: FencingToken,
     /// How the critical section ended early, if it did.
     loss: Option<LockLoss>,
@@ -173,6 +207,10 @@ struct Log {
     acquire_errors: u64,
     late_acquires: Vec<Duration>,
     pauses: u64,
+    /// Writes tried through a fence taken before the release, after it.
+    late_writes: u64,
+    /// ... of which the server accepted (each a stale write).
+    late_accepted: u64,
 }
 
 /// What a run saw, per kind, and what it found wrong.
@@ -184,6 +222,9 @@ pub struct Report {
     pub leftover_sessions: usize,
     pub seed: u64,
     pub elapsed: Duration,
+    /// Cohort mode: the passes the contenders' frameworks made
+    /// (`lock_passes`), all together.
+    pub passes: Option<u64>,
     started: Option<Instant>,
     timeline: Vec<(Instant, &'static str, usize)>,
 }
@@ -204,6 +245,12 @@ impl Report {
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
             if stale > 0 {
                 found.push(format!("{kind:?}: {stale} stale write(s) accepted"));
+            }
+            if log.late_accepted > 0 {
+                found.push(format!(
+                    "{kind:?}: {} write(s) through a released hold's fence accepted",
+                    log.late_accepted
+                ));
             }
             if limit == 1 {
                 let mut writes = log.accepted.clone();
@@ -240,7 +287,16 @@ impl Report {
                         .into_iter()
                         .map(|v| format!("{kind:?}: {v}")),
                 );
+            } else if limit == 1 {
+                found.extend(
+                    hold_order_violations(&log.intervals)
+                        .into_iter()
+                        .map(|v| format!("{kind:?}: {v}")),
+                );
             }
+        }
+        if self.passes == Some(0) {
+            found.push("cohort mode, yet no node was passed (the run proved nothing)".to_owned());
         }
         if !self.leftover_nodes.is_empty() {
             found.push(format!("nodes left behind: {:?}", self.leftover_nodes));
@@ -273,8 +329,9 @@ impl Report {
                     .iter()
                     .map(|i| {
                         format!(
-                            "#{} token {} {:?}..{:?} ended by {:?}",
+                            "#{}/{} token {} {:?}..{:?} ended by {:?}",
                             i.who,
+                            i.task,
                             i.token,
                             at(i.start),
                             at(i.end),
@@ -302,14 +359,19 @@ impl fmt::Display for Report {
             "chaos run: {:.1?}, seed {}, faults {:?}",
             self.elapsed, self.seed, self.faults
         )?;
+        if let Some(passes) = self.passes {
+            writeln!(f, "cohort: {passes} pass(es) in all")?;
+        }
         writeln!(
             f,
-            "{:<11} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  losses",
+            "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  losses",
             "kind",
             "holds",
+            "passed",
             "accepted",
             "refused",
             "stale",
+            "late",
             "overlaps",
             "timeout",
             "errors",
@@ -319,12 +381,14 @@ impl fmt::Display for Report {
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
             writeln!(
                 f,
-                "{:<11} {:>6} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>8}  {:?}",
+                "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  {:?}",
                 format!("{kind:?}"),
                 log.acquired,
+                log.intervals.iter().filter(|i| i.token.pass() > 0).count(),
                 log.accepted.len(),
                 log.refused,
-                stale,
+                stale + log.late_accepted as usize,
+                log.late_writes,
                 max_concurrent(&log.intervals).saturating_sub(kind.holders()),
                 log.timed_out,
                 log.acquire_errors,
@@ -372,6 +436,44 @@ fn term_order_violations(intervals: &[Interval]) -> Vec<String> {
     if !regressions.is_empty() {
         found.push(format!(
             "{} term(s) began with a token not above the previous term's: {regressions:?}",
+            regressions.len()
+        ));
+    }
+    found
+}
+
+/// What is wrong with the order of an exclusive lock's holds: each hold has
+/// a token of its own (a node, or a pass of one), and a hold that began
+/// after another has a greater token, compared whole (zxid, then pass
+/// count). Holds whose token could not be read (lost before the holder
+/// looked: token 0) are left out.
+fn hold_order_violations(intervals: &[Interval]) -> Vec<String> {
+    let mut holds: Vec<(Instant, FencingToken, usize, usize)> = intervals
+        .iter()
+        .filter(|i| i.token != FencingToken::new(0))
+        .map(|i| (i.start, i.token, i.who, i.task))
+        .collect();
+    holds.sort();
+    let mut found = Vec::new();
+    let mut tokens: Vec<FencingToken> = holds.iter().map(|h| h.1).collect();
+    tokens.sort();
+    let repeated = tokens.windows(2).filter(|w| w[0] == w[1]).count();
+    if repeated > 0 {
+        found.push(format!("{repeated} token(s) given to two holds"));
+    }
+    let regressions: Vec<String> = holds
+        .windows(2)
+        .filter(|w| w[1].1 <= w[0].1)
+        .map(|w| {
+            format!(
+                "{} (#{}/{}) after {} (#{}/{})",
+                w[1].1, w[1].2, w[1].3, w[0].1, w[0].2, w[0].3
+            )
+        })
+        .collect();
+    if !regressions.is_empty() {
+        found.push(format!(
+            "{} hold(s) began with a token not above the previous hold's: {regressions:?}",
             regressions.len()
         ));
     }
@@ -584,6 +686,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             .connect_string(proxy.connect_string())
             .session_timeout(config.session_timeout)
             .connection_timeout(Duration::from_secs(3))
+            .cohort(config.cohort)
             .build()
             .unwrap();
         framework.start().unwrap();
@@ -600,11 +703,14 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         .unwrap();
     let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     raw.mkdir(&format!("{root}/data"), &open).await.unwrap();
-    for kind in Kind::ALL {
+    for kind in config.kinds() {
         raw.create(&counter_path(&root, kind), b"0 0", &open)
             .await
             .unwrap();
     }
+    raw.create(&format!("{root}/data/late"), b"", &open)
+        .await
+        .unwrap();
     let (pause_tx, mut pause_rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         config: config.clone(),
@@ -616,23 +722,28 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     let mut tasks = Vec::new();
     let mut selectors = Vec::new();
     for (who, contender) in contenders.iter().enumerate() {
-        for kind in Kind::ALL {
-            let (shared, framework) = (shared.clone(), contender.framework.clone());
-            let rng = Rng(config.seed ^ ((who as u64 + 1) << 32) ^ (kind as u64 + 1));
-            if kind == Kind::Selector {
-                selectors.push(start_selector(shared, who, framework, rng, &root));
-                continue;
+        for kind in config.kinds() {
+            for task in 0..config.tasks {
+                let (shared, framework) = (shared.clone(), contender.framework.clone());
+                let rng = Rng(config.seed
+                    ^ ((who as u64 + 1) << 32)
+                    ^ ((task as u64) << 16)
+                    ^ (kind as u64 + 1));
+                if kind == Kind::Selector {
+                    selectors.push(start_selector(shared, who, framework, rng, &root));
+                    continue;
+                }
+                let lock = lock_of(&contender.framework, &root, kind, who);
+                tasks.push(tokio::spawn(contend(
+                    shared,
+                    (who, task),
+                    kind,
+                    framework,
+                    lock,
+                    rng,
+                    root.clone(),
+                )));
             }
-            let lock = lock_of(&contender.framework, &root, kind, who);
-            tasks.push(tokio::spawn(contend(
-                shared,
-                who,
-                kind,
-                framework,
-                lock,
-                rng,
-                root.clone(),
-            )));
         }
     }
 
@@ -696,6 +807,12 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     for contender in &contenders {
         contender.proxy.blackhole(false);
     }
+    let passes = config.cohort.map(|_| {
+        contenders
+            .iter()
+            .map(|c| c.framework.metrics().lock_passes())
+            .sum()
+    });
     // A selector's function stops at its next critical section; closing
     // the selector cancels the one running.
     for selector in &selectors {
@@ -729,6 +846,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         leftover_sessions,
         seed: config.seed,
         elapsed: started.elapsed(),
+        passes,
         started: Some(started),
         timeline,
     }
@@ -842,6 +960,8 @@ enum Written {
 struct Seat {
     shared: Arc<Shared>,
     who: usize,
+    /// Which of the contender's tasks.
+    task: usize,
     kind: Kind,
     framework: Framework,
     counter: String,
@@ -849,7 +969,7 @@ struct Seat {
 
 async fn contend(
     shared: Arc<Shared>,
-    who: usize,
+    (who, task): (usize, usize),
     kind: Kind,
     framework: Framework,
     lock: Lock,
@@ -861,6 +981,7 @@ async fn contend(
     let seat = Seat {
         shared,
         who,
+        task,
         kind,
         framework,
         counter,
@@ -891,13 +1012,29 @@ async fn contend(
             let pause = rng.below(8) == 0;
             lead_term(&seat, &taken, &mut rng, watch_loss, pause).await;
         } else {
-            let pause = kind.holders() == 1 && rng.below(12) == 0;
+            // A pause expires the contender's session: as often per
+            // contender with several tasks as with one.
+            let pause = kind.holders() == 1 && rng.below(12 * shared.config.tasks as u64) == 0;
             let mut record = Record::begin(&seat, &taken);
             let mut lost = loss_signal(&taken, watch_loss);
             section(&seat, &taken, &mut record, &mut lost, &mut rng, pause).await;
             record.finished = true;
         }
+        // Now and then, a holder that writes once more after its release,
+        // through a fence it took before: the server must never see it
+        // (with cohorting, the release may have passed the node on).
+        let late = (!kind.is_election() && rng.below(4) == 0)
+            .then(|| taken.fence().ok())
+            .flatten();
         taken.release().await;
+        if let Some(fence) = late {
+            let late_path = format!("{root}/data/late");
+            let accepted = fence.set_data(&late_path, b"late", None).await.is_ok();
+            shared.log(kind, |log| {
+                log.late_writes += 1;
+                log.late_accepted += u64::from(accepted);
+            });
+        }
     }
 }
 
@@ -916,6 +1053,7 @@ fn start_selector(
     let seat = Arc::new(Seat {
         shared,
         who,
+        task: 0,
         kind: Kind::Selector,
         framework: framework.clone(),
         counter: counter_path(root, Kind::Selector),
@@ -968,6 +1106,7 @@ impl<'a> Record<'a> {
             seat,
             interval: Interval {
                 who: seat.who,
+                task: seat.task,
                 token: taken.token(),
                 loss: None,
                 start,
@@ -1039,6 +1178,7 @@ async fn section(
         shared,
         who,
         kind,
+        task: _,
         framework,
         counter,
     } = seat;

@@ -9,6 +9,9 @@
 // class when secure; the Rust side checks it), then "ready". TLS comes from
 // the ZooKeeper client's system properties (zookeeper.client.secure,
 // zookeeper.clientCnxnSocket, zookeeper.ssl.*), set on the java command line.
+// In "mutex" mode, each round also prints "held czxid=<C> waited_ms=<W>":
+// the czxid of its own lock node and how long the acquire took (the
+// fairness test of cohort hand-off counts the holds it waited through).
 // Exit status 0 = no violation, 3 = violations, anything else = error (an
 // exception ends the JVM at once, though Curator's threads still run).
 
@@ -62,7 +65,7 @@ public class Interop {
         String kind;
         switch (mode) {
             case "mutex":
-                mutex = new InterProcessMutex(client, path);
+                mutex = new NodeMutex(client, path);
                 kind = "w";
                 break;
             case "write":
@@ -86,9 +89,16 @@ public class Interop {
         int violations = 0;
         for (int round = 0; round < rounds; round++) {
             Lease lease = null;
+            long asked = System.nanoTime();
             if (mutex != null) {
                 if (!mutex.acquire(60, TimeUnit.SECONDS)) {
                     throw new IllegalStateException("lock timed out");
+                }
+                long waited = (System.nanoTime() - asked) / 1_000_000;
+                if (mutex instanceof NodeMutex) {
+                    String node = ((NodeMutex) mutex).node();
+                    long czxid = client.checkExists().forPath(node).getCzxid();
+                    System.out.println("held czxid=" + czxid + " waited_ms=" + waited);
                 }
             } else {
                 lease = semaphore.acquire(60, TimeUnit.SECONDS);
@@ -115,6 +125,17 @@ public class Interop {
         System.out.println("violations=" + violations);
         client.close();
         System.exit(violations == 0 ? 0 : 3);
+    }
+
+    /** A mutex that names its own lock node (Curator keeps that protected). */
+    static class NodeMutex extends InterProcessMutex {
+        NodeMutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        String node() {
+            return getLockPath();
+        }
     }
 
     private static boolean allowed(Path markers, String kind, int leases) throws Exception {
