@@ -26,6 +26,12 @@ pub enum LockLoss {
     Closed,
     /// Nothing is held (the caller holds no such lock, or it was released).
     NotHeld,
+    /// The server was not heard from on the hold's session for longer than
+    /// the session timeout (on the monotonic clock): the session may have
+    /// expired on the server, and the node with it, even though nothing has
+    /// told this process yet, as after a long pause (a GC, SIGSTOP, a
+    /// stopped VM). The hold is a lease (README, "Safety").
+    Stale,
 }
 
 impl fmt::Display for LockLoss {
@@ -36,6 +42,9 @@ impl fmt::Display for LockLoss {
             LockLoss::NodeDeleted => f.write_str("the lock node was deleted"),
             LockLoss::Closed => f.write_str("the framework was closed"),
             LockLoss::NotHeld => f.write_str("nothing is held"),
+            LockLoss::Stale => f.write_str(
+                "the server was not heard from for longer than the session timeout: the session may have expired",
+            ),
         }
     }
 }

@@ -12,8 +12,12 @@
 //!   has not entered an error state under the framework's
 //!   [`ErrorPolicy`](crate::ErrorPolicy) since the grant (the
 //!   [`loss_epoch`](crate::Framework::loss_epoch) has not moved) and is not
-//!   in one now. A persistent node (a custom driver's) outlives sessions, so
-//!   connection trouble does not end its hold.
+//!   in one now;
+//! * for an ephemeral node, the server was heard from on its session within
+//!   the session timeout (see [`Hold::check`]): the hold is a lease.
+//!
+//! A persistent node (a custom driver's) outlives sessions, so connection
+//! trouble (or silence) does not end its hold.
 //!
 //! Once any of these fails, the hold is lost for good (the first reason is
 //! latched): a hold that went through a `Suspended` episode stays lost even
@@ -24,6 +28,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use zookeeper_client as zk;
@@ -335,6 +340,26 @@ impl Hold {
     /// Checks, without I/O, whether the hold can still be trusted; the first
     /// reason it cannot is latched and returned from then on.
     ///
+    /// Besides what the module's rules say (the framework open, the node not
+    /// seen deleted, its session current, no error connection state under
+    /// the [`ErrorPolicy`](crate::ErrorPolicy) since the grant), the hold of
+    /// an ephemeral node is a *lease*, as in Chubby: once more than the
+    /// negotiated session timeout has passed on the monotonic clock since
+    /// the server was last heard from on the node's session (the last packet
+    /// received: a reply, a notification, a ping's reply), the session may
+    /// have expired on the server, and the node with it, whatever the
+    /// client has noticed: the hold is lost with [`LockLoss::Stale`]. A
+    /// process paused for longer than that (a GC, SIGSTOP, a stopped VM)
+    /// finds out here as soon as it runs again, before any I/O, and a
+    /// fenced write is refused without being sent. A healthy session hears
+    /// from the server well within the timeout, even when idle (its client
+    /// pings at a fraction of it), so a healthy hold does not flap.
+    ///
+    /// The clock is tokio's ([`tokio::time::Instant::now`]), which is the
+    /// monotonic clock of `std`'s `Instant` except under tokio's paused test
+    /// clock (its `test-util` feature), where a paused and advanced clock
+    /// applies too.
+    ///
     /// # Errors
     /// The [`LockLoss`] that ended the hold.
     pub fn check(&self) -> Result<(), LockLoss> {
@@ -347,9 +372,11 @@ impl Hold {
         }
     }
 
-    /// Whether the hold can still be trusted (see [`Hold::check`]). No I/O: a
-    /// node deleted by hand is seen only once [`Hold::lost`], a fenced write
-    /// or a release has looked at it.
+    /// Whether the hold can still be trusted (see [`Hold::check`], the lease
+    /// rule included: `false` once the server has not been heard from on the
+    /// node's session for longer than the session timeout). No I/O: a node
+    /// deleted by hand is seen only once [`Hold::lost`], a fenced write or a
+    /// release has looked at it.
     pub fn is_valid(&self) -> bool {
         self.check().is_ok()
     }
@@ -416,8 +443,8 @@ impl Hold {
 
     /// Completes when the hold can no longer be trusted, with the reason: an
     /// error connection state, its session replaced, the node deleted
-    /// (watched on ZooKeeper), the framework closed, or a loss found by
-    /// anyone else holding a clone. Run it beside the protected work, e.g.
+    /// (watched on ZooKeeper), the framework closed, the lease run out (see
+    /// [`Hold::check`]), or a loss found by anyone else holding a clone. Run it beside the protected work, e.g.
     /// in a `select!`, and stop when it fires.
     ///
     /// # Cancel safety
@@ -454,10 +481,25 @@ impl Hold {
                     std::future::pending::<()>().await;
                 }
             };
+            // Looks again when the lease would run out, unless the server
+            // is heard from meanwhile.
+            let lease_end = self.session().and_then(|session| {
+                self.inner.node.is_ephemeral().then(|| {
+                    let client = session.client();
+                    client.last_heard() + client.session_timeout() + Duration::from_millis(1)
+                })
+            });
+            let lease = async move {
+                match lease_end {
+                    Some(end) => tokio::time::sleep_until(end.into()).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 _ = deleted => return self.mark_lost(LockLoss::NodeDeleted),
                 _ = states.changed() => {}
                 _ = latch.changed() => {}
+                () = lease => {}
                 _ = &mut closed => return self.mark_lost(LockLoss::Closed),
             }
         }
@@ -518,6 +560,12 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
     let Some(session) = session_of(framework, node) else {
         return Some(LockLoss::SessionReplaced);
     };
+    // The lease (see `Hold::check`): looked at before the connection state,
+    // so that a process resuming from a pause gives this reason, whatever
+    // its client may have noticed since.
+    if unheard_too_long(session.client()) {
+        return Some(LockLoss::Stale);
+    }
     let policy = framework.error_policy();
     let state = framework.state();
     if let Some(state) = state.filter(|s| policy.is_error_state(*s)) {
@@ -538,6 +586,15 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
         return Some(LockLoss::ConnectionState(ConnectionState::Suspended));
     }
     None
+}
+
+/// Whether more than the session timeout has passed since the server was
+/// last heard from on `client`'s session, on tokio's clock (`std`'s
+/// monotonic clock unless tokio's test clock is paused; see
+/// [`Hold::check`]).
+fn unheard_too_long(client: &zk::Client) -> bool {
+    let now = tokio::time::Instant::now().into_std();
+    now.saturating_duration_since(client.last_heard()) > client.session_timeout()
 }
 
 /// The framework's current session if it created `node` (any session for a

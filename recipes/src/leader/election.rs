@@ -366,12 +366,20 @@ impl Election {
     /// Ends `term`: no longer reported, marked lost
     /// ([`LockLoss::NotHeld`]), then its node deleted (see
     /// [`LockInternals::release`]). A term already lost, or a framework
-    /// closed, has nothing left to give back.
+    /// closed, has nothing left to give back: its node goes in the
+    /// background, as a lost lock's release does, and this returns at once,
+    /// whatever the connection does (a close does not wait for a
+    /// reconnection).
     ///
     /// # Errors
     /// Errors no retry can fix, such as [`Error::NoAuth`].
     async fn resign(&self, term: &LeaderTerm) -> Result<()> {
         self.unpublish(term);
+        if let Err(loss) = term.hold().check() {
+            tracing::info!(node = %term.node_path(), %loss, "the term was lost; its node goes in the background");
+            term.hold().release_in_background();
+            return Ok(());
+        }
         // Over for every clone of the term before its node goes, so that no
         // clone is still valid once someone else can lead (a term already
         // lost keeps its first reason).

@@ -349,8 +349,10 @@ impl LeaderLatch {
     /// (so [`has_leadership`](LeaderElection::has_leadership) is false before anyone
     /// else can lead), then its node is deleted: a leader's before this
     /// returns (its term ends; the next participant leads), a waiting one's
-    /// in the background. `mode` says whether listeners and streams hear of
-    /// it. Closing a closed latch does nothing.
+    /// in the background, and so is the node of a term already lost (this
+    /// then returns at once, whatever the connection does: it never waits
+    /// for a reconnection). `mode` says whether listeners and streams hear
+    /// of it. Closing a closed latch does nothing.
     ///
     /// # Errors
     /// Errors no retry can fix while deleting a leader's node, such as

@@ -290,7 +290,8 @@ impl LeaderSelector {
 
     /// Leaves the election: a running function is cancelled (dropped), a
     /// leader's node deleted before this returns, a waiting one's in the
-    /// background. Closing a closed selector does nothing; a closed
+    /// background, and so is the node of a term already lost (this then
+    /// returns at once, whatever the connection does). Closing a closed selector does nothing; a closed
     /// selector cannot start again.
     ///
     /// # Errors

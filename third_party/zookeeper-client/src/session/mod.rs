@@ -7,7 +7,8 @@ mod watch;
 mod xid;
 
 use std::pin::pin;
-use std::sync::Weak;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
@@ -48,6 +49,33 @@ use crate::tls::TlsOptions;
 /// [Error::Custom], or the error that ended the session's establishment). zk-curator patch,
 /// see PATCHES.md.
 pub type ConnectFailureObserver = std::sync::Arc<dyn Fn(&str, &Error) + Send + Sync>;
+
+/// When the server was last heard from on a session: the time the session's connection last
+/// received a packet (a reply, a watch notification, a ping's reply, the connect response of an
+/// establishment or a re-establishment). Recorded by the session's connection loop, read by its
+/// clients ([crate::Client::last_heard]). zk-curator patch, see PATCHES.md.
+#[derive(Debug)]
+pub struct LastHeard {
+    base: Instant,
+    /// Nanoseconds from `base` to the last packet received.
+    nanos: AtomicU64,
+}
+
+impl LastHeard {
+    fn new() -> Self {
+        Self { base: Instant::now(), nanos: AtomicU64::new(0) }
+    }
+
+    fn record(&self) {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.fetch_max(nanos, Ordering::Relaxed);
+    }
+
+    /// The last time a packet was received (the session's creation, before any).
+    pub fn get(&self) -> Instant {
+        self.base + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+}
 
 pub const PASSWORD_LEN: usize = 16;
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
@@ -145,6 +173,7 @@ impl Builder {
             last_recv: now,
             last_send: now,
             last_ping: None,
+            last_heard: Arc::new(LastHeard::new()),
             tick_timeout: Duration::ZERO,
             ping_timeout: Duration::ZERO,
             session_expired_timeout: Duration::ZERO,
@@ -182,6 +211,7 @@ pub struct Session {
     last_recv: Instant,
     last_send: Instant,
     last_ping: Option<Instant>,
+    last_heard: Arc<LastHeard>,
     tick_timeout: Duration,
     ping_timeout: Duration,
     session_expired_timeout: Duration,
@@ -221,6 +251,11 @@ impl Session {
 
     pub fn subscribe_state(&self) -> sync::watch::Receiver<SessionState> {
         self.state_sender.subscribe()
+    }
+
+    /// When the server was last heard from on this session (see [LastHeard]).
+    pub fn last_heard(&self) -> Arc<LastHeard> {
+        self.last_heard.clone()
     }
 
     #[instrument(name = "serve", skip_all, fields(session = display(self.session.id)))]
@@ -496,6 +531,7 @@ impl Session {
         let consumed_bytes = recved.len() - reading.len();
         recved.drain(..consumed_bytes);
         self.last_recv = Instant::now();
+        self.last_heard.record();
         Ok(())
     }
 
