@@ -148,3 +148,90 @@ async fn a_zk_curator_process_gets_its_turn_from_a_busy_cohort() {
         .expect("test timed out");
     server.stop();
 }
+
+/// `zk-curator locks PATH --json`, parsed.
+async fn locks_json(connect: &str, path: &str) -> serde_json::Value {
+    let output = Command::new(BIN)
+        .args(["locks", path, "--json"])
+        .env("ZK_CONNECT", connect)
+        .env_remove("ZK_AUTH")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "locks failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// What `locks` shows does not change with a pass: the same node, the same
+/// holder identity (the framework holds it), before and after the node
+/// moved to another task of the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_shows_the_same_holder_across_a_pass() {
+    let backend = Backend::from_env().expect("ZK_TEST_SERVER");
+    if let Some(prerequisite) = backend.prerequisite() {
+        if !prerequisite.check("locks_shows_the_same_holder_across_a_pass") {
+            return;
+        }
+    }
+    let server = TestingServer::start_async().await.expect("test server");
+    let connect = server.connect_string();
+    let body = async {
+        let path = format!("/cli-tests/cohort-locks-{}", std::process::id());
+        let framework = zk_curator::Framework::builder()
+            .connect_string(&connect)
+            .cohort(CohortPolicy::new(16, Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        framework.start().unwrap();
+        framework
+            .block_until_connected(Duration::from_secs(20))
+            .await
+            .unwrap();
+        let mutex = zk_curator::InterProcessMutex::new(framework.clone(), &path).unwrap();
+        let first = mutex.lock().await.unwrap();
+        let before = locks_json(&connect, &path).await;
+        let waiter = {
+            let mutex = mutex.clone();
+            tokio::spawn(async move { mutex.lock().await })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while framework.locally_queued(&path) == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the waiter never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        first.release().await.unwrap();
+        let second = waiter.await.unwrap().unwrap();
+        assert_eq!(second.fencing_token().pass(), 1, "no pass happened");
+        let after = locks_json(&connect, &path).await;
+        // Everything but the node's age.
+        let without_age = |listing: &serde_json::Value| {
+            let mut participants = listing["participants"].clone();
+            for participant in participants.as_array_mut().into_iter().flatten() {
+                if let Some(fields) = participant.as_object_mut() {
+                    fields.remove("age_ms");
+                }
+            }
+            participants
+        };
+        assert_eq!(without_age(&before), without_age(&after));
+        assert_eq!(
+            before["participants"].as_array().map(Vec::len),
+            Some(1),
+            "{before}"
+        );
+        second.release().await.unwrap();
+        framework.close().await;
+    };
+    tokio::time::timeout(TEST_LIMIT, body)
+        .await
+        .expect("the test took too long");
+    drop(server);
+}
