@@ -14,7 +14,9 @@
 //!   Each point is a framework (session) of its own, kept for the whole
 //!   curve; the points take turns in a rotating order, as the contenders do.
 //! * **The other session's wait.** The same T tasks, and on a second
-//!   framework (another session, no cohort) ONE task looping acquire ->
+//!   framework (another session, no cohort, on a tokio runtime of its own
+//!   so that it is not scheduled behind the T tasks, as another process
+//!   would not be) ONE task looping acquire ->
 //!   release on the same path: its longest wait (from calling `lock()` to
 //!   it returning) and the cohort passes the first framework made during
 //!   that wait (its `lock_passes()` before and after). A run ends after
@@ -126,8 +128,8 @@ pub(crate) async fn curve(
             }
         }
     }
-    let outsider = match framework(&target.connect, Tune::Plain).await {
-        Ok(fw) => fw,
+    let outsider = match Outsider::start(&target.connect).await {
+        Ok(outsider) => outsider,
         Err(err) => {
             println!("n/a (connect: {err})");
             return close(frameworks).await;
@@ -270,8 +272,58 @@ pub(crate) async fn curve(
     println!(" and the first session's passes during it; most in a wait = the most passes during any one of its waits.");
     println!(" A wait spans the outsider's create: a run the first session begins before that create arrives comes first)");
     findings.cohort_curve = points;
-    frameworks.push(outsider);
+    outsider.close().await;
     close(frameworks).await;
+}
+
+/// The other session: a framework on a runtime of its own (one worker
+/// thread), so that its task and its connection are not scheduled behind
+/// the first session's tasks on this runtime's two workers, as another
+/// process's would not be.
+struct Outsider {
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    framework: Framework,
+}
+
+impl Outsider {
+    async fn start(connect: &str) -> Result<Outsider, BoxError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("outsider")
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let connect = connect.to_owned();
+        let framework = handle
+            .spawn(async move { framework(&connect, Tune::Plain).await })
+            .await??;
+        Ok(Outsider {
+            runtime: Some(runtime),
+            handle,
+            framework,
+        })
+    }
+
+    async fn close(mut self) {
+        let fw = self.framework.clone();
+        let _ = self
+            .handle
+            .spawn(async move { tokio::time::timeout(super::CLOSE_LIMIT, fw.close()).await })
+            .await;
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Outsider {
+    fn drop(&mut self) {
+        // A runtime may not be dropped (blocking) inside another one.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 fn hold(max_hold: Duration) -> String {
@@ -327,23 +379,25 @@ async fn alone(
     })
 }
 
-/// T tasks on `fw`, and one task of `outsider` on the same path.
+/// T tasks on `fw`, and one task of `outsider` (on its own runtime) on the
+/// same path.
 async fn shared(
     policy: CohortPolicy,
     fw: &Framework,
-    outsider: &Framework,
+    outsider: &Outsider,
     path: &str,
     tasks: usize,
     window: Duration,
     config: &Config,
 ) -> Measured<Shared> {
     let mutex = InterProcessMutex::new(fw.clone(), path).map_err(|e| e.to_string())?;
-    let other = InterProcessMutex::new(outsider.clone(), path).map_err(|e| e.to_string())?;
+    let other =
+        InterProcessMutex::new(outsider.framework.clone(), path).map_err(|e| e.to_string())?;
     settle().await;
     let deadline = Instant::now() + window;
     let loop_fw = fw.clone();
     let max_passes = u64::from(policy.max_passes);
-    let outsider_loop = async move {
+    let outsider_loop = outsider.handle.spawn(async move {
         let (mut holds, mut longest, mut most, mut over) = (0u64, (0.0f64, 0u64), 0u64, 0u64);
         while Instant::now() < deadline {
             let passes = loop_fw.metrics().lock_passes();
@@ -360,11 +414,11 @@ async fn shared(
             within(ACQUIRE_LIMIT, guard.release()).await??;
         }
         Ok::<_, BoxError>((holds, longest, most, over))
-    };
+    });
     let run = async {
         futures::try_join!(
             contended_rust(vec![LockHandle::Mutex(mutex)], tasks, window),
-            outsider_loop
+            async { outsider_loop.await? }
         )
     };
     let (result, (holds, longest, most, over)) = bounded(config.limit(), run).await?;
