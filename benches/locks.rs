@@ -24,6 +24,12 @@
 //! its session closed on the server), and times the hand-over to the next
 //! participant; its requests and watches are counted by those proxies.
 //!
+//! The tasks workload (T tasks on one session) has a cohort row
+//! (`cohort(CohortPolicy::default())`, issue 24) beside plain zk-curator and
+//! Curator, hand-off latency and fsyncs per hand-off (`mntr`
+//! `zk_cnt_fsynctime`), and then the curve over `max_passes` with the other
+//! session's longest wait (`locks/cohort.rs`).
+//!
 //! The TLS workload (issue 22, `locks/tls.rs`) starts a second server
 //! serving a TLS port beside the plain one and measures uncontended cycles
 //! of zk-curator and Curator over each, and the round trips of an acquire
@@ -42,6 +48,8 @@
 //! workloads, and the fired NodeDeleted/NodeChildrenChanged watches), read
 //! before and after each measurement, so every contender is counted alike.
 
+#[path = "locks/cohort.rs"]
+mod cohort;
 #[path = "locks/failover.rs"]
 mod failover;
 #[path = "locks/peers.rs"]
@@ -62,14 +70,14 @@ mod tls;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zk_curator::framework::zk;
 use zk_curator::recipes::MutexGuard;
-use zk_curator::{Framework, FrameworkBuilder, InterProcessMutex};
+use zk_curator::{CohortPolicy, Framework, FrameworkBuilder, InterProcessMutex};
 use zk_curator_testing::zookeeper_available;
 
 use failover::failover_phase;
@@ -97,6 +105,8 @@ const ZK_CURATOR: usize = 0;
 const CURATOR: usize = 2;
 /// The label of the row with `release_before_reply(true)`.
 const RELEASE_BEFORE_REPLY: &str = "zk-curator (release before reply)";
+/// The label of the row with cohort hand-off at its default bound (issue 24).
+const COHORT: &str = "zk-curator (cohort, 16/50 ms)";
 
 // ---------------------------------------------------------------------------
 // The "per-task node" contender.
@@ -119,6 +129,9 @@ enum Tune {
     /// `FrameworkBuilder::release_before_reply(true)`: a release returns
     /// once its delete is queued, without waiting for the answer.
     ReleaseBeforeReply,
+    /// `FrameworkBuilder::cohort(policy)`: a release passes the node to a
+    /// task of the same framework waiting for the lock, with no request.
+    Cohort(CohortPolicy),
 }
 
 impl Tune {
@@ -128,6 +141,7 @@ impl Tune {
             Tune::PerTaskNode => per_task_node(builder)
                 .ok_or_else(|| "the per-task-node option does not exist yet".into()),
             Tune::ReleaseBeforeReply => Ok(builder.release_before_reply(true)),
+            Tune::Cohort(policy) => Ok(builder.cohort(policy)),
         }
     }
 
@@ -169,6 +183,10 @@ struct Config {
     /// Tasks on one session, against `task_sessions` sessions of one task.
     tasks: usize,
     task_sessions: usize,
+    /// The cohort policies of the curve (issue 24), on the one-session
+    /// tasks shape, and how long each point runs.
+    cohort_curve: Vec<CohortPolicy>,
+    curve_window: Duration,
     /// Participants in the failover workload's election.
     failover_participants: usize,
     /// Measured failovers per rep and contender.
@@ -244,6 +262,8 @@ impl Config {
             },
             tasks: if quick { 100 } else { 1000 },
             task_sessions: 32,
+            cohort_curve: cohort::points(quick),
+            curve_window: Duration::from_millis(if quick { 500 } else { 3000 }),
             failover_participants: 4,
             failovers: if quick { 3 } else { 10 },
             failover_warmup_cycles: if quick { 200 } else { 3000 },
@@ -605,6 +625,16 @@ async fn start_contenders(
             pools: HashMap::new(),
         },
     });
+    contenders.push(Contender {
+        label: COHORT,
+        short: "zkc-cohort",
+        description: "zk-curator with cohort(CohortPolicy::default()): a release passes the node to a waiting task of the same framework, no request"
+            .to_owned(),
+        imp: Imp::ZkCurator {
+            tune: Tune::Cohort(CohortPolicy::default()),
+            pools: HashMap::new(),
+        },
+    });
     contenders
 }
 
@@ -769,17 +799,43 @@ impl Contender {
                     limit,
                 )
                 .await?;
+            // The hand-off latency is optional: a peer that does not
+            // measure it leaves it out.
+            let gap = field::<f64>(&r, "handoff_p50_ms")
+                .and_then(|p50| Ok((p50, field::<f64>(&r, "handoff_p99_ms")?)))
+                .ok();
             return Ok(Handoffs {
                 per_s: field::<f64>(&r, "handoffs")? / field::<f64>(&r, "secs")?,
                 holds: field(&r, "handoffs")?,
                 switches: field(&r, "switches")?,
                 releases: field(&r, "releases")?,
+                gap_ms: gap,
+                passes: None,
             });
         }
         let handles = self
             .handles(connect, path, sessions)
             .map_err(|e| e.to_string())?;
-        bounded(limit, contended_rust(handles, tasks, window)).await
+        let passes_before = self.passes(connect, sessions);
+        let mut figures = bounded(limit, contended_rust(handles, tasks, window)).await?;
+        figures.passes = passes_before
+            .zip(self.passes(connect, sessions))
+            .map(|(before, after)| after - before);
+        Ok(figures)
+    }
+
+    /// The cohort passes of the first `n` frameworks on `connect` so far
+    /// (zk-curator rows only).
+    fn passes(&self, connect: &str, n: usize) -> Option<u64> {
+        match &self.imp {
+            Imp::ZkCurator { pools, .. } => pools.get(connect).map(|p| {
+                p[..n.min(p.len())]
+                    .iter()
+                    .map(|fw| fw.metrics().lock_passes())
+                    .sum()
+            }),
+            _ => None,
+        }
     }
 
     async fn close(self) {
@@ -831,39 +887,54 @@ async fn contended_rust(
     if handles.is_empty() {
         return Err("no session".into());
     }
-    let deadline = Instant::now() + window;
+    let origin = Instant::now();
+    let deadline = origin + window;
     // The last holder; only the holder writes it, so no race.
     let last = Arc::new(AtomicUsize::new(usize::MAX));
+    // When the last holder began its release, in ns since `origin` (0: no
+    // release yet); only the holder writes it. The next acquire to return
+    // measures the hand-off from there.
+    let released = Arc::new(AtomicU64::new(0));
     let mut running = Scoped(Vec::with_capacity(tasks));
     for id in 0..tasks {
         let handle = handles[id % handles.len()].clone();
-        let last = last.clone();
+        let (last, released) = (last.clone(), released.clone());
         running.0.push(tokio::spawn(async move {
             let (mut holds, mut switches, mut releases) = (0u64, 0u64, 0u64);
+            let mut gaps = Vec::new();
             loop {
                 let held = handle.acquire().await?;
-                let late = Instant::now() >= deadline;
+                let now = Instant::now();
+                let late = now >= deadline;
                 if !late {
                     holds += 1;
                     if last.swap(id, Ordering::Relaxed) != id {
                         switches += 1;
                     }
+                    let since = released.load(Ordering::SeqCst);
+                    if since != 0 {
+                        let at = (now - origin).as_nanos() as u64;
+                        gaps.push(Duration::from_nanos(at.saturating_sub(since)));
+                    }
                 }
+                released.store(origin.elapsed().as_nanos().max(1) as u64, Ordering::SeqCst);
                 held.release().await?;
                 releases += 1;
                 if late {
-                    return Ok::<_, BoxError>((holds, switches, releases));
+                    return Ok::<_, BoxError>((holds, switches, releases, gaps));
                 }
             }
         }));
     }
     let (mut holds, mut switches, mut releases, mut failure) = (0, 0, 0, None);
+    let mut gaps = Vec::new();
     for task in running.0.iter_mut() {
         match task.await? {
-            Ok((h, s, r)) => {
+            Ok((h, s, r, g)) => {
                 holds += h;
                 switches += s;
                 releases += r;
+                gaps.extend(g);
             }
             Err(err) => failure = Some(err),
         }
@@ -871,11 +942,15 @@ async fn contended_rust(
     if let Some(err) = failure {
         return Err(err);
     }
+    gaps.sort_unstable();
+    let ms = |q| percentile(&gaps, q).as_secs_f64() * 1e3;
     Ok(Handoffs {
         per_s: holds as f64 / window.as_secs_f64(),
         holds,
         switches,
         releases,
+        gap_ms: (!gaps.is_empty()).then(|| (ms(0.50), ms(0.99))),
+        passes: None,
     })
 }
 
@@ -931,6 +1006,12 @@ struct Handoffs {
     switches: u64,
     /// All releases, the window's and the drain's after it.
     releases: u64,
+    /// Hand-off latency, p50 and p99 in ms: from the start of a release to
+    /// the next acquire returning (holds within the window).
+    gap_ms: Option<(f64, f64)>,
+    /// Cohort passes of the contender's frameworks during the run (and its
+    /// drain); zk-curator rows only.
+    passes: Option<u64>,
 }
 
 /// The server's running totals (`mntr`).
@@ -942,6 +1023,10 @@ struct Counters {
     ephemerals: f64,
     /// Watches set now (all kinds, all sessions).
     watches_set: f64,
+    /// Transaction-log fsyncs so far (`zk_cnt_fsynctime`: the count of the
+    /// server's fsync-time summary, one sample per `FileChannel.force` of
+    /// the log, ZooKeeper 3.6+), if the server reports it.
+    fsyncs: Option<f64>,
 }
 
 /// What the server saw during one measurement.
@@ -952,6 +1037,8 @@ struct Traffic {
     requests: f64,
     /// NodeDeleted + NodeChildrenChanged notifications sent.
     watches: f64,
+    /// Transaction-log fsyncs (a group commit syncs several writes at once).
+    fsyncs: Option<f64>,
 }
 
 impl Traffic {
@@ -965,6 +1052,7 @@ impl Traffic {
         Some(Traffic {
             requests: (a.packets - b.packets - 1.0 - idle * elapsed.as_secs_f64()).max(0.0),
             watches: (a.deleted - b.deleted) + (a.children - b.children),
+            fsyncs: a.fsyncs.zip(b.fsyncs).map(|(a, b)| a - b),
         })
     }
 }
@@ -1166,6 +1254,12 @@ struct Findings {
     labels: Vec<&'static str>,
     /// zk-curator: T tasks on one session, one task on each of 32 sessions.
     tasks: Option<(Option<Spread>, Option<Spread>)>,
+    /// Curator's hand-offs/s with T threads on one session.
+    tasks_curator: Option<Spread>,
+    /// The cohort row of the tasks workload (T tasks on one session).
+    cohort_row: Option<cohort::Row>,
+    /// The curve over `max_passes`.
+    cohort_curve: Vec<cohort::Point>,
     /// (K, variant, outcome) of the scale workload.
     scale: Vec<(usize, &'static str, Measured<ScaleFigures>)>,
     /// The TLS workload's rates and round trips.
@@ -1595,11 +1689,16 @@ async fn tasks_phase(
                 let elapsed = started.elapsed();
                 let after = counters(addr.as_deref()).await;
                 let traffic = Traffic::between(before, after, elapsed, idle);
-                let requests = per(traffic.map(|t| t.requests), result.releases as f64);
+                let releases = result.releases as f64;
+                let shape_figures = Shape {
+                    requests: per(traffic.map(|t| t.requests), releases),
+                    fsyncs: per(traffic.and_then(|t| t.fsyncs), releases),
+                    handoffs: result,
+                };
                 if shape == 0 {
-                    single = Some((result, requests));
+                    single = Some(shape_figures);
                 } else {
-                    many = Some((result, requests));
+                    many = Some(shape_figures);
                 }
             }
             match (single, many) {
@@ -1621,10 +1720,10 @@ async fn tasks_phase(
         "ratio"
     );
     for (i, c) in contenders.iter().enumerate() {
-        let single = spread(&reps[i], |x| Some(x.figures.0 .0.per_s));
-        let many = spread(&reps[i], |x| Some(x.figures.1 .0.per_s));
-        let single_req = spread(&reps[i], |x| x.figures.0 .1);
-        let many_req = spread(&reps[i], |x| x.figures.1 .1);
+        let single = spread(&reps[i], |x| Some(x.figures.0.handoffs.per_s));
+        let many = spread(&reps[i], |x| Some(x.figures.1.handoffs.per_s));
+        let single_req = spread(&reps[i], |x| x.figures.0.requests);
+        let many_req = spread(&reps[i], |x| x.figures.1.requests);
         let cell = |v: Option<Spread>, req: Option<Spread>| match v {
             Some(v) => format!("{:>18.0} {:>17} {:>6}", v.median, v.range(0), opt(req, 2)),
             None => format!("{:>18} {:>17} {:>6}", "n/a", "", ""),
@@ -1653,6 +1752,75 @@ async fn tasks_phase(
         }
     }
     println!("(ratio = one session's hand-offs/s / {s} sessions'; req = requests the server received per hand-off)");
+
+    // The one-session shape in detail: what a hand-off costs the server,
+    // and how long it takes.
+    println!();
+    println!("{t} tasks on ONE session, in detail (the same reps):");
+    let rates: Vec<Option<Spread>> = reps
+        .iter()
+        .map(|r| spread(r, |x| Some(x.figures.0.handoffs.per_s)))
+        .collect();
+    println!(
+        "{} {:>7} {:>7} {:>8} {:>8} {:>7}  note",
+        lead_header("hand-offs/s"),
+        "req",
+        "fsyncs",
+        "p50 ms",
+        "p99 ms",
+        "passes"
+    );
+    for (i, c) in contenders.iter().enumerate() {
+        fn shape(x: &Sample<(Shape, Shape)>) -> &Shape {
+            &x.figures.0
+        }
+        let req = spread(&reps[i], |x| shape(x).requests);
+        let fsyncs = spread(&reps[i], |x| shape(x).fsyncs);
+        let p50 = spread(&reps[i], |x| shape(x).handoffs.gap_ms.map(|g| g.0));
+        let p99 = spread(&reps[i], |x| shape(x).handoffs.gap_ms.map(|g| g.1));
+        let passes = spread(&reps[i], |x| {
+            let h = &shape(x).handoffs;
+            per(h.passes.map(|p| p as f64), h.releases as f64)
+        });
+        println!(
+            "{:<34} {} {:>7} {:>7} {:>8} {:>8} {:>7}  {}{}",
+            c.label,
+            lead_columns(&rates, i, 0),
+            opt(req, 2),
+            opt(fsyncs, 2),
+            opt(p50, 3),
+            opt(p99, 3),
+            opt(passes, 2),
+            noise_note(&rates, i),
+            failures(&reps[i])
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default()
+        );
+        if c.label == COHORT {
+            findings.cohort_row = Some(cohort::Row {
+                rate: rates[i],
+                requests: req,
+                fsyncs,
+                p50,
+                p99,
+            });
+        }
+    }
+    findings.tasks_curator = rates.get(CURATOR).copied().flatten();
+    println!("(req, fsyncs = the server's requests and transaction-log fsyncs (mntr zk_cnt_fsynctime) per hand-off;");
+    println!(" p50/p99 = hand-off latency, from the start of a release to the next acquire returning, holds in the window;");
+    println!(" passes = cohort passes (no request) per hand-off, zk-curator rows)");
+
+    cohort::curve(config, target, root, idle, findings).await;
+}
+
+/// One shape of one rep of the tasks workload.
+struct Shape {
+    handoffs: Handoffs,
+    /// Requests per hand-off.
+    requests: Option<f64>,
+    /// Transaction-log fsyncs per hand-off.
+    fsyncs: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------
@@ -2004,6 +2172,7 @@ fn print_targets(config: &Config, f: &Findings) {
             ),
         }
     }
+    cohort::print_targets(config, f);
     tls::print_targets(f);
 }
 
@@ -2056,6 +2225,7 @@ async fn counters(addr: Option<&str>) -> Option<Counters> {
         children: get("zk_sum_node_children_watch_count")?,
         ephemerals: get("zk_ephemerals_count")?,
         watches_set: get("zk_watch_count")?,
+        fsyncs: get("zk_cnt_fsynctime"),
     })
 }
 

@@ -446,6 +446,10 @@ public class CuratorBench {
         // Holds by another thread than the previous hold's (only the holder writes it).
         AtomicLong switches = new AtomicLong();
         AtomicInteger last = new AtomicInteger(-1);
+        // When the last holder began its release (System.nanoTime(), 0: none yet); the
+        // next acquire to return measures the hand-off from there (holds in the window).
+        AtomicLong released = new AtomicLong();
+        List<long[]> gaps = new ArrayList<>();
         AtomicReference<Throwable> failure = new AtomicReference<>();
         CountDownLatch go = new CountDownLatch(1);
         long[] deadline = new long[1];
@@ -456,18 +460,30 @@ public class CuratorBench {
             // its watcher, whose notifyAll() wakes every one of them (each then
             // lists the children again), a herd the fair use of Curator avoids.
             InterProcessMutex mutex = new InterProcessMutex(clients.get(i % clients.size()), path);
+            // This thread's hand-off latencies (ns), growing as needed: [count, values...].
+            long[][] mine = {new long[64]};
+            int[] count = {0};
             Thread thread = new Thread(() -> {
                 try {
                     go.await();
                     while (true) {
                         acquire(mutex);
-                        boolean late = System.nanoTime() >= deadline[0];
+                        long now = System.nanoTime();
+                        boolean late = now >= deadline[0];
                         if (!late) {
                             handoffs.incrementAndGet();
                             if (last.getAndSet(id) != id) {
                                 switches.incrementAndGet();
                             }
+                            long since = released.get();
+                            if (since != 0) {
+                                if (count[0] == mine[0].length) {
+                                    mine[0] = Arrays.copyOf(mine[0], 2 * count[0]);
+                                }
+                                mine[0][count[0]++] = now - since;
+                            }
                         }
+                        released.set(System.nanoTime());
                         mutex.release();
                         releases.incrementAndGet();
                         if (late) {
@@ -476,6 +492,9 @@ public class CuratorBench {
                     }
                 } catch (Throwable t) {
                     failure.compareAndSet(null, t);
+                }
+                synchronized (gaps) {
+                    gaps.add(Arrays.copyOf(mine[0], count[0]));
                 }
             });
             thread.start();
@@ -496,9 +515,18 @@ public class CuratorBench {
                 throw new IllegalStateException("a contender did not finish");
             }
         }
+        long[] all;
+        synchronized (gaps) {
+            all = gaps.stream().flatMapToLong(Arrays::stream).sorted().toArray();
+        }
+        String gap = "";
+        if (all.length > 0) {
+            gap = String.format(java.util.Locale.ROOT, " handoff_p50_ms=%.3f handoff_p99_ms=%.3f",
+                percentile(all, 0.50) / 1e6, percentile(all, 0.99) / 1e6);
+        }
         System.out.printf(java.util.Locale.ROOT,
-            "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f%n",
-            clients.size(), tasks, handoffs.get(), switches.get(), releases.get(), millis / 1000.0);
+            "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f%s%n",
+            clients.size(), tasks, handoffs.get(), switches.get(), releases.get(), millis / 1000.0, gap);
     }
 
     /**

@@ -106,7 +106,11 @@ def contended(clients, path, tasks, millis):
     acquire -> release on ONE path for a fixed time. A hold that starts
     after the deadline is released and not counted."""
     # switches: holds by another thread than the previous hold's.
-    counts = {"handoffs": 0, "switches": 0, "releases": 0, "last": None}
+    # released: when the last holder began its release (time.monotonic(),
+    # None: not yet); the next acquire to return in the window measures the
+    # hand-off from there.
+    counts = {"handoffs": 0, "switches": 0, "releases": 0, "last": None, "released": None}
+    gaps = []
     count_lock = threading.Lock()
     failures = []
     go = threading.Event()
@@ -118,13 +122,18 @@ def contended(clients, path, tasks, millis):
             go.wait()
             while True:
                 acquire(lock)
-                late = time.monotonic() >= deadline[0]
+                now = time.monotonic()
+                late = now >= deadline[0]
                 if not late:
                     with count_lock:
                         counts["handoffs"] += 1
                         if counts["last"] != ident:
                             counts["switches"] += 1
                         counts["last"] = ident
+                        if counts["released"] is not None:
+                            gaps.append(now - counts["released"])
+                with count_lock:
+                    counts["released"] = time.monotonic()
                 lock.release()
                 with count_lock:
                     counts["releases"] += 1
@@ -148,8 +157,15 @@ def contended(clients, path, tasks, millis):
         raise RuntimeError("a contender failed: %r" % failures[0])
     if any(thread.is_alive() for thread in threads):
         raise RuntimeError("a contender did not finish")
+    gap = ""
+    if gaps:
+        gaps.sort()
+        gap = " handoff_p50_ms=%.3f handoff_p99_ms=%.3f" % (
+            percentile(gaps, 0.50) * 1e3,
+            percentile(gaps, 0.99) * 1e3,
+        )
     return (
-        "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f"
+        "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f%s"
         % (
             len(clients),
             tasks,
@@ -157,6 +173,7 @@ def contended(clients, path, tasks, millis):
             counts["switches"],
             counts["releases"],
             millis / 1000.0,
+            gap,
         )
     )
 
