@@ -16,7 +16,7 @@ use common::{
 };
 use zk_curator::{
     CohortPolicy, Error, FencingToken, Framework, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, LockLoss,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockLoss,
 };
 use zk_curator_testing::FaultProxy;
 
@@ -509,6 +509,105 @@ async fn a_multi_lock_receives_its_members_by_pass() {
         assert_eq!(received[0], FencingToken::passed(tokens[0].get(), 1));
         assert!(received[1] > tokens[1], "{received:?} after {tokens:?}");
         assert!(fw.metrics().lock_passes() >= 1);
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A semaphore's leases pass too: a semaphore mutex passes its lease to the
+/// task of the process that waits for it (holding the internal mutex,
+/// which in turn passes to the task behind it), with no request between
+/// the holder's release and the next task's acquire returning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_mutex_passes_its_lease_with_no_request() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("cohort-semaphore");
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = cohort_framework(&proxy.connect_string(), patient()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let holder = InterProcessSemaphoreMutex::new(fw.clone(), &path).unwrap();
+        holder.acquire().await.unwrap();
+        let token = holder.fencing_token().unwrap();
+        let (locks, leases) = (format!("{path}/locks"), format!("{path}/leases"));
+        let spawn_waiter = || {
+            let mutex = InterProcessSemaphoreMutex::new(fw.clone(), &path).unwrap();
+            tokio::spawn(async move {
+                mutex.acquire().await.unwrap();
+                let token = mutex.fencing_token().unwrap();
+                (mutex, token)
+            })
+        };
+        // The first waits for the lease in-process (it holds the internal
+        // mutex), the second for the internal mutex.
+        let first = spawn_waiter();
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&leases) == 1 }).await);
+        let second = spawn_waiter();
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&locks) == 1 }).await);
+        assert_eq!(children(&raw, &leases).await.len(), 1);
+
+        proxy.clear_traffic();
+        holder.release().await.unwrap();
+        let (first, first_token) = tokio::time::timeout(PATIENCE, first)
+            .await
+            .unwrap()
+            .unwrap();
+        let sent = request_opcodes(&proxy);
+        assert!(sent.is_empty(), "the lease's pass sent requests: {sent:?}");
+        assert_eq!(first_token, FencingToken::passed(token.get(), 1));
+        first.release().await.unwrap();
+        let (second, second_token) = tokio::time::timeout(PATIENCE, second)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(second_token, FencingToken::passed(token.get(), 2));
+        second.release().await.unwrap();
+        // Lease and internal mutex passes.
+        assert!(fw.metrics().lock_passes() >= 3);
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &leases).await.is_empty() && children(&raw, &locks).await.is_empty()
+            })
+            .await
+        );
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A semaphore of several leases: the tasks of one process share them, and
+/// never more than `max_leases` hold at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_leases_pass_within_the_bound() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("cohort-leases");
+        let fw = cohort_framework(&server.connect_string(), patient()).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
+        let holding = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let (semaphore, holding, most) = (semaphore.clone(), holding.clone(), most.clone());
+                tokio::spawn(async move {
+                    for _ in 0..3 {
+                        let lease = semaphore.acquire().await.unwrap();
+                        let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                        holding.fetch_sub(1, Ordering::SeqCst);
+                        lease.release().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
+        }
+        assert!(most.load(Ordering::SeqCst) <= 2, "more holders than leases");
+        assert!(fw.metrics().lock_passes() > 0, "nothing was passed");
+        assert!(children(&raw, &format!("{path}/leases")).await.is_empty());
         fw.close().await;
     })
     .await;

@@ -300,10 +300,12 @@ async fn writers_and_semaphore_acquirers_queue_locally() {
             .collect();
         let locks = format!("{sem_path}/locks");
         // Nine wait for the internal lock in-process; one holds it and waits
-        // for a lease.
+        // for a lease, in-process too: the one lease is this process's.
+        let leases = format!("{sem_path}/leases");
         assert!(eventually(PATIENCE, || async { fw.locally_queued(&locks) == 9 }).await);
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&leases) == 1 }).await);
         assert_eq!(children(&raw, &locks).await.len(), 1);
-        assert_eq!(children(&raw, &format!("{sem_path}/leases")).await.len(), 2);
+        assert_eq!(children(&raw, &leases).await.len(), 1);
         lease.release().await.unwrap();
         for task in acquirers {
             tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();

@@ -454,8 +454,11 @@ async fn orphan_lease_removed_externally_while_waiting() {
         let raw = raw_client(&server.connect_string()).await;
         let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 1).unwrap();
         let held = within(semaphore.acquire()).await.unwrap();
+        // The waiter is another process's: one of this process would wait
+        // in-process for the lease this process holds, without a node.
+        let other = framework(&server.connect_string()).await;
         let waiting = {
-            let semaphore = semaphore.clone();
+            let semaphore = InterProcessSemaphoreV2::new(other.clone(), &path, 1).unwrap();
             tokio::spawn(async move { semaphore.acquire_timeout(PATIENCE).await })
         };
         let held_name = held.node_name().to_owned();
@@ -489,9 +492,10 @@ async fn orphan_lease_removed_externally_while_waiting() {
             .unwrap()
             .expect("the waiter gets the lease after the holder returns it");
         lease.release().await.unwrap();
-        assert_settles(&raw, &[&fw], &path, &[]).await;
+        assert_settles(&raw, &[&fw, &other], &path, &[]).await;
         let again = semaphore.acquire_timeout(PATIENCE).await.unwrap().unwrap();
         again.release().await.unwrap();
+        other.close().await;
         fw.close().await;
     })
     .await;

@@ -100,6 +100,16 @@ use crate::layout::{LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME};
 struct LeaseNodeDriver;
 
 impl LockInternalsDriver for LeaseNodeDriver {
+    /// As many lease nodes of one process at a time as there are leases:
+    /// an acquirer of this process that finds every one of them taken by
+    /// its own process waits in-process, without a node, and (with cohort
+    /// hand-off) receives a released lease node with no request. Only the
+    /// holder of the internal mutex waits for a lease, so a waiter never
+    /// needs another waiter of the process to get ahead first.
+    fn local_turns(&self, max_leases: u32) -> Option<u32> {
+        Some(max_leases)
+    }
+
     fn gets_the_lock(
         &self,
         sorted_children: &[String],

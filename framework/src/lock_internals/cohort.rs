@@ -32,7 +32,8 @@ use crate::Framework;
 ///
 /// Applies to the locks that queue in-process (see
 /// [`LockInternalsDriver::local_turns`](super::LockInternalsDriver::local_turns)):
-/// a mutex, a write lock, a semaphore's internal mutex. Each task gets a
+/// a mutex, a write lock, a semaphore's internal mutex and its leases
+/// (so a semaphore mutex too). Each task gets a
 /// hold of its own on the same node, with a greater
 /// [`FencingToken`](super::FencingToken); the previous hold ends at the
 /// pass for every clone of it.
@@ -67,8 +68,8 @@ use crate::Framework;
 ///    new node, behind the nodes other sessions queued meanwhile.
 ///
 /// A node is never passed to an acquire that ZooKeeper would have treated
-/// differently: one with a revocation listener or pinned to a session, or
-/// one whose node data differs. A hold that has tied something else to its
+/// differently: one with a revocation listener, one pinned to another
+/// session, or one whose node data differs. A hold that has tied something else to its
 /// node (a read-write lock's downgrade) is not passed either
 /// ([`Hold::keep_from_passing`](super::Hold::keep_from_passing)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +159,11 @@ impl Baton {
             epoch,
             run,
         }
+    }
+
+    /// The framework session generation that created the node.
+    pub(crate) fn generation(&self) -> u64 {
+        self.node.as_ref().map_or(0, AcquiredNode::generation)
     }
 
     /// Whether an acquire asking for `data` may take the node.

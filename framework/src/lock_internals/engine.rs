@@ -124,9 +124,10 @@ impl FrameworkBuilder {
     ///
     /// Needs the in-process queue ([`local_queue`](Self::local_queue), on by
     /// default), and applies to the locks that queue in it: a mutex, a
-    /// write lock, a semaphore's internal mutex. An acquire with a
-    /// revocation listener, pinned to a session, or asking for other node
-    /// data than the holder's, neither passes nor receives a node.
+    /// write lock, a semaphore's internal mutex and its leases. An acquire
+    /// with a revocation listener, or asking for other node data than the
+    /// holder's, neither passes nor receives a node; one pinned to a
+    /// session receives only a node of that session.
     ///
     /// What it keeps: one holder at a time (the old hold ends, for every
     /// clone, before the new one begins; a fenced write of the old holder is

@@ -70,7 +70,7 @@ pub use self::revocation::{
     Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
 pub use crate::LockLoss;
-use crate::Result;
+use crate::{Result, Session};
 
 /// The entry points of an acquire and a release; each goes down the stages
 /// (`wait` → `create`, `hold`; `release`), none of which comes back here.
@@ -133,8 +133,9 @@ impl LockInternals {
             };
             let cohort_data = self.cohort_data(&request);
             let passed = turn.as_mut().and_then(|turn| turn.take_parcel());
-            if let Some(hold) = passed.and_then(|baton| self.receive(baton, cohort_data.as_deref()))
-            {
+            let received = passed
+                .and_then(|baton| self.receive(baton, cohort_data.as_deref(), request.session));
+            if let Some(hold) = received {
                 hold.keep_turn(turn);
                 return Ok(Some(hold));
             }
@@ -185,11 +186,10 @@ impl LockInternals {
     }
 
     /// The node data of an acquire that may take part in cohort hand-off
-    /// (see [`CohortPolicy`]): with the policy set, not revocable and not
-    /// pinned to a session.
+    /// (see [`CohortPolicy`]): with the policy set, and not revocable.
     fn cohort_data(&self, request: &Acquire<'_>) -> Option<std::sync::Arc<[u8]>> {
         Engine::options(&self.framework).cohort?;
-        if request.revocation.is_some() || request.session.is_some() {
+        if request.revocation.is_some() {
             return None;
         }
         let data = match request.data {
@@ -203,8 +203,10 @@ impl LockInternals {
     /// framework, if this acquire may take it (same data, see
     /// [`CohortPolicy`]) and it is still to be trusted. Otherwise the node is
     /// deleted in the background, and the acquire queues as usual.
-    fn receive(&self, baton: Baton, data: Option<&[u8]>) -> Option<Hold> {
-        if !data.is_some_and(|data| baton.fits(data)) {
+    fn receive(&self, baton: Baton, data: Option<&[u8]>, pinned: Option<&Session>) -> Option<Hold> {
+        // An acquire pinned to a session takes only a node of that session.
+        let on_session = pinned.is_none_or(|session| baton.generation() == session.generation());
+        if !on_session || !data.is_some_and(|data| baton.fits(data)) {
             tracing::debug!("a passed node does not fit this acquire; it is deleted");
             return None;
         }
