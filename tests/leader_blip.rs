@@ -257,3 +257,69 @@ async fn a_blip_longer_than_the_session_timeout_hands_leadership_on() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------
+// The engine's `LockInternals::resume`, on a plain lock
+
+/// What the latch builds on, on a mutex's queue: a hold lost to dropped
+/// connections is taken up again as a new hold of the same node (token
+/// `zxid.1`), the lost hold staying lost; a hold that is not lost, or was
+/// given back, has nothing to resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
+    use zk_curator::framework::lock_internals::{
+        until_held, Acquire, LockInternals, StandardLockInternalsDriver,
+    };
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let data = data_node(&raw).await;
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework_with(&proxy.connect_string(), |b| {
+            b.session_timeout(Duration::from_secs(12))
+        })
+        .await;
+        let path = unique_path("resume-lock");
+        let lock = LockInternals::new(
+            fw.clone(),
+            &path,
+            "lock-",
+            1,
+            Arc::new(StandardLockInternalsDriver),
+        )
+        .unwrap();
+        let hold = until_held(|| lock.acquire(Acquire::new())).await.unwrap();
+        let refused = lock.resume(&hold).await.unwrap_err();
+        assert!(matches!(refused, Error::InvalidArgument(_)), "{refused:?}");
+
+        proxy.drop_connections();
+        let loss = tokio::time::timeout(PATIENCE, hold.lost()).await.unwrap();
+        assert!(matches!(loss, LockLoss::ConnectionState(_)), "{loss:?}");
+        let again = tokio::time::timeout(PATIENCE, lock.resume(&hold))
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the node is taken up again");
+        assert!(!again.same_hold(&hold) && !hold.is_valid() && again.is_valid());
+        assert_eq!(again.path(), hold.path());
+        assert_eq!(
+            again.fencing_token(),
+            FencingToken::passed(hold.fencing_token().get(), 1)
+        );
+        again
+            .fence()
+            .unwrap()
+            .set_data(&data, b"again", None)
+            .await
+            .unwrap();
+        assert!(hold.fence().is_err());
+
+        lock.release(&again).await.unwrap();
+        assert!(raw.check_stat(hold.path()).await.unwrap().is_none());
+        // Given back: nothing left to take up.
+        assert!(matches!(lock.resume(&again).await, Ok(None)));
+        fw.close().await;
+    })
+    .await;
+}

@@ -261,6 +261,9 @@ impl LockInternals {
     /// gives): greater than `lost`'s, smaller than the token of any node
     /// created later. A node that exists but does not hold the lock waits in
     /// its place (for the node ahead of it, as an acquire does), then holds.
+    /// The new hold has no in-process turn (see
+    /// [`FrameworkBuilder::local_queue`](crate::FrameworkBuilder::local_queue)):
+    /// `lost` gave its turn back when it was lost.
     ///
     /// Returns `Ok(None)` when there is nothing to take up: the node's
     /// session ended (its ephemeral node with it), the node is gone, or
