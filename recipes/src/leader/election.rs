@@ -286,9 +286,13 @@ impl Election {
     /// campaigns (after a failed campaign, again after a [`Backoff`] pause
     /// if `candidate` wants to), publishes each term, has `candidate` lead
     /// it, then resigns it (the term withdrawn, marked lost, its node
-    /// deleted). The one campaign loop of every recipe; a closed framework
-    /// closes the participant. Returns the outcome of the last
-    /// resignation, when the loop stops with a term.
+    /// deleted), or, for a candidate that
+    /// [keeps its place](Candidate::keeps_place) and a term lost to the
+    /// connection, keeps the node and leads again on it with a new term
+    /// once the connection is back on the same session
+    /// ([`keep_place`](Self::keep_place)). The one campaign loop of every
+    /// recipe; a closed framework closes the participant. Returns the
+    /// outcome of the last resignation, when the loop stops with a term.
     ///
     /// # Errors
     /// As [`resign`](Self::resign), for the term it stopped with.
