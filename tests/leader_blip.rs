@@ -323,3 +323,68 @@ async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
     })
     .await;
 }
+
+/// A node that is no longer first when the connection is back waits in its
+/// place: a node that sorts ahead of ours (made by hand, sequence 0) keeps
+/// the resume waiting, without a new node of ours; once it goes, ours holds
+/// again, as a new hold with the next per-node count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
+    use zk_curator::framework::lock_internals::{
+        until_held, Acquire, LockInternals, StandardLockInternalsDriver,
+    };
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework_with(&proxy.connect_string(), |b| {
+            b.session_timeout(Duration::from_secs(12))
+        })
+        .await;
+        let path = unique_path("resume-wait");
+        let lock = LockInternals::new(
+            fw.clone(),
+            &path,
+            "lock-",
+            1,
+            Arc::new(StandardLockInternalsDriver),
+        )
+        .unwrap();
+        let hold = until_held(|| lock.acquire(Acquire::new())).await.unwrap();
+        let ahead = format!("{path}/x-lock-0000000000");
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        raw.create(&ahead, b"", &open).await.unwrap();
+
+        proxy.drop_connections();
+        tokio::time::timeout(PATIENCE, hold.lost()).await.unwrap();
+        let resume = tokio::spawn({
+            let (lock, hold) = (lock.clone(), hold.clone());
+            async move { lock.resume(&hold).await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!resume.is_finished(), "waits while a node is ahead");
+        let mut queue = wait_for_participants(&raw, &path, 2).await;
+        queue.sort();
+        assert!(queue
+            .iter()
+            .any(|name| hold.path().ends_with(name.as_str())));
+
+        raw.delete(&ahead, None).await.unwrap();
+        let again = tokio::time::timeout(PATIENCE, resume)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .expect("holds again once the node ahead is gone");
+        assert_eq!(again.path(), hold.path());
+        assert_eq!(
+            again.fencing_token(),
+            FencingToken::passed(hold.fencing_token().get(), 1)
+        );
+        assert!(again.is_valid() && !hold.is_valid());
+        lock.release(&again).await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
