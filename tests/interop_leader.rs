@@ -734,8 +734,12 @@ async fn a_rust_latch_keeps_its_place_through_a_blip_beside_a_curator_latch() {
         wait_for_participants(&raw, &path, 2).await;
         java.expect("leader", "leader rust-1 true").await;
 
+        // Reset, with the reconnection held until the term is found lost
+        // (a reconnection faster than that would hide the blip).
+        proxy.blackhole(true);
         proxy.drop_connections();
         tokio::time::timeout(STEP, first.lost()).await.unwrap();
+        proxy.blackhole(false);
         let second = leads(&rust, STEP).await;
         assert!(!second.same_term(&first) && !first.is_valid());
         // The same node throughout: Curator, queued behind it, could not
