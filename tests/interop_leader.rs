@@ -10,6 +10,9 @@
 //! its standard input. Without `javac` or Curator's jars each test fails
 //! saying what to install, or is skipped with a notice under
 //! `ZK_SKIP_MISSING=curator` (or `=1`).
+//!
+//! A Rust latch that keeps its place through a blip of its connection
+//! beside a Curator latch (issue 25): Curator does not take over.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -694,6 +697,66 @@ async fn observing_a_curator_latch_election_names_the_leader_curator_reports() {
         assert_eq!(next_leader("both left").await, None);
         java.exit().await;
         observer_fw.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A Rust latch leads through a fault proxy, a Curator latch waits behind
+/// it; the proxy drops the Rust latch's connection: its term ends, but it
+/// keeps its place (its session survives) and leads again on the same node
+/// with a greater token, and Curator never leads meanwhile and still names
+/// it (issue 25, item 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_latch_keeps_its_place_through_a_blip_beside_a_curator_latch() {
+    let Some(Scene {
+        connect,
+        path,
+        markers: _markers,
+        mut java,
+    }) = scene("latch", "interop-latch-blip").await
+    else {
+        return;
+    };
+    bounded(TEST_BOUND, async move {
+        let raw = raw_client(&connect).await;
+        let proxy = zk_curator_testing::FaultProxy::start(server().unwrap().address())
+            .await
+            .unwrap();
+        let fw = common::framework_with(&proxy.connect_string(), |b| {
+            b.session_timeout(Duration::from_secs(12))
+        })
+        .await;
+        let rust = LeaderLatch::new(fw.clone(), &path, "rust-1").unwrap();
+        rust.start().unwrap();
+        let first = leads(&rust, STEP).await;
+        java.expect("start java-1", "ok").await;
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("leader", "leader rust-1 true").await;
+
+        // Reset, with the reconnection held until the term is found lost
+        // (a reconnection faster than that would hide the blip).
+        proxy.blackhole(true);
+        proxy.drop_connections();
+        tokio::time::timeout(STEP, first.lost()).await.unwrap();
+        proxy.blackhole(false);
+        let second = leads(&rust, STEP).await;
+        assert!(!second.same_term(&first) && !first.is_valid());
+        // The same node throughout: Curator, queued behind it, could not
+        // have led in between.
+        assert_eq!(second.node_path(), first.node_path());
+        assert!(second.fencing_token() > first.fencing_token());
+        assert_eq!(second.fencing_token().get(), first.fencing_token().get());
+        java.expect("has", "false").await;
+        java.expect("leader", "leader rust-1 true").await;
+        java.expect("participants", "participants rust-1,java-1")
+            .await;
+
+        rust.close().await.unwrap();
+        java.expect("await", "leading").await;
+        java.expect("close", "closed").await;
+        wait_for_participants(&raw, &path, 0).await;
+        java.exit().await;
         fw.close().await;
     })
     .await;

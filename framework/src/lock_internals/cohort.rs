@@ -124,6 +124,18 @@ impl Run {
         }
     }
 
+    /// The run of a hold that takes up its node again after `passes` holds
+    /// of it (see [`LockInternals::resume`](super::LockInternals::resume)):
+    /// it counts in the hold's token, and never passes the node on.
+    pub(crate) fn resumed(passes: u32) -> Run {
+        Run {
+            policy: CohortPolicy::new(0, Duration::ZERO),
+            data: Arc::from(&[][..]),
+            started: Instant::now(),
+            passes,
+        }
+    }
+
     /// The pass count of the hold that carries this run.
     pub(crate) fn passes(&self) -> u32 {
         self.passes

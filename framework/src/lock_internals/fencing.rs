@@ -26,9 +26,12 @@ use zookeeper_client as zk;
 use crate::{packet, ConnectionState, Error, Framework, LockLoss, Result, Session};
 
 /// The fencing token of a hold: the zxid of the transaction that created its
-/// lock node, and how many times the node was passed from one task of the
-/// process to the next before this hold (see
-/// [`CohortPolicy`](super::CohortPolicy); `0` without cohort hand-off).
+/// lock node, and how many holds of that node came before this one, within
+/// the session that created it: passes from one task of the process to the
+/// next (see [`CohortPolicy`](super::CohortPolicy)), or the node taken up
+/// again after a suspension the session survived (see
+/// [`LockInternals::resume`](super::LockInternals::resume)); `0` for a
+/// node's first hold.
 ///
 /// ZooKeeper's zxids grow strictly, and a holder's node is created after
 /// the node of every holder before it (it queued behind them), so

@@ -131,6 +131,19 @@ impl Hold {
         Some(hold)
     }
 
+    /// A new hold of this hold's node, granted at loss epoch `epoch`, with
+    /// the next per-node count in its token (this hold's pass count plus
+    /// one, as a cohort pass gives): the hold of a node taken up again after
+    /// a suspension its session survived (see
+    /// [`LockInternals::resume`](super::LockInternals::resume)). This hold
+    /// is not touched: it stays lost. The new one is never passed on.
+    pub(crate) fn resumed(&self, epoch: u64) -> Hold {
+        let pass = self.fencing_token().pass().saturating_add(1);
+        let hold = Hold::new(self.inner.framework.clone(), self.inner.node.clone(), epoch);
+        hold.start_run(Run::resumed(pass));
+        hold
+    }
+
     /// Lets the hold pass its node on within `run` (see [`super::cohort`]).
     pub(crate) fn start_run(&self, run: Run) {
         let _ = self.inner.run.set(run);

@@ -246,6 +246,84 @@ impl LockInternals {
         }
     }
 
+    /// Takes up the node of `lost`, a hold of this lock lost to the
+    /// connection (an error state under the framework's
+    /// [`ErrorPolicy`](crate::ErrorPolicy), such as `Suspended`, or the
+    /// lease, [`LockLoss::Stale`]), once the connection is back **on the
+    /// same session**: a new hold of the same node, in the same place in the
+    /// queue. What a leader latch does after a network blip, as Curator's
+    /// latch keeps its node through a suspension.
+    ///
+    /// `lost` itself stays lost (a hold that went through `Suspended` is
+    /// never trusted again): this makes a *new* hold, granted at the loss
+    /// epoch read just before a listing of the lock's children on the node's
+    /// session found the node still there and holding the lock. Its
+    /// [`FencingToken`] is the node's zxid with the next per-node count
+    /// (`lost`'s pass count plus one, as a [cohort](CohortPolicy) pass
+    /// gives): greater than `lost`'s, smaller than the token of any node
+    /// created later. A node that exists but does not hold the lock waits in
+    /// its place (for the node ahead of it, as an acquire does), then holds.
+    /// The new hold has no in-process turn (see
+    /// [`FrameworkBuilder::local_queue`](crate::FrameworkBuilder::local_queue)):
+    /// `lost` gave its turn back when it was lost.
+    ///
+    /// Returns `Ok(None)` when there is nothing to take up: the node's
+    /// session ended (its ephemeral node with it), the node is gone, or
+    /// `lost` was not lost to the connection (given back, its node deleted).
+    /// The caller then deletes the node, if any, as for any lost hold
+    /// ([`Hold::release_in_background`]), and queues anew.
+    ///
+    /// # Why the old hold's writes come before the new hold's
+    ///
+    /// Both holds write on one session (a hold sends only on its node's
+    /// session), and through the same node, so the fence's check in the
+    /// multi (the node exists) cannot tell them apart: order does.
+    ///
+    /// 1. The old hold's fence refuses without sending from the moment it
+    ///    is lost (the connection broken, or an error state), so its only
+    ///    writes that can reach the server were queued on the session
+    ///    before the connection broke.
+    /// 2. The client never sends a request twice: a request written on the
+    ///    broken connection fails with a connection loss (a fenced write is
+    ///    not retried), and one still in the client's queue goes out on the
+    ///    new connection ahead of anything queued after it, in particular
+    ///    ahead of this method's listing.
+    /// 3. On the server, a session's requests are applied in the order they
+    ///    arrive. When the session reconnects to the same server, that
+    ///    server closes the session's old connection before it accepts the
+    ///    new one, so whatever the old connection delivered is in the
+    ///    server's pipeline ahead of the new connection's first request.
+    ///    When it reconnects to another server, that server revalidates the
+    ///    session with the leader, which records the new owner; from then on
+    ///    the leader refuses a request that comes through the old server with
+    ///    `SESSIONMOVED` (its session-moved check), and a request of the old
+    ///    connection that the leader took before is ordered (given a zxid)
+    ///    before anything the new server forwards afterwards.
+    /// 4. The new hold begins only once the listing, sent on the new
+    ///    connection, is answered; its writes are queued after that.
+    ///
+    /// So every write of the old hold that the server applies is applied
+    /// before any write of the new hold. A store outside ZooKeeper, which
+    /// does not see that order, gets the greater token: once it has seen
+    /// the new hold's, it refuses the old hold's.
+    ///
+    /// # Errors
+    /// [`Error::Closed`](crate::Error::Closed) if the framework is closed;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a hold
+    /// that is not lost, or whose node is not an ephemeral participant node
+    /// of this lock; errors no retry can fix, such as
+    /// [`Error::NoAuth`](crate::Error::NoAuth), or the driver's refusal.
+    /// Connection trouble is waited out (for as long as the session lives).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only looks and watches. The node stays where it is,
+    /// still named by `lost`: delete it with
+    /// [`Hold::release_in_background`] if it is no longer wanted.
+    pub async fn resume(&self, lost: &Hold) -> Result<Option<Hold>> {
+        let span = tracing::info_span!("lock.resume", node = %lost.path());
+        Box::pin(wait::resume(self, lost)).instrument(span).await
+    }
+
     /// Releases a hold: deletes its node. If the connection is down (or the
     /// delete does not finish within the connection timeout), the delete
     /// continues in the background and this returns: the lock is released as

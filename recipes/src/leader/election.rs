@@ -137,6 +137,32 @@ enum Campaign {
     Failed(Error),
 }
 
+/// What keeping a lost term's place came to ([`Election::keep_place`]).
+enum KeptPlace {
+    /// The node holds again, for a new term.
+    Term(Hold),
+    /// The place is gone (the session ended, the node was deleted): the
+    /// node goes in the background, a new campaign queues at the back.
+    Gone,
+    /// The participant was closed meanwhile (the node goes in the
+    /// background).
+    Stopped,
+    /// The framework was closed.
+    Closed,
+}
+
+/// Whether a term's loss leaves its node in place on a session that may
+/// survive: the connection broke or entered an error state
+/// ([`LockLoss::ConnectionState`]), or the lease ran out
+/// ([`LockLoss::Stale`]). A term given up, whose node was deleted, whose
+/// session is gone or whose framework is closed has no place to keep.
+fn resumable(term: &LeaderTerm) -> bool {
+    matches!(
+        term.loss(),
+        Some(LockLoss::ConnectionState(_) | LockLoss::Stale)
+    ) && term.hold().session().is_some()
+}
+
 /// One participant of one election.
 ///
 /// `pub` only for the sealed trait behind
@@ -260,16 +286,26 @@ impl Election {
     /// campaigns (after a failed campaign, again after a [`Backoff`] pause
     /// if `candidate` wants to), publishes each term, has `candidate` lead
     /// it, then resigns it (the term withdrawn, marked lost, its node
-    /// deleted). The one campaign loop of every recipe; a closed framework
-    /// closes the participant. Returns the outcome of the last
-    /// resignation, when the loop stops with a term.
+    /// deleted), or, for a candidate that
+    /// [keeps its place](Candidate::keeps_place) and a term lost to the
+    /// connection, keeps the node and leads again on it with a new term
+    /// once the connection is back on the same session
+    /// ([`keep_place`](Self::keep_place)). The one campaign loop of every
+    /// recipe; a closed framework closes the participant. Returns the
+    /// outcome of the last resignation, when the loop stops with a term.
     ///
     /// # Errors
     /// As [`resign`](Self::resign), for the term it stopped with.
     pub(crate) async fn run(&self, candidate: &mut impl Candidate) -> Result<()> {
         let mut backoff = Backoff::new();
+        // The node of a term lost to a suspension, taken up again.
+        let mut resumed: Option<Hold> = None;
         loop {
-            let hold = match self.campaign().await {
+            let campaign = match resumed.take() {
+                Some(hold) => Campaign::Held(hold),
+                None => self.campaign().await,
+            };
+            let hold = match campaign {
                 Campaign::Held(hold) => hold,
                 Campaign::Stopped => return Ok(()),
                 Campaign::Failed(Error::Closed) => {
@@ -302,6 +338,20 @@ impl Election {
             }
             tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
             let next = lead.await;
+            if next == Next::Campaign && candidate.keeps_place() && resumable(&term) {
+                self.unpublish(&term);
+                match self.keep_place(&term).await {
+                    KeptPlace::Term(hold) => resumed = Some(hold),
+                    KeptPlace::Gone => {}
+                    KeptPlace::Stopped => return Ok(()),
+                    KeptPlace::Closed => {
+                        tracing::info!("the framework is closed; so is the participant");
+                        self.mark_closed(candidate.notify_leader_when_framework_closes());
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
             let resigned = self.resign(&term).await;
             match next {
                 Next::Stop => return resigned,
@@ -312,6 +362,44 @@ impl Election {
                 }
             }
         }
+    }
+
+    /// After `term` was lost to the connection (see [`resumable`]), keeps
+    /// its node in its place until the connection is back on the same
+    /// session, then takes it up again as a new term's if it is still
+    /// first, or waits in its place until it is
+    /// ([`LockInternals::resume`]). The lost term stays lost: the new term
+    /// is a new hold, with a greater token (the node's zxid, the next
+    /// per-node count). If the session ended, the node is gone, or the
+    /// participant is closed meanwhile, the node goes in the background (a
+    /// new campaign queues at the back).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped before it returns, it leaves the node to
+    /// its session (`run` is only ever stopped by a close, which it
+    /// watches).
+    async fn keep_place(&self, term: &LeaderTerm) -> KeptPlace {
+        tracing::info!(node = %term.node_path(), loss = ?term.loss(), "leadership lost to the connection; keeping our place until it is back");
+        let resumed = tokio::select! {
+            biased;
+            () = self.stopped() => None,
+            resumed = self.internals.resume(term.hold()) => Some(resumed),
+        };
+        let kept = match resumed {
+            Some(Ok(Some(hold))) => return KeptPlace::Term(hold),
+            None => KeptPlace::Stopped,
+            Some(Ok(None)) => {
+                tracing::info!(node = %term.node_path(), "our place is gone; queueing again");
+                KeptPlace::Gone
+            }
+            Some(Err(Error::Closed)) => KeptPlace::Closed,
+            Some(Err(err)) => {
+                tracing::warn!(node = %term.node_path(), %err, "could not take our place up again; queueing anew");
+                KeptPlace::Gone
+            }
+        };
+        term.hold().release_in_background();
+        kept
     }
 
     /// Queues a node and waits until it leads, or the participant is closed.
@@ -537,6 +625,16 @@ pub(crate) trait Candidate {
     /// no longer counts as campaigning: whoever sees the failure and asks
     /// for a new campaign must find the old one over.
     fn campaign_again_after(&mut self, err: &Error, give_up: impl FnOnce()) -> bool;
+
+    /// Whether a term lost to the connection, on a session that survives
+    /// it, keeps its node in its place, so that the participant leads again
+    /// on it (a new term) once the connection is back, if the node is still
+    /// first (see [`Election::keep_place`]). If not, the node is given up,
+    /// and the next campaign queues at the back. A latch keeps its place,
+    /// as Curator's does.
+    fn keeps_place(&self) -> bool {
+        false
+    }
 
     /// The work of one term. Called before the term is published (so it
     /// can note what came before the term), awaited once it is: it lasts

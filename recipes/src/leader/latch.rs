@@ -208,13 +208,27 @@ impl Drop for Inner {
 /// Each time the latch leads it gets a [`LeaderTerm`], a lock hold with
 /// [`lost`](LeaderTerm::lost), [`is_valid`](LeaderTerm::is_valid),
 /// [`fence`](LeaderTerm::fence) and [`fencing_token`](LeaderTerm::fencing_token)
-/// under the framework's error policy (README, "Safety"). When a term ends
-/// (the connection suspended under the standard policy, the session
-/// expired, the node deleted) the latch withdraws that node and queues a new
-/// one, on the framework's next session if the old one is gone, for as long
-/// as it is not closed. Unlike Curator's latch, which keeps its node through
-/// a suspension and may lead again with it, a term once lost is never
-/// resumed: the latch queues again at the back.
+/// under the framework's error policy (README, "Safety"). A term once lost
+/// is never trusted again: its [`lost`](LeaderTerm::lost) completes and its
+/// fence refuses, whatever happens next.
+///
+/// What the latch does next depends on what ended the term:
+///
+/// * **The connection** (`Suspended` under the standard policy, or the
+///   lease run out): the latch *keeps its place*, as Curator's does. Its
+///   node stays; once the connection is back on the **same session**, if
+///   the node is still first, a **new term** begins on the same node, with
+///   a greater [fencing token](LeaderTerm::fencing_token) (the node's zxid,
+///   the next per-node count, as a cohort hand-off gives); if it is not
+///   first, the latch waits in its place. So a network blip shorter than
+///   the session timeout leaves the same leader, with a new term, instead
+///   of handing leadership to another participant. Why the old term's
+///   writes are all applied before the new term's is written down on
+///   [`LockInternals::resume`](zk_curator_framework::lock_internals::LockInternals::resume).
+/// * **The session expired, the node was deleted** (or the place could not
+///   be kept): the latch withdraws that node and queues a new one at the
+///   back, on the framework's next session if the old one is gone, for as
+///   long as it is not closed.
 ///
 /// # Life
 ///
@@ -407,12 +421,18 @@ impl Candidate for &Core {
         true
     }
 
+    /// A latch keeps its place through a suspension its session survives,
+    /// as Curator's does (see [`LeaderLatch`], "Terms").
+    fn keeps_place(&self) -> bool {
+        true
+    }
+
     fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_ {
         let stopped = self.election.stopped();
         async move {
             tokio::select! {
                 loss = term.lost() => {
-                    tracing::info!(node = %term.node_path(), %loss, "leadership lost; queueing again");
+                    tracing::info!(node = %term.node_path(), %loss, "leadership lost");
                     Next::Campaign
                 }
                 () = stopped => Next::Stop,

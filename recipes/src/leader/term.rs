@@ -20,8 +20,11 @@ use zk_curator_framework::Result;
 /// function returned or was cancelled) ends the same way, with
 /// [`LockLoss::NotHeld`], before its node is deleted: no clone of it is
 /// still valid once someone else can lead. A participant that stays a
-/// candidate is given a *new*
-/// term (a new node, a new, greater fencing token) when it leads again.
+/// candidate is given a *new* term (a new, greater fencing token) when it
+/// leads again: on a new node, or, for a latch whose term was lost to a
+/// suspension its session survived, on the same node once it is back
+/// (the token then counts one more hold of that node; see
+/// [`LeaderLatch`](super::LeaderLatch), "Terms").
 ///
 /// Work done as leader belongs beside [`lost`](Self::lost) in a `select!`;
 /// ZooKeeper writes go through [`fence`](Self::fence), so that the server
@@ -84,8 +87,10 @@ impl LeaderTerm {
         self.hold.fence()
     }
 
-    /// The term's fencing token: the creation zxid of its election node.
-    /// Successive terms on one election path get strictly increasing tokens.
+    /// The term's fencing token: the creation zxid of its election node,
+    /// with the count of the terms on that node before this one (a latch
+    /// that kept its node through a suspension). Successive terms on one
+    /// election path get strictly increasing tokens.
     pub fn fencing_token(&self) -> FencingToken {
         self.hold.fencing_token()
     }
