@@ -555,6 +555,9 @@ async fn a_semaphore_mutex_passes_its_lease_with_no_request() {
         let sent = request_opcodes(&proxy);
         assert!(sent.is_empty(), "the lease's pass sent requests: {sent:?}");
         assert_eq!(first_token, FencingToken::passed(token.get(), 1));
+        // The second got the internal mutex from the first (by pass) and
+        // now waits for the lease in-process.
+        assert!(eventually(PATIENCE, || async { fw.locally_queued(&leases) == 1 }).await);
         first.release().await.unwrap();
         let (second, second_token) = tokio::time::timeout(PATIENCE, second)
             .await
