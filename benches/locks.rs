@@ -1717,7 +1717,10 @@ async fn scale_phase(
             if variant == "per-task-node" && k > scale::DRAIN_UP_TO && skip.is_none() {
                 // A node per waiter: the server's heap goes first (a
                 // million waiters' nodes exhaust a 1 GB heap).
-                skip = Some(format!("a node per waiter, more than {}", scale::DRAIN_UP_TO));
+                skip = Some(format!(
+                    "a node per waiter, more than {}",
+                    scale::DRAIN_UP_TO
+                ));
             }
             if let Some(reason) = &skip {
                 println!("{label:<28} {k:>6} skipped ({reason})");

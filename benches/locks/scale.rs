@@ -281,7 +281,10 @@ async fn park_and_drain(
                 break;
             }
             if drain_started.elapsed() > drain_limit {
-                return Err(format!("{queued} waiters still queued {drain_limit:?} after the cancel").into());
+                return Err(format!(
+                    "{queued} waiters still queued {drain_limit:?} after the cancel"
+                )
+                .into());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

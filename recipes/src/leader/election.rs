@@ -17,6 +17,7 @@ use zk_curator_framework::lock_internals::{
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
+use super::proclaim::Proclaimer;
 use super::term::{LeaderTerm, Leadership};
 
 /// The queue discipline of an election: the lock engine's standard rule
@@ -148,6 +149,8 @@ pub struct Election {
     id: String,
     data: Vec<u8>,
     status: watch::Sender<Status>,
+    /// The value proclaimed at the start of each term (`leader::proclaim`).
+    proclaimer: Arc<Proclaimer>,
 }
 
 impl fmt::Debug for Election {
@@ -182,6 +185,7 @@ impl Election {
             id,
             data,
             status: watch::Sender::new(Status::default()),
+            proclaimer: Arc::default(),
         })
     }
 
@@ -195,6 +199,11 @@ impl Election {
 
     pub(crate) fn framework(&self) -> &Framework {
         self.internals.framework()
+    }
+
+    /// The participant's proclaimed value (`leader::proclaim`).
+    pub(crate) fn proclaimer(&self) -> &Arc<Proclaimer> {
+        &self.proclaimer
     }
 
     /// The status now, by value.
@@ -301,6 +310,7 @@ impl Election {
                 return self.resign(&term).await;
             }
             tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+            self.proclaimer.on_term(&term);
             let next = lead.await;
             let resigned = self.resign(&term).await;
             match next {

@@ -35,6 +35,7 @@ mod election;
 mod latch;
 mod observer;
 mod participant;
+mod proclaim;
 mod selector;
 mod term;
 
@@ -154,6 +155,27 @@ pub trait LeaderElection: sealed::Sealed {
     /// Cancel safe: it only reads.
     fn leader(&self) -> impl Future<Output = Result<Option<Participant>>> + Send {
         self.election().leader()
+    }
+
+    /// Sets the value this participant advertises while it leads (an
+    /// address, a shard map), for its current term and every later one,
+    /// and proclaims it now if it leads: through the term's fence (see
+    /// [`LeaderTerm::proclaim`]), so that observers
+    /// ([`LeaderObserver`]) report it as the leader's value. Not leading,
+    /// it is kept for the next term, proclaimed as that term begins.
+    ///
+    /// # Errors
+    /// As [`LeaderTerm::proclaim`], when it leads: notably
+    /// [`Error::LockLost`](crate::Error::LockLost) if its term ended
+    /// meanwhile (nothing written; the value is still kept for the next
+    /// term).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped before it completes, the value may or may
+    /// not have been kept and written (writes of one participant's value
+    /// take turns, so the first poll may wait for an earlier one).
+    fn proclaim(&self, value: impl Into<Vec<u8>>) -> impl Future<Output = Result<()>> + Send {
+        self.election().proclaim(value.into())
     }
 }
 

@@ -26,10 +26,12 @@
 //! fresh listing and a successful read of the new first node show.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{FutureExt as _, Stream};
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::FencingToken;
 use zk_curator_framework::path::{join, validate_recipe_path};
@@ -38,22 +40,29 @@ use zk_curator_framework::{
     zk, ConnectionState, Error, Framework, HolderIdentity, Result, Session, StateWatcher,
 };
 
+use super::proclaim::Proclaimed;
 use crate::layout::{election_queue, ElectionRecipe};
 
 /// The leader of an election, as an observer read it from its node.
 ///
-/// More fields may come (the value a leader proclaims, for one), hence
-/// `#[non_exhaustive]`: read the fields, do not build one.
+/// More fields may come, hence `#[non_exhaustive]`: read the fields, do
+/// not build one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ObservedLeader {
     /// The participant id: the node's data as UTF-8 text (invalid bytes
     /// replaced), as in [`Participant::id`](crate::Participant::id).
     pub id: String,
-    /// The value the leader advertises. For now this is its node's data,
-    /// the same bytes as [`id`](Self::id): a Curator participant id, or the
-    /// framework's holder identity JSON for a participant without one.
+    /// The value the leader advertises: what its term proclaimed
+    /// ([`LeaderTerm::proclaim`](crate::LeaderTerm::proclaim),
+    /// [`proclaimed`](Self::proclaimed) then true), or, until it proclaims
+    /// anything, its node's data, the same bytes as [`id`](Self::id) (a
+    /// Curator participant id, or the framework's holder identity JSON for
+    /// a participant without one).
     pub value: Vec<u8>,
+    /// Whether [`value`](Self::value) was proclaimed by the leader (rather
+    /// than its node's data).
+    pub proclaimed: bool,
     /// The creating process, when the node data is a [`HolderIdentity`].
     pub identity: Option<HolderIdentity>,
     /// The fencing token of the leader's term: its node's creation zxid,
@@ -74,11 +83,15 @@ impl ObservedLeader {
         data: Vec<u8>,
         stat: &zk::Stat,
         recipe: ElectionRecipe,
+        proclaimed: Option<&Proclaimed>,
     ) -> Self {
+        let proclaimed =
+            Proclaimed::of(proclaimed, zk_curator_framework::path::split(&node_path).1);
         ObservedLeader {
             id: String::from_utf8_lossy(&data).into_owned(),
             identity: HolderIdentity::parse(&data),
-            value: data,
+            proclaimed: proclaimed.is_some(),
+            value: proclaimed.unwrap_or(data),
             token: FencingToken::new(stat.czxid),
             node_path,
             session: stat.ephemeral_owner,
@@ -238,7 +251,14 @@ impl LeaderObserver {
                 .await;
             match read {
                 Ok((data, stat)) => {
-                    return Ok(Some(ObservedLeader::from_node(node, data, &stat, recipe)))
+                    let proclaimed = self.read_proclaimed().await?;
+                    return Ok(Some(ObservedLeader::from_node(
+                        node,
+                        data,
+                        &stat,
+                        recipe,
+                        proclaimed.as_ref(),
+                    )));
                 }
                 // It went between the listing and the read: list again.
                 Err(Error::NoNode { .. }) => continue,
@@ -275,6 +295,7 @@ impl LeaderObserver {
             observer: self.clone(),
             states: self.framework.state_watcher(),
             last: None,
+            value: None,
             pending: Pending::Reconnection,
             needs_look: true,
             pauses: PAUSES.start(),
@@ -285,6 +306,24 @@ impl LeaderObserver {
             let next = observing.next().instrument(span).await;
             next.map(|seen| (seen, observing))
         })
+    }
+
+    /// The value proclaimed in the election path's data, once, without a
+    /// watch (`None`: none, or no path).
+    async fn read_proclaimed(&self) -> Result<Option<Proclaimed>> {
+        let path = self.path.to_string();
+        let read = self
+            .framework
+            .call_with_retry(|client| {
+                let path = path.clone();
+                async move { client.get_data(&path).await }
+            })
+            .await;
+        match read {
+            Ok((data, _)) => Ok(Proclaimed::decode(&data)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// The children of the election path (none if it does not exist), on
@@ -325,6 +364,10 @@ struct Observing {
     states: StateWatcher,
     /// The last observation handed out.
     last: Option<Observation>,
+    /// The proclaimed value last read, with the watch on the election
+    /// path's data that says when it changes: read again only then (or on
+    /// another session), so a change of leader costs no extra read.
+    value: Option<ValueWatch>,
     /// What the next wait is for.
     pending: Pending,
     /// Whether to look again before waiting.
@@ -342,6 +385,27 @@ enum Pending {
     Pause(Duration),
     /// A connection.
     Reconnection,
+}
+
+/// The election path's data as last read, and its watch.
+struct ValueWatch {
+    /// The generation of the session the watch lives on.
+    generation: u64,
+    proclaimed: Option<Proclaimed>,
+    /// Completes when the watch fires (the data changed, the path was
+    /// created or deleted) or its session ends.
+    fired: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Waits for the value watch to fire, and forgets it then; never completes
+/// without one.
+async fn value_changed(value: &mut Option<ValueWatch>) {
+    match value {
+        Some(watch) => (&mut watch.fired).await,
+        None => std::future::pending().await,
+    }
+    tracing::debug!("the value watch fired");
+    *value = None;
 }
 
 /// A watch left by a look, and the session it lives on.
@@ -499,7 +563,12 @@ impl Observing {
                 .await;
             match read {
                 Ok((data, stat, watcher)) => {
-                    let leader = ObservedLeader::from_node(node, data, &stat, recipe);
+                    let proclaimed = match self.proclaimed_on(&session).await {
+                        Ok(proclaimed) => proclaimed,
+                        Err(err) => return failed(err),
+                    };
+                    let leader =
+                        ObservedLeader::from_node(node, data, &stat, recipe, proclaimed.as_ref());
                     let watch = Watch { session, watcher };
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
@@ -508,6 +577,51 @@ impl Observing {
                 Err(err) => return failed(err),
             }
         }
+    }
+
+    /// The value proclaimed in the election path's data, from the last read
+    /// if its watch (on `session`) has not fired since, else read again
+    /// with a watch.
+    async fn proclaimed_on(&mut self, session: &Session) -> Result<Option<Proclaimed>> {
+        if let Some(watch) = &mut self.value {
+            let fired = (&mut watch.fired).now_or_never().is_some();
+            if !fired && watch.generation == session.generation() {
+                return Ok(watch.proclaimed.clone());
+            }
+            self.value = None;
+        }
+        let framework = &self.observer.framework;
+        let path = &*self.observer.path;
+        for _ in 0..3 {
+            let read = framework
+                .call_on_session(session, |client| async move {
+                    client.get_and_watch_data(path).await
+                })
+                .await;
+            let (proclaimed, watcher) = match read {
+                Ok((data, _, watcher)) => (Proclaimed::decode(&data), watcher),
+                Err(Error::NoNode { .. }) => {
+                    // Gone meanwhile: watched for its creation.
+                    let (stat, watcher) = framework
+                        .call_on_session(session, |client| async move {
+                            client.check_and_watch_stat(path).await
+                        })
+                        .await?;
+                    if stat.is_some() {
+                        continue;
+                    }
+                    (None, watcher)
+                }
+                Err(err) => return Err(err),
+            };
+            self.value = Some(ValueWatch {
+                generation: session.generation(),
+                proclaimed: proclaimed.clone(),
+                fired: Box::pin(watcher.changed().map(|_| ())),
+            });
+            return Ok(proclaimed);
+        }
+        Err(Error::ConnectionLoss)
     }
 
     /// Waits for what the last look left to wait for, a change of the
@@ -530,6 +644,7 @@ impl Observing {
                         tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
                         Wake::Look
                     }
+                    () = value_changed(&mut self.value) => Wake::Look,
                     () = gone => Wake::Look,
                 }
             }
