@@ -212,7 +212,9 @@ enum Command {
     /// take part in one election. Once this process leads, runs the command
     /// with the term's fencing token in ZK_CURATOR_FENCING_TOKEN (it grows
     /// from one term to the next) and its election node in
-    /// ZK_CURATOR_LOCK_NODE.
+    /// ZK_CURATOR_LOCK_NODE. With --value, first proclaims the value
+    /// (through the term's fence, into the election path's data; `leader`
+    /// shows it), and again at each later term.
     ///
     /// The command runs as under `zk-curator lock`: in a process group of
     /// its own, which gets SIGTERM, then SIGKILL after --kill-after, if the
@@ -238,12 +240,13 @@ enum Command {
     /// nodes). The first participant leads; the others wait in the order
     /// shown. Columns: role, id (the node's data), holder (host and pid,
     /// for a participant that gave no id), fencing token (the node's czxid:
-    /// the token of its term once it leads) and node name.
+    /// the token of its term once it leads) and node name; the first line
+    /// shows the value the leader proclaimed, if any (`elect --value`).
     ///
     /// With --watch, prints the leader and then one line each time it
     /// changes (JSON lines with --json: path, state "leader", "none" or
-    /// "unknown", recipe, and the leader's id, node, token and session),
-    /// until Ctrl-C. It keeps one watch, on the leader's node; while the
+    /// "unknown", recipe, and the leader's id, node, token, session and
+    /// proclaimed value), until Ctrl-C; a new value is a change too. It keeps one watch, on the leader's node; while the
     /// connection is down the leader is "unknown".
     #[command(after_help = LEADER_EXIT_CODES)]
     Leader(LeaderArgs),
