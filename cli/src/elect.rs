@@ -13,7 +13,8 @@
 //!    hold ([`crate::lock::run_command`]): its own process group, the
 //!    term's fencing token and node in its environment, signals passed on;
 //! 4. when the term is lost, stop the whole group as `lock` does and exit
-//!    with [`crate::exit::LOST`];
+//!    with [`crate::exit::LOST`]; when it is asked to step down
+//!    (`zk-curator revoke PATH`), likewise, with [`crate::exit::REVOKED`];
 //! 5. once no process of the group is left, give leadership up (close the
 //!    latch) and exit with the command's status.
 
@@ -21,13 +22,13 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{Error, Framework, LeaderElection, LeaderLatch};
+use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
 use crate::exit::Failure;
-use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out};
+use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out, Ending};
 
 /// Options of `elect`.
 #[derive(Debug, Args)]
@@ -92,6 +93,9 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
             )),
             err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
         })?;
+    // It steps down when asked (`zk-curator revoke PATH`), as `lock`
+    // releases when revoked.
+    latch.make_revocable();
     Ok(match &args.value {
         Some(value) => latch.with_value(value.as_str()),
         None => latch,
@@ -168,6 +172,11 @@ async fn run_open(
         args.kill_after,
     )
     .await;
+    // A step-down at a revocation request ends the term as revoked.
+    let ending = ending.map(|ending| match ending {
+        Ending::Lost(LockLoss::Revoked) => Ending::Revoked,
+        other => other,
+    });
     let code = exit_code(ending, &what);
     // Leadership is given up only now that the command's group is gone: a
     // term lost meanwhile is already over, and the latch (which queued

@@ -1973,3 +1973,48 @@ async fn elect_value_is_proclaimed_and_leader_shows_it() {
     })
     .await;
 }
+
+/// `revoke PATH` on an election path: the leader (an `elect` run) is asked
+/// to step down and named; its command is stopped and it exits 77, the next
+/// elector leads (its command runs with a greater token). An election with
+/// nobody left is refused with 66.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_on_an_election_path_asks_the_leader_to_step_down() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let path = unique("revoke-leader");
+        let (a, b) = (Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b"));
+        let run_a = Verb::Elect.spawn(&path, &["--id", a.id], &a.script(&log));
+        wait_for_file(&a.started).await;
+        let run_b = Verb::Elect.spawn(&path, &["--id", b.id], &b.script(&log));
+        let listed = Verb::Elect
+            .wait_listing(&path, 2, "both electors queued")
+            .await;
+        let node_a = listed["leader"]["node"].as_str().unwrap().to_owned();
+        let token_a = listed["leader"]["token"].as_i64().unwrap();
+
+        let output = run(&["revoke", &path]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            format!("asked the leader a (node {node_a}, token {token_a}) to step down\n")
+        );
+        let output_a = finish(run_a).await;
+        assert_eq!(output_a.status.code(), Some(77), "{}", stderr(&output_a));
+        wait_for_file(&b.started).await;
+        let listed = Verb::Elect.listing(&path).await;
+        assert_eq!(listed["leader"]["id"], "b", "{listed}");
+        assert!(
+            listed["leader"]["token"].as_i64().unwrap() > token_a,
+            "{listed}"
+        );
+
+        std::fs::write(&b.release, "").unwrap();
+        let output_b = finish(run_b).await;
+        assert!(output_b.status.success(), "{}", stderr(&output_b));
+        let output = run(&["revoke", &path]).await;
+        assert_eq!(output.status.code(), Some(66), "{}", stderr(&output));
+    })
+    .await;
+}

@@ -18,6 +18,7 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
 use super::proclaim::Proclaimer;
+use super::step_down::StepDown;
 use super::term::{LeaderTerm, Leadership};
 
 /// The queue discipline of an election: the lock engine's standard rule
@@ -151,6 +152,8 @@ pub struct Election {
     status: watch::Sender<Status>,
     /// The value proclaimed at the start of each term (`leader::proclaim`).
     proclaimer: Arc<Proclaimer>,
+    /// Whether a term ends at a revocation request (`leader::step_down`).
+    step_down: StepDown,
 }
 
 impl fmt::Debug for Election {
@@ -186,6 +189,7 @@ impl Election {
             data,
             status: watch::Sender::new(Status::default()),
             proclaimer: Arc::default(),
+            step_down: StepDown::default(),
         })
     }
 
@@ -204,6 +208,11 @@ impl Election {
     /// The participant's proclaimed value (`leader::proclaim`).
     pub(crate) fn proclaimer(&self) -> &Arc<Proclaimer> {
         &self.proclaimer
+    }
+
+    /// Whether the participant steps down on request (`leader::step_down`).
+    pub(crate) fn step_down(&self) -> &StepDown {
+        &self.step_down
     }
 
     /// The status now, by value.
@@ -311,6 +320,7 @@ impl Election {
             }
             tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
             self.proclaimer.on_term(&term);
+            self.step_down.on_term(&term);
             let next = lead.await;
             let resigned = self.resign(&term).await;
             match next {

@@ -37,6 +37,7 @@ mod observer;
 mod participant;
 mod proclaim;
 mod selector;
+mod step_down;
 mod term;
 
 use std::future::Future;
@@ -155,6 +156,16 @@ pub trait LeaderElection: sealed::Sealed {
     /// Cancel safe: it only reads.
     fn leader(&self) -> impl Future<Output = Result<Option<Participant>>> + Send {
         self.election().leader()
+    }
+
+    /// Steps down now, if the participant leads: its term ends with
+    /// [`LockLoss::Revoked`](crate::LockLoss::Revoked) (its fence refuses
+    /// from then on), its node goes and the next participant leads; a latch
+    /// queues again at the back, a selector requeues if auto-requeue is on
+    /// (as at a revocation request, see `make_revocable`). Whether it led.
+    /// Returns at once.
+    fn step_down(&self) -> bool {
+        self.election().step_down_now()
     }
 
     /// Sets the value this participant advertises while it leads (an

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use futures::{FutureExt as _, Stream};
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::FencingToken;
+use zk_curator_framework::lock_internals::{FencingToken, REVOKE_MESSAGE};
 use zk_curator_framework::path::{join, validate_recipe_path};
 use zk_curator_framework::retry::{Backoff, Pauses};
 use zk_curator_framework::{
@@ -567,8 +567,20 @@ impl Observing {
                         Ok(proclaimed) => proclaimed,
                         Err(err) => return failed(err),
                     };
-                    let leader =
+                    let asked = data == REVOKE_MESSAGE;
+                    let mut leader =
                         ObservedLeader::from_node(node, data, &stat, recipe, proclaimed.as_ref());
+                    // A leader asked to step down has `__REVOKE__` in its
+                    // node until the node goes: it keeps the id it had.
+                    if let (true, Some(Observation::Leader(last))) = (asked, &self.last) {
+                        if last.same_term(&leader) {
+                            leader.id.clone_from(&last.id);
+                            leader.identity.clone_from(&last.identity);
+                            if !leader.proclaimed {
+                                leader.value.clone_from(&last.value);
+                            }
+                        }
+                    }
                     let watch = Watch { session, watcher };
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }

@@ -6,7 +6,7 @@
 //!
 //! On Curator's layouts the data of a participant's node *is* its id:
 //! Curator's `getLeader()` and `getParticipants()` read it as text, and
-//! [`Revoker`](zk_curator_framework::Revoker) overwrites it with
+//! [`Revoker`](crate::Revoker) overwrites it with
 //! `__REVOKE__`. The value therefore does not go there. It goes into the
 //! data of the **election path itself** (the parent of the participants'
 //! nodes), which neither Curator's recipes nor ours otherwise use (Curator

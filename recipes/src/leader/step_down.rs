@@ -1,0 +1,159 @@
+//! Step down on request: the revocation protocol of elections (Curator's
+//! `Revoker` / `__REVOKE__`, which locks answer with `make_revocable`;
+//! Curator's own elections have none, CURATOR-171).
+//!
+//! A participant made revocable watches the data of its node while it
+//! leads. When someone writes [`REVOKE_MESSAGE`] into it
+//! ([`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke),
+//! `zk-curator revoke PATH`, or Curator's `Revoker` from a JVM), the term
+//! ends at once with [`LockLoss::Revoked`] (its fence refuses from then
+//! on), its node goes, and the next participant leads. The latch queues
+//! again at the back; the selector requeues if auto-requeue is on. Only a
+//! leader's node is watched: a request written to a waiting participant's
+//! node is not acted on.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use zk_curator_framework::lock_internals::REVOKE_MESSAGE;
+use zk_curator_framework::retry::Backoff;
+use zk_curator_framework::{zk, LockLoss};
+
+use super::election::Election;
+use super::latch::LeaderLatch;
+use super::selector::LeaderSelector;
+use super::term::LeaderTerm;
+
+/// The pause before the watch reads the node again after a failed read.
+const REREAD: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
+
+/// Whether a participant steps down on request.
+#[derive(Debug, Default)]
+pub(crate) struct StepDown {
+    revocable: AtomicBool,
+}
+
+impl StepDown {
+    /// A term begins (it is published already): watches its node for a
+    /// request, if the participant is revocable.
+    pub(crate) fn on_term(&self, term: &LeaderTerm) {
+        if self.revocable.load(Ordering::Acquire) {
+            spawn_watch(term.clone());
+        }
+    }
+}
+
+/// Ends `term` as a step-down: [`LockLoss::Revoked`], unless it already
+/// ended. Whether it was the one to end it.
+fn end(term: &LeaderTerm) -> bool {
+    term.is_valid() && term.hold().mark_lost(LockLoss::Revoked) == LockLoss::Revoked
+}
+
+fn spawn_watch(term: LeaderTerm) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(node = %term.node_path(), "no tokio runtime: no step-down watch");
+        return;
+    };
+    runtime.spawn(async move {
+        let lost = term.lost();
+        tokio::select! {
+            () = watch(&term) => {}
+            _ = lost => {}
+        }
+    });
+}
+
+/// Watches the term's node until a request comes (the term then ends), the
+/// node goes, or the term can no longer send (lost: the caller stops it).
+async fn watch(term: &LeaderTerm) {
+    let mut pauses = REREAD.start();
+    loop {
+        let Ok(client) = term.fence().and_then(|fence| fence.client()) else {
+            return;
+        };
+        match client.get_and_watch_data(term.node_path()).await {
+            Ok((data, _, watcher)) => {
+                pauses.reset();
+                if data == REVOKE_MESSAGE {
+                    if end(term) {
+                        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "asked to step down; leadership handed on");
+                    }
+                    return;
+                }
+                let event = watcher.changed().await;
+                if event.event_type == zk::EventType::NodeDeleted {
+                    return;
+                }
+            }
+            Err(zk::Error::NoNode) => return,
+            Err(err) => {
+                tracing::debug!(%err, node = %term.node_path(), "the step-down watch reads again");
+                tokio::time::sleep(pauses.next_pause()).await;
+            }
+        }
+    }
+}
+
+impl Election {
+    /// Whether the participant steps down on request.
+    fn set_revocable(&self, revocable: bool) {
+        self.step_down()
+            .revocable
+            .store(revocable, Ordering::Release);
+        if let (true, Some(term)) = (revocable, self.term()) {
+            spawn_watch(term);
+        }
+    }
+
+    /// Ends the current term as a step-down: whether it led.
+    pub(crate) fn step_down_now(&self) -> bool {
+        match self.term() {
+            Some(term) => {
+                let ended = end(&term);
+                if ended {
+                    tracing::info!(node = %term.node_path(), "stepping down");
+                }
+                ended
+            }
+            None => false,
+        }
+    }
+}
+
+impl LeaderLatch {
+    /// Makes the latch step down when asked (the revocation protocol of
+    /// elections; `zk-curator revoke PATH`, or
+    /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)
+    /// on the leader's node): its term ends with [`LockLoss::Revoked`]
+    /// (its fence refuses from then on), its node goes, the next
+    /// participant leads, and the latch queues again at the back. From now
+    /// on (the current term included) until
+    /// [`clear_revocable`](Self::clear_revocable). Off by default.
+    pub fn make_revocable(&self) {
+        use super::sealed::Sealed as _;
+        self.election().set_revocable(true);
+    }
+
+    /// Stops stepping down on request, from the next term on.
+    pub fn clear_revocable(&self) {
+        use super::sealed::Sealed as _;
+        self.election().set_revocable(false);
+    }
+}
+
+impl LeaderSelector {
+    /// Makes the selector step down when asked (as
+    /// [`LeaderLatch::make_revocable`]): its function is cancelled, its
+    /// term ends with [`LockLoss::Revoked`], and it requeues if
+    /// [`auto_requeue`](Self::auto_requeue) is on.
+    pub fn make_revocable(&self) {
+        use super::sealed::Sealed as _;
+        self.election().set_revocable(true);
+    }
+
+    /// Stops stepping down on request, from the next term on.
+    pub fn clear_revocable(&self) {
+        use super::sealed::Sealed as _;
+        self.election().set_revocable(false);
+    }
+}
