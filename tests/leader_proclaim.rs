@@ -130,7 +130,8 @@ async fn a_proclaimed_value_reaches_observers_and_an_ended_term_is_refused() {
         };
         assert!(seen.proclaimed);
         assert_eq!(seen.id, "b");
-        assert!(!term_a.is_valid());
+        let loss = tokio::time::timeout(PATIENCE, term_a.lost()).await.unwrap();
+        assert_eq!(loss, zk_curator::LockLoss::NodeDeleted);
 
         // The ended term is refused, and nothing is written.
         let (version, _) = on_server(&raw, &path).await;
@@ -217,6 +218,78 @@ async fn a_selector_proclaims_through_its_term() {
         wait_for_participants(&raw, &path, 0).await;
         fw.close().await;
         fw_o.close().await;
+    })
+    .await;
+}
+
+/// What one new value costs an observer, counted on its connection through
+/// a proxy: one notification (the watch on the election path's data) and
+/// one read of that data (with a new watch), no listing, nothing else (the
+/// watch on the leader's node stands); and a change of leader costs no more
+/// than without values (the path's data is not read again while its watch
+/// has not fired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_new_value_costs_an_observer_one_watch() {
+    use zk_curator_testing::proxy::opcode;
+    use zk_curator_testing::{FaultProxy, Traffic};
+
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("proclaim-cost");
+        let (fw_a, fw_b) = (framework(&connect).await, framework(&connect).await);
+        let a = LeaderLatch::new(fw_a.clone(), &path, "a").unwrap();
+        a.start().unwrap();
+        let term_a = leads(&a, PATIENCE).await;
+        let b = LeaderLatch::new(fw_b.clone(), &path, "b").unwrap();
+        b.start().unwrap();
+        wait_for_participants(&raw, &path, 2).await;
+
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw_o = framework(&proxy.connect_string()).await;
+        let observer = LeaderObserver::new(fw_o.clone(), &path).unwrap();
+        let mut changes: Changes = Box::pin(observer.changes());
+        until_value(&mut changes, &term_a, b"a").await;
+        // (notifications, reads, listings, other requests)
+        let counts = || {
+            let mut counts = (0, 0, 0, 0);
+            for t in proxy.traffic() {
+                match t {
+                    Traffic::Reply { xid: -1, .. } => counts.0 += 1,
+                    Traffic::Reply { .. } => {}
+                    Traffic::Request { opcode, .. } => match opcode {
+                        opcode::GET_DATA => counts.1 += 1,
+                        opcode::GET_CHILDREN | opcode::GET_CHILDREN2 => counts.2 += 1,
+                        opcode::PING => {}
+                        other => {
+                            eprintln!("other request: {other}");
+                            counts.3 += 1;
+                        }
+                    },
+                }
+            }
+            counts
+        };
+
+        for round in 1..=3 {
+            proxy.clear_traffic();
+            let value = format!("10.0.0.1:{round}");
+            term_a.proclaim(value.as_bytes()).await.unwrap();
+            let seen = until_value(&mut changes, &term_a, value.as_bytes()).await;
+            assert!(seen.proclaimed);
+            assert_eq!(counts(), (1, 1, 0, 0), "round {round}");
+        }
+
+        // A change of leader: one notification, one listing, one read.
+        proxy.clear_traffic();
+        a.close().await.unwrap();
+        let term_b = leads(&b, PATIENCE).await;
+        let seen = until_value(&mut changes, &term_b, b"b").await;
+        assert!(!seen.proclaimed, "A's value is not B's: {seen:?}");
+        assert_eq!(counts(), (1, 1, 1, 0));
+
+        close_election(&raw, &path, &[&b], &[&fw_a, &fw_b, &fw_o]).await;
     })
     .await;
 }

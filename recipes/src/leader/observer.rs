@@ -14,6 +14,12 @@
 //! election without participants is watched as a whole (its children, or
 //! the creation of its path), since any newcomer leads it.
 //!
+//! An observer also watches the election path's own data, where a leader
+//! proclaims its value ([`LeaderTerm::proclaim`](crate::LeaderTerm::proclaim)):
+//! a new value wakes it to read that data again, and nothing else (the
+//! watch on the leader stands, nothing is listed). That data is read again
+//! only when its watch fires, so a change of leader costs no extra read.
+//!
 //! # What it says when it cannot know
 //!
 //! While the connection is down nobody can tell who leads: the leader may
@@ -143,8 +149,9 @@ impl Observation {
 ///
 /// [`changes`](Self::changes) is a stream of [`Observation`]s: the leader
 /// now, then each change, with the leader's id, value, fencing token and
-/// node. It costs one watch, on the leader's node, and one listing each
-/// time that node goes (see the module's notes on the herd), reports
+/// node. It costs one watch on the leader's node, one on the election
+/// path's data (for proclaimed values), and one listing each time the
+/// leader's node goes (see the module's notes on the herd), reports
 /// [`Observation::Unknown`] while disconnected, and survives connection
 /// loss and session expiry. [`leader`](Self::leader) is a one-off read.
 ///
@@ -296,6 +303,7 @@ impl LeaderObserver {
             states: self.framework.state_watcher(),
             last: None,
             value: None,
+            fallback: Vec::new(),
             pending: Pending::Reconnection,
             needs_look: true,
             pauses: PAUSES.start(),
@@ -368,6 +376,8 @@ struct Observing {
     /// path's data that says when it changes: read again only then (or on
     /// another session), so a change of leader costs no extra read.
     value: Option<ValueWatch>,
+    /// The last leader's value were it to proclaim none: its node's data.
+    fallback: Vec<u8>,
     /// What the next wait is for.
     pending: Pending,
     /// Whether to look again before waiting.
@@ -411,7 +421,18 @@ async fn value_changed(value: &mut Option<ValueWatch>) {
 /// A watch left by a look, and the session it lives on.
 struct Watch {
     session: Session,
-    watcher: zk::OneshotWatcher,
+    /// Completes when the watch fires: kept across waits woken by a new
+    /// value only (so a new value does not cost the leader's watch).
+    changed: Pin<Box<dyn Future<Output = zk::WatchedEvent> + Send>>,
+}
+
+impl Watch {
+    fn new(session: Session, watcher: zk::OneshotWatcher) -> Self {
+        Watch {
+            session,
+            changed: Box::pin(watcher.changed()),
+        }
+    }
 }
 
 /// What one look found.
@@ -431,6 +452,9 @@ enum Look {
 enum Wake {
     /// Something may have changed: look again.
     Look,
+    /// The election path's data changed (a new value, perhaps): read it
+    /// again; the leader's watch still stands.
+    Value,
     /// The connection is down.
     Disconnected,
     /// The framework is closed.
@@ -479,6 +503,14 @@ impl Observing {
             }
             match self.wait().await {
                 Wake::Look => self.needs_look = true,
+                Wake::Value => match self.revalue().await {
+                    Some(seen) => {
+                        if let Some(seen) = self.hand_out(seen) {
+                            return Some(seen);
+                        }
+                    }
+                    None => self.needs_look = true,
+                },
                 Wake::Disconnected => {
                     self.pending = Pending::Reconnection;
                     if let Some(seen) = self.hand_out(Observation::Unknown) {
@@ -546,7 +578,7 @@ impl Observing {
                     Ok(Some(watcher)) => {
                         return Look::Seen(Box::new((
                             Observation::NoLeader,
-                            Watch { session, watcher },
+                            Watch::new(session, watcher),
                         )))
                     }
                     // Somebody came meanwhile.
@@ -568,6 +600,7 @@ impl Observing {
                         Err(err) => return failed(err),
                     };
                     let asked = data == REVOKE_MESSAGE;
+                    let fallback = data.clone();
                     let mut leader =
                         ObservedLeader::from_node(node, data, &stat, recipe, proclaimed.as_ref());
                     // A leader asked to step down has `__REVOKE__` in its
@@ -581,7 +614,10 @@ impl Observing {
                             }
                         }
                     }
-                    let watch = Watch { session, watcher };
+                    if !asked {
+                        self.fallback = fallback;
+                    }
+                    let watch = Watch::new(session, watcher);
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
                 // It went between the listing and the read: list again.
@@ -589,6 +625,43 @@ impl Observing {
                 Err(err) => return failed(err),
             }
         }
+    }
+
+    /// The last leader reported, with the value the election path's data
+    /// holds now (read again, with a watch), its own watch still standing:
+    /// `None` when there is no such leader or the read fails (a full look
+    /// follows then).
+    async fn revalue(&mut self) -> Option<Observation> {
+        let Pending::Watch(watch) = &self.pending else {
+            return None;
+        };
+        if !matches!(self.last, Some(Observation::Leader(_))) {
+            return None;
+        }
+        let session = watch.session.clone();
+        let proclaimed = match self.proclaimed_on(&session).await {
+            Ok(proclaimed) => proclaimed,
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the value; looking again");
+                return None;
+            }
+        };
+        let Some(Observation::Leader(last)) = &self.last else {
+            return None;
+        };
+        let mut leader = last.clone();
+        let name = zk_curator_framework::path::split(&leader.node_path).1;
+        match Proclaimed::of(proclaimed.as_ref(), name) {
+            Some(value) => {
+                leader.value = value;
+                leader.proclaimed = true;
+            }
+            None => {
+                leader.value.clone_from(&self.fallback);
+                leader.proclaimed = false;
+            }
+        }
+        Some(Observation::Leader(leader))
     }
 
     /// The value proclaimed in the election path's data, from the last read
@@ -640,26 +713,32 @@ impl Observing {
     /// connection state, or the framework's close.
     async fn wait(&mut self) -> Wake {
         let closed = self.observer.framework.closed();
+        if let Pending::Watch(watch) = &mut self.pending {
+            let gone = self.observer.framework.session_gone(&watch.session);
+            let wake = tokio::select! {
+                biased;
+                () = closed => Wake::Closed,
+                state = self.states.changed() => match state {
+                    Err(_) => Wake::Closed,
+                    Ok(state) if connected(state) => Wake::Look,
+                    Ok(_) => Wake::Disconnected,
+                },
+                event = &mut watch.changed => {
+                    tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
+                    Wake::Look
+                }
+                () = value_changed(&mut self.value) => Wake::Value,
+                () = gone => Wake::Look,
+            };
+            if !matches!(wake, Wake::Value) {
+                self.pending = Pending::Reconnection;
+            }
+            return wake;
+        }
         let pending = std::mem::replace(&mut self.pending, Pending::Reconnection);
         match pending {
-            Pending::Watch(Watch { session, watcher }) => {
-                let gone = self.observer.framework.session_gone(&session);
-                tokio::select! {
-                    biased;
-                    () = closed => Wake::Closed,
-                    state = self.states.changed() => match state {
-                        Err(_) => Wake::Closed,
-                        Ok(state) if connected(state) => Wake::Look,
-                        Ok(_) => Wake::Disconnected,
-                    },
-                    event = watcher.changed() => {
-                        tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
-                        Wake::Look
-                    }
-                    () = value_changed(&mut self.value) => Wake::Look,
-                    () = gone => Wake::Look,
-                }
-            }
+            // Handled above.
+            Pending::Watch(_) => Wake::Look,
             Pending::Pause(pause) => tokio::select! {
                 biased;
                 () = closed => Wake::Closed,

@@ -71,7 +71,10 @@ async fn watch(term: &LeaderTerm) {
         let Ok(client) = term.fence().and_then(|fence| fence.client()) else {
             return;
         };
-        match client.get_and_watch_data(term.node_path()).await {
+        let read = client.get_and_watch_data(term.node_path()).await;
+        // The session is not kept while waiting.
+        drop(client);
+        match read {
             Ok((data, _, watcher)) => {
                 pauses.reset();
                 if data == REVOKE_MESSAGE {
