@@ -773,3 +773,54 @@ async fn curator_still_reads_the_id_of_a_rust_leader_that_proclaims() {
     })
     .await;
 }
+
+/// A revocable Rust leader asked to step down (issue 25) in an election it
+/// shares with a Curator latch: its term ends, Curator's latch leads next
+/// (as Curator itself says), and the Rust latch is queued again behind it,
+/// still named by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_leader_steps_down_to_a_curator_latch() {
+    use zk_curator::LockLoss;
+
+    let Some(Scene {
+        connect,
+        path,
+        markers: _markers,
+        mut java,
+    }) = scene("latch", "interop-step-down").await
+    else {
+        return;
+    };
+    bounded(TEST_BOUND, async move {
+        let raw = raw_client(&connect).await;
+        let fw = framework(&connect).await;
+        let rust = LeaderLatch::new(fw.clone(), &path, "rust-1").unwrap();
+        rust.make_revocable();
+        rust.start().unwrap();
+        let term = leads(&rust, STEP).await;
+        java.expect("start java-1", "ok").await;
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("leader", "leader rust-1 true").await;
+
+        // Asked through the election path's data, as `zk-curator revoke
+        // PATH` does: the Curator latch behind keeps its watch on the node.
+        let observer = zk_curator::LeaderObserver::new(fw.clone(), &path).unwrap();
+        let asked = observer.ask_leader_to_step_down().await.unwrap().unwrap();
+        assert_eq!(asked.id, "rust-1");
+        java.expect("await", "leading").await;
+        assert_eq!(term.loss(), Some(LockLoss::Revoked));
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("participants", "participants java-1,rust-1")
+            .await;
+        assert_eq!(leader_id_latch(&rust).await, "java-1");
+        assert!(!rust.has_leadership());
+
+        java.expect("close", "closed").await;
+        let next = leads(&rust, STEP).await;
+        assert!(next.fencing_token() > term.fencing_token());
+        rust.close().await.unwrap();
+        java.exit().await;
+        fw.close().await;
+    })
+    .await;
+}

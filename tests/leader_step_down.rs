@@ -28,8 +28,9 @@ use zk_curator::{
 const FAILOVER: Duration = Duration::from_secs(3);
 
 /// A revocable latch A leads, B waits, an observer follows on a third
-/// framework. A request written into A's node (by a fourth framework, as
-/// `zk-curator revoke` does) ends A's term with `Revoked`: a fence A took
+/// framework. A step-down request from a fourth framework
+/// (`ask_leader_to_step_down`, as `zk-curator revoke PATH` sends it, into
+/// the election path's data) ends A's term with `Revoked`: a fence A took
 /// while leading is refused and writes nothing, B leads within one
 /// failover time, A queues again behind B, and the observer goes from A to
 /// B without ever reporting the request as an id. Then B steps down by
@@ -77,9 +78,12 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
         );
 
         let asked = Instant::now();
-        Revoker::attempt_revoke(&fw_r, term_a.node_path())
-            .await
-            .unwrap();
+        let asker = LeaderObserver::new(fw_r.clone(), &path).unwrap();
+        let named = asker.ask_leader_to_step_down().await.unwrap().unwrap();
+        assert_eq!(
+            (named.id.as_str(), named.node_path.as_str()),
+            ("a", term_a.node_path())
+        );
         let loss = tokio::time::timeout(PATIENCE, term_a.lost()).await.unwrap();
         assert_eq!(loss, LockLoss::Revoked);
         let term_b = leads(&b, PATIENCE).await;
@@ -133,7 +137,8 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
     .await;
 }
 
-/// A revocable selector with auto-requeue leads; asked to step down, its
+/// A revocable selector with auto-requeue leads; asked to step down (the
+/// locks' protocol: `__REVOKE__` written into its node by `Revoker`), its
 /// function is cancelled, the other selector leads within one failover
 /// time, and the first requeues (it is in the queue again, behind).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

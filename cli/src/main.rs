@@ -209,7 +209,9 @@ enum Command {
     /// is not a participant of the lock is refused (exit 66).
     ///
     /// Without --node and --all, PATH is an election (a leader latch's or a
-    /// leader selector's): its leader is asked to step down, and named.
+    /// leader selector's): its leader is asked to step down, and named (the
+    /// request goes into the election path's data, not into the leader's
+    /// node, so a Curator LeaderLatch queued behind it keeps its watch).
     /// A revocable leader (a `zk-curator elect` run always is; a
     /// LeaderLatch or LeaderSelector after make_revocable) ends its term,
     /// the next participant leads, and it queues again. An election without

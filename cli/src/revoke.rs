@@ -83,12 +83,19 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
 }
 
 /// Asks the leader of the election at `path` to step down (a latch's or a
-/// selector's, as `leader` reads it), and names it. An election without
+/// selector's, as `leader` reads it), and names it. The request goes into
+/// the election path's data ([`LeaderObserver::ask_leader_to_step_down`]),
+/// not into the leader's node: a Curator latch queued behind it keeps its
+/// watch. An election without
 /// participants is [`NO_PARTICIPANT`]; nothing is written.
 async fn step_down(framework: &Framework, path: &str) -> Result<u8, Failure> {
     let failed = |err| Failure::zk(format!("cannot read the election at {path}"), err);
     let observer = LeaderObserver::new(framework.clone(), path).map_err(failed)?;
-    let Some(leader) = observer.leader().await.map_err(failed)? else {
+    let asked = observer
+        .ask_leader_to_step_down()
+        .await
+        .map_err(|err| Failure::zk(format!("cannot ask the leader of {path} to step down"), err))?;
+    let Some(leader) = asked else {
         return Err(Failure::new(
             NO_PARTICIPANT,
             format!(
@@ -98,10 +105,6 @@ async fn step_down(framework: &Framework, path: &str) -> Result<u8, Failure> {
         ));
     };
     let node = &leader.node_path;
-    Revoker::attempt_revoke(framework, node)
-        .await
-        .map_err(|err| Failure::zk(format!("cannot revoke {node}"), err))?;
-    tracing::info!(%node, "step-down requested");
     let who = if leader.identity.is_some() || leader.id.is_empty() {
         crate::locks::identity_text(leader.id.as_bytes())
     } else {

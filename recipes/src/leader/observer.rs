@@ -274,6 +274,71 @@ impl LeaderObserver {
         }
     }
 
+    /// Asks the leader to step down, and returns it (`None`: nobody leads):
+    /// writes a step-down request naming its node into the election path's
+    /// data, beside the value proclaimed there (kept). A leader made
+    /// revocable ([`LeaderLatch::make_revocable`](crate::LeaderLatch::make_revocable),
+    /// [`LeaderSelector::make_revocable`](crate::LeaderSelector::make_revocable))
+    /// ends its term at once, and the next participant leads; others
+    /// (Curator's among them) do not react. Unlike a `__REVOKE__` written
+    /// into the leader's node (which a revocable leader also obeys), it
+    /// leaves the participants' nodes alone: a Curator `LeaderLatch` queued
+    /// behind the leader acts only on its predecessor's deletion, and a
+    /// change of that node's data would leave it without a watch.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+    /// retrying could not overcome (such as [`Error::NoAuth`] without
+    /// permission to write the election path).
+    ///
+    /// # Cancel safety
+    /// The request may or may not have been written when the future is
+    /// dropped.
+    pub async fn ask_leader_to_step_down(&self) -> Result<Option<ObservedLeader>> {
+        let Some(leader) = self.leader().await? else {
+            return Ok(None);
+        };
+        let target = zk_curator_framework::path::split(&leader.node_path).1;
+        let path = self.path.to_string();
+        loop {
+            let read = self
+                .framework
+                .call_with_retry(|client| {
+                    let path = path.clone();
+                    async move { client.get_data(&path).await }
+                })
+                .await;
+            let (data, stat) = match read {
+                Ok(read) => read,
+                // The election is gone, and its leader with it.
+                Err(Error::NoNode { .. }) => return Ok(Some(leader)),
+                Err(err) => return Err(err),
+            };
+            let now = Proclaimed::decode(&data);
+            // Asked already (by an attempt retried after a lost reply).
+            if now.as_ref().and_then(|p| p.step_down.as_deref()) == Some(target) {
+                return Ok(Some(leader));
+            }
+            let request = super::proclaim::encode_request(target, now.as_ref());
+            let written = self
+                .framework
+                .call_with_retry(|client| {
+                    let (path, request) = (path.clone(), request.clone());
+                    async move { client.set_data(&path, &request, Some(stat.version)).await }
+                })
+                .await;
+            match written {
+                Ok(_) | Err(Error::NoNode { .. }) => {
+                    tracing::info!(node = %leader.node_path, "asked the leader to step down");
+                    return Ok(Some(leader));
+                }
+                // A value proclaimed meanwhile: kept, and asked again.
+                Err(Error::BadVersion) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
     /// Who leads now, then every change, until the framework is closed (the
     /// stream then ends).
     ///

@@ -17,6 +17,9 @@
 //! zk-curator proclaim 1\n<leader node name>\n<value bytes>
 //! ```
 //!
+//! (A step-down request, `leader::step_down`, puts ` step-down <node name>`
+//! at the end of the first line and keeps the rest.)
+//!
 //! The write is a multi: a check that the term's node still exists, then
 //! the set-data of the election path ([`LeaderTerm::fence`]). While that
 //! node exists it is first in the queue, so nobody else leads, and once it
@@ -43,11 +46,26 @@ use super::term::LeaderTerm;
 
 /// The first line of a proclaimed value in the election path's data.
 const MAGIC: &[u8] = b"zk-curator proclaim 1\n";
+/// The first line's start, when a step-down request follows on it.
+const MAGIC_ASKING: &[u8] = b"zk-curator proclaim 1 step-down ";
 
 /// The data the election path holds once `node` proclaimed `value`.
 pub(crate) fn encode(node: &str, value: &[u8]) -> Vec<u8> {
     let mut data = Vec::with_capacity(MAGIC.len() + node.len() + 1 + value.len());
     data.extend_from_slice(MAGIC);
+    data.extend_from_slice(node.as_bytes());
+    data.push(b'\n');
+    data.extend_from_slice(value);
+    data
+}
+
+/// The election path's data that asks the leader on node `target` to step
+/// down, keeping the value proclaimed in `now` (if any).
+pub(crate) fn encode_request(target: &str, now: Option<&Proclaimed>) -> Vec<u8> {
+    let (node, value) = now.map_or(("", &[][..]), |p| (p.node.as_str(), &p.value[..]));
+    let mut data = MAGIC_ASKING.to_vec();
+    data.extend_from_slice(target.as_bytes());
+    data.push(b'\n');
     data.extend_from_slice(node.as_bytes());
     data.push(b'\n');
     data.extend_from_slice(value);
@@ -60,18 +78,31 @@ pub(crate) struct Proclaimed {
     /// The name of the node whose term wrote it.
     pub(crate) node: String,
     pub(crate) value: Vec<u8>,
+    /// The node whose leader is asked to step down, if any.
+    pub(crate) step_down: Option<String>,
 }
 
 impl Proclaimed {
     /// Reads an election path's data: `None` unless it is a proclaimed
     /// value (an empty path, say, as Curator and the engine create it).
     pub(crate) fn decode(data: &[u8]) -> Option<Proclaimed> {
-        let rest = data.strip_prefix(MAGIC)?;
-        let end = rest.iter().position(|&b| b == b'\n')?;
-        let node = std::str::from_utf8(&rest[..end]).ok()?.to_owned();
+        let line = |data: &[u8]| -> Option<(String, usize)> {
+            let end = data.iter().position(|&b| b == b'\n')?;
+            Some((std::str::from_utf8(&data[..end]).ok()?.to_owned(), end + 1))
+        };
+        let (step_down, rest) = match data.strip_prefix(MAGIC) {
+            Some(rest) => (None, rest),
+            None => {
+                let asking = data.strip_prefix(MAGIC_ASKING)?;
+                let (target, used) = line(asking)?;
+                (Some(target), &asking[used..])
+            }
+        };
+        let (node, used) = line(rest)?;
         Some(Proclaimed {
+            step_down,
             node,
-            value: rest[end + 1..].to_vec(),
+            value: rest[used..].to_vec(),
         })
     }
 
@@ -255,6 +286,23 @@ mod tests {
             Some(&b"10.0.0.7:80\nline two"[..])
         );
         assert_eq!(Proclaimed::of(Some(&read), "_c_y-latch-0000000004"), None);
+    }
+
+    #[test]
+    fn a_step_down_request_keeps_the_value() {
+        let now = Proclaimed::decode(&encode("_c_x-latch-0000000003", b"v")).unwrap();
+        let asked = encode_request("_c_x-latch-0000000003", Some(&now));
+        let read = Proclaimed::decode(&asked).unwrap();
+        assert_eq!(read.step_down.as_deref(), Some("_c_x-latch-0000000003"));
+        assert_eq!(
+            (read.node.as_str(), &read.value[..]),
+            ("_c_x-latch-0000000003", &b"v"[..])
+        );
+        // Nothing proclaimed: a request, and no value for anyone.
+        let read = Proclaimed::decode(&encode_request("_c_y-lock-0000000001", None)).unwrap();
+        assert_eq!(read.step_down.as_deref(), Some("_c_y-lock-0000000001"));
+        assert_eq!(Proclaimed::of(Some(&read), "_c_y-lock-0000000001"), None);
+        assert_eq!(read.node, "");
     }
 
     #[test]

@@ -2,15 +2,23 @@
 //! `Revoker` / `__REVOKE__`, which locks answer with `make_revocable`;
 //! Curator's own elections have none, CURATOR-171).
 //!
-//! A participant made revocable watches the data of its node while it
-//! leads. When someone writes [`REVOKE_MESSAGE`] into it
-//! ([`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke),
-//! `zk-curator revoke PATH`, or Curator's `Revoker` from a JVM), the term
+//! A participant made revocable watches, while it leads, the election
+//! path's data for a step-down request naming its node
+//! ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down),
+//! `zk-curator revoke PATH`), and the data of its own node for
+//! [`REVOKE_MESSAGE`] (the locks' protocol:
+//! [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke), or Curator's
+//! `Revoker` from a JVM). The first channel leaves the participants' nodes
+//! alone, which matters beside Curator's `LeaderLatch`: a Curator latch
+//! queued right behind the leader acts only on its predecessor's deletion,
+//! and a change of that node's data (a `__REVOKE__` written into it) uses
+//! up its watch, so it would not take over. On either request the term
 //! ends at once with [`LockLoss::Revoked`] (its fence refuses from then
 //! on), its node goes, and the next participant leads. The latch queues
 //! again at the back; the selector requeues if auto-requeue is on. Only a
-//! leader's node is watched: a request written to a waiting participant's
-//! node is not acted on.
+//! leader's node is watched: a request written into the node of a
+//! participant that does not lead yet stays there (as its node's data, in
+//! place of its id) and takes effect when it leads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -21,6 +29,7 @@ use zk_curator_framework::{zk, LockLoss};
 
 use super::election::Election;
 use super::latch::LeaderLatch;
+use super::proclaim::Proclaimed;
 use super::selector::LeaderSelector;
 use super::term::LeaderTerm;
 
@@ -54,6 +63,7 @@ fn spawn_watch(term: LeaderTerm) {
         tracing::warn!(node = %term.node_path(), "no tokio runtime: no step-down watch");
         return;
     };
+    let asked = term.clone();
     runtime.spawn(async move {
         let lost = term.lost();
         tokio::select! {
@@ -61,6 +71,46 @@ fn spawn_watch(term: LeaderTerm) {
             _ = lost => {}
         }
     });
+    runtime.spawn(async move {
+        let lost = asked.lost();
+        tokio::select! {
+            () = watch_requests(&asked) => {}
+            _ = lost => {}
+        }
+    });
+}
+
+/// Watches the election path's data for a step-down request naming the
+/// term's node ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down)),
+/// until one comes (the term then ends) or the term can no longer send.
+async fn watch_requests(term: &LeaderTerm) {
+    let mut pauses = REREAD.start();
+    loop {
+        let Ok(client) = term.fence().and_then(|fence| fence.client()) else {
+            return;
+        };
+        let read = client.get_and_watch_data(term.election_path()).await;
+        drop(client);
+        match read {
+            Ok((data, _, watcher)) => {
+                pauses.reset();
+                let request = Proclaimed::decode(&data).and_then(|p| p.step_down);
+                if request.as_deref() == Some(term.node_name()) {
+                    if end(term) {
+                        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "asked to step down; leadership handed on");
+                    }
+                    return;
+                }
+                watcher.changed().await;
+            }
+            // The election path is gone, and the term's node with it.
+            Err(zk::Error::NoNode) => return,
+            Err(err) => {
+                tracing::debug!(%err, path = %term.election_path(), "the step-down watch reads again");
+                tokio::time::sleep(pauses.next_pause()).await;
+            }
+        }
+    }
 }
 
 /// Watches the term's node until a request comes (the term then ends), the
@@ -131,7 +181,9 @@ impl LeaderLatch {
     /// (its fence refuses from then on), its node goes, the next
     /// participant leads, and the latch queues again at the back. From now
     /// on (the current term included) until
-    /// [`clear_revocable`](Self::clear_revocable). Off by default.
+    /// [`clear_revocable`](Self::clear_revocable). Off by default. A
+    /// request written into the node while the latch waits is acted on
+    /// when it leads.
     pub fn make_revocable(&self) {
         use super::sealed::Sealed as _;
         self.election().set_revocable(true);
