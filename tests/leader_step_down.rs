@@ -227,3 +227,52 @@ async fn a_revocable_selector_steps_down_and_requeues() {
     })
     .await;
 }
+
+/// A leader that is not revocable is asked to step down: it does not (its
+/// term stays valid). It proclaims a new value meanwhile: the request stays
+/// in the election path's data beside the value. Made revocable during
+/// the term, it finds the request and steps down: B leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waits_for_a_leader_made_revocable_and_survives_a_proclaim() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("step-down-later");
+        let (fw_a, fw_b) = (framework(&connect).await, framework(&connect).await);
+        let a = LeaderLatch::new(fw_a.clone(), &path, "a")
+            .unwrap()
+            .with_value("v1");
+        a.start().unwrap();
+        let term_a = leads(&a, PATIENCE).await;
+        let b = LeaderLatch::new(fw_b.clone(), &path, "b").unwrap();
+        b.start().unwrap();
+        wait_for_participants(&raw, &path, 2).await;
+
+        let observer = LeaderObserver::new(fw_b.clone(), &path).unwrap();
+        let named = observer.ask_leader_to_step_down().await.unwrap().unwrap();
+        assert_eq!(named.node_path, term_a.node_path());
+        a.proclaim("v2").await.unwrap();
+        // Not revocable: still leading, with the new value, the request kept.
+        assert!(term_a.is_valid());
+        let seen = observer.leader().await.unwrap().unwrap();
+        assert_eq!((seen.value.as_slice(), seen.proclaimed), (&b"v2"[..], true));
+        let (data, _) = raw.get_data(&path).await.unwrap();
+        let asking = format!("zk-curator proclaim 1 step-down {}\n", term_a.node_name());
+        assert!(
+            data.starts_with(asking.as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&data)
+        );
+
+        a.make_revocable();
+        let loss = tokio::time::timeout(PATIENCE, term_a.lost()).await.unwrap();
+        assert_eq!(loss, LockLoss::Revoked);
+        let term_b = leads(&b, PATIENCE).await;
+        assert!(term_b.fencing_token() > term_a.fencing_token());
+
+        b.close().await.unwrap();
+        close_election(&raw, &path, &[&a], &[&fw_a, &fw_b]).await;
+    })
+    .await;
+}

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use zk_curator_framework::path::split;
 use zk_curator_framework::retry::Backoff;
-use zk_curator_framework::Result;
+use zk_curator_framework::{Error, Result};
 
 use super::election::Election;
 use super::latch::LeaderLatch;
@@ -128,6 +128,10 @@ impl LeaderTerm {
     /// Curator participants still read the leader's id (the README,
     /// "Proclaiming a value").
     ///
+    /// A step-down request waiting for this term in that data is kept
+    /// (the write is made on the version read, and made again if the data
+    /// changed meanwhile).
+    ///
     /// This proclaims for this term only; to keep a value for every term of
     /// a participant, use [`LeaderElection::proclaim`](super::LeaderElection::proclaim)
     /// or set it before the start (`with_value`).
@@ -145,8 +149,34 @@ impl LeaderTerm {
     /// leaves it unknown whether the value was written.
     pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
         let fence = self.fence()?;
-        let data = encode(self.node_name(), value);
-        fence.set_data(self.election_path(), &data, None).await?;
+        let (path, node) = (self.election_path(), self.node_name());
+        loop {
+            // A step-down request for this term, waiting in the path's data,
+            // is kept (the write is made on the version read).
+            let (now, version) = match fence.client()?.get_data(path).await {
+                Ok((now, stat)) => (now, Some(stat.version)),
+                // Gone with the term's node: the fence refuses below.
+                Err(zk_curator_framework::zk::Error::NoNode) => (Vec::new(), None),
+                Err(err) => return Err(err.into()),
+            };
+            let asked = Proclaimed::decode(&now).and_then(|p| p.step_down);
+            let data = match asked.filter(|target| target == node) {
+                Some(target) => {
+                    let mine = Proclaimed {
+                        node: node.to_owned(),
+                        value: value.to_vec(),
+                        step_down: None,
+                    };
+                    encode_request(&target, Some(&mine))
+                }
+                None => encode(node, value),
+            };
+            match fence.set_data(path, &data, version).await {
+                Ok(_) => break,
+                Err(Error::BadVersion) => continue,
+                Err(err) => return Err(err),
+            }
+        }
         tracing::info!(node = %self.node_path(), bytes = value.len(), "value proclaimed");
         Ok(())
     }
