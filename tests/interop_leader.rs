@@ -761,3 +761,129 @@ async fn a_rust_latch_keeps_its_place_through_a_blip_beside_a_curator_latch() {
     })
     .await;
 }
+
+/// A Rust leader proclaims a value (issue 25) in an election it shares with
+/// a Curator latch: Curator's `getLeader()` and `getParticipants()` still
+/// read the Rust participant's id (the value lives in the election path's
+/// data, not in the node), an observer reads the value, and once Curator
+/// leads the observer reports Curator's id as its value, not the Rust
+/// leader's stale one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_still_reads_the_id_of_a_rust_leader_that_proclaims() {
+    use futures::StreamExt;
+    use zk_curator::{LeaderObserver, Observation};
+
+    let Some(Scene {
+        connect,
+        path,
+        markers: _markers,
+        mut java,
+    }) = scene("latch", "interop-proclaim").await
+    else {
+        return;
+    };
+    bounded(TEST_BOUND, async move {
+        let raw = raw_client(&connect).await;
+        let fw = framework(&connect).await;
+        let observer_fw = framework(&connect).await;
+        let rust = LeaderLatch::new(fw.clone(), &path, "rust-1")
+            .unwrap()
+            .with_value("10.0.0.1:80");
+        rust.start().unwrap();
+        let term = leads(&rust, STEP).await;
+        java.expect("start java-1", "ok").await;
+        wait_for_participants(&raw, &path, 2).await;
+
+        let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut changes = Box::pin(observer.changes());
+        let mut until = async |what: &str, done: &dyn Fn(&zk_curator::ObservedLeader) -> bool| {
+            tokio::time::timeout(STEP, async {
+                loop {
+                    if let Observation::Leader(seen) = changes.next().await.unwrap() {
+                        if done(&seen) {
+                            return seen;
+                        }
+                    }
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("never observed: {what}"))
+        };
+        let seen = until("the proclaimed value", &|l| l.value == b"10.0.0.1:80").await;
+        assert_eq!(seen.id, "rust-1");
+        assert_eq!(seen.node_path, term.node_path());
+        rust.proclaim("10.0.0.1:81").await.unwrap();
+        until("the new value", &|l| l.value == b"10.0.0.1:81").await;
+        java.expect("leader", "leader rust-1 true").await;
+        java.expect("participants", "participants rust-1,java-1")
+            .await;
+        assert_eq!(
+            ids_on_the_server(&raw, &path, "latch-").await,
+            ["rust-1", "java-1"]
+        );
+
+        // Curator leads: the Rust value, left in the path's data, is not
+        // Curator's.
+        rust.close().await.unwrap();
+        java.expect("await", "leading").await;
+        let seen = until("Curator leads", &|l| l.id == "java-1").await;
+        assert!(!seen.proclaimed, "{seen:?}");
+        assert_eq!(seen.value, b"java-1");
+        java.expect("close", "closed").await;
+        java.exit().await;
+        observer_fw.close().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A revocable Rust leader asked to step down (issue 25) in an election it
+/// shares with a Curator latch: its term ends, Curator's latch leads next
+/// (as Curator itself says), and the Rust latch is queued again behind it,
+/// still named by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_leader_steps_down_to_a_curator_latch() {
+    use zk_curator::LockLoss;
+
+    let Some(Scene {
+        connect,
+        path,
+        markers: _markers,
+        mut java,
+    }) = scene("latch", "interop-step-down").await
+    else {
+        return;
+    };
+    bounded(TEST_BOUND, async move {
+        let raw = raw_client(&connect).await;
+        let fw = framework(&connect).await;
+        let rust = LeaderLatch::new(fw.clone(), &path, "rust-1").unwrap();
+        rust.make_revocable();
+        rust.start().unwrap();
+        let term = leads(&rust, STEP).await;
+        java.expect("start java-1", "ok").await;
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("leader", "leader rust-1 true").await;
+
+        // Asked through the election path's data, as `zk-curator revoke
+        // PATH` does: the Curator latch behind keeps its watch on the node.
+        let observer = zk_curator::LeaderObserver::new(fw.clone(), &path).unwrap();
+        let asked = observer.ask_leader_to_step_down().await.unwrap().unwrap();
+        assert_eq!(asked.id, "rust-1");
+        java.expect("await", "leading").await;
+        assert_eq!(term.loss(), Some(LockLoss::Revoked));
+        wait_for_participants(&raw, &path, 2).await;
+        java.expect("participants", "participants java-1,rust-1")
+            .await;
+        assert_eq!(leader_id_latch(&rust).await, "java-1");
+        assert!(!rust.has_leadership());
+
+        java.expect("close", "closed").await;
+        let next = leads(&rust, STEP).await;
+        assert!(next.fencing_token() > term.fencing_token());
+        rust.close().await.unwrap();
+        java.exit().await;
+        fw.close().await;
+    })
+    .await;
+}

@@ -161,8 +161,10 @@ async fn an_observer_sees_every_change_in_order_with_one_watch_each() {
                 // The last leader's node fired; the empty election is then
                 // watched as a whole: a listing, and a listing with a watch
                 // (or, if the server removed the empty container already,
-                // a watch for its creation).
-                assert_eq!(traffic.notifications, 1, "{traffic:?}");
+                // a watch for its creation). The removal of the container
+                // also fires the watch on its data (for proclaimed values),
+                // when it comes this soon.
+                assert!((1..=2).contains(&traffic.notifications), "{traffic:?}");
                 assert_eq!(traffic.get_data, 0, "{traffic:?}");
                 assert!(
                     traffic.listings + traffic.other_requests <= 3,

@@ -7,11 +7,14 @@
 //!    latches and ours take part in one election;
 //! 2. wait until this process leads, within `--timeout` if given; an
 //!    interrupt meanwhile leaves the election;
+//!    With `--value`, the value is proclaimed through the term's fence
+//!    (into the election path's data) before the command runs;
 //! 3. run the command under the term exactly as `lock` runs it under a
 //!    hold ([`crate::lock::run_command`]): its own process group, the
 //!    term's fencing token and node in its environment, signals passed on;
 //! 4. when the term is lost, stop the whole group as `lock` does and exit
-//!    with [`crate::exit::LOST`];
+//!    with [`crate::exit::LOST`]; when it is asked to step down
+//!    (`zk-curator revoke PATH`), likewise, with [`crate::exit::REVOKED`];
 //! 5. once no process of the group is left, give leadership up (close the
 //!    latch) and exit with the command's status.
 
@@ -19,13 +22,13 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{Error, Framework, LeaderElection, LeaderLatch};
+use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
 use crate::exit::Failure;
-use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out};
+use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out, Ending};
 
 /// Options of `elect`.
 #[derive(Debug, Args)]
@@ -38,6 +41,12 @@ pub(crate) struct ElectArgs {
     /// process's id.
     #[arg(long, value_name = "TEXT")]
     pub(crate) id: Option<String>,
+    /// The value this process proclaims while it leads (its address, say):
+    /// written through the term's fence into the election path's data, as
+    /// each term begins, before the command runs. `leader` and `leader
+    /// --watch` show it; the node's data stays the id.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) value: Option<String>,
     /// Give up (exit 75) if this process does not lead within this long,
     /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
     #[arg(long, value_name = "D", value_parser = parse_duration)]
@@ -76,12 +85,20 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
         check_id(id)?;
     }
     let id = args.id.clone().unwrap_or_default();
-    LeaderLatch::new(framework.clone(), &args.path, id.as_str()).map_err(|err| match err {
-        Error::RequestTooLarge { .. } => Failure::usage(format!(
-            "--id is too long ({} bytes) for a node's data: {err}",
-            id.len()
-        )),
-        err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
+    let latch =
+        LeaderLatch::new(framework.clone(), &args.path, id.as_str()).map_err(|err| match err {
+            Error::RequestTooLarge { .. } => Failure::usage(format!(
+                "--id is too long ({} bytes) for a node's data: {err}",
+                id.len()
+            )),
+            err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
+        })?;
+    // It steps down when asked (`zk-curator revoke PATH`), as `lock`
+    // releases when revoked.
+    latch.make_revocable();
+    Ok(match &args.value {
+        Some(value) => latch.with_value(value.as_str()),
+        None => latch,
     })
 }
 
@@ -137,6 +154,14 @@ async fn run_open(
         }
     };
     tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leading");
+    if let Some(value) = &args.value {
+        // Out before the command runs (the latch proclaims it as each term
+        // begins as well). A failure here is the term's end, which the
+        // command's run below reports.
+        if let Err(err) = term.proclaim(value.as_bytes()).await {
+            tracing::warn!(%err, "the value could not be proclaimed");
+        }
+    }
 
     let ending = run_command(
         &args.command,
@@ -147,6 +172,11 @@ async fn run_open(
         args.kill_after,
     )
     .await;
+    // A step-down at a revocation request ends the term as revoked.
+    let ending = ending.map(|ending| match ending {
+        Ending::Lost(LockLoss::Revoked) => Ending::Revoked,
+        other => other,
+    });
     let code = exit_code(ending, &what);
     // Leadership is given up only now that the command's group is gone: a
     // term lost meanwhile is already over, and the latch (which queued

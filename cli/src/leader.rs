@@ -43,6 +43,8 @@ struct Election {
     /// `None` when there are no participants.
     recipe: Option<ElectionRecipe>,
     participants: Vec<Participant>,
+    /// The value the leader proclaimed, if it did.
+    value: Option<Vec<u8>>,
 }
 
 /// The name of a node, from its full path.
@@ -61,13 +63,16 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
         return Ok(Election {
             recipe: None,
             participants: found,
+            value: None,
         });
     }
     let recipe = ElectionRecipe::of_nodes(found.iter().map(|p| p.node_path.as_str()));
     if recipe == ElectionRecipe::Latch {
+        let value = proclaimed(framework, path, recipe, &found).await?;
         return Ok(Election {
             recipe: Some(recipe),
             participants: found,
+            value,
         });
     }
     // A selector's queue sorts by the sequence after `lock-`.
@@ -76,10 +81,36 @@ async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
     let found = LeaderElection::participants(&selector)
         .await
         .map_err(failed)?;
+    let value = proclaimed(framework, path, ElectionRecipe::Selector, &found).await?;
     Ok(Election {
         recipe: (!found.is_empty()).then_some(ElectionRecipe::Selector),
         participants: found,
+        value,
     })
+}
+
+/// The value the leader among `found` proclaimed, if it did (read as an
+/// observer reads it: only a value its own term wrote counts).
+async fn proclaimed(
+    framework: &Framework,
+    path: &str,
+    recipe: ElectionRecipe,
+    found: &[Participant],
+) -> Result<Option<Vec<u8>>, Failure> {
+    let Some(leader) = found.iter().find(|p| p.is_leader) else {
+        return Ok(None);
+    };
+    let failed = |err: Error| Failure::zk(format!("cannot read the election at {path}"), err);
+    let observer = LeaderObserver::with_recipe(framework.clone(), path, recipe).map_err(failed)?;
+    let seen = observer.leader().await.map_err(failed)?;
+    Ok(seen
+        .filter(|seen| seen.node_path == leader.node_path && seen.proclaimed)
+        .map(|seen| seen.value))
+}
+
+/// A value as text (invalid UTF-8 replaced).
+fn value_text(value: &[u8]) -> String {
+    String::from_utf8_lossy(value).into_owned()
 }
 
 /// Prints the leader and the participants of `args.path`; with `--watch`,
@@ -110,8 +141,11 @@ fn id_of(p: &Participant) -> Option<&str> {
     p.identity.is_none().then_some(p.id.as_str())
 }
 
-fn participant_json(p: &Participant) -> Value {
+/// A participant, with the value proclaimed for the leader (`null` for a
+/// waiter, or a leader that proclaimed none).
+fn participant_json(p: &Participant, value: Option<&[u8]>) -> Value {
     json!({
+        "value": value.filter(|_| p.is_leader).map(value_text),
         "role": role(p),
         "id": id_of(p),
         "identity": p.identity.as_ref().map(|_| identity(p.id.as_bytes())),
@@ -122,12 +156,17 @@ fn participant_json(p: &Participant) -> Value {
 }
 
 fn to_json(path: &str, election: &Election) -> Value {
+    let value = election.value.as_deref();
     let leader = election
         .participants
         .iter()
         .find(|p| p.is_leader)
-        .map(participant_json);
-    let listed: Vec<Value> = election.participants.iter().map(participant_json).collect();
+        .map(|p| participant_json(p, value));
+    let listed: Vec<Value> = election
+        .participants
+        .iter()
+        .map(|p| participant_json(p, value))
+        .collect();
     json!({
         "path": path,
         "recipe": election.recipe.map(ElectionRecipe::as_str),
@@ -158,8 +197,13 @@ fn table(path: &str, election: &Election) -> String {
         ]);
     }
     let recipe = election.recipe.map_or("", ElectionRecipe::as_str);
+    let value = election
+        .value
+        .as_deref()
+        .map(|v| format!(", value {}", value_text(v)))
+        .unwrap_or_default();
     let mut out = format!(
-        "leader: {who}, node {}, token {} (leader {recipe})\n",
+        "leader: {who}, node {}, token {} (leader {recipe}){value}\n",
         leader.node_path, leader.token
     );
     out.push_str(&columns(&rows));
@@ -203,6 +247,7 @@ fn observed_json(leader: &ObservedLeader) -> Value {
         "name": node_name(&leader.node_path),
         "token": leader.token.get(),
         "session": format!("{:#x}", leader.session),
+        "value": leader.proclaimed.then(|| value_text(&leader.value)),
     })
 }
 
@@ -224,11 +269,16 @@ fn observed_line(path: &str, seen: &Observation, json: bool) -> String {
     }
     match leader {
         Some(leader) => format!(
-            "leader: {}, node {}, token {} (leader {})",
+            "leader: {}, node {}, token {} (leader {}){}",
             who(&leader.id, leader.identity.is_some()),
             leader.node_path,
             leader.token,
-            leader.recipe.as_str()
+            leader.recipe.as_str(),
+            if leader.proclaimed {
+                format!(", value {}", value_text(&leader.value))
+            } else {
+                String::new()
+            }
         ),
         None if state == "none" => format!("no leader: {path} has no participants"),
         None => format!("leader unknown: not connected to ZooKeeper ({path})"),

@@ -50,7 +50,8 @@ Exit codes:
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH, an `elect --id` that is empty,
        too long or holds control characters); nothing is sent
-  66   `revoke --node`: the node is not a participant of the lock
+  66   `revoke --node`: the node is not a participant of the lock;
+       `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   `lock --timeout` expired before the lock was acquired, or
@@ -59,7 +60,8 @@ Exit codes:
        leadership term was lost while the command ran (its process group
        was stopped)
   77   `lock`: the hold was revoked while the command ran (its process group
-       was stopped)
+       was stopped); `elect`: asked to step down (`revoke PATH`) while the
+       command ran (its process group was stopped)
   126  `lock`, `elect`: the command could not be executed
   127  `lock`, `elect`: the command was not found
   128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
@@ -94,6 +96,8 @@ Exit codes:
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
        stopped)
+  77   asked to step down (`zk-curator revoke PATH`) while the command ran
+       (its process group was stopped; leadership passed on)
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
@@ -124,7 +128,8 @@ Exit codes:
   0    the request was written into every chosen node
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH); nothing is sent
-  66   --node names no participant of the lock; nothing is written
+  66   --node names no participant of the lock, or (without --node and
+       --all) the election has no leader; nothing is written
   69   ZooKeeper could not be reached within the connection timeout
   70   any other error (e.g. refused by ZooKeeper)";
 
@@ -195,12 +200,22 @@ enum Command {
     /// holder identity (the node's data) and node name.
     #[command(after_help = LOCKS_EXIT_CODES)]
     Locks(LocksArgs),
-    /// Ask holders of a lock to give it up (Curator's revocation protocol).
+    /// Ask holders of a lock to give it up, or the leader of an election to
+    /// step down (Curator's revocation protocol).
     ///
     /// Writes the revocation request into the chosen participant nodes and
     /// prints how many were asked. Only holders that made their hold
     /// revocable react (a `zk-curator lock` run always does). A --node that
     /// is not a participant of the lock is refused (exit 66).
+    ///
+    /// Without --node and --all, PATH is an election (a leader latch's or a
+    /// leader selector's): its leader is asked to step down, and named (the
+    /// request goes into the election path's data, not into the leader's
+    /// node, so a Curator LeaderLatch queued behind it keeps its watch).
+    /// A revocable leader (a `zk-curator elect` run always is; a
+    /// LeaderLatch or LeaderSelector after make_revocable) ends its term,
+    /// the next participant leads, and it queues again. An election without
+    /// participants is refused (exit 66).
     #[command(after_help = REVOKE_EXIT_CODES)]
     Revoke(RevokeArgs),
     /// Run a command while this process leads an election; exit with its
@@ -212,7 +227,9 @@ enum Command {
     /// take part in one election. Once this process leads, runs the command
     /// with the term's fencing token in ZK_CURATOR_FENCING_TOKEN (it grows
     /// from one term to the next) and its election node in
-    /// ZK_CURATOR_LOCK_NODE.
+    /// ZK_CURATOR_LOCK_NODE. With --value, first proclaims the value
+    /// (through the term's fence, into the election path's data; `leader`
+    /// shows it), and again at each later term.
     ///
     /// The command runs as under `zk-curator lock`: in a process group of
     /// its own, which gets SIGTERM, then SIGKILL after --kill-after, if the
@@ -238,12 +255,13 @@ enum Command {
     /// nodes). The first participant leads; the others wait in the order
     /// shown. Columns: role, id (the node's data), holder (host and pid,
     /// for a participant that gave no id), fencing token (the node's czxid:
-    /// the token of its term once it leads) and node name.
+    /// the token of its term once it leads) and node name; the first line
+    /// shows the value the leader proclaimed, if any (`elect --value`).
     ///
     /// With --watch, prints the leader and then one line each time it
     /// changes (JSON lines with --json: path, state "leader", "none" or
-    /// "unknown", recipe, and the leader's id, node, token and session),
-    /// until Ctrl-C. It keeps one watch, on the leader's node; while the
+    /// "unknown", recipe, and the leader's id, node, token, session and
+    /// proclaimed value), until Ctrl-C; a new value is a change too. It keeps one watch, on the leader's node; while the
     /// connection is down the leader is "unknown".
     #[command(after_help = LEADER_EXIT_CODES)]
     Leader(LeaderArgs),

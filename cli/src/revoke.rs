@@ -1,10 +1,11 @@
-//! `zk-curator revoke`: asks holders to give their lock up, with
-//! [`Revoker::attempt_revoke`] (Curator's `__REVOKE__` protocol).
+//! `zk-curator revoke`: asks holders to give their lock up, or the leader
+//! of an election to step down, with [`Revoker::attempt_revoke`] (Curator's
+//! `__REVOKE__` protocol).
 
 use clap::Args;
 use zk_curator::framework::path::{validate_node_name, validate_path};
 use zk_curator::recipes::layout::Role;
-use zk_curator::{Framework, Revoker};
+use zk_curator::{Framework, LeaderObserver, Revoker};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Failure, NO_PARTICIPANT};
@@ -12,9 +13,10 @@ use crate::locks::participants;
 
 /// Options of `revoke`.
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("which").required(true).args(["node", "all"]))]
+#[command(group = clap::ArgGroup::new("which").args(["node", "all"]))]
 pub(crate) struct RevokeArgs {
-    /// The lock's path.
+    /// The lock's path, or (without --node and --all) an election's path:
+    /// its leader is asked to step down.
     pub(crate) path: String,
     /// One participant node, by name (as `locks` prints it) or full path.
     #[arg(long, value_name = "NAME")]
@@ -41,6 +43,9 @@ pub(crate) fn check_node(node: &str) -> Result<(), Failure> {
 /// were asked. A `--node` must be one of the lock's participants (by name,
 /// as `locks` prints it, or full path); nothing is written otherwise.
 pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, Failure> {
+    if args.node.is_none() && !args.all {
+        return step_down(framework, &args.path).await;
+    }
     let found = participants(framework, &args.path, None).await?;
     let targets: Vec<String> = match &args.node {
         Some(node) => {
@@ -74,5 +79,40 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
     }
     let plural = if targets.len() == 1 { "" } else { "s" };
     println!("asked {} holder{plural} to release", targets.len());
+    Ok(0)
+}
+
+/// Asks the leader of the election at `path` to step down (a latch's or a
+/// selector's, as `leader` reads it), and names it. The request goes into
+/// the election path's data ([`LeaderObserver::ask_leader_to_step_down`]),
+/// not into the leader's node: a Curator latch queued behind it keeps its
+/// watch. An election without
+/// participants is [`NO_PARTICIPANT`]; nothing is written.
+async fn step_down(framework: &Framework, path: &str) -> Result<u8, Failure> {
+    let failed = |err| Failure::zk(format!("cannot read the election at {path}"), err);
+    let observer = LeaderObserver::new(framework.clone(), path).map_err(failed)?;
+    let asked = observer
+        .ask_leader_to_step_down()
+        .await
+        .map_err(|err| Failure::zk(format!("cannot ask the leader of {path} to step down"), err))?;
+    let Some(leader) = asked else {
+        return Err(Failure::new(
+            NO_PARTICIPANT,
+            format!(
+                "{path} has no leader (no election participants; for a lock, give --node \
+                 or --all); nothing was revoked"
+            ),
+        ));
+    };
+    let node = &leader.node_path;
+    let who = if leader.identity.is_some() || leader.id.is_empty() {
+        crate::locks::identity_text(leader.id.as_bytes())
+    } else {
+        leader.id.clone()
+    };
+    println!(
+        "asked the leader {who} (node {}, token {}) to step down",
+        node, leader.token
+    );
     Ok(0)
 }

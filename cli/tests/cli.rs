@@ -1912,3 +1912,109 @@ async fn elect_passes_status_and_signals_through_as_lock_does() {
     })
     .await;
 }
+
+/// `elect --value`: the leader proclaims its value before its command runs;
+/// `leader` (table and JSON) and `leader --watch --json` show it, the id
+/// staying the node's data; when leadership passes to an elector without a
+/// value, the old value is not shown as the new leader's.
+#[tokio::test(flavor = "multi_thread")]
+async fn elect_value_is_proclaimed_and_leader_shows_it() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let path = unique("elect-value");
+        let (a, b) = (Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b"));
+        let run_a = Verb::Elect.spawn(
+            &path,
+            &["--id", a.id, "--value", "10.0.0.7:8080"],
+            &a.script(&log),
+        );
+        wait_for_file(&a.started).await;
+
+        // The value is out before the command runs.
+        let listed = Verb::Elect.listing(&path).await;
+        assert_eq!(listed["leader"]["id"], "a", "{listed}");
+        assert_eq!(listed["leader"]["value"], "10.0.0.7:8080", "{listed}");
+        let output = run(&["leader", &path]).await;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .ends_with(", value 10.0.0.7:8080"),
+            "{text}"
+        );
+
+        let mut watch = zkc(&["leader", &path, "--watch", "--json"])
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let first = next_json(&mut lines, "the leader now").await;
+        assert_eq!(first["leader"]["id"], "a", "{first}");
+        assert_eq!(first["leader"]["value"], "10.0.0.7:8080", "{first}");
+
+        // B, without a value, leads next: no value shown for it.
+        let run_b = Verb::Elect.spawn(&path, &["--id", b.id], &b.script(&log));
+        Verb::Elect.wait_listing(&path, 2, "both queued").await;
+        std::fs::write(&a.release, "").unwrap();
+        let next = next_json(&mut lines, "the next leader").await;
+        assert_eq!(next["leader"]["id"], "b", "{next}");
+        assert_eq!(next["leader"]["value"], Value::Null, "{next}");
+        wait_for_file(&b.started).await;
+        let listed = Verb::Elect.listing(&path).await;
+        assert_eq!(listed["leader"]["id"], "b", "{listed}");
+        assert_eq!(listed["leader"]["value"], Value::Null, "{listed}");
+        std::fs::write(&b.release, "").unwrap();
+        for run in [run_a, run_b] {
+            let output = finish(run).await;
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+        watch.kill().await.unwrap();
+    })
+    .await;
+}
+
+/// `revoke PATH` on an election path: the leader (an `elect` run) is asked
+/// to step down and named; its command is stopped and it exits 77, the next
+/// elector leads (its command runs with a greater token). An election with
+/// nobody left is refused with 66.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_on_an_election_path_asks_the_leader_to_step_down() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let path = unique("revoke-leader");
+        let (a, b) = (Elector::new(dir.path(), "a"), Elector::new(dir.path(), "b"));
+        let run_a = Verb::Elect.spawn(&path, &["--id", a.id], &a.script(&log));
+        wait_for_file(&a.started).await;
+        let run_b = Verb::Elect.spawn(&path, &["--id", b.id], &b.script(&log));
+        let listed = Verb::Elect
+            .wait_listing(&path, 2, "both electors queued")
+            .await;
+        let node_a = listed["leader"]["node"].as_str().unwrap().to_owned();
+        let token_a = listed["leader"]["token"].as_i64().unwrap();
+
+        let output = run(&["revoke", &path]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            format!("asked the leader a (node {node_a}, token {token_a}) to step down\n")
+        );
+        let output_a = finish(run_a).await;
+        assert_eq!(output_a.status.code(), Some(77), "{}", stderr(&output_a));
+        wait_for_file(&b.started).await;
+        let listed = Verb::Elect.listing(&path).await;
+        assert_eq!(listed["leader"]["id"], "b", "{listed}");
+        assert!(
+            listed["leader"]["token"].as_i64().unwrap() > token_a,
+            "{listed}"
+        );
+
+        std::fs::write(&b.release, "").unwrap();
+        let output_b = finish(run_b).await;
+        assert!(output_b.status.success(), "{}", stderr(&output_b));
+        let output = run(&["revoke", &path]).await;
+        assert_eq!(output.status.code(), Some(66), "{}", stderr(&output));
+    })
+    .await;
+}

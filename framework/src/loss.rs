@@ -32,6 +32,10 @@ pub enum LockLoss {
     /// told this process yet, as after a long pause (a GC, SIGSTOP, a
     /// stopped VM). The hold is a lease (README, "Safety").
     Stale,
+    /// The holder gave the hold up because someone asked it to (a leader
+    /// that steps down on a revocation request: the revocation protocol of
+    /// elections).
+    Revoked,
 }
 
 impl fmt::Display for LockLoss {
@@ -42,6 +46,7 @@ impl fmt::Display for LockLoss {
             LockLoss::NodeDeleted => f.write_str("the lock node was deleted"),
             LockLoss::Closed => f.write_str("the framework was closed"),
             LockLoss::NotHeld => f.write_str("nothing is held"),
+            LockLoss::Revoked => f.write_str("given up at a revocation request"),
             LockLoss::Stale => f.write_str(
                 "the server was not heard from for longer than the session timeout: the session may have expired",
             ),

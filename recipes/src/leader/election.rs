@@ -17,6 +17,8 @@ use zk_curator_framework::lock_internals::{
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
+use super::proclaim::Proclaimer;
+use super::step_down::StepDown;
 use super::term::{LeaderTerm, Leadership};
 
 /// The queue discipline of an election: the lock engine's standard rule
@@ -174,6 +176,10 @@ pub struct Election {
     id: String,
     data: Vec<u8>,
     status: watch::Sender<Status>,
+    /// The value proclaimed at the start of each term (`leader::proclaim`).
+    proclaimer: Arc<Proclaimer>,
+    /// Whether a term ends at a revocation request (`leader::step_down`).
+    step_down: StepDown,
 }
 
 impl fmt::Debug for Election {
@@ -208,6 +214,8 @@ impl Election {
             id,
             data,
             status: watch::Sender::new(Status::default()),
+            proclaimer: Arc::default(),
+            step_down: StepDown::default(),
         })
     }
 
@@ -221,6 +229,16 @@ impl Election {
 
     pub(crate) fn framework(&self) -> &Framework {
         self.internals.framework()
+    }
+
+    /// The participant's proclaimed value (`leader::proclaim`).
+    pub(crate) fn proclaimer(&self) -> &Arc<Proclaimer> {
+        &self.proclaimer
+    }
+
+    /// Whether the participant steps down on request (`leader::step_down`).
+    pub(crate) fn step_down(&self) -> &StepDown {
+        &self.step_down
     }
 
     /// The status now, by value.
@@ -337,6 +355,8 @@ impl Election {
                 return self.resign(&term).await;
             }
             tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+            self.proclaimer.on_term(&term);
+            self.step_down.on_term(&term);
             let next = lead.await;
             if next == Next::Campaign && candidate.keeps_place() && resumable(&term) {
                 self.unpublish(&term);

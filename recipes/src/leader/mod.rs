@@ -35,7 +35,9 @@ mod election;
 mod latch;
 mod observer;
 mod participant;
+mod proclaim;
 mod selector;
+mod step_down;
 mod term;
 
 use std::future::Future;
@@ -154,6 +156,37 @@ pub trait LeaderElection: sealed::Sealed {
     /// Cancel safe: it only reads.
     fn leader(&self) -> impl Future<Output = Result<Option<Participant>>> + Send {
         self.election().leader()
+    }
+
+    /// Steps down now, if the participant leads: its term ends with
+    /// [`LockLoss::Revoked`](crate::LockLoss::Revoked) (its fence refuses
+    /// from then on), its node goes and the next participant leads; a latch
+    /// queues again at the back, a selector requeues if auto-requeue is on
+    /// (as at a revocation request, see `make_revocable`). Whether it led.
+    /// Returns at once.
+    fn step_down(&self) -> bool {
+        self.election().step_down_now()
+    }
+
+    /// Sets the value this participant advertises while it leads (an
+    /// address, a shard map), for its current term and every later one,
+    /// and proclaims it now if it leads: through the term's fence (see
+    /// [`LeaderTerm::proclaim`]), so that observers
+    /// ([`LeaderObserver`]) report it as the leader's value. Not leading,
+    /// it is kept for the next term, proclaimed as that term begins.
+    ///
+    /// # Errors
+    /// As [`LeaderTerm::proclaim`], when it leads: notably
+    /// [`Error::LockLost`](crate::Error::LockLost) if its term ended
+    /// meanwhile (nothing written; the value is still kept for the next
+    /// term).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped before it completes, the value may or may
+    /// not have been kept and written (writes of one participant's value
+    /// take turns, so the first poll may wait for an earlier one).
+    fn proclaim(&self, value: impl Into<Vec<u8>>) -> impl Future<Output = Result<()>> + Send {
+        self.election().proclaim(value.into())
     }
 }
 

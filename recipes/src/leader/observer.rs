@@ -14,6 +14,12 @@
 //! election without participants is watched as a whole (its children, or
 //! the creation of its path), since any newcomer leads it.
 //!
+//! An observer also watches the election path's own data, where a leader
+//! proclaims its value ([`LeaderTerm::proclaim`](crate::LeaderTerm::proclaim)):
+//! a new value wakes it to read that data again, and nothing else (the
+//! watch on the leader stands, nothing is listed). That data is read again
+//! only when its watch fires, so a change of leader costs no extra read.
+//!
 //! # What it says when it cannot know
 //!
 //! While the connection is down nobody can tell who leads: the leader may
@@ -26,34 +32,43 @@
 //! fresh listing and a successful read of the new first node show.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{FutureExt as _, Stream};
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::FencingToken;
+use zk_curator_framework::lock_internals::{FencingToken, REVOKE_MESSAGE};
 use zk_curator_framework::path::{join, validate_recipe_path};
 use zk_curator_framework::retry::{Backoff, Pauses};
 use zk_curator_framework::{
     zk, ConnectionState, Error, Framework, HolderIdentity, Result, Session, StateWatcher,
 };
 
+use super::proclaim::Proclaimed;
 use crate::layout::{election_queue, ElectionRecipe};
 
 /// The leader of an election, as an observer read it from its node.
 ///
-/// More fields may come (the value a leader proclaims, for one), hence
-/// `#[non_exhaustive]`: read the fields, do not build one.
+/// More fields may come, hence `#[non_exhaustive]`: read the fields, do
+/// not build one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ObservedLeader {
     /// The participant id: the node's data as UTF-8 text (invalid bytes
     /// replaced), as in [`Participant::id`](crate::Participant::id).
     pub id: String,
-    /// The value the leader advertises. For now this is its node's data,
-    /// the same bytes as [`id`](Self::id): a Curator participant id, or the
-    /// framework's holder identity JSON for a participant without one.
+    /// The value the leader advertises: what its term proclaimed
+    /// ([`LeaderTerm::proclaim`](crate::LeaderTerm::proclaim),
+    /// [`proclaimed`](Self::proclaimed) then true), or, until it proclaims
+    /// anything, its node's data, the same bytes as [`id`](Self::id) (a
+    /// Curator participant id, or the framework's holder identity JSON for
+    /// a participant without one).
     pub value: Vec<u8>,
+    /// Whether [`value`](Self::value) was proclaimed by the leader (rather
+    /// than its node's data).
+    pub proclaimed: bool,
     /// The creating process, when the node data is a [`HolderIdentity`].
     pub identity: Option<HolderIdentity>,
     /// The fencing token of the leader's term: its node's creation zxid,
@@ -74,11 +89,15 @@ impl ObservedLeader {
         data: Vec<u8>,
         stat: &zk::Stat,
         recipe: ElectionRecipe,
+        proclaimed: Option<&Proclaimed>,
     ) -> Self {
+        let proclaimed =
+            Proclaimed::of(proclaimed, zk_curator_framework::path::split(&node_path).1);
         ObservedLeader {
             id: String::from_utf8_lossy(&data).into_owned(),
             identity: HolderIdentity::parse(&data),
-            value: data,
+            proclaimed: proclaimed.is_some(),
+            value: proclaimed.unwrap_or(data),
             token: FencingToken::new(stat.czxid),
             node_path,
             session: stat.ephemeral_owner,
@@ -130,8 +149,9 @@ impl Observation {
 ///
 /// [`changes`](Self::changes) is a stream of [`Observation`]s: the leader
 /// now, then each change, with the leader's id, value, fencing token and
-/// node. It costs one watch, on the leader's node, and one listing each
-/// time that node goes (see the module's notes on the herd), reports
+/// node. It costs one watch on the leader's node, one on the election
+/// path's data (for proclaimed values), and one listing each time the
+/// leader's node goes (see the module's notes on the herd), reports
 /// [`Observation::Unknown`] while disconnected, and survives connection
 /// loss and session expiry. [`leader`](Self::leader) is a one-off read.
 ///
@@ -238,10 +258,82 @@ impl LeaderObserver {
                 .await;
             match read {
                 Ok((data, stat)) => {
-                    return Ok(Some(ObservedLeader::from_node(node, data, &stat, recipe)))
+                    let proclaimed = self.read_proclaimed().await?;
+                    return Ok(Some(ObservedLeader::from_node(
+                        node,
+                        data,
+                        &stat,
+                        recipe,
+                        proclaimed.as_ref(),
+                    )));
                 }
                 // It went between the listing and the read: list again.
                 Err(Error::NoNode { .. }) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Asks the leader to step down, and returns it (`None`: nobody leads):
+    /// writes a step-down request naming its node into the election path's
+    /// data, beside the value proclaimed there (kept). A leader made
+    /// revocable ([`LeaderLatch::make_revocable`](crate::LeaderLatch::make_revocable),
+    /// [`LeaderSelector::make_revocable`](crate::LeaderSelector::make_revocable))
+    /// ends its term at once, and the next participant leads; others
+    /// (Curator's among them) do not react. Unlike a `__REVOKE__` written
+    /// into the leader's node (which a revocable leader also obeys), it
+    /// leaves the participants' nodes alone: a Curator `LeaderLatch` queued
+    /// behind the leader acts only on its predecessor's deletion, and a
+    /// change of that node's data would leave it without a watch.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
+    /// retrying could not overcome (such as [`Error::NoAuth`] without
+    /// permission to write the election path).
+    ///
+    /// # Cancel safety
+    /// The request may or may not have been written when the future is
+    /// dropped.
+    pub async fn ask_leader_to_step_down(&self) -> Result<Option<ObservedLeader>> {
+        let Some(leader) = self.leader().await? else {
+            return Ok(None);
+        };
+        let target = zk_curator_framework::path::split(&leader.node_path).1;
+        let path = self.path.to_string();
+        loop {
+            let read = self
+                .framework
+                .call_with_retry(|client| {
+                    let path = path.clone();
+                    async move { client.get_data(&path).await }
+                })
+                .await;
+            let (data, stat) = match read {
+                Ok(read) => read,
+                // The election is gone, and its leader with it.
+                Err(Error::NoNode { .. }) => return Ok(Some(leader)),
+                Err(err) => return Err(err),
+            };
+            let now = Proclaimed::decode(&data);
+            // Asked already (by an attempt retried after a lost reply).
+            if now.as_ref().and_then(|p| p.step_down.as_deref()) == Some(target) {
+                return Ok(Some(leader));
+            }
+            let request = super::proclaim::encode_request(target, now.as_ref());
+            let written = self
+                .framework
+                .call_with_retry(|client| {
+                    let (path, request) = (path.clone(), request.clone());
+                    async move { client.set_data(&path, &request, Some(stat.version)).await }
+                })
+                .await;
+            match written {
+                Ok(_) | Err(Error::NoNode { .. }) => {
+                    tracing::info!(node = %leader.node_path, "asked the leader to step down");
+                    return Ok(Some(leader));
+                }
+                // A value proclaimed meanwhile: kept, and asked again.
+                Err(Error::BadVersion) => continue,
                 Err(err) => return Err(err),
             }
         }
@@ -275,6 +367,8 @@ impl LeaderObserver {
             observer: self.clone(),
             states: self.framework.state_watcher(),
             last: None,
+            value: None,
+            fallback: Vec::new(),
             pending: Pending::Reconnection,
             needs_look: true,
             pauses: PAUSES.start(),
@@ -285,6 +379,24 @@ impl LeaderObserver {
             let next = observing.next().instrument(span).await;
             next.map(|seen| (seen, observing))
         })
+    }
+
+    /// The value proclaimed in the election path's data, once, without a
+    /// watch (`None`: none, or no path).
+    async fn read_proclaimed(&self) -> Result<Option<Proclaimed>> {
+        let path = self.path.to_string();
+        let read = self
+            .framework
+            .call_with_retry(|client| {
+                let path = path.clone();
+                async move { client.get_data(&path).await }
+            })
+            .await;
+        match read {
+            Ok((data, _)) => Ok(Proclaimed::decode(&data)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// The children of the election path (none if it does not exist), on
@@ -325,6 +437,12 @@ struct Observing {
     states: StateWatcher,
     /// The last observation handed out.
     last: Option<Observation>,
+    /// The proclaimed value last read, with the watch on the election
+    /// path's data that says when it changes: read again only then (or on
+    /// another session), so a change of leader costs no extra read.
+    value: Option<ValueWatch>,
+    /// The last leader's value were it to proclaim none: its node's data.
+    fallback: Vec<u8>,
     /// What the next wait is for.
     pending: Pending,
     /// Whether to look again before waiting.
@@ -344,10 +462,42 @@ enum Pending {
     Reconnection,
 }
 
+/// The election path's data as last read, and its watch.
+struct ValueWatch {
+    /// The generation of the session the watch lives on.
+    generation: u64,
+    proclaimed: Option<Proclaimed>,
+    /// Completes when the watch fires (the data changed, the path was
+    /// created or deleted) or its session ends.
+    fired: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Waits for the value watch to fire, and forgets it then; never completes
+/// without one.
+async fn value_changed(value: &mut Option<ValueWatch>) {
+    match value {
+        Some(watch) => (&mut watch.fired).await,
+        None => std::future::pending().await,
+    }
+    tracing::debug!("the value watch fired");
+    *value = None;
+}
+
 /// A watch left by a look, and the session it lives on.
 struct Watch {
     session: Session,
-    watcher: zk::OneshotWatcher,
+    /// Completes when the watch fires: kept across waits woken by a new
+    /// value only (so a new value does not cost the leader's watch).
+    changed: Pin<Box<dyn Future<Output = zk::WatchedEvent> + Send>>,
+}
+
+impl Watch {
+    fn new(session: Session, watcher: zk::OneshotWatcher) -> Self {
+        Watch {
+            session,
+            changed: Box::pin(watcher.changed()),
+        }
+    }
 }
 
 /// What one look found.
@@ -367,6 +517,9 @@ enum Look {
 enum Wake {
     /// Something may have changed: look again.
     Look,
+    /// The election path's data changed (a new value, perhaps): read it
+    /// again; the leader's watch still stands.
+    Value,
     /// The connection is down.
     Disconnected,
     /// The framework is closed.
@@ -415,6 +568,14 @@ impl Observing {
             }
             match self.wait().await {
                 Wake::Look => self.needs_look = true,
+                Wake::Value => match self.revalue().await {
+                    Some(seen) => {
+                        if let Some(seen) = self.hand_out(seen) {
+                            return Some(seen);
+                        }
+                    }
+                    None => self.needs_look = true,
+                },
                 Wake::Disconnected => {
                     self.pending = Pending::Reconnection;
                     if let Some(seen) = self.hand_out(Observation::Unknown) {
@@ -482,7 +643,7 @@ impl Observing {
                     Ok(Some(watcher)) => {
                         return Look::Seen(Box::new((
                             Observation::NoLeader,
-                            Watch { session, watcher },
+                            Watch::new(session, watcher),
                         )))
                     }
                     // Somebody came meanwhile.
@@ -499,8 +660,29 @@ impl Observing {
                 .await;
             match read {
                 Ok((data, stat, watcher)) => {
-                    let leader = ObservedLeader::from_node(node, data, &stat, recipe);
-                    let watch = Watch { session, watcher };
+                    let proclaimed = match self.proclaimed_on(&session).await {
+                        Ok(proclaimed) => proclaimed,
+                        Err(err) => return failed(err),
+                    };
+                    let asked = data == REVOKE_MESSAGE;
+                    let fallback = data.clone();
+                    let mut leader =
+                        ObservedLeader::from_node(node, data, &stat, recipe, proclaimed.as_ref());
+                    // A leader asked to step down has `__REVOKE__` in its
+                    // node until the node goes: it keeps the id it had.
+                    if let (true, Some(Observation::Leader(last))) = (asked, &self.last) {
+                        if last.same_term(&leader) {
+                            leader.id.clone_from(&last.id);
+                            leader.identity.clone_from(&last.identity);
+                            if !leader.proclaimed {
+                                leader.value.clone_from(&last.value);
+                            }
+                        }
+                    }
+                    if !asked {
+                        self.fallback = fallback;
+                    }
+                    let watch = Watch::new(session, watcher);
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
                 // It went between the listing and the read: list again.
@@ -510,29 +692,118 @@ impl Observing {
         }
     }
 
+    /// The last leader reported, with the value the election path's data
+    /// holds now (read again, with a watch), its own watch still standing:
+    /// `None` when there is no such leader or the read fails (a full look
+    /// follows then).
+    async fn revalue(&mut self) -> Option<Observation> {
+        let Pending::Watch(watch) = &self.pending else {
+            return None;
+        };
+        if !matches!(self.last, Some(Observation::Leader(_))) {
+            return None;
+        }
+        let session = watch.session.clone();
+        let proclaimed = match self.proclaimed_on(&session).await {
+            Ok(proclaimed) => proclaimed,
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the value; looking again");
+                return None;
+            }
+        };
+        let Some(Observation::Leader(last)) = &self.last else {
+            return None;
+        };
+        let mut leader = last.clone();
+        let name = zk_curator_framework::path::split(&leader.node_path).1;
+        match Proclaimed::of(proclaimed.as_ref(), name) {
+            Some(value) => {
+                leader.value = value;
+                leader.proclaimed = true;
+            }
+            None => {
+                leader.value.clone_from(&self.fallback);
+                leader.proclaimed = false;
+            }
+        }
+        Some(Observation::Leader(leader))
+    }
+
+    /// The value proclaimed in the election path's data, from the last read
+    /// if its watch (on `session`) has not fired since, else read again
+    /// with a watch.
+    async fn proclaimed_on(&mut self, session: &Session) -> Result<Option<Proclaimed>> {
+        if let Some(watch) = &mut self.value {
+            let fired = (&mut watch.fired).now_or_never().is_some();
+            if !fired && watch.generation == session.generation() {
+                return Ok(watch.proclaimed.clone());
+            }
+            self.value = None;
+        }
+        let framework = &self.observer.framework;
+        let path = &*self.observer.path;
+        for _ in 0..3 {
+            let read = framework
+                .call_on_session(session, |client| async move {
+                    client.get_and_watch_data(path).await
+                })
+                .await;
+            let (proclaimed, watcher) = match read {
+                Ok((data, _, watcher)) => (Proclaimed::decode(&data), watcher),
+                Err(Error::NoNode { .. }) => {
+                    // Gone meanwhile: watched for its creation.
+                    let (stat, watcher) = framework
+                        .call_on_session(session, |client| async move {
+                            client.check_and_watch_stat(path).await
+                        })
+                        .await?;
+                    if stat.is_some() {
+                        continue;
+                    }
+                    (None, watcher)
+                }
+                Err(err) => return Err(err),
+            };
+            self.value = Some(ValueWatch {
+                generation: session.generation(),
+                proclaimed: proclaimed.clone(),
+                fired: Box::pin(watcher.changed().map(|_| ())),
+            });
+            return Ok(proclaimed);
+        }
+        Err(Error::ConnectionLoss)
+    }
+
     /// Waits for what the last look left to wait for, a change of the
     /// connection state, or the framework's close.
     async fn wait(&mut self) -> Wake {
         let closed = self.observer.framework.closed();
+        if let Pending::Watch(watch) = &mut self.pending {
+            let gone = self.observer.framework.session_gone(&watch.session);
+            let wake = tokio::select! {
+                biased;
+                () = closed => Wake::Closed,
+                state = self.states.changed() => match state {
+                    Err(_) => Wake::Closed,
+                    Ok(state) if connected(state) => Wake::Look,
+                    Ok(_) => Wake::Disconnected,
+                },
+                event = &mut watch.changed => {
+                    tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
+                    Wake::Look
+                }
+                () = value_changed(&mut self.value) => Wake::Value,
+                () = gone => Wake::Look,
+            };
+            if !matches!(wake, Wake::Value) {
+                self.pending = Pending::Reconnection;
+            }
+            return wake;
+        }
         let pending = std::mem::replace(&mut self.pending, Pending::Reconnection);
         match pending {
-            Pending::Watch(Watch { session, watcher }) => {
-                let gone = self.observer.framework.session_gone(&session);
-                tokio::select! {
-                    biased;
-                    () = closed => Wake::Closed,
-                    state = self.states.changed() => match state {
-                        Err(_) => Wake::Closed,
-                        Ok(state) if connected(state) => Wake::Look,
-                        Ok(_) => Wake::Disconnected,
-                    },
-                    event = watcher.changed() => {
-                        tracing::debug!(event = ?event.event_type, path = %event.path, "the watch fired");
-                        Wake::Look
-                    }
-                    () = gone => Wake::Look,
-                }
-            }
+            // Handled above.
+            Pending::Watch(_) => Wake::Look,
             Pending::Pause(pause) => tokio::select! {
                 biased;
                 () = closed => Wake::Closed,
