@@ -331,6 +331,35 @@ async fn observing_a_selector_election() {
     .await;
 }
 
+/// A stream nobody polls any more (left standing on a leader, with its
+/// watch) does not hold the framework's session: `close()` returns as
+/// promptly as without it, not after the close's 3 s limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_stream_does_not_hold_up_the_close() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("observe-forgotten");
+        let (leader_fw, latch) = started_latch(&server.connect_string(), &path, "a").await;
+        leads(&latch).await;
+        let fw = framework(&server.connect_string()).await;
+        let observer = LeaderObserver::new(fw.clone(), &path).unwrap();
+        let mut changes: Changes = Box::pin(observer.changes());
+        next_leader(&mut changes, "the leader").await;
+        // The stream now waits on its watch, unpolled, while we close.
+        let started = std::time::Instant::now();
+        fw.close().await;
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "close took {took:?} with an observer stream left standing"
+        );
+        drop(changes);
+        latch.close().await.unwrap();
+        leader_fw.close().await;
+    })
+    .await;
+}
+
 /// The observer's stream is `Send + 'static`, so it can be spawned.
 #[allow(dead_code)]
 fn streams_are_send(observer: LeaderObserver) {

@@ -483,18 +483,23 @@ async fn value_changed(value: &mut Option<ValueWatch>) {
     *value = None;
 }
 
-/// A watch left by a look, and the session it lives on.
+/// A watch left by a look, and the session it lives on (by generation
+/// only: a stream nobody polls must not keep a session open after the
+/// framework's close, so the session is held for each request alone).
 struct Watch {
-    session: Session,
+    generation: u64,
+    /// Completes when that session is no longer the framework's.
+    gone: Pin<Box<dyn Future<Output = ()> + Send>>,
     /// Completes when the watch fires: kept across waits woken by a new
     /// value only (so a new value does not cost the leader's watch).
     changed: Pin<Box<dyn Future<Output = zk::WatchedEvent> + Send>>,
 }
 
 impl Watch {
-    fn new(session: Session, watcher: zk::OneshotWatcher) -> Self {
+    fn new(framework: &Framework, session: &Session, watcher: zk::OneshotWatcher) -> Self {
         Watch {
-            session,
+            generation: session.generation(),
+            gone: Box::pin(framework.session_gone(session)),
             changed: Box::pin(watcher.changed()),
         }
     }
@@ -614,7 +619,8 @@ impl Observing {
     /// no participants, watches for the first to come), on the current
     /// session.
     async fn look(&mut self) -> Look {
-        let framework = &self.observer.framework;
+        // A handle of its own (cheap): the look also borrows `self` mutably.
+        let framework = &self.observer.framework.clone();
         if framework.is_closed() {
             return Look::Closed;
         }
@@ -643,7 +649,7 @@ impl Observing {
                     Ok(Some(watcher)) => {
                         return Look::Seen(Box::new((
                             Observation::NoLeader,
-                            Watch::new(session, watcher),
+                            Watch::new(framework, &session, watcher),
                         )))
                     }
                     // Somebody came meanwhile.
@@ -682,7 +688,7 @@ impl Observing {
                     if !asked {
                         self.fallback = fallback;
                     }
-                    let watch = Watch::new(session, watcher);
+                    let watch = Watch::new(framework, &session, watcher);
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
                 // It went between the listing and the read: list again.
@@ -703,7 +709,12 @@ impl Observing {
         if !matches!(self.last, Some(Observation::Leader(_))) {
             return None;
         }
-        let session = watch.session.clone();
+        // The session the watch lives on, if it is still the framework's.
+        let session = self
+            .observer
+            .framework
+            .current_session()
+            .filter(|session| session.generation() == watch.generation)?;
         let proclaimed = match self.proclaimed_on(&session).await {
             Ok(proclaimed) => proclaimed,
             Err(err) => {
@@ -779,7 +790,6 @@ impl Observing {
     async fn wait(&mut self) -> Wake {
         let closed = self.observer.framework.closed();
         if let Pending::Watch(watch) = &mut self.pending {
-            let gone = self.observer.framework.session_gone(&watch.session);
             let wake = tokio::select! {
                 biased;
                 () = closed => Wake::Closed,
@@ -793,7 +803,7 @@ impl Observing {
                     Wake::Look
                 }
                 () = value_changed(&mut self.value) => Wake::Value,
-                () = gone => Wake::Look,
+                () = &mut watch.gone => Wake::Look,
             };
             if !matches!(wake, Wake::Value) {
                 self.pending = Pending::Reconnection;
