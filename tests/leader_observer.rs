@@ -360,6 +360,103 @@ async fn a_forgotten_stream_does_not_hold_up_the_close() {
     .await;
 }
 
+/// Ten streams on one framework (from separate observers on clones of it)
+/// share one follower: a change of leader costs that session one
+/// notification, one listing and one read in all, not one each. A stream
+/// that joins while others follow sends nothing (it starts from the
+/// follower's state); once every stream is dropped the follower is gone,
+/// and the next stream looks afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_of_one_framework_share_one_watch_and_one_read() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let path = unique_path("observe-shared");
+        let mut latches = Vec::new();
+        let mut frameworks = Vec::new();
+        for i in 0..2 {
+            let (fw, latch) = started_latch(&connect, &path, &format!("p{i}")).await;
+            wait_for_participants(&raw, &path, i + 1).await;
+            frameworks.push(fw);
+            latches.push(latch);
+        }
+        let term = leads(&latches[0]).await;
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let observer_fw = framework(&proxy.connect_string()).await;
+        let mut streams: Vec<Changes> = (0..10)
+            .map(|_| {
+                let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+                Box::pin(observer.changes()) as Changes
+            })
+            .collect();
+        for (i, changes) in streams.iter_mut().enumerate() {
+            let seen = next_leader(changes, &format!("stream {i}: the first leader")).await;
+            assert_is(&seen, "p0", &term, ElectionRecipe::Latch);
+        }
+        let first = counts(&proxy);
+        assert_eq!(
+            (first.listings, first.get_data),
+            (1, 2),
+            "one listing, one read of the leader and one of the value for all ten: {first:?}"
+        );
+
+        proxy.clear_traffic();
+        latches[0].close().await.unwrap();
+        let term = leads(&latches[1]).await;
+        for (i, changes) in streams.iter_mut().enumerate() {
+            let seen = next_leader(changes, &format!("stream {i}: the next leader")).await;
+            assert_is(&seen, "p1", &term, ElectionRecipe::Latch);
+        }
+        assert_eq!(
+            counts(&proxy),
+            Counts {
+                notifications: 1,
+                get_data: 1,
+                listings: 1,
+                other_requests: 0,
+            },
+            "one watch fired, one listing, one watched read, for ten streams"
+        );
+
+        // A latecomer joins the follower: it sends nothing.
+        proxy.clear_traffic();
+        let late = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut late: Changes = Box::pin(late.changes());
+        let seen = next_leader(&mut late, "a latecomer").await;
+        assert_is(&seen, "p1", &term, ElectionRecipe::Latch);
+        assert_eq!(
+            counts(&proxy),
+            Counts::default(),
+            "the latecomer read nothing"
+        );
+
+        // With every stream gone, the next one starts a follower afresh.
+        streams.clear();
+        drop(late);
+        let again = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
+        let mut again: Changes = Box::pin(again.changes());
+        let seen = next_leader(&mut again, "after every stream was dropped").await;
+        assert_is(&seen, "p1", &term, ElectionRecipe::Latch);
+        let fresh = counts(&proxy);
+        assert_eq!(
+            (fresh.listings, fresh.get_data),
+            (1, 2),
+            "a fresh look: {fresh:?}"
+        );
+
+        drop(again);
+        observer_fw.close().await;
+        for latch in &latches {
+            latch.close().await.unwrap();
+        }
+        for fw in frameworks {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
 /// The observer's stream is `Send + 'static`, so it can be spawned.
 #[allow(dead_code)]
 fn streams_are_send(observer: LeaderObserver) {

@@ -136,10 +136,27 @@ impl Framework {
         BackgroundWork(Arc::downgrade(inner))
     }
 
-    /// This framework's value of type `T` (made on first use): state of a
-    /// layer above the session, kept here without the session layer knowing
-    /// its type.
-    pub(crate) fn extension<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
+    /// This framework's value of type `T`, made with `T::default()` on
+    /// first use and the same `Arc` for every later call on any clone of
+    /// the framework: per-framework state of a layer above the session
+    /// (the lock engine's, a recipe's, a driver of your own), kept here
+    /// without the session layer knowing its type.
+    ///
+    /// One value per type: use a type private to your crate as the key, so
+    /// nothing else can reach or replace it. The value lives as long as the
+    /// framework; hold `Weak` references in it to things that should not.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// # fn example(framework: &zk_curator_framework::Framework) {
+    /// #[derive(Default)]
+    /// struct Acquires(AtomicU64);
+    ///
+    /// framework.extension::<Acquires>().0.fetch_add(1, Ordering::Relaxed);
+    /// assert_eq!(framework.clone().extension::<Acquires>().0.load(Ordering::Relaxed), 1);
+    /// # }
+    /// ```
+    pub fn extension<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
         self.inner().extensions.get::<T>()
     }
 

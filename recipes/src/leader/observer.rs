@@ -8,8 +8,10 @@
 //! observer lists the election path once, reads that first node with a
 //! watch on it, and then waits. Only the leader's departure (or a change of
 //! its data) wakes it: a participant joining or leaving further back does
-//! not, so a thousand observers cost the ensemble one watch each on one
-//! node, not a watch on the whole queue (no herd). When the watched node
+//! not, so a thousand observing sessions cost the ensemble one watch each
+//! on one node, not a watch on the whole queue (no herd); and the streams
+//! of one framework share one follower (one watch, one listing and one
+//! read per change for all of them, see [`LeaderObserver::changes`]). When the watched node
 //! goes, the observer lists again and watches the new first node. Only an
 //! election without participants is watched as a whole (its children, or
 //! the creation of its path), since any newcomer leads it.
@@ -31,13 +33,15 @@
 //! as current: the deletion wakes the observer, which reports only what a
 //! fresh listing and a successful read of the new first node show.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures::{FutureExt as _, Stream};
+use tokio::sync::watch;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{FencingToken, REVOKE_MESSAGE};
 use zk_curator_framework::path::{join, validate_recipe_path};
@@ -353,32 +357,48 @@ impl LeaderObserver {
     /// (no permission to read the path, say) is reported as `Unknown` too,
     /// logged, and tried again after a pause (100 ms, doubling up to 5 s).
     ///
-    /// Each stream works on its own: it keeps one watch on the leader's
-    /// node, and nothing once dropped. Several streams on one framework
-    /// each read the election for themselves (ZooKeeper keeps one watch per
-    /// node and session for all of them).
+    /// # Shared by every stream of a framework
+    ///
+    /// The streams of one framework that observe the same election (the
+    /// same path and [`recipe`](Self::recipe), from any observer on any
+    /// clone of the framework) share one follower: one watch on the
+    /// leader's node, one listing and one read per change, however many
+    /// streams there are. The follower is a task started by the first such
+    /// stream (on its runtime) and stopped when the last one is dropped. A
+    /// stream that joins it later starts with the state the follower last
+    /// read (still watched, so no change has been missed since), then each
+    /// change as it comes. It holds the framework's session for each
+    /// request only, so a stream left unpolled never holds up
+    /// [`Framework::close`].
     ///
     /// # Cancel safety
     /// Cancel safe: a `next()` dropped before it returns loses nothing (the
     /// stream carries on where it was at the next poll), and dropping the
-    /// stream only drops its watch.
+    /// stream only gives up its share of the follower (the last one to go
+    /// stops it, and its watches are no longer waited on).
     pub fn changes(&self) -> impl Stream<Item = Observation> + Send + 'static {
-        let observing = Observing {
-            observer: self.clone(),
-            states: self.framework.state_watcher(),
-            last: None,
-            value: None,
-            fallback: Vec::new(),
-            pending: Pending::Reconnection,
-            needs_look: true,
-            pauses: PAUSES.start(),
-            done: false,
-        };
-        futures::stream::unfold(observing, |mut observing| async move {
-            let span = tracing::debug_span!("leader.observe", path = %observing.observer.path);
-            let next = observing.next().instrument(span).await;
-            next.map(|seen| (seen, observing))
-        })
+        let follow = Follow::Start(self.clone());
+        futures::stream::unfold(follow, |follow| follow.next())
+    }
+
+    /// The follower of this election on this framework: the running one,
+    /// or a new one (started on the current runtime).
+    fn feed(&self) -> Arc<Feed> {
+        let feeds = self.framework.extension::<Feeds>();
+        let key = (self.path.clone(), self.recipe);
+        let mut feeds = feeds.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // Forget the followers gone meanwhile (no stream left).
+        feeds.retain(|_, feed| feed.strong_count() > 0);
+        if let Some(feed) = feeds.get(&key).and_then(Weak::upgrade) {
+            // A follower whose task ended with a framework still open (its
+            // runtime was shut down) is replaced.
+            if !feed.task.is_finished() || self.framework.is_closed() {
+                return feed;
+            }
+        }
+        let feed = Arc::new(Feed::start(self.clone()));
+        feeds.insert(key, Arc::downgrade(&feed));
+        feed
     }
 
     /// The value proclaimed in the election path's data, once, without a
@@ -428,10 +448,108 @@ impl LeaderObserver {
     }
 }
 
+/// The followers of a framework's streams, one per election observed
+/// (kept as the framework's [extension](Framework::extension)).
+#[derive(Default)]
+struct Feeds(Mutex<HashMap<FeedKey, Weak<Feed>>>);
+
+/// An election observed: its path, and the recipe asked for (if any).
+type FeedKey = (Arc<str>, Option<ElectionRecipe>);
+
+/// One follower: a task that follows an election and publishes each
+/// observation, shared by the streams that hold it; the last one to drop
+/// it stops the task.
+struct Feed {
+    /// The last observation (`None` until the first look).
+    seen: watch::Receiver<Option<Observation>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Feed {
+    fn start(observer: LeaderObserver) -> Self {
+        let (publish, seen) = watch::channel(None);
+        let span = tracing::debug_span!("leader.observe", path = %observer.path);
+        let mut observing = Observing {
+            states: observer.framework.state_watcher(),
+            observer,
+            last: None,
+            value: None,
+            fallback: Vec::new(),
+            pending: Pending::Reconnection,
+            needs_look: true,
+            pauses: PAUSES.start(),
+            done: false,
+        };
+        let task = tokio::spawn(
+            async move {
+                while let Some(seen) = observing.next().await {
+                    publish.send_replace(Some(seen));
+                }
+                // The framework is closed: the streams end with `publish`.
+            }
+            .instrument(span),
+        );
+        Feed {
+            seen,
+            task: task.abort_handle(),
+        }
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The state of one stream of [`LeaderObserver::changes`].
+enum Follow {
+    /// Not polled yet: joins the follower at the first poll (which may
+    /// start it, on the runtime polling).
+    Start(LeaderObserver),
+    /// Following.
+    Joined {
+        feed: Arc<Feed>,
+        seen: watch::Receiver<Option<Observation>>,
+        /// The last observation this stream handed out.
+        last: Option<Observation>,
+    },
+}
+
+impl Follow {
+    /// The next observation that differs from the last one this stream
+    /// handed out, and the state after it; `None` once the framework is
+    /// closed.
+    async fn next(self) -> Option<(Observation, Follow)> {
+        let (feed, mut seen, mut last) = match self {
+            Follow::Start(observer) => {
+                if observer.framework.is_closed() {
+                    return None;
+                }
+                let feed = observer.feed();
+                let mut seen = feed.seen.clone();
+                // The state already read counts as new to this stream.
+                seen.mark_changed();
+                (feed, seen, None)
+            }
+            Follow::Joined { feed, seen, last } => (feed, seen, last),
+        };
+        loop {
+            // Fails once the follower has ended: the framework is closed.
+            seen.changed().await.ok()?;
+            let now = seen.borrow_and_update().clone();
+            if let Some(now) = now.filter(|now| last.as_ref() != Some(now)) {
+                last = Some(now.clone());
+                return Some((now, Follow::Joined { feed, seen, last }));
+            }
+        }
+    }
+}
+
 /// The pause after a failed look: doubling from 100 ms to 5 s.
 const PAUSES: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
 
-/// One stream of [`LeaderObserver::changes`].
+/// The follower of an election: what [`Feed`]'s task runs.
 struct Observing {
     observer: LeaderObserver,
     states: StateWatcher,
