@@ -253,28 +253,32 @@ impl LeaderObserver {
                 return Ok(None);
             };
             let node = join(&self.path, &first);
-            let read = self
-                .framework
-                .call_with_retry(|client| {
-                    let node = node.clone();
-                    async move { client.get_data(&node).await }
-                })
-                .await;
-            match read {
-                Ok((data, stat)) => {
-                    let proclaimed = self.read_proclaimed().await?;
-                    return Ok(Some(ObservedLeader::from_node(
-                        node,
-                        data,
-                        &stat,
-                        recipe,
-                        proclaimed.as_ref(),
-                    )));
-                }
-                // It went between the listing and the read: list again.
-                Err(Error::NoNode { .. }) => continue,
-                Err(err) => return Err(err),
+            // `None`: it went between the listing and the read; list again.
+            if let Some((data, stat)) = self.read(&node).await? {
+                let proclaimed = self.read(&self.path).await?;
+                let proclaimed = proclaimed.and_then(|(data, _)| Proclaimed::decode(&data));
+                return Ok(Some(ObservedLeader::from_node(
+                    node,
+                    data,
+                    &stat,
+                    recipe,
+                    proclaimed.as_ref(),
+                )));
             }
+        }
+    }
+
+    /// The data of `path`, once, without a watch, under the retry policy
+    /// (`None`: no such node).
+    async fn read(&self, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
+        let read = self
+            .framework
+            .call_with_retry(|client| async move { client.get_data(path).await })
+            .await;
+        match read {
+            Ok(read) => Ok(Some(read)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(err) => Err(err),
         }
     }
 
@@ -305,18 +309,9 @@ impl LeaderObserver {
         let target = zk_curator_framework::path::split(&leader.node_path).1;
         let path = self.path.to_string();
         loop {
-            let read = self
-                .framework
-                .call_with_retry(|client| {
-                    let path = path.clone();
-                    async move { client.get_data(&path).await }
-                })
-                .await;
-            let (data, stat) = match read {
-                Ok(read) => read,
+            let Some((data, stat)) = self.read(&path).await? else {
                 // The election is gone, and its leader with it.
-                Err(Error::NoNode { .. }) => return Ok(Some(leader)),
-                Err(err) => return Err(err),
+                return Ok(Some(leader));
             };
             let now = Proclaimed::decode(&data);
             // Asked already (by an attempt retried after a lost reply).
@@ -399,24 +394,6 @@ impl LeaderObserver {
         let feed = Arc::new(Feed::start(self.clone()));
         feeds.insert(key, Arc::downgrade(&feed));
         feed
-    }
-
-    /// The value proclaimed in the election path's data, once, without a
-    /// watch (`None`: none, or no path).
-    async fn read_proclaimed(&self) -> Result<Option<Proclaimed>> {
-        let path = self.path.to_string();
-        let read = self
-            .framework
-            .call_with_retry(|client| {
-                let path = path.clone();
-                async move { client.get_data(&path).await }
-            })
-            .await;
-        match read {
-            Ok((data, _)) => Ok(Proclaimed::decode(&data)),
-            Err(Error::NoNode { .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
     }
 
     /// The children of the election path (none if it does not exist), on
