@@ -23,7 +23,8 @@ use common::{
 use futures::StreamExt;
 use zk_curator::framework::lock_internals::FencingToken;
 use zk_curator::{
-    zk, ConnectionState, Error, Framework, LatchState, LeaderElection, LeaderLatch, LockLoss,
+    zk, ConnectionState, Error, Framework, LatchState, LeaderElection, LeaderLatch, LeaderObserver,
+    LeaderTerm, LockLoss, Observation,
 };
 use zk_curator_testing::FaultProxy;
 
@@ -87,7 +88,9 @@ enum Blip {
 /// connection-state loss, its fence refuses, before and after the new
 /// term), then A leads again on the same session and the same node, with a
 /// new term whose token has the same zxid and a pass count one higher; B
-/// never leads, and the queue is still A, B.
+/// never leads, and the queue is still A, B. An observer on a third
+/// framework reports A throughout, each new term with its whole token (A
+/// proclaims its value again at each term's start, with the term's count).
 async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
     let Some(server) = server() else { return };
     bounded(BOUND * 2, async move {
@@ -102,8 +105,15 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
             b.session_timeout(Duration::from_secs(12))
         })
         .await;
-        let a = started(&fa, &path, "a");
+        let a = LeaderLatch::new(fa.clone(), &path, "a")
+            .unwrap()
+            .with_value("10.0.0.1:80");
+        a.start().unwrap();
         let mut term = leads(&a, PATIENCE).await;
+        let fo = framework(&connect).await;
+        let observer = LeaderObserver::new(fo.clone(), &path).unwrap();
+        let mut observed = Box::pin(observer.changes());
+        reports_term(&mut observed, &term).await;
         term.fence()
             .unwrap()
             .set_data(&data, b"a0", None)
@@ -161,6 +171,9 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
                 term.fencing_token()
             );
 
+            // Observers see the new term, token and all.
+            reports_term(&mut observed, &term).await;
+
             // The new term writes; the old one is still refused.
             term.fence()
                 .unwrap()
@@ -182,9 +195,40 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
             assert_eq!(wait_for_participants(&raw, &path, 2).await.len(), 2);
         }
 
+        drop(observed);
+        fo.close().await;
         close_election(&raw, &path, &[&a, &b], &[&fa, &fb]).await;
     })
     .await;
+}
+
+/// Waits for `observed` to report `term` (its node, its whole token, the
+/// value A proclaims); every report meanwhile must name A's node.
+async fn reports_term(
+    observed: &mut (impl futures::Stream<Item = Observation> + Unpin),
+    term: &LeaderTerm,
+) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let seen = tokio::time::timeout_at(deadline, observed.next())
+            .await
+            .unwrap_or_else(|_| panic!("no report of the term {}", term.fencing_token()))
+            .unwrap();
+        let Observation::Leader(leader) = seen else {
+            continue;
+        };
+        assert_eq!(
+            leader.node_path,
+            term.node_path(),
+            "only A leads: {leader:?}"
+        );
+        if leader.token == term.fencing_token() {
+            assert_eq!(leader.value, b"10.0.0.1:80", "{leader:?}");
+            assert!(leader.proclaimed);
+            return;
+        }
+        assert!(leader.token < term.fencing_token(), "{leader:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

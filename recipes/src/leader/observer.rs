@@ -75,9 +75,14 @@ pub struct ObservedLeader {
     pub proclaimed: bool,
     /// The creating process, when the node data is a [`HolderIdentity`].
     pub identity: Option<HolderIdentity>,
-    /// The fencing token of the leader's term: its node's creation zxid,
-    /// the number [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
-    /// gives the leader itself. Tokens grow from one term to the next.
+    /// The fencing token of the leader's term, the one
+    /// [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
+    /// gives the leader itself: its node's creation zxid, with the term's
+    /// count on that node as the leader last proclaimed it. A latch that
+    /// keeps its place through a suspension leads again on the same node,
+    /// token `zxid.1`, and proclaims its value again at once; a leader that
+    /// proclaims nothing shows as its node's zxid alone (`zxid.0`) in every
+    /// term. Tokens grow from one term to the next.
     pub token: FencingToken,
     /// The full path of the leader's node (relative to the namespace).
     pub node_path: String,
@@ -97,20 +102,21 @@ impl ObservedLeader {
     ) -> Self {
         let proclaimed =
             Proclaimed::of(proclaimed, zk_curator_framework::path::split(&node_path).1);
+        let pass = proclaimed.as_ref().map_or(0, |(pass, _)| *pass);
         ObservedLeader {
             id: String::from_utf8_lossy(&data).into_owned(),
             identity: HolderIdentity::parse(&data),
             proclaimed: proclaimed.is_some(),
-            value: proclaimed.unwrap_or(data),
-            token: FencingToken::new(stat.czxid),
+            value: proclaimed.map_or(data, |(_, value)| value),
+            token: FencingToken::passed(stat.czxid, pass),
             node_path,
             session: stat.ephemeral_owner,
             recipe,
         }
     }
 
-    /// Whether two observations name the same term (the same node), whatever
-    /// its value.
+    /// Whether two observations name the same term (the same node and
+    /// token), whatever its value.
     pub fn same_term(&self, other: &ObservedLeader) -> bool {
         self.node_path == other.node_path && self.token == other.token
     }
@@ -823,13 +829,15 @@ impl Observing {
         let mut leader = last.clone();
         let name = zk_curator_framework::path::split(&leader.node_path).1;
         match Proclaimed::of(proclaimed.as_ref(), name) {
-            Some(value) => {
+            Some((pass, value)) => {
                 leader.value = value;
                 leader.proclaimed = true;
+                leader.token = FencingToken::passed(leader.token.get(), pass);
             }
             None => {
                 leader.value.clone_from(&self.fallback);
                 leader.proclaimed = false;
+                leader.token = FencingToken::new(leader.token.get());
             }
         }
         Some(Observation::Leader(leader))

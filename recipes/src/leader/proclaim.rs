@@ -14,8 +14,16 @@
 //! of the term that wrote it:
 //!
 //! ```text
-//! zk-curator proclaim 1\n<leader node name>\n<value bytes>
+//! zk-curator proclaim 1\n<leader node name>[ <term count>]\n<value bytes>
 //! ```
+//!
+//! The term count is the node's per-node count of terms (the `pass` of
+//! the term's [`FencingToken`](crate::FencingToken)), written when it is
+//! not 0: a latch that [keeps its place](crate::LeaderLatch) through a
+//! suspension leads again on the same node with a new term, count 1, and
+//! proclaims its value again at that term's start, so observers read the
+//! new term's token whole (without a value proclaimed, an observer can
+//! only give the node's creation zxid).
 //!
 //! (A step-down request, `leader::step_down`, puts ` step-down <node name>`
 //! at the end of the first line and keeps the rest.)
@@ -49,25 +57,34 @@ const MAGIC: &[u8] = b"zk-curator proclaim 1\n";
 /// The first line's start, when a step-down request follows on it.
 const MAGIC_ASKING: &[u8] = b"zk-curator proclaim 1 step-down ";
 
-/// The data the election path holds once `node` proclaimed `value`.
-pub(crate) fn encode(node: &str, value: &[u8]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(MAGIC.len() + node.len() + 1 + value.len());
-    data.extend_from_slice(MAGIC);
-    data.extend_from_slice(node.as_bytes());
-    data.push(b'\n');
+/// The data the election path holds once the term numbered `pass` on
+/// `node` proclaimed `value`.
+pub(crate) fn encode(node: &str, pass: u32, value: &[u8]) -> Vec<u8> {
+    let mut data = MAGIC.to_vec();
+    push_node(&mut data, node, pass);
     data.extend_from_slice(value);
     data
+}
+
+/// Appends the line naming the term: its node, and its count if not 0.
+fn push_node(data: &mut Vec<u8>, node: &str, pass: u32) {
+    data.extend_from_slice(node.as_bytes());
+    if pass > 0 {
+        data.extend_from_slice(format!(" {pass}").as_bytes());
+    }
+    data.push(b'\n');
 }
 
 /// The election path's data that asks the leader on node `target` to step
 /// down, keeping the value proclaimed in `now` (if any).
 pub(crate) fn encode_request(target: &str, now: Option<&Proclaimed>) -> Vec<u8> {
-    let (node, value) = now.map_or(("", &[][..]), |p| (p.node.as_str(), &p.value[..]));
+    let (node, pass, value) = now.map_or(("", 0, &[][..]), |p| {
+        (p.node.as_str(), p.pass, &p.value[..])
+    });
     let mut data = MAGIC_ASKING.to_vec();
     data.extend_from_slice(target.as_bytes());
     data.push(b'\n');
-    data.extend_from_slice(node.as_bytes());
-    data.push(b'\n');
+    push_node(&mut data, node, pass);
     data.extend_from_slice(value);
     data
 }
@@ -77,6 +94,8 @@ pub(crate) fn encode_request(target: &str, now: Option<&Proclaimed>) -> Vec<u8> 
 pub(crate) struct Proclaimed {
     /// The name of the node whose term wrote it.
     pub(crate) node: String,
+    /// That term's count on its node (the `pass` of its token).
+    pub(crate) pass: u32,
     pub(crate) value: Vec<u8>,
     /// The node whose leader is asked to step down, if any.
     pub(crate) step_down: Option<String>,
@@ -98,17 +117,25 @@ impl Proclaimed {
                 (Some(target), &asking[used..])
             }
         };
-        let (node, used) = line(rest)?;
+        let (named, used) = line(rest)?;
+        // Node names have no spaces: a space starts the term's count.
+        let (node, pass) = match named.split_once(' ') {
+            Some((node, pass)) => (node.to_owned(), pass.parse().ok()?),
+            None => (named, 0),
+        };
         Some(Proclaimed {
             step_down,
             node,
+            pass,
             value: rest[used..].to_vec(),
         })
     }
 
-    /// The value, if proclaimed by the term of the node named `node`.
-    pub(crate) fn of(this: Option<&Proclaimed>, node: &str) -> Option<Vec<u8>> {
-        this.filter(|p| p.node == node).map(|p| p.value.clone())
+    /// What the term on the node named `node` proclaimed, if it did: the
+    /// term's count and the value.
+    pub(crate) fn of(this: Option<&Proclaimed>, node: &str) -> Option<(u32, Vec<u8>)> {
+        this.filter(|p| p.node == node)
+            .map(|p| (p.pass, p.value.clone()))
     }
 }
 
@@ -150,6 +177,7 @@ impl LeaderTerm {
     pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
         let fence = self.fence()?;
         let (path, node) = (self.election_path(), self.node_name());
+        let pass = self.fencing_token().pass();
         loop {
             // A step-down request for this term, waiting in the path's data,
             // is kept (the write is made on the version read).
@@ -164,12 +192,13 @@ impl LeaderTerm {
                 Some(target) => {
                     let mine = Proclaimed {
                         node: node.to_owned(),
+                        pass,
                         value: value.to_vec(),
                         step_down: None,
                     };
                     encode_request(&target, Some(&mine))
                 }
-                None => encode(node, value),
+                None => encode(node, pass, value),
             };
             match fence.set_data(path, &data, version).await {
                 Ok(_) => break,
@@ -307,20 +336,40 @@ mod tests {
 
     #[test]
     fn a_proclaimed_value_reads_back_with_its_node() {
-        let data = encode("_c_x-latch-0000000003", b"10.0.0.7:80\nline two");
+        let data = encode("_c_x-latch-0000000003", 0, b"10.0.0.7:80\nline two");
         let read = Proclaimed::decode(&data).unwrap();
         assert_eq!(read.node, "_c_x-latch-0000000003");
         assert_eq!(read.value, b"10.0.0.7:80\nline two");
         assert_eq!(
-            Proclaimed::of(Some(&read), "_c_x-latch-0000000003").as_deref(),
-            Some(&b"10.0.0.7:80\nline two"[..])
+            Proclaimed::of(Some(&read), "_c_x-latch-0000000003"),
+            Some((0, b"10.0.0.7:80\nline two".to_vec()))
         );
         assert_eq!(Proclaimed::of(Some(&read), "_c_y-latch-0000000004"), None);
     }
 
     #[test]
+    fn a_later_term_on_the_same_node_writes_its_count() {
+        let data = encode("_c_x-latch-0000000003", 2, b"v");
+        assert!(data.starts_with(b"zk-curator proclaim 1\n_c_x-latch-0000000003 2\nv"));
+        let read = Proclaimed::decode(&data).unwrap();
+        assert_eq!(
+            (read.node.as_str(), read.pass),
+            ("_c_x-latch-0000000003", 2)
+        );
+        assert_eq!(
+            Proclaimed::of(Some(&read), "_c_x-latch-0000000003"),
+            Some((2, b"v".to_vec()))
+        );
+        // A request keeps the count.
+        let asked = encode_request("_c_x-latch-0000000003", Some(&read));
+        assert_eq!(Proclaimed::decode(&asked).unwrap().pass, 2);
+        // A count that is not a number is no proclaimed value.
+        assert_eq!(Proclaimed::decode(b"zk-curator proclaim 1\nn x\nv"), None);
+    }
+
+    #[test]
     fn a_step_down_request_keeps_the_value() {
-        let now = Proclaimed::decode(&encode("_c_x-latch-0000000003", b"v")).unwrap();
+        let now = Proclaimed::decode(&encode("_c_x-latch-0000000003", 0, b"v")).unwrap();
         let asked = encode_request("_c_x-latch-0000000003", Some(&now));
         let read = Proclaimed::decode(&asked).unwrap();
         assert_eq!(read.step_down.as_deref(), Some("_c_x-latch-0000000003"));
