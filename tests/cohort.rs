@@ -51,6 +51,16 @@ async fn queue_waiter(
     waiter
 }
 
+/// What a spawned task returned, failing the test after [`PATIENCE`] or if
+/// it panicked or failed.
+async fn joined<T>(task: tokio::task::JoinHandle<zk_curator::Result<T>>) -> T {
+    tokio::time::timeout(PATIENCE, task)
+        .await
+        .expect("the task did not finish in time")
+        .expect("the task panicked")
+        .expect("the task failed")
+}
+
 /// The pass: no request between the holder's release and the waiter's
 /// acquire returning; the same node, a greater token, and the old hold (and
 /// its fence) over.
@@ -71,11 +81,7 @@ async fn a_pass_sends_no_request_and_ends_the_old_hold() {
 
         proxy.clear_traffic();
         holder.release().await.unwrap();
-        let guard = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(waiter).await;
         let sent = request_opcodes(&proxy);
         assert!(sent.is_empty(), "a pass sent requests: {sent:?}");
         assert_eq!(fw.metrics().lock_passes(), 1);
@@ -301,11 +307,7 @@ async fn no_pass_after_a_loss() {
             matches!(released, Err(Error::LockLost { .. })),
             "{released:?}"
         );
-        let guard = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(waiter).await;
         assert_eq!(fw.metrics().lock_passes(), 0);
         assert_ne!(
             guard.fencing_token().get(),
@@ -346,11 +348,7 @@ async fn a_cancelled_waiter_never_receives_a_pass() {
         assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
         let token = holder.fencing_token();
         holder.release().await.unwrap();
-        let guard = tokio::time::timeout(PATIENCE, next)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(next).await;
         assert_eq!(guard.fencing_token(), FencingToken::passed(token.get(), 1));
         assert!(cancelled.await.unwrap_err().is_cancelled());
         guard.release().await.unwrap();
@@ -375,11 +373,7 @@ async fn a_revocable_acquire_takes_no_pass() {
         let token = holder.fencing_token();
         let waiter = queue_waiter(&fw, &revocable, 1).await;
         holder.release().await.unwrap();
-        let guard = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(waiter).await;
         assert!(guard.fencing_token().get() > token.get());
         assert_eq!(fw.metrics().lock_passes(), 0);
         guard.release().await.unwrap();
@@ -410,11 +404,7 @@ async fn a_downgraded_write_node_is_not_passed() {
         assert_eq!(fw.metrics().lock_passes(), 0, "{nodes:?}");
         assert!(!writer.is_finished(), "a writer got in beside a reader");
         read.release().await.unwrap();
-        let guard = tokio::time::timeout(PATIENCE, writer)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(writer).await;
         guard.release().await.unwrap();
         fw.close().await;
     })
@@ -457,11 +447,7 @@ async fn a_reentrant_hold_passes_at_its_last_release() {
         assert_eq!(fw.locally_queued(&path), 1, "the waiter still waits");
         finish_tx.send(()).unwrap();
         holder.await.unwrap();
-        let guard = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(waiter).await;
         assert_eq!(guard.fencing_token(), FencingToken::passed(token.get(), 1));
         guard.release().await.unwrap();
         fw.close().await;
