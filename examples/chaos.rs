@@ -7,8 +7,9 @@
 //! ZK_TEST_SERVER=real ZK_CHAOS_SECS=300 cargo run --release --example chaos
 //! ```
 //!
-//! `ZK_CHAOS_SEED` replays a run; `ZK_CHAOS_BREAK=fence` or `=loss` shows
-//! what happens without the fence or the loss signal. Exits with status 1
+//! `ZK_CHAOS_SEED` replays a run; `ZK_CHAOS_BREAK=fence`, `=loss` or
+//! `=observer` shows what happens without the fence, without the loss
+//! signal, or with an observer whose reports come late. Exits with status 1
 //! when a rule was broken.
 
 #[path = "../tests/chaos_harness/mod.rs"]

@@ -16,6 +16,58 @@
 //! (one interval from its start to its end), and the terms' fencing tokens
 //! must grow in the order the terms began.
 //!
+//! # The observer's contract
+//!
+//! Beside each election, a [`LeaderObserver`] on a framework of its own
+//! (its own session, behind its own fault proxy: it gets a quarter of the
+//! injected faults) reports who leads, and the harness records each report
+//! with two instants: `asked`, when the harness began waiting for it, and
+//! `at`, when it came. The stream works only while polled, so the reads
+//! behind a report all began after `asked`. The contract: the observer
+//! never reports, as the current leader, a participant whose term had
+//! ended before the report. "Ended" must be as ZooKeeper sees it: a holder
+//! that sees its term lost to its own disconnection may still have its
+//! node first in the queue, and then it is still the leader to anyone who
+//! reads. So a term counts as ended once its node is known deleted, and a
+//! report of node N (creation zxid z) is stale when, before it was asked:
+//!
+//! 1. a term began on a node of the same election created after N
+//!    (creation zxid above z): a participant leads only once every node
+//!    before its own is gone, so N was deleted before that term began;
+//! 2. the server confirmed the expiry of N's session (its ephemeral nodes
+//!    are gone once the expiry is confirmed);
+//! 3. the same observer had reported a node created after N (when it read
+//!    that node first, N was gone already).
+//!
+//! Sound because the embedded server and the real one are single servers
+//! here, so reads are linearizable: a read that begins after a deletion
+//! completed cannot see the node, and the observer reports a leader only
+//! after reading its node (a read that finds no node lists again). The
+//! term's start is recorded after `await_leadership` returned or the
+//! selector called its function, and `asked` comes before the read, so
+//! both errors make the check more lenient, never wrong. The price: a
+//! report that came after a long wait is checked against the wait's start
+//! only. `ZK_CHAOS_BREAK=observer` plants a bug in the harness's consumer
+//! (each report held [`OBSERVER_BREAK_DELAY`], then recorded as if just
+//! read): rule 1 must then find stale reports. The reports per kind
+//! (leader / no leader / unknown) are in the report's table.
+//!
+//! # Stale losses: flaps?
+//!
+//! A hold ends with [`LockLoss::Stale`] when the server has not been heard
+//! from for longer than the session timeout. The harness records every
+//! fault it injects on a contender's connection (blackholes, stalls,
+//! resets, expiries) and every process pause (from its start to its
+//! write) as a window, and counts each hold found Stale (by its `lost()`,
+//! by a write its fence refused, or, for a selector's term, by the reason
+//! it was cancelled) as inside a window of its holder (up to a session
+//! timeout after the window's end) or outside every one: a flap. Flaps are
+//! a figure in the report, not a violation: a loaded 2-core machine can
+//! starve the process (or the server's JVM) of CPU for a session timeout,
+//! and the rule then does what it is for. Under the standard error policy a
+//! silent connection is usually seen `Suspended` (after two thirds of the
+//! session timeout) before it is seen Stale, so Stale losses are rare.
+//!
 //! With cohorting ([`Config::with_cohort`]), each contender's framework
 //! passes held nodes among its own tasks (`FrameworkBuilder::cohort`), and
 //! several tasks of each contender take turns on every lock recipe, so that
@@ -27,7 +79,8 @@
 //! Used by `tests/chaos.rs` (a bounded run in CI) and `examples/chaos.rs`
 //! (a long run that prints the same figures). `ZK_CHAOS_BREAK=fence` makes
 //! holders write without the fence, `ZK_CHAOS_BREAK=loss` makes them ignore
-//! the loss signal: the checks must then fail.
+//! the loss signal, `ZK_CHAOS_BREAK=observer` hands the observers' reports
+//! out late: the checks must then fail.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -37,7 +90,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use zk_curator::framework::zk;
@@ -45,7 +98,8 @@ use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
-    LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard, WriteGuard, WriteLock,
+    LeaderObserver, LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard, Observation,
+    WriteGuard, WriteLock,
 };
 use zk_curator_testing::{FaultProxy, TestingServer};
 
@@ -58,6 +112,10 @@ pub struct Config {
     pub seed: u64,
     pub break_fence: bool,
     pub break_loss: bool,
+    /// `ZK_CHAOS_BREAK=observer`: the harness hands each observation out
+    /// [`OBSERVER_BREAK_DELAY`] late, as if it had just been read (a planted
+    /// bug: an observer that reports a leader it no longer knows to lead).
+    pub break_observer: bool,
     /// Cohort hand-off on every contender's framework.
     pub cohort: Option<CohortPolicy>,
     /// Tasks of each contender contending for each lock (one without
@@ -89,6 +147,7 @@ impl Config {
             seed,
             break_fence: broken.split(',').any(|b| b == "fence"),
             break_loss: broken.split(',').any(|b| b == "loss"),
+            break_observer: broken.split(',').any(|b| b == "observer"),
             cohort: None,
             tasks: 1,
         }
@@ -177,6 +236,8 @@ struct Interval {
     /// Which of the contender's tasks (0 without cohorting).
     task: usize,
     token: FencingToken,
+    /// A term's election node (`None` for a lock's hold).
+    node: Option<String>,
     /// How the critical section ended early, if it did.
     loss: Option<LockLoss>,
     start: Instant,
@@ -211,6 +272,30 @@ struct Log {
     late_writes: u64,
     /// ... of which the server accepted (each a stale write).
     late_accepted: u64,
+    /// An election's observer's reports, in the order handed out.
+    observed: Vec<Seen>,
+    /// When a holder saw its hold end with [`LockLoss::Stale`], and who.
+    stale_losses: Vec<(usize, Instant)>,
+}
+
+/// One report of an election's observer, as the harness received it.
+#[derive(Clone, Debug)]
+struct Seen {
+    /// When the harness began waiting for it: the stream does its work only
+    /// while polled, so the read behind the report began after this.
+    asked: Instant,
+    /// When the stream handed it out.
+    at: Instant,
+    what: Observation,
+}
+
+/// A fault injected on a contender's connection: from `start` to `end`
+/// (the same instant for a reset).
+#[derive(Clone, Copy, Debug)]
+struct FaultWindow {
+    who: usize,
+    start: Instant,
+    end: Instant,
 }
 
 /// What a run saw, per kind, and what it found wrong.
@@ -227,6 +312,13 @@ pub struct Report {
     pub passes: Option<u64>,
     started: Option<Instant>,
     timeline: Vec<(Instant, &'static str, usize)>,
+    /// The session timeout of every framework of the run.
+    session_timeout: Duration,
+    /// Sessions the server expired, each with the instant its expiry was
+    /// confirmed (its ephemeral nodes gone by then).
+    expiries: Vec<(i64, Instant)>,
+    /// The faults injected on the contenders (not on the observers).
+    windows: Vec<FaultWindow>,
 }
 
 impl Report {
@@ -285,6 +377,7 @@ impl Report {
                 found.extend(
                     term_order_violations(&log.intervals)
                         .into_iter()
+                        .chain(self.observer_violations(log))
                         .map(|v| format!("{kind:?}: {v}")),
                 );
             } else if limit == 1 {
@@ -309,6 +402,116 @@ impl Report {
 }
 
 impl Report {
+    /// What an election's observer got wrong: each report of a leader
+    /// that was stale by one of the three rules of the module's notes ("The
+    /// observer's contract"), and an observer that never named a leader.
+    fn observer_violations(&self, log: &Log) -> Vec<String> {
+        let Some(zero) = self.started else {
+            return Vec::new();
+        };
+        let at = |i: Instant| i.saturating_duration_since(zero);
+        // The terms' nodes: creation zxid, path, and when the first term on
+        // each began.
+        let mut began: BTreeMap<i64, (Instant, &str)> = BTreeMap::new();
+        for term in &log.intervals {
+            let (Some(node), zxid) = (&term.node, term.token.get()) else {
+                continue;
+            };
+            let entry = began.entry(zxid).or_insert((term.start, node));
+            entry.0 = entry.0.min(term.start);
+        }
+        let mut stale = Vec::new();
+        let mut highest: Option<(i64, Instant)> = None;
+        let mut leaders = 0;
+        for seen in &log.observed {
+            let Observation::Leader(leader) = &seen.what else {
+                continue;
+            };
+            leaders += 1;
+            let zxid = leader.token.get();
+            let named = format!(
+                "{} (token {}, session {:#x}) asked at {:?}, handed out at {:?}",
+                leader.node_path,
+                leader.token,
+                leader.session,
+                at(seen.asked),
+                at(seen.at)
+            );
+            // Rule 1: a node created later led before the read began.
+            let later = began
+                .range(zxid + 1..)
+                .filter(|(_, (start, _))| *start < seen.asked)
+                .min_by_key(|(_, (start, _))| *start);
+            if let Some((later, (start, node))) = later {
+                stale.push(format!(
+                    "{named}: {node} (token {later}) had led since {:?}",
+                    at(*start)
+                ));
+            }
+            // Rule 2: the node's session was expired before the read began.
+            if let Some((_, expired)) = self
+                .expiries
+                .iter()
+                .find(|(session, expired)| *session == leader.session && *expired < seen.asked)
+            {
+                stale.push(format!(
+                    "{named}: its session was expired at {:?}",
+                    at(*expired)
+                ));
+            }
+            // Rule 3: the observer had named a node created later.
+            if let Some((before, when)) = highest.filter(|(before, _)| *before > zxid) {
+                stale.push(format!(
+                    "{named}: the observer had named token {before} at {:?}",
+                    at(when)
+                ));
+            }
+            if highest.is_none_or(|(before, _)| before < zxid) {
+                highest = Some((zxid, seen.at));
+            }
+        }
+        let mut found = Vec::new();
+        if !stale.is_empty() {
+            let shown: Vec<&String> = stale.iter().take(5).collect();
+            found.push(format!(
+                "the observer reported {} leader(s) whose term was over: {shown:?}",
+                stale.len()
+            ));
+        }
+        if leaders == 0 {
+            found.push("the observer never reported a leader (it proved nothing)".to_owned());
+        }
+        found
+    }
+
+    /// The [`LockLoss::Stale`] losses of `log` inside a fault window of
+    /// their holder (up to a session timeout after its end), and outside
+    /// any (flaps).
+    fn stale_split(&self, log: &Log) -> (usize, usize) {
+        let margin = self.session_timeout;
+        let inside = log
+            .stale_losses
+            .iter()
+            .filter(|(who, when)| {
+                self.windows
+                    .iter()
+                    .any(|w| w.who == *who && w.start <= *when && *when <= w.end + margin)
+            })
+            .count();
+        (inside, log.stale_losses.len() - inside)
+    }
+
+    /// The observer's reports per kind: leader, no leader, unknown.
+    fn observed_counts(log: &Log) -> (usize, usize, usize) {
+        let count =
+            |f: fn(&Observation) -> bool| log.observed.iter().filter(|s| f(&s.what)).count();
+        (
+            count(|o| matches!(o, Observation::Leader(_))),
+            count(|o| matches!(o, Observation::NoLeader)),
+            count(|o| matches!(o, Observation::Unknown)),
+        )
+    }
+
     /// The holds active together at the first instant beyond `limit`, and
     /// the faults around it, for the record.
     fn explain_overlap(&self, intervals: &[Interval], limit: usize) -> String {
@@ -364,7 +567,7 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  losses",
+            "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8} {:>11} {:>9}  losses",
             "kind",
             "holds",
             "passed",
@@ -375,13 +578,20 @@ impl fmt::Display for Report {
             "overlaps",
             "timeout",
             "errors",
-            "pauses"
+            "pauses",
+            "observed",
+            "stale i/o"
         )?;
         for (kind, log) in &self.logs {
             let stale = log.accepted.iter().filter(|a| a.lost_before).count();
+            let observed = match Self::observed_counts(log) {
+                _ if !kind.is_election() => "-".to_owned(),
+                (leader, none, unknown) => format!("{leader}/{none}/{unknown}"),
+            };
+            let (inside, outside) = self.stale_split(log);
             writeln!(
                 f,
-                "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8}  {:?}",
+                "{:<11} {:>6} {:>6} {:>8} {:>8} {:>7} {:>6} {:>8} {:>7} {:>6} {:>8} {:>11} {:>9}  {:?}",
                 format!("{kind:?}"),
                 log.acquired,
                 log.intervals.iter().filter(|i| i.token.pass() > 0).count(),
@@ -393,9 +603,22 @@ impl fmt::Display for Report {
                 log.timed_out,
                 log.acquire_errors,
                 log.pauses,
+                observed,
+                format!("{inside}/{outside}"),
                 log.losses
             )?;
         }
+        let (inside, outside) = self
+            .logs
+            .values()
+            .map(|log| self.stale_split(log))
+            .fold((0, 0), |(i, o), (a, b)| (i + a, o + b));
+        writeln!(
+            f,
+            "observed: leader/no leader/unknown reports of each election's observer; \
+             Stale losses: {inside} inside a fault window (+{:?}), {outside} outside (flaps)",
+            self.session_timeout
+        )?;
         write!(
             f,
             "left behind: {} node(s), {} session(s)",
@@ -595,18 +818,22 @@ impl Taken {
         }
     }
 
-    /// The reason the hold is known gone for good (not a mere suspension).
-    fn gone(&self) -> bool {
-        let loss = match self {
+    /// Why the hold ended, if it is known to have.
+    fn loss(&self) -> Option<LockLoss> {
+        match self {
             Taken::Guard(g) => g.loss(),
             Taken::Task(m) => zk_curator::InterProcessLock::loss(m),
             Taken::Write(g) => g.loss(),
             Taken::Lease(l) => l.loss(),
             Taken::Multi(m) => m.loss(),
             Taken::Term(t, _) => t.loss(),
-        };
+        }
+    }
+
+    /// Whether the hold is known gone for good (not a mere suspension).
+    fn gone(&self) -> bool {
         matches!(
-            loss,
+            self.loss(),
             Some(LockLoss::SessionReplaced | LockLoss::NodeDeleted | LockLoss::Closed)
         )
     }
@@ -658,17 +885,52 @@ struct Contender {
     framework: Framework,
 }
 
+impl Contender {
+    /// A started framework, connected through a fault proxy of its own.
+    async fn connect(
+        server: &TestingServer,
+        config: &Config,
+        cohort: Option<CohortPolicy>,
+    ) -> Contender {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let framework = Framework::builder()
+            .connect_string(proxy.connect_string())
+            .session_timeout(config.session_timeout)
+            .connection_timeout(Duration::from_secs(3))
+            .cohort(cohort)
+            .build()
+            .unwrap();
+        framework.start().unwrap();
+        framework
+            .block_until_connected(Duration::from_secs(20))
+            .await
+            .unwrap();
+        Contender { proxy, framework }
+    }
+}
+
 struct Shared {
     config: Config,
     stop: AtomicBool,
     logs: Mutex<BTreeMap<Kind, Log>>,
     pause_requests: mpsc::UnboundedSender<usize>,
     rounds: AtomicU64,
+    /// The faults injected on the contenders, process pauses included.
+    windows: Mutex<Vec<FaultWindow>>,
 }
 
 impl Shared {
     fn log(&self, kind: Kind, f: impl FnOnce(&mut Log)) {
         f(self.logs.lock().unwrap().entry(kind).or_default());
+    }
+
+    /// Records a fault on contender `who` from `start` until now.
+    fn window(&self, who: usize, start: Instant) {
+        let end = Instant::now();
+        self.windows
+            .lock()
+            .unwrap()
+            .push(FaultWindow { who, start, end });
     }
 }
 
@@ -681,20 +943,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     );
     let mut contenders = Vec::new();
     for _ in 0..config.contenders {
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let framework = Framework::builder()
-            .connect_string(proxy.connect_string())
-            .session_timeout(config.session_timeout)
-            .connection_timeout(Duration::from_secs(3))
-            .cohort(config.cohort)
-            .build()
-            .unwrap();
-        framework.start().unwrap();
-        framework
-            .block_until_connected(Duration::from_secs(20))
-            .await
-            .unwrap();
-        contenders.push(Contender { proxy, framework });
+        contenders.push(Contender::connect(server, &config, config.cohort).await);
     }
     let raw = zk::Client::connector()
         .with_session_timeout(Duration::from_secs(20))
@@ -718,6 +967,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         logs: Mutex::new(BTreeMap::new()),
         pause_requests: pause_tx,
         rounds: AtomicU64::new(0),
+        windows: Mutex::new(Vec::new()),
     });
     let mut tasks = Vec::new();
     let mut selectors = Vec::new();
@@ -747,10 +997,27 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         }
     }
 
+    // An observer beside each election, on a session of its own behind a
+    // fault proxy of its own (after the contenders in `contenders`: the
+    // faults reach them too).
+    let mut observers = Vec::new();
+    for kind in config.kinds().into_iter().filter(|k| k.is_election()) {
+        let observer = Contender::connect(server, &config, None).await;
+        let path = match kind {
+            Kind::Latch => format!("{root}/latch"),
+            _ => format!("{root}/selector"),
+        };
+        let watching = LeaderObserver::new(observer.framework.clone(), &path).unwrap();
+        observers.push(tokio::spawn(observe(shared.clone(), kind, watching)));
+        contenders.push(observer);
+    }
+    let holders = config.contenders;
+
     // The fault injector: random faults, plus the expiry each simulated
-    // pause asks for.
+    // pause asks for. An observer gets a quarter of them.
     let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut timeline: Vec<(Instant, &'static str, usize)> = Vec::new();
+    let mut expiries = Vec::new();
     let mut rng = Rng(config.seed);
     let end = started + config.duration;
     let t = config.session_timeout;
@@ -761,8 +1028,10 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         }
         tokio::select! {
             Some(who) = pause_rx.recv() => {
-                timeline.push((Instant::now(), "pause+expiry", who));
-                expire(server, &contenders[who]).await;
+                let start = Instant::now();
+                timeline.push((start, "pause+expiry", who));
+                expiries.extend(expire(server, &contenders[who]).await);
+                shared.window(who, start);
                 *faults.entry("pause+expiry").or_default() += 1;
                 continue;
             }
@@ -772,11 +1041,16 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             break;
         }
         next = Instant::now() + rng.millis(700, 2000);
-        let who = rng.below(contenders.len() as u64) as usize;
+        let who = if contenders.len() > holders && rng.below(4) == 0 {
+            holders + rng.below((contenders.len() - holders) as u64) as usize
+        } else {
+            rng.below(holders as u64) as usize
+        };
         let proxy = &contenders[who].proxy;
         let fault = rng.below(4);
+        let start = Instant::now();
         timeline.push((
-            Instant::now(),
+            start,
             ["blackhole", "reset", "stall", "expiry"][fault as usize],
             who,
         ));
@@ -798,9 +1072,12 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
                 *faults.entry("stall").or_default() += 1;
             }
             _ => {
-                expire(server, &contenders[who]).await;
+                expiries.extend(expire(server, &contenders[who]).await);
                 *faults.entry("expiry").or_default() += 1;
             }
+        }
+        if who < holders {
+            shared.window(who, start);
         }
     }
     shared.stop.store(true, Ordering::SeqCst);
@@ -825,6 +1102,10 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     for contender in &contenders {
         contender.framework.close().await;
     }
+    // Each observer's stream ends with its framework's close.
+    for observer in observers {
+        let _ = tokio::time::timeout(Duration::from_secs(30), observer).await;
+    }
     // What is left: participants under every lock path, and sessions.
     let mut leftover_nodes = Vec::new();
     for dir in lock_dirs(&root) {
@@ -839,6 +1120,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             .count()
     });
     let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
+    let windows = std::mem::take(&mut *shared.windows.lock().unwrap());
     Report {
         logs,
         faults,
@@ -849,8 +1131,41 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         passes,
         started: Some(started),
         timeline,
+        session_timeout: config.session_timeout,
+        expiries,
+        windows,
     }
 }
+
+/// Records what an election's observer reports, until its framework is
+/// closed: each report with the instant the harness began waiting for it
+/// and the instant it came. With `ZK_CHAOS_BREAK=observer`, each is held
+/// [`OBSERVER_BREAK_DELAY`] and then recorded as if just read.
+async fn observe(shared: Arc<Shared>, kind: Kind, observer: LeaderObserver) {
+    let mut changes = std::pin::pin!(observer.changes());
+    // Bounded: the stream ends at the framework's close, which follows the
+    // run; the count only guards against a stream that never ends.
+    for _ in 0..1_000_000 {
+        let asked = Instant::now();
+        let Some(what) = changes.next().await else {
+            return;
+        };
+        let mut seen = Seen {
+            asked,
+            at: Instant::now(),
+            what,
+        };
+        if shared.config.break_observer {
+            tokio::time::sleep(OBSERVER_BREAK_DELAY).await;
+            seen.asked = Instant::now();
+            seen.at = seen.asked;
+        }
+        shared.log(kind, |log| log.observed.push(seen));
+    }
+}
+
+/// How late `ZK_CHAOS_BREAK=observer` hands observations out.
+pub const OBSERVER_BREAK_DELAY: Duration = Duration::from_secs(3);
 
 fn counter_path(root: &str, kind: Kind) -> String {
     format!("{root}/data/{kind:?}")
@@ -911,7 +1226,10 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind, who: usize) -> Lock {
 /// client still hears the server, which ZooKeeper itself never does, gives
 /// no client a chance to signal the loss before the next holder is let in;
 /// only the fence protects there, and the process pauses test that.)
-async fn expire(server: &TestingServer, contender: &Contender) {
+///
+/// Returns the session and the instant its expiry was confirmed, when it
+/// was.
+async fn expire(server: &TestingServer, contender: &Contender) -> Option<(i64, Instant)> {
     let framework = &contender.framework;
     let silent_since = Instant::now();
     contender.proxy.blackhole(true);
@@ -925,19 +1243,18 @@ async fn expire(server: &TestingServer, contender: &Contender) {
     // A server expires a session a whole session timeout after it last
     // heard from it, not the moment the client noticed the silence.
     tokio::time::sleep_until(silent_since + framework_session_timeout(contender)).await;
+    let mut expired = None;
     if let Some(session) = framework.current_session() {
-        match server.as_embedded() {
-            Some(embedded) => {
-                embedded.expire_session(session.id());
-            }
-            None => {
-                let _ =
-                    zk_curator_testing::expire_session(&server.connect_string(), session.client())
-                        .await;
-            }
-        }
+        let done = match server.as_embedded() {
+            Some(embedded) => embedded.expire_session(session.id()),
+            None => zk_curator_testing::expire_session(&server.connect_string(), session.client())
+                .await
+                .is_ok(),
+        };
+        expired = done.then(|| (session.id(), Instant::now()));
     }
     contender.proxy.blackhole(false);
+    expired
 }
 
 fn framework_session_timeout(contender: &Contender) -> Duration {
@@ -1095,6 +1412,10 @@ struct Record<'a> {
     seat: &'a Seat,
     interval: Interval,
     finished: bool,
+    /// A term's handle, to learn at the end why a selector cancelled it.
+    term: Option<LeaderTerm>,
+    /// Whether a [`LockLoss::Stale`] of this hold was recorded already.
+    stale_noted: bool,
 }
 
 impl<'a> Record<'a> {
@@ -1108,18 +1429,59 @@ impl<'a> Record<'a> {
                 who: seat.who,
                 task: seat.task,
                 token: taken.token(),
+                node: match taken {
+                    Taken::Term(term, _) => Some(term.node_path().to_owned()),
+                    _ => None,
+                },
                 loss: None,
                 start,
                 end: start,
                 obeyed: true,
             },
             finished: false,
+            term: match taken {
+                Taken::Term(term, _) => Some(term.clone()),
+                _ => None,
+            },
+            stale_noted: false,
         }
+    }
+
+    /// The hold ended early, signalled by its `lost()`.
+    fn lost(&mut self, loss: LockLoss) {
+        let Seat {
+            shared, kind, who, ..
+        } = self.seat;
+        let reason = match loss {
+            LockLoss::ConnectionState(state) => format!("{state}"),
+            other => format!("{other:?}"),
+        };
+        shared.log(*kind, |log| *log.losses.entry(reason).or_default() += 1);
+        self.interval.loss = Some(loss);
+        if loss == LockLoss::Stale {
+            self.stale(*who);
+        }
+    }
+
+    /// Records, once per hold, that it was found [`LockLoss::Stale`]: by
+    /// its `lost()`, by a write its fence refused, or (a selector's term)
+    /// when it was cancelled.
+    fn stale(&mut self, who: usize) {
+        if std::mem::replace(&mut self.stale_noted, true) {
+            return;
+        }
+        let now = Instant::now();
+        self.seat
+            .shared
+            .log(self.seat.kind, |log| log.stale_losses.push((who, now)));
     }
 }
 
 impl Drop for Record<'_> {
     fn drop(&mut self) {
+        if self.term.as_ref().and_then(LeaderTerm::loss) == Some(LockLoss::Stale) {
+            self.stale(self.seat.who);
+        }
         let mut interval = self.interval.clone();
         interval.end = Instant::now();
         let cancelled = !self.finished;
@@ -1200,8 +1562,7 @@ async fn section(
     let read = tokio::select! {
         read = read => read,
         loss = &mut *lost => {
-            note_loss(shared, kind, loss);
-            record.interval.loss = Some(loss);
+            record.lost(loss);
             return true;
         }
     };
@@ -1213,15 +1574,18 @@ async fn section(
         // session is expired; then it writes at once.
         record.interval.obeyed = false;
         shared.log(kind, |log| log.pauses += 1);
+        let paused = Instant::now();
         let _ = shared.pause_requests.send(who);
         tokio::time::sleep(t * 2 + t / 2).await;
-        write(shared, framework, taken, counter, &data, &stat, exclusive).await
+        let written = write(shared, framework, taken, counter, &data, &stat, exclusive).await;
+        // The pause is a fault of this contender's, until its write.
+        shared.window(who, paused);
+        written
     } else {
         tokio::select! {
             w = write(shared, framework, taken, counter, &data, &stat, exclusive) => w,
             loss = &mut *lost => {
-                note_loss(shared, kind, loss);
-                record.interval.loss = Some(loss);
+                record.lost(loss);
                 return true;
             }
         }
@@ -1229,19 +1593,16 @@ async fn section(
     let obeyed = record.interval.obeyed;
     match written {
         Written::Accepted(accepted) => shared.log(kind, |log| log.accepted.push(accepted)),
-        Written::Refused => shared.log(kind, |log| log.refused += 1),
+        Written::Refused => {
+            if taken.loss() == Some(LockLoss::Stale) {
+                record.stale(who);
+            }
+            shared.log(kind, |log| log.refused += 1);
+        }
         Written::Interfered if obeyed => shared.log(kind, |log| log.interference += 1),
         _ => {}
     }
     false
-}
-
-fn note_loss(shared: &Shared, kind: Kind, loss: LockLoss) {
-    let reason = match loss {
-        LockLoss::ConnectionState(state) => format!("{state}"),
-        other => format!("{other:?}"),
-    };
-    shared.log(kind, |log| *log.losses.entry(reason).or_default() += 1);
 }
 
 /// The critical section's write: the counter plus one, with this holder's
@@ -1296,5 +1657,43 @@ async fn write(
         Err(Error::LockLost { .. }) => Written::Refused,
         Err(Error::BadVersion) => Written::Interfered,
         Err(_) => Written::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Stale loss is a flap only outside every fault window of its own
+    /// holder, the window's end stretched by a session timeout.
+    #[test]
+    fn stale_losses_split_by_their_holders_fault_windows() {
+        let zero = Instant::now();
+        let at = |ms: u64| zero + Duration::from_millis(ms);
+        let window = |who, start, end| FaultWindow {
+            who,
+            start: at(start),
+            end: at(end),
+        };
+        let report = Report {
+            session_timeout: Duration::from_secs(2),
+            windows: vec![window(0, 1_000, 4_000), window(1, 10_000, 10_000)],
+            ..Report::default()
+        };
+        let log = Log {
+            stale_losses: vec![
+                // Inside #0's blackhole, and in its margin.
+                (0, at(2_000)),
+                (0, at(5_900)),
+                // After the margin, before a window, another's window.
+                (0, at(6_100)),
+                (0, at(500)),
+                (0, at(10_500)),
+                // In the margin of #1's reset.
+                (1, at(11_000)),
+            ],
+            ..Log::default()
+        };
+        assert_eq!(report.stale_split(&log), (3, 3));
     }
 }
