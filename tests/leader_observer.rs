@@ -457,6 +457,74 @@ async fn streams_of_one_framework_share_one_watch_and_one_read() {
     .await;
 }
 
+/// A new value and the leader's departure arriving together: the leader
+/// proclaims a new value and leaves while the observer's replies are held,
+/// so its connection then delivers the value's notification and the
+/// deletion's one after the other. Whichever wakes the observer first, it
+/// never reports the departed leader once it has received the deletion:
+/// not with the new value (the read of the value finds the leader's watch
+/// fired, and looks again). Repeated, since the order in which the two
+/// notifications reach the observer's task varies from round to round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_value_arriving_with_the_leaders_departure_is_not_reported() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let connect = server.connect_string();
+        let raw = raw_client(&connect).await;
+        let fa = framework(&connect).await;
+        let fb = framework(&connect).await;
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fo = framework(&proxy.connect_string()).await;
+        let mut stale = Vec::new();
+        for round in 0..40 {
+            let path = unique_path("observe-value-and-departure");
+            let a = LeaderLatch::new(fa.clone(), &path, "a")
+                .unwrap()
+                .with_value("a1");
+            a.start().unwrap();
+            leads(&a).await;
+            let b = LeaderLatch::new(fb.clone(), &path, "b").unwrap();
+            b.start().unwrap();
+            wait_for_participants(&raw, &path, 2).await;
+            let observer = LeaderObserver::new(fo.clone(), &path).unwrap();
+            let mut changes: Changes = Box::pin(observer.changes());
+            loop {
+                let seen = next_leader(&mut changes, "a with its value").await;
+                if seen.value == b"a1" {
+                    break;
+                }
+            }
+
+            proxy.hold_replies(true);
+            a.proclaim("a2").await.unwrap();
+            a.close().await.unwrap();
+            leads(&b).await;
+            proxy.hold_replies(false);
+            loop {
+                let seen = next(&mut changes, "b leads").await;
+                match &seen {
+                    Observation::Leader(leader) if leader.id == "b" => break,
+                    Observation::Leader(leader) if leader.value == b"a2" => {
+                        stale.push(format!("round {round}: {leader:?}"));
+                    }
+                    _ => {}
+                }
+            }
+            drop(changes);
+            b.close().await.unwrap();
+        }
+        assert!(
+            stale.is_empty(),
+            "the departed leader was reported after its deletion had arrived:\n{}",
+            stale.join("\n")
+        );
+        fo.close().await;
+        fa.close().await;
+        fb.close().await;
+    })
+    .await;
+}
+
 /// The observer's stream is `Send + 'static`, so it can be spawned.
 #[allow(dead_code)]
 fn streams_are_send(observer: LeaderObserver) {

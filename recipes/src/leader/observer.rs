@@ -767,10 +767,17 @@ impl Observing {
                 .await;
             match read {
                 Ok((data, stat, watcher)) => {
+                    let mut watch = Watch::new(framework, &session, watcher);
                     let proclaimed = match self.proclaimed_on(&session).await {
                         Ok(proclaimed) => proclaimed,
                         Err(err) => return failed(err),
                     };
+                    // The leader's node changed or went before the value
+                    // was read (its notification precedes that reply): what
+                    // was read of it is out of date, so look again.
+                    if (&mut watch.changed).now_or_never().is_some() {
+                        continue;
+                    }
                     let asked = data == REVOKE_MESSAGE;
                     let fallback = data.clone();
                     let mut leader =
@@ -789,7 +796,6 @@ impl Observing {
                     if !asked {
                         self.fallback = fallback;
                     }
-                    let watch = Watch::new(framework, &session, watcher);
                     return Look::Seen(Box::new((Observation::Leader(leader), watch)));
                 }
                 // It went between the listing and the read: list again.
@@ -823,6 +829,16 @@ impl Observing {
                 return None;
             }
         };
+        // The server sends a watch's notification before the reply to any
+        // read it handles later: if the leader's node went before this
+        // read, its watch has fired by now, and the leader is not reported
+        // again (a full look follows).
+        if let Pending::Watch(watch) = &mut self.pending {
+            if (&mut watch.changed).now_or_never().is_some() {
+                tracing::debug!("the leader's watch fired meanwhile; looking again");
+                return None;
+            }
+        }
         let Some(Observation::Leader(last)) = &self.last else {
             return None;
         };
