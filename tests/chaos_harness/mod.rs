@@ -39,6 +39,13 @@
 //! 3. the same observer had reported a node created after N (when it read
 //!    that node first, N was gone already).
 //!
+//! Every participant proclaims a value of its own (`value of <id>`, set
+//! with `with_value`, proclaimed by each term as it begins), so values
+//! change under the same faults, and a fourth rule holds whatever the
+//! timing: 4. a report that says its value was proclaimed carries the
+//! value of the participant it names, never another's (the value is taken
+//! only when the election path's data names the reported node).
+//!
 //! Sound because the embedded server and the real one are single servers
 //! here, so reads are linearizable: a read that begins after a deletion
 //! completed cannot see the node, and the observer reports a leader only
@@ -469,6 +476,14 @@ impl Report {
             if highest.is_none_or(|(before, _)| before < zxid) {
                 highest = Some((zxid, seen.at));
             }
+            // Rule 4: a proclaimed value is the named participant's own.
+            if leader.proclaimed && leader.value != value_of(&leader.id).as_bytes() {
+                stale.push(format!(
+                    "{named}: proclaimed value {:?} is not {}'s",
+                    String::from_utf8_lossy(&leader.value),
+                    leader.id
+                ));
+            }
         }
         let mut found = Vec::new();
         if !stale.is_empty() {
@@ -613,9 +628,16 @@ impl fmt::Display for Report {
             .values()
             .map(|log| self.stale_split(log))
             .fold((0, 0), |(i, o), (a, b)| (i + a, o + b));
+        let valued = self
+            .logs
+            .values()
+            .flat_map(|log| &log.observed)
+            .filter(|seen| seen.what.leader().is_some_and(|l| l.proclaimed))
+            .count();
         writeln!(
             f,
-            "observed: leader/no leader/unknown reports of each election's observer; \
+            "observed: leader/no leader/unknown reports of each election's observer \
+             ({valued} leader report(s) with a proclaimed value); \
              Stale losses: {inside} inside a fault window (+{:?}), {outside} outside (flaps)",
             self.session_timeout
         )?;
@@ -755,7 +777,9 @@ struct LatchSlot {
 
 impl LatchSlot {
     fn start(framework: &Framework, path: &str, id: String) -> Arc<LatchSlot> {
-        let latch = LeaderLatch::new(framework.clone(), path, id.clone()).unwrap();
+        let latch = LeaderLatch::new(framework.clone(), path, id.clone())
+            .unwrap()
+            .with_value(value_of(&id));
         latch.start().unwrap();
         Arc::new(LatchSlot {
             framework: framework.clone(),
@@ -773,7 +797,9 @@ impl LatchSlot {
     /// fails leaves the node to its session) and queues a new one.
     async fn give_up(&self) {
         let _ = self.latch().close().await;
-        let next = LeaderLatch::new(self.framework.clone(), &self.path, self.id.clone()).unwrap();
+        let next = LeaderLatch::new(self.framework.clone(), &self.path, self.id.clone())
+            .unwrap()
+            .with_value(value_of(&self.id));
         next.start().unwrap();
         *self.current.lock().unwrap() = next;
     }
@@ -1164,6 +1190,11 @@ async fn observe(shared: Arc<Shared>, kind: Kind, observer: LeaderObserver) {
     }
 }
 
+/// The value participant `id` proclaims.
+fn value_of(id: &str) -> String {
+    format!("value of {id}")
+}
+
 /// How late `ZK_CHAOS_BREAK=observer` hands observations out.
 pub const OBSERVER_BREAK_DELAY: Duration = Duration::from_secs(3);
 
@@ -1398,8 +1429,10 @@ fn start_selector(
         }
     };
     let path = format!("{root}/selector");
-    let selector =
-        LeaderSelector::with_id(framework, &path, format!("contender-{who}"), lead).unwrap();
+    let id = format!("contender-{who}");
+    let selector = LeaderSelector::with_id(framework, &path, id.clone(), lead)
+        .unwrap()
+        .with_value(value_of(&id));
     selector.auto_requeue(true);
     selector.start().unwrap();
     selector
