@@ -24,6 +24,13 @@
 //! its session closed on the server), and times the hand-over to the next
 //! participant; its requests and watches are counted by those proxies.
 //!
+//! The observe workload (issue 25, `locks/observe.rs`) loses the leader of
+//! an election of P `LeaderLatch` participants the same way, and times how
+//! long N `LeaderObserver` streams spread over S sessions take to report
+//! the new leader, against the participants' own failover; each observer
+//! session's proxy counts the notifications, listings and reads a change
+//! costs it (`--observers N`, `--observer-sessions S`).
+//!
 //! The tasks workload (T tasks on one session) has a cohort row
 //! (`cohort(CohortPolicy::default())`, issue 24) beside plain zk-curator and
 //! Curator, hand-off latency and fsyncs per hand-off (`mntr`
@@ -52,6 +59,8 @@
 mod cohort;
 #[path = "locks/failover.rs"]
 mod failover;
+#[path = "locks/observe.rs"]
+mod observe;
 #[path = "locks/peers.rs"]
 mod peers;
 #[path = "locks/plot.rs"]
@@ -81,6 +90,7 @@ use zk_curator::{CohortPolicy, Framework, FrameworkBuilder, InterProcessMutex};
 use zk_curator_testing::zookeeper_available;
 
 use failover::failover_phase;
+use observe::observe_phase;
 use peers::{field, Peer, PeerSetup};
 use stats::{noise, ratio, Spread};
 use tls::tls_phase;
@@ -155,12 +165,13 @@ impl Tune {
 // ---------------------------------------------------------------------------
 
 /// The workloads, in the order they run (the names `--only` takes).
-const WORKLOADS: [&str; 7] = [
+const WORKLOADS: [&str; 8] = [
     "uncontended",
     "latency",
     "contended",
     "tasks",
     "failover",
+    "observe",
     "tls",
     "scale",
 ];
@@ -195,6 +206,14 @@ struct Config {
     failover_warmup_cycles: usize,
     /// And unmeasured failovers after them.
     failover_warmup_kills: usize,
+    /// Participants in the observe workload's election.
+    observe_participants: usize,
+    /// Its observers (streams), and the sessions they are spread over.
+    observers: usize,
+    observer_sessions: usize,
+    /// Measured changes of leader per rep, and unmeasured ones before.
+    observe_failovers: usize,
+    observe_warmup_kills: usize,
     /// Parked waiters.
     scale: Vec<usize>,
     scale_sessions: usize,
@@ -208,8 +227,10 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Self, BoxError> {
         // `cargo bench` passes `--bench`; `--quick`, `--plot <file>`,
-        // `--only <workloads>`, `--reps <k>`, `--sessions <n,...>` and
-        // `--scale <k,...>` (the scale workload's waiter counts) matter here.
+        // `--only <workloads>`, `--reps <k>`, `--sessions <n,...>`,
+        // `--scale <k,...>` (the scale workload's waiter counts),
+        // `--observers <n>` and `--observer-sessions <s>` (the observe
+        // workload's) matter here.
         let args: Vec<String> = std::env::args().skip(1).collect();
         let quick = args.iter().any(|arg| arg == "--quick");
         let value = |flag: &str| {
@@ -238,6 +259,12 @@ impl Config {
             }
         };
         let reps = value("--reps").map(|v| positive("--reps", v)).transpose()?;
+        let observers = value("--observers")
+            .map(|v| positive("--observers", v))
+            .transpose()?;
+        let observer_sessions = value("--observer-sessions")
+            .map(|v| positive("--observer-sessions", v))
+            .transpose()?;
         let sessions = list("--sessions")
             .iter()
             .map(|v| positive("--sessions", v))
@@ -268,6 +295,11 @@ impl Config {
             failovers: if quick { 3 } else { 10 },
             failover_warmup_cycles: if quick { 200 } else { 3000 },
             failover_warmup_kills: if quick { 1 } else { 5 },
+            observe_participants: 3,
+            observers: observers.unwrap_or(if quick { 20 } else { 100 }),
+            observer_sessions: observer_sessions.unwrap_or(if quick { 2 } else { 4 }),
+            observe_failovers: if quick { 2 } else { 5 },
+            observe_warmup_kills: if quick { 1 } else { 3 },
             scale: match scale {
                 _ if !scale.is_empty() => scale,
                 _ if quick => vec![200],
@@ -428,6 +460,7 @@ async fn run() -> Result<(), BoxError> {
     workload!("contended", contended_phase);
     workload!("tasks", tasks_phase);
     workload!("failover", failover_phase);
+    workload!("observe", observe_phase);
     workload!("tls", tls_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).

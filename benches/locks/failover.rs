@@ -49,30 +49,30 @@ use super::{
 };
 
 /// Waiting for the next leader after a kill.
-const NEXT_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const NEXT_LIMIT: Duration = Duration::from_secs(30);
 /// Closing a session on the server.
-const KILL_LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const KILL_LIMIT: Duration = Duration::from_secs(10);
 /// Waiting for the killed participant to queue again.
 const WHOLE_LIMIT: Duration = Duration::from_secs(30);
 /// How often the server's counts are read while waiting for that.
 const POLL: Duration = Duration::from_millis(10);
 /// Without `mntr`, the wait for the killed participant to queue again.
-const WHOLE_WITHOUT_MNTR: Duration = Duration::from_secs(3);
+pub(crate) const WHOLE_WITHOUT_MNTR: Duration = Duration::from_secs(3);
 /// The xid of a watch notification.
-const NOTIFICATION_XID: i32 = -1;
+pub(crate) const NOTIFICATION_XID: i32 = -1;
 
 // ---------------------------------------------------------------------------
 // The two elections
 // ---------------------------------------------------------------------------
 
 /// zk-curator's election: a framework (one session) per participant.
-struct RustElection {
-    frameworks: Vec<Framework>,
-    latches: Vec<LeaderLatch>,
+pub(crate) struct RustElection {
+    pub(crate) frameworks: Vec<Framework>,
+    pub(crate) latches: Vec<LeaderLatch>,
 }
 
 /// One contender's election.
-enum Election<'a> {
+pub(crate) enum Election<'a> {
     /// zk-curator's, once started.
     Rust(Option<RustElection>),
     /// Apache Curator's, in the JVM peer.
@@ -86,17 +86,17 @@ enum Election<'a> {
 type Waits = (Scoped<()>, mpsc::UnboundedReceiver<(usize, SystemTime)>);
 
 /// A leader about to be killed, and the others waiting.
-struct Armed {
-    leader: usize,
+pub(crate) struct Armed {
+    pub(crate) leader: usize,
     /// The leader's session.
-    session_id: i64,
+    pub(crate) session_id: i64,
     /// zk-curator's waits (the peer keeps its own).
     waits: Option<Waits>,
 }
 
 impl Election<'_> {
     /// An election of one participant per connect string, on `path`.
-    async fn start(&mut self, connects: &[String], path: &str) -> Measured<()> {
+    pub(crate) async fn start(&mut self, connects: &[String], path: &str) -> Measured<()> {
         let limit = CONNECT_LIMIT * connects.len() as u32 + ACQUIRE_LIMIT;
         match self {
             Election::Rust(slot) => {
@@ -181,7 +181,7 @@ impl Election<'_> {
 
     /// Finds the leader and its session; parks every other participant in
     /// its wait for leadership.
-    async fn arm(&mut self) -> Measured<Armed> {
+    pub(crate) async fn arm(&mut self) -> Measured<Armed> {
         match self {
             Election::Rust(Some(election)) => {
                 let arm = async {
@@ -233,7 +233,7 @@ impl Election<'_> {
     }
 
     /// The first of the armed waits to return: which participant, and when.
-    async fn next(&mut self, armed: Armed) -> Measured<(usize, SystemTime)> {
+    pub(crate) async fn next(&mut self, armed: Armed) -> Measured<(usize, SystemTime)> {
         match (self, armed.waits) {
             (Election::Curator(peer), _) => {
                 let millis = NEXT_LIMIT.as_millis();
@@ -255,7 +255,7 @@ impl Election<'_> {
         }
     }
 
-    async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         match self {
             Election::Rust(slot) => {
                 if let Some(election) = slot.take() {
@@ -408,7 +408,7 @@ async fn failover(
 
 /// Waits until the server's ephemeral nodes and set watches are back to
 /// `before` (the killed participant queued again); the time since `started`.
-async fn whole_again(
+pub(crate) async fn whole_again(
     addr: Option<&str>,
     before: &Counters,
     started: Instant,
@@ -507,7 +507,7 @@ impl RepFigures {
 /// `count` counting proxies in front of `upstream`, on a runtime of their
 /// own (one worker thread), so that they take no turns from zk-curator's
 /// clients in this process (the JVM has threads of its own).
-async fn start_proxies(
+pub(crate) async fn start_proxies(
     upstream: String,
     count: usize,
 ) -> Result<(tokio::runtime::Runtime, Vec<FaultProxy>), BoxError> {
