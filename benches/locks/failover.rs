@@ -39,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use zk_curator::{Framework, LeaderElection, LeaderLatch};
 use zk_curator_testing::proxy::opcode;
-use zk_curator_testing::{close_granted_session, FaultProxy, Traffic};
+use zk_curator_testing::{close_granted_session, FaultProxy, SessionGrant, Traffic};
 
 use super::peers::{field, Peer};
 use super::stats::{noise, ratio, Spread};
@@ -321,14 +321,9 @@ impl Change {
     }
 }
 
-async fn failover(
-    election: &mut Election<'_>,
-    target: &Target,
-    proxies: &[FaultProxy],
-) -> Measured<Change> {
-    let armed = election.arm().await?;
-    let leader_proxy = proxies.get(armed.leader).ok_or("the leader has no proxy")?;
-    let grant = leader_proxy
+/// The session grant the leader's proxy saw for the leader of `armed`.
+pub(crate) fn leader_grant(leader_proxy: &FaultProxy, armed: &Armed) -> Measured<SessionGrant> {
+    leader_proxy
         .granted_sessions()
         .into_iter()
         .find(|g| g.session_id == armed.session_id)
@@ -337,15 +332,32 @@ async fn failover(
                 "the proxy saw no session {:#x} (the leader's) granted",
                 armed.session_id
             )
-        })?;
-    // The waits park, and the previous change's tail is over.
-    settle().await;
-    let addr = target.four_letter.as_deref();
-    let before = counters(addr).await;
-    for proxy in proxies {
-        proxy.clear_traffic();
-    }
-    let accepted: usize = proxies.iter().map(FaultProxy::accepted_connections).sum();
+        })
+}
+
+/// A leader killed, and who took over.
+pub(crate) struct Killed {
+    /// The participant that leads now.
+    pub(crate) next: usize,
+    /// When its wait returned (wall clock).
+    pub(crate) led_at: SystemTime,
+    /// When the leader was killed (monotonic, then wall clock).
+    pub(crate) started: Instant,
+    pub(crate) killed_at: SystemTime,
+}
+
+/// Kills the leader of `armed` as if its process died: its proxy stops
+/// forwarding, and its session (`grant`) is closed on the server. Returns
+/// once another participant leads. The proxy forwards again at the end, so
+/// the killed participant learns that its session is gone and queues
+/// again.
+pub(crate) async fn kill_leader(
+    election: &mut Election<'_>,
+    armed: Armed,
+    target: &Target,
+    leader_proxy: &FaultProxy,
+    grant: &SessionGrant,
+) -> Measured<Killed> {
     let old = armed.leader;
     // The leader's process dies: nothing in or out of it from now on.
     leader_proxy.set_paused(true);
@@ -354,7 +366,7 @@ async fn failover(
     let outcome = async {
         match within(
             KILL_LIMIT,
-            close_granted_session(&target.connect, &grant, KILL_LIMIT),
+            close_granted_session(&target.connect, grant, KILL_LIMIT),
         )
         .await
         {
@@ -373,6 +385,36 @@ async fn failover(
     if next == old {
         return Err("the killed leader led again first".to_owned());
     }
+    Ok(Killed {
+        next,
+        led_at,
+        started,
+        killed_at,
+    })
+}
+
+async fn failover(
+    election: &mut Election<'_>,
+    target: &Target,
+    proxies: &[FaultProxy],
+) -> Measured<Change> {
+    let armed = election.arm().await?;
+    let leader_proxy = proxies.get(armed.leader).ok_or("the leader has no proxy")?;
+    let grant = leader_grant(leader_proxy, &armed)?;
+    // The waits park, and the previous change's tail is over.
+    settle().await;
+    let addr = target.four_letter.as_deref();
+    let before = counters(addr).await;
+    for proxy in proxies {
+        proxy.clear_traffic();
+    }
+    let accepted: usize = proxies.iter().map(FaultProxy::accepted_connections).sum();
+    let Killed {
+        led_at,
+        started,
+        killed_at,
+        ..
+    } = kill_leader(election, armed, target, leader_proxy, &grant).await?;
     let failover = led_at
         .duration_since(killed_at)
         .map_err(|_| "the wall clock went back during a failover".to_owned())?;

@@ -39,11 +39,11 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use zk_curator::{Framework, LeaderObserver, Observation};
 use zk_curator_testing::proxy::opcode;
-use zk_curator_testing::{close_granted_session, FaultProxy, Traffic};
+use zk_curator_testing::{FaultProxy, Traffic};
 
 use super::failover::{
-    start_proxies, whole_again, Election, KILL_LIMIT, NEXT_LIMIT, NOTIFICATION_XID,
-    WHOLE_WITHOUT_MNTR,
+    kill_leader, leader_grant, start_proxies, whole_again, Election, Killed, KILL_LIMIT,
+    NEXT_LIMIT, NOTIFICATION_XID, WHOLE_WITHOUT_MNTR,
 };
 use super::stats::Spread;
 use super::{
@@ -298,16 +298,7 @@ async fn change(
         .participants
         .get(armed.leader)
         .ok_or("the leader has no proxy")?;
-    let grant = leader_proxy
-        .granted_sessions()
-        .into_iter()
-        .find(|g| g.session_id == armed.session_id)
-        .ok_or_else(|| {
-            format!(
-                "the proxy saw no session {:#x} (the leader's) granted",
-                armed.session_id
-            )
-        })?;
+    let grant = leader_grant(leader_proxy, &armed)?;
     observers.catch_up(&old_leader, CATCH_UP_LIMIT).await?;
     // The waits park, and the previous change's tail is over.
     settle().await;
@@ -317,31 +308,12 @@ async fn change(
     for proxy in proxies.participants.iter().chain(&proxies.observers) {
         proxy.clear_traffic();
     }
-    let old = armed.leader;
-    // The leader's process dies: nothing in or out of it from now on.
-    leader_proxy.set_paused(true);
-    let started = Instant::now();
-    let killed_at = SystemTime::now();
-    let outcome = async {
-        match within(
-            KILL_LIMIT,
-            close_granted_session(&target.connect, &grant, KILL_LIMIT),
-        )
-        .await
-        {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => return Err(format!("could not close the leader's session: {err}")),
-            Err(err) => return Err(format!("could not close the leader's session: {err}")),
-        }
-        election.next(armed).await
-    }
-    .await;
-    // It comes back: it learns that its session is gone, and queues again.
-    leader_proxy.set_paused(false);
-    let (next, led_at) = outcome?;
-    if next == old {
-        return Err("the killed leader led again first".to_owned());
-    }
+    let Killed {
+        next,
+        led_at,
+        started,
+        killed_at,
+    } = kill_leader(election, armed, target, leader_proxy, &grant).await?;
     let new_session = match election {
         Election::Rust(Some(rust)) => {
             let fw = rust.frameworks.get(next).ok_or("no such participant")?;
