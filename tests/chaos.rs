@@ -40,17 +40,28 @@ async fn no_two_holders_and_no_stale_write_under_faults() {
         return;
     };
     let config = chaos_harness::Config::from_env(30);
+    run_clean(&server, config, "chaos").await;
+}
+
+/// Runs the harness with `config` (bounded to its length plus a minute),
+/// prints its report, and fails the test on any violation.
+async fn run_clean(
+    server: &zk_curator_testing::TestingServer,
+    config: chaos_harness::Config,
+    what: &str,
+) -> chaos_harness::Report {
     let limit = config.duration + Duration::from_secs(60);
-    let report = bounded(limit, chaos_harness::run(&server, config)).await;
+    let report = bounded(limit, chaos_harness::run(server, config)).await;
     println!("{report}");
     let violations = report.violations();
     assert!(
         violations.is_empty(),
-        "chaos found {} violation(s) (replay with ZK_CHAOS_SEED={}):\n{}",
+        "{what} found {} violation(s) (replay with ZK_CHAOS_SEED={}):\n{}",
         violations.len(),
         report.seed,
         violations.join("\n")
     );
+    report
 }
 
 /// Cohort mode: runs of passes bounded so that they happen with the
@@ -63,16 +74,6 @@ async fn cohort_no_two_holders_and_no_stale_write_under_faults() {
     };
     let policy = CohortPolicy::new(8, Duration::from_secs(1));
     let config = chaos_harness::Config::from_env(20).with_cohort(policy, 3);
-    let limit = config.duration + Duration::from_secs(60);
-    let report = bounded(limit, chaos_harness::run(&server, config)).await;
-    println!("{report}");
-    let violations = report.violations();
-    assert!(
-        violations.is_empty(),
-        "chaos with cohorting found {} violation(s) (replay with ZK_CHAOS_SEED={}):\n{}",
-        violations.len(),
-        report.seed,
-        violations.join("\n")
-    );
+    let report = run_clean(&server, config, "chaos with cohorting").await;
     assert!(report.passes.is_some_and(|p| p > 0), "no node was passed");
 }

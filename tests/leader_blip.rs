@@ -36,6 +36,29 @@ async fn data_node(raw: &zk::Client) -> String {
     path
 }
 
+/// A framework behind `proxy` whose session outlasts every blip of these
+/// tests (12 s): the blackholes are lifted well before the server could
+/// expire it.
+async fn outlasting_blips(proxy: &FaultProxy) -> Framework {
+    framework_with(&proxy.connect_string(), |b| {
+        b.session_timeout(Duration::from_secs(12))
+    })
+    .await
+}
+
+/// The lock engine on a mutex's queue at `path` (one holder).
+fn mutex_queue(fw: &Framework, path: &str) -> zk_curator::framework::lock_internals::LockInternals {
+    use zk_curator::framework::lock_internals::{LockInternals, StandardLockInternalsDriver};
+    LockInternals::new(
+        fw.clone(),
+        path,
+        "lock-",
+        1,
+        Arc::new(StandardLockInternalsDriver),
+    )
+    .unwrap()
+}
+
 /// A started latch on `fw`.
 fn started(fw: &Framework, path: &str, id: &str) -> LeaderLatch {
     let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
@@ -99,12 +122,7 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
         let path = unique_path("latch-blip");
         let data = data_node(&raw).await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
-        // A session timeout long enough that the blackhole is lifted well
-        // before the server could expire the session.
-        let fa = framework_with(&proxy.connect_string(), |b| {
-            b.session_timeout(Duration::from_secs(12))
-        })
-        .await;
+        let fa = outlasting_blips(&proxy).await;
         let a = LeaderLatch::new(fa.clone(), &path, "a")
             .unwrap()
             .with_value("10.0.0.1:80");
@@ -324,28 +342,16 @@ async fn reset_until_lost(proxy: &FaultProxy, hold: &zk_curator::framework::lock
 /// given back, has nothing to resume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
-    use zk_curator::framework::lock_internals::{
-        until_held, Acquire, LockInternals, StandardLockInternalsDriver,
-    };
+    use zk_curator::framework::lock_internals::{until_held, Acquire};
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let data = data_node(&raw).await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework_with(&proxy.connect_string(), |b| {
-            b.session_timeout(Duration::from_secs(12))
-        })
-        .await;
+        let fw = outlasting_blips(&proxy).await;
         let path = unique_path("resume-lock");
-        let lock = LockInternals::new(
-            fw.clone(),
-            &path,
-            "lock-",
-            1,
-            Arc::new(StandardLockInternalsDriver),
-        )
-        .unwrap();
+        let lock = mutex_queue(&fw, &path);
         let hold = until_held(|| lock.acquire(Acquire::new())).await.unwrap();
         let refused = lock.resume(&hold).await.unwrap_err();
         assert!(matches!(refused, Error::InvalidArgument(_)), "{refused:?}");
@@ -385,18 +391,13 @@ async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
 /// again, as a new hold with the next per-node count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
-    use zk_curator::framework::lock_internals::{
-        until_held, Acquire, LockInternals, StandardLockInternalsDriver,
-    };
+    use zk_curator::framework::lock_internals::{until_held, Acquire};
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework_with(&proxy.connect_string(), |b| {
-            b.session_timeout(Duration::from_secs(12))
-        })
-        .await;
+        let fw = outlasting_blips(&proxy).await;
         let path = unique_path("resume-wait");
         // Our node gets a sequence above 0 (a node created and deleted
         // first), so that a node of sequence 0 sorts ahead of it.
@@ -410,14 +411,7 @@ async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
         raw.delete(&format!("{path}/filler-{sequence}"), None)
             .await
             .unwrap();
-        let lock = LockInternals::new(
-            fw.clone(),
-            &path,
-            "lock-",
-            1,
-            Arc::new(StandardLockInternalsDriver),
-        )
-        .unwrap();
+        let lock = mutex_queue(&fw, &path);
         let hold = until_held(|| lock.acquire(Acquire::new())).await.unwrap();
         assert!(!hold.path().ends_with("-lock-0000000000"));
         let ahead = format!("{path}/x-lock-0000000000");

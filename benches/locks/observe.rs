@@ -638,25 +638,18 @@ async fn run(
         all.reads as f64 / m,
         all.other as f64 / m
     );
-    let per = |count: usize, over: usize| count as f64 / m / over as f64;
-    println!(
-        "  {:<12} {:>9} {:>14.2} {:>9.2} {:>7.2} {:>15.2}",
-        "per session",
-        "",
-        per(all.notifications, sessions),
-        per(all.listings, sessions),
-        per(all.reads, sessions),
-        per(all.other, sessions)
-    );
-    println!(
-        "  {:<12} {:>9} {:>14.2} {:>9.2} {:>7.2} {:>15.2}",
-        "per observer",
-        "",
-        per(all.notifications, n),
-        per(all.listings, n),
-        per(all.reads, n),
-        per(all.other, n)
-    );
+    for (label, over) in [("per session", sessions), ("per observer", n)] {
+        let per = |count: usize| count as f64 / m / over as f64;
+        println!(
+            "  {:<12} {:>9} {:>14.2} {:>9.2} {:>7.2} {:>15.2}",
+            label,
+            "",
+            per(all.notifications),
+            per(all.listings),
+            per(all.reads),
+            per(all.other)
+        );
+    }
     println!(
         "  (the contract: 1 notification, listing and read per observer SESSION and change, not per observer)"
     );
