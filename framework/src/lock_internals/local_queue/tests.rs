@@ -25,33 +25,36 @@ fn key(path: &str, lock: &str, turns: u32) -> Key {
     (path.into(), lock.into(), turns)
 }
 
-/// A task's wait for a turn, polled by hand.
-type Pending = Pin<Box<dyn Future<Output = LocalTurn> + Send>>;
+/// A task's wait for a turn (with parcels of type `P`), polled by hand.
+type Pending<P = ()> = Pin<Box<dyn Future<Output = LocalTurn<P>> + Send>>;
 
 /// Starts a wait for a turn and polls it once (so it is queued, or served).
-fn arrive(queues: &Arc<LocalQueues>, key: &Key) -> std::result::Result<LocalTurn, Pending> {
+fn arrive<P: Send + 'static>(
+    queues: &Arc<LocalQueues<P>>,
+    key: &Key,
+) -> std::result::Result<LocalTurn<P>, Pending<P>> {
     let queues = queues.clone();
     let key = key.clone();
-    let mut wait: Pending = Box::pin(async move { queues.turn(key).await });
+    let mut wait: Pending<P> = Box::pin(async move { queues.turn(key).await });
     match poll(&mut wait) {
         Poll::Ready(turn) => Ok(turn),
         Poll::Pending => Err(wait),
     }
 }
 
-fn poll(wait: &mut Pending) -> Poll<LocalTurn> {
+fn poll<P>(wait: &mut Pending<P>) -> Poll<LocalTurn<P>> {
     let mut cx = Context::from_waker(futures::task::noop_waker_ref());
     wait.as_mut().poll(&mut cx)
 }
 
-fn queued(queues: &Arc<LocalQueues>, key: &Key) -> Pending {
+fn queued<P: Send + 'static>(queues: &Arc<LocalQueues<P>>, key: &Key) -> Pending<P> {
     match arrive(queues, key) {
         Ok(turn) => panic!("{turn:?} was served at once, expected to queue"),
         Err(wait) => wait,
     }
 }
 
-fn served(queues: &Arc<LocalQueues>, key: &Key) -> LocalTurn {
+fn served<P: Send + 'static>(queues: &Arc<LocalQueues<P>>, key: &Key) -> LocalTurn<P> {
     match arrive(queues, key) {
         Ok(turn) => turn,
         Err(_) => panic!("expected a free turn on {key:?}"),
@@ -296,4 +299,5 @@ async fn tasks_take_turns_in_arrival_order_and_never_more_than_the_count() {
     assert!(queues.gates.is_empty());
 }
 
+mod parcels;
 mod properties;
