@@ -4,6 +4,8 @@
 //! body, and small polling helpers.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod side;
+
 use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
