@@ -227,24 +227,27 @@ async fn another_session_gets_its_turn_within_the_bound() {
                 );
             }
             // The other session queues behind the holder's node.
+            // It counts the busy process's holds when it gets the lock: the
+            // ones that went first (holds after its release do not count).
             let other = {
                 let mutex = InterProcessMutex::new(other_fw.clone(), &path).unwrap();
+                let holds = holds.clone();
                 tokio::spawn(async move {
                     let started = std::time::Instant::now();
                     let guard = mutex.lock().await.unwrap();
-                    let waited = started.elapsed();
+                    let (waited, holds_then) = (started.elapsed(), holds.load(Ordering::SeqCst));
                     guard.release().await.unwrap();
-                    waited
+                    (waited, holds_then)
                 })
             };
             wait_for_participants(&raw, &path, 2).await;
             let before = holds.load(Ordering::SeqCst);
             holder.release().await.unwrap();
-            let waited = tokio::time::timeout(PATIENCE, other)
+            let (waited, holds_then) = tokio::time::timeout(PATIENCE, other)
                 .await
                 .expect("the other session starved")
                 .unwrap();
-            let busy_holds = holds.load(Ordering::SeqCst) - before;
+            let busy_holds = holds_then - before;
             stop.store(true, Ordering::SeqCst);
             for worker in workers {
                 tokio::time::timeout(PATIENCE, worker).await.unwrap().unwrap();
