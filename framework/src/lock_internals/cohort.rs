@@ -56,10 +56,12 @@ use crate::Framework;
 ///    have a greater zxid). A store that keeps the greatest token it has
 ///    seen refuses the old holder from the moment the new one wrote.
 /// 4. **No pass after a loss.** The old hold is checked valid in the same
-///    step that ends it, and the receiving task checks the node again
-///    against the loss epoch of the run's first grant: a session replaced,
-///    an error state (`Suspended`, under the standard policy) or the
-///    framework closed since then, and the node is deleted instead (in the
+///    step that ends it (so a loss no state change announced, such as the
+///    lease's end, [`LockLoss::Stale`](crate::LockLoss::Stale), counts too),
+///    and the receiving task checks the node again against the loss epoch
+///    of the run's first grant: a session replaced, an error state
+///    (`Suspended`, under the standard policy), the framework closed or the
+///    lease run out since then, and the node is deleted instead (in the
 ///    background) and the task queues as if nothing had been passed.
 /// 5. **Other sessions get their turn.** A run of passes ends after
 ///    [`CohortPolicy::max_passes`] passes or once the session has held the
