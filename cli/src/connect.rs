@@ -21,7 +21,8 @@ pub(crate) struct ConnectArgs {
     /// The ensemble, `host[:port][,host[:port]...]` (port 2181 if left
     /// out; IPv6 as `[addr]:port`); an entry written `tcp+tls://host:port`
     /// uses TLS, `tcp://host:port` plaintext. Credentials come from the
-    /// environment only: ZK_AUTH=user:password (digest), ZK_SASL (SASL).
+    /// environment only: ZK_AUTH=user:password (digest), ZK_SASL (SASL);
+    /// neither is passed on to a command zk-curator runs.
     #[arg(long = "zk", value_name = "HOSTS", env = "ZK_CONNECT")]
     pub(crate) zk: Option<String>,
     /// Connect over TLS (ZooKeeper's secureClientPort), trusting the CA
@@ -55,6 +56,13 @@ pub(crate) const AUTH_ENV: &str = "ZK_AUTH";
 /// `digest:USER:PASSWORD`, `kerberos[:SERVICE[:HOST]]`, or the path of a
 /// file holding one of these (so that the password is in no environment).
 pub(crate) const SASL_ENV: &str = "ZK_SASL";
+
+/// The environment variables that may hold credentials zk-curator reads.
+/// None of them reaches a process zk-curator starts (the command, its
+/// guard): a command that needs a credential is given it by its own means,
+/// never by inheriting zk-curator's (it would show in the command's
+/// `/proc/PID/environ`, and in everything the command starts).
+pub(crate) const CREDENTIAL_ENVS: [&str; 2] = [AUTH_ENV, SASL_ENV];
 
 /// How long closing may wait for the server to confirm the session's end
 /// while connected (it normally takes a round trip).

@@ -227,19 +227,28 @@ async fn sasl_digest_from_the_environment_or_a_file() {
             .await
             .unwrap();
         let connect = server.connect_string();
-        let output = zkc(&connect, &["lock", "/sasl-cli", "--", "true"])
-            .env("ZK_SASL", "digest:alice:alice-secret")
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "lock with SASL: {}",
-            stderr(&output)
-        );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sasl");
         std::fs::write(&file, "digest:alice:alice-secret\n").unwrap();
+        // The command sees neither the password nor the file holding it.
+        for sasl in ["digest:alice:alice-secret".as_ref(), file.as_os_str()] {
+            let output = zkc(&connect, &["lock", "/sasl-cli", "--", "env"])
+                .env("ZK_SASL", sasl)
+                .output()
+                .await
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "lock with SASL: {}",
+                stderr(&output)
+            );
+            let env = String::from_utf8_lossy(&output.stdout);
+            assert!(env.contains("ZK_CURATOR_FENCING_TOKEN="), "no env output");
+            assert!(
+                !env.contains("alice-secret") && !env.contains("ZK_SASL"),
+                "the command got the SASL credentials"
+            );
+        }
         let output = zkc(&connect, &["locks", "/sasl-cli"])
             .env("ZK_SASL", &file)
             .output()
