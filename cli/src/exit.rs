@@ -25,6 +25,9 @@ pub(crate) const TIMEOUT: u8 = 75;
 pub(crate) const LOST: u8 = 76;
 /// The hold was revoked while the command ran.
 pub(crate) const REVOKED: u8 = 77;
+/// Standard output was closed by its reader (`| head`): what a shell
+/// reports for a command SIGPIPE ended (128 + 13), said without a message.
+pub(crate) const CLOSED_OUTPUT: u8 = 141;
 /// The command exists but could not be executed (the shell's code).
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (the shell's code).
@@ -45,6 +48,11 @@ impl Failure {
         }
     }
 
+    /// An end that says nothing (see [`CLOSED_OUTPUT`]).
+    pub(crate) fn quiet(code: u8) -> Self {
+        Failure::new(code, "")
+    }
+
     pub(crate) fn usage(message: impl fmt::Display) -> Self {
         Failure::new(USAGE, message)
     }
@@ -58,4 +66,23 @@ impl Failure {
         };
         Failure::new(code, format!("{what}: {err}"))
     }
+}
+
+/// Writes `line` and a line break to standard output, flushed. A reader
+/// that has gone away (a closed pipe, as with `| head -1`) ends the command
+/// quietly with [`CLOSED_OUTPUT`], as SIGPIPE ends other commands (Rust
+/// programs ignore SIGPIPE, so the write fails instead).
+///
+/// # Errors
+/// [`CLOSED_OUTPUT`] (with no message) on a closed pipe, [`OTHER`] when
+/// standard output fails otherwise.
+pub(crate) fn out(line: impl fmt::Display) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::BrokenPipe => Failure::quiet(CLOSED_OUTPUT),
+            _ => Failure::new(OTHER, format!("cannot write to standard output: {err}")),
+        })
 }

@@ -17,7 +17,7 @@ use zk_curator::{
 };
 
 use crate::connect::ConnectArgs;
-use crate::exit::{Failure, OTHER};
+use crate::exit::{out, Failure, OTHER};
 use crate::locks::{columns, identity, identity_text};
 
 /// Options of `leader`.
@@ -121,9 +121,9 @@ pub(crate) async fn run(framework: &Framework, args: &LeaderArgs) -> Result<u8, 
     }
     let election = read(framework, &args.path).await?;
     if args.json {
-        println!("{}", to_json(&args.path, &election));
+        out(to_json(&args.path, &election))?;
     } else {
-        println!("{}", table(&args.path, &election));
+        out(table(&args.path, &election))?;
     }
     Ok(0)
 }
@@ -221,7 +221,7 @@ async fn watch(framework: &Framework, args: &LeaderArgs) -> Result<u8, Failure> 
     loop {
         tokio::select! {
             seen = changes.next() => match seen {
-                Some(seen) => println!("{}", observed_line(&args.path, &seen, args.json)),
+                Some(seen) => out(observed_line(&args.path, &seen, args.json))?,
                 None => return Ok(0),
             },
             _ = interrupt.recv() => return Ok(0),

@@ -12,7 +12,7 @@ use zk_curator::recipes::layout::{lock_participants, LockParticipant, LEASES_CHI
 use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
-use crate::exit::{Failure, OTHER};
+use crate::exit::{out, Failure, OTHER};
 
 /// Options of `locks`.
 #[derive(Debug, Args)]
@@ -74,7 +74,7 @@ fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     if !args.watch {
         let found = participants(framework, &args.path, args.leases).await?;
-        println!("{}", listing(args, &found));
+        out(listing(args, &found))?;
         return Ok(0);
     }
     let mut interrupt = signal(SignalKind::interrupt())
@@ -100,20 +100,20 @@ pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, F
         };
         // Disconnected: say so now, then wait for the reconnection (the
         // framework keeps trying) and list again.
-        report(args, "disconnected", state);
+        report(args, "disconnected", state)?;
         let mut reported = state;
         loop {
             tokio::select! {
                 state = states.next() => match state {
                     None => return Ok(0),
                     Some(state) if state.is_connected() => {
-                        report(args, "reconnected", state);
+                        report(args, "reconnected", state)?;
                         break;
                     }
                     // The state already read after a failure comes again.
                     Some(state) if state == reported => {}
                     Some(state) => {
-                        report(args, "disconnected", state);
+                        report(args, "disconnected", state)?;
                         reported = state;
                     }
                 },
@@ -142,10 +142,10 @@ async fn broken_connection(
 
 /// Reports a change of the connection: a JSON line on stdout with
 /// `--json`, a line on stderr otherwise.
-fn report(args: &LocksArgs, event: &str, state: ConnectionState) {
+fn report(args: &LocksArgs, event: &str, state: ConnectionState) -> Result<(), Failure> {
     if args.json {
         let line = json!({ "event": event, "state": state.to_string(), "path": args.path });
-        println!("{line}");
+        return out(line);
     } else if event == "reconnected" {
         eprintln!(
             "zk-curator: connected to ZooKeeper again ({state}); listing {} again",
@@ -156,6 +156,7 @@ fn report(args: &LocksArgs, event: &str, state: ConnectionState) {
             "zk-curator: lost the connection to ZooKeeper ({state}); still trying to reconnect"
         );
     }
+    Ok(())
 }
 
 /// The listing of `found`, as a table or one JSON object.
@@ -171,9 +172,9 @@ fn listing(args: &LocksArgs, found: &[LockParticipant]) -> String {
 /// Prints the participants, then waits for a change among them.
 async fn list_and_wait(framework: &Framework, args: &LocksArgs) -> Result<(), Failure> {
     let found = participants(framework, &args.path, args.leases).await?;
-    println!("{}", listing(args, &found));
+    out(listing(args, &found))?;
     if !args.json {
-        println!();
+        out("")?;
     }
     wait_for_change(framework, args, &queue_shape(&found)).await
 }

@@ -66,7 +66,9 @@ Exit codes:
   127  `lock`, `elect`: the command was not found
   128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
         or zk-curator got signal N while still waiting for the lock or for
-        leadership";
+        leadership
+  141  `locks`, `leader`, `revoke`: whoever read the output stopped reading
+       (`| head -1`); ends quietly, as SIGPIPE ends other commands";
 
 /// The exit codes of `lock`.
 const LOCK_EXIT_CODES: &str = "\
@@ -322,7 +324,9 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("zk-curator: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("zk-curator: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }

@@ -8,7 +8,7 @@ use zk_curator::recipes::layout::Role;
 use zk_curator::{Framework, LeaderObserver, Revoker};
 
 use crate::connect::ConnectArgs;
-use crate::exit::{Failure, NO_PARTICIPANT};
+use crate::exit::{out, Failure, NO_PARTICIPANT};
 use crate::locks::participants;
 
 /// Options of `revoke`.
@@ -78,7 +78,7 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
         tracing::info!(%node, "revocation requested");
     }
     let plural = if targets.len() == 1 { "" } else { "s" };
-    println!("asked {} holder{plural} to release", targets.len());
+    out(format!("asked {} holder{plural} to release", targets.len()))?;
     Ok(0)
 }
 
@@ -110,9 +110,9 @@ async fn step_down(framework: &Framework, path: &str) -> Result<u8, Failure> {
     } else {
         leader.id.clone()
     };
-    println!(
+    out(format!(
         "asked the leader {who} (node {}, token {}) to step down",
         node, leader.token
-    );
+    ))?;
     Ok(0)
 }

@@ -14,7 +14,7 @@ use clap::Args;
 use zk_curator_server::{EmbeddedServer, TlsConfig};
 
 use crate::duration::parse_duration;
-use crate::exit::{Failure, OTHER};
+use crate::exit::{out, Failure, OTHER};
 
 /// Options of `server`.
 #[derive(Debug, Args)]
@@ -131,9 +131,10 @@ pub(crate) async fn run(args: ServerArgs) -> Result<u8, Failure> {
     let mut terminate =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGTERM: {err}")))?;
-    println!("{}", server.connect_string());
+    // A reader that stopped reading (`| head -1`) does not stop the server.
+    let _ = out(server.connect_string());
     if let Some(secure) = server.tls_connect_string() {
-        println!("{secure}");
+        let _ = out(secure);
     }
     let serving = match server.secure_address() {
         None => server.connect_string(),

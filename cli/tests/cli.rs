@@ -225,6 +225,135 @@ fn signal(child: &Child, signal: &str) {
     assert!(sent.success(), "kill {signal} {pid}");
 }
 
+/// The processes whose parent is `pid` (from `/proc/*/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the fields after the last `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok());
+        if parent == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Credentials stay with zk-curator: the command `lock` and `elect` run,
+/// and every other process zk-curator starts (the guard), have neither
+/// `ZK_AUTH` nor `ZK_SASL` in their environment, nor the password anywhere
+/// in it.
+#[tokio::test]
+async fn credentials_are_not_handed_to_the_command() {
+    bounded(async {
+        const PASSWORD: &str = "pw-that-must-stay-4711";
+        for verb in [Verb::Lock, Verb::Elect] {
+            let dir = tempfile::tempdir().unwrap();
+            let (gated, started, release, _) = gated_script(dir.path());
+            let seen = dir.path().join("env");
+            let script = format!("env > {}; {gated}", seen.display());
+            let path = unique(&format!("no-credentials-{}", verb.name()));
+            let mut args = vec![verb.name(), path.as_str(), "--", "sh", "-c", &script];
+            if verb == Verb::Elect {
+                args.splice(2..2, ["--id", "env-check"]);
+            }
+            let holder = zkc(&args)
+                .env("ZK_AUTH", format!("someone:{PASSWORD}"))
+                // Empty: no SASL (the embedded server has none; tests/secure.rs
+                // has a SASL password against ZooKeeper), but set all the same.
+                .env("ZK_SASL", "")
+                .spawn()
+                .unwrap();
+            wait_for_file(&started).await;
+            let env = std::fs::read_to_string(&seen).unwrap();
+            for name in ["ZK_AUTH", "ZK_SASL"] {
+                assert!(!env.contains(name), "{verb:?}: the command got {name}");
+            }
+            assert!(
+                !env.contains(PASSWORD),
+                "{verb:?}: the command got the password"
+            );
+            let children = children_of(holder.id().unwrap());
+            assert!(
+                children.len() >= 2,
+                "{verb:?}: the command and its guard: {children:?}"
+            );
+            for child in children {
+                let environ = std::fs::read(format!("/proc/{child}/environ")).unwrap_or_default();
+                let environ = String::from_utf8_lossy(&environ);
+                assert!(
+                    !environ.contains(PASSWORD)
+                        && !environ.contains("ZK_AUTH")
+                        && !environ.contains("ZK_SASL"),
+                    "{verb:?}: process {child}, started by zk-curator, holds a credential"
+                );
+            }
+            std::fs::write(&release, "").unwrap();
+            let output = finish(holder).await;
+            assert!(output.status.success(), "{verb:?}: {}", stderr(&output));
+        }
+    })
+    .await;
+}
+
+/// A reader that stops reading (`| head -1`) ends `locks --watch` and
+/// `leader --watch` at their next line quietly, as SIGPIPE ends other
+/// commands: exit 141, nothing on stderr (no panic); a one-shot listing too.
+#[tokio::test]
+async fn a_closed_output_ends_quietly() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        for lister in ["locks", "leader"] {
+            let path = unique(&format!("closed-output-{lister}"));
+            let mut watch = zkc(&[lister, &path, "--watch", "--json"]).spawn().unwrap();
+            let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+            next_json(&mut lines, "the first listing").await;
+            drop(lines);
+            // A change: a participant comes and goes.
+            let (verb, extra): (Verb, &[&str]) = match lister {
+                "locks" => (Verb::Lock, &[]),
+                _ => (Verb::Elect, &["--id", "pipe"]),
+            };
+            let (script, started, release, _) = gated_script(dir.path());
+            let _ = std::fs::remove_file(&started);
+            let _ = std::fs::remove_file(&release);
+            let holder = verb.spawn(&path, extra, &script);
+            wait_for_file(&started).await;
+            std::fs::write(&release, "").unwrap();
+            assert!(finish(holder).await.status.success());
+            let output = finish(watch).await;
+            assert_eq!(
+                output.status.code(),
+                Some(141),
+                "{lister}: {}",
+                stderr(&output)
+            );
+            assert!(output.stderr.is_empty(), "{lister}: {}", stderr(&output));
+        }
+        // A one-shot listing into a pipe closed before it writes.
+        let path = unique("closed-output-once");
+        let mut once = zkc(&["locks", &path, "--json"]).spawn().unwrap();
+        drop(once.stdout.take());
+        let output = finish(once).await;
+        assert!(
+            matches!(output.status.code(), Some(0 | 141)),
+            "{:?}: {}",
+            output.status,
+            stderr(&output)
+        );
+        assert!(output.stderr.is_empty(), "{}", stderr(&output));
+    })
+    .await;
+}
+
 /// The one session that went through `proxy`: the one the holder (or
 /// leader) of `path` runs on, where its listing shows it.
 async fn the_grant(proxy: &FaultProxy, verb: Verb, path: &str) -> SessionGrant {
