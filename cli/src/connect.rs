@@ -118,6 +118,18 @@ impl Settings {
             }
         };
         let tls = tls_config(args)?;
+        if tls.is_none() {
+            if let Some(entry) = hosts
+                .split(',')
+                .find(|e| e.trim().starts_with("tcp+tls://"))
+            {
+                return Err(Failure::usage(format!(
+                    "{} asks for TLS: give --tls-ca FILE (or ZK_TLS_CA), the CA certificates \
+                     that signed the servers' certificates",
+                    entry.trim()
+                )));
+            }
+        }
         let sasl = match std::env::var_os(SASL_ENV) {
             None => None,
             Some(value) => {
@@ -281,6 +293,12 @@ fn check_hosts(hosts: &str) -> Result<String, String> {
             .strip_prefix("tcp+tls://")
             .or_else(|| entry.strip_prefix("tcp://"))
             .unwrap_or(entry);
+        if let Some((scheme, _)) = entry.split_once("://") {
+            return Err(format!(
+                "{scheme}:// is not a scheme zk-curator knows: an entry is host:port, \
+                 tcp://host:port (plaintext) or tcp+tls://host:port (TLS)"
+            ));
+        }
         if entry.contains('/') {
             return Err("a chroot does not go in the ensemble: use --namespace".into());
         }

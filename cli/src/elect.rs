@@ -19,6 +19,7 @@
 //!    latch) and exit with the command's status.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -47,6 +48,15 @@ pub(crate) struct ElectArgs {
     /// --watch` show it; the node's data stays the id.
     #[arg(long, value_name = "TEXT")]
     pub(crate) value: Option<String>,
+    /// --value read from FILE (`-`: standard input), whole, when
+    /// zk-curator starts: for a value too long for the command line, or
+    /// one kept out of it.
+    #[arg(long, value_name = "FILE", conflicts_with = "value")]
+    pub(crate) value_file: Option<PathBuf>,
+    /// The value proclaimed: --value, or what --value-file held (see
+    /// [`ElectArgs::read_value`]).
+    #[arg(skip)]
+    pub(crate) proclaimed: Option<Vec<u8>>,
     /// Give up (exit 75) if this process does not lead within this long,
     /// e.g. 30s, 500ms, 2m. Without it, wait as long as it takes.
     #[arg(long, value_name = "D", value_parser = parse_duration)]
@@ -60,6 +70,33 @@ pub(crate) struct ElectArgs {
     pub(crate) command: Vec<OsString>,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
+}
+
+impl ElectArgs {
+    /// Takes the value to proclaim from `--value` or `--value-file` (read
+    /// now, before anything is sent).
+    ///
+    /// # Errors
+    /// A usage failure naming the file when it cannot be read.
+    pub(crate) fn read_value(&mut self) -> Result<(), Failure> {
+        self.proclaimed = match (&self.value, &self.value_file) {
+            (Some(value), _) => Some(value.clone().into_bytes()),
+            (None, Some(file)) if file.as_os_str() == "-" => {
+                let mut value = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut value).map_err(
+                    |err| {
+                        Failure::usage(format!("--value-file -: cannot read standard input: {err}"))
+                    },
+                )?;
+                Some(value)
+            }
+            (None, Some(file)) => Some(std::fs::read(file).map_err(|err| {
+                Failure::usage(format!("--value-file {}: {err}", file.display()))
+            })?),
+            (None, None) => None,
+        };
+        Ok(())
+    }
 }
 
 /// Refuses an `--id` that is empty (leave it out to get the holder
@@ -96,8 +133,8 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
     // It steps down when asked (`zk-curator revoke PATH`), as `lock`
     // releases when revoked.
     latch.make_revocable();
-    Ok(match &args.value {
-        Some(value) => latch.with_value(value.as_str()),
+    Ok(match &args.proclaimed {
+        Some(value) => latch.with_value(value.clone()),
         None => latch,
     })
 }
@@ -154,11 +191,11 @@ async fn run_open(
         }
     };
     tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leading");
-    if let Some(value) = &args.value {
+    if let Some(value) = &args.proclaimed {
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
         // command's run below reports.
-        if let Err(err) = term.proclaim(value.as_bytes()).await {
+        if let Err(err) = term.proclaim(value).await {
             tracing::warn!(%err, "the value could not be proclaimed");
         }
     }

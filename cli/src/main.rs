@@ -359,8 +359,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             connect::close(&framework, true).await;
             result
         }
-        Command::Elect(args) => {
+        Command::Elect(mut args) => {
             check_path(&args.path, "election")?;
+            args.read_value()?;
             let settings = connect::Settings::from_args(&args.connect)?;
             let framework = connect::build(&settings, None)?;
             // Made before connecting, so that a bad --id sends nothing.

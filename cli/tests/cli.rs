@@ -2103,6 +2103,78 @@ async fn elect_value_is_proclaimed_and_leader_shows_it() {
     .await;
 }
 
+/// `elect --value-file`: a value read from a file (here longer than one
+/// argument may be on Linux, 128 KiB) or from standard input (`-`) is
+/// proclaimed as `--value` would be; a file that cannot be read is a usage
+/// error naming it, before anything is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn elect_value_from_a_file_or_standard_input() {
+    bounded(async {
+        for from_stdin in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = unique(&format!("elect-value-file-{from_stdin}"));
+            let elector = Elector::new(dir.path(), "a");
+            let value = if from_stdin {
+                "10.0.0.9:8080 from standard input".to_owned()
+            } else {
+                "v".repeat(200 * 1024)
+            };
+            let file = dir.path().join("value");
+            std::fs::write(&file, &value).unwrap();
+            let source = if from_stdin {
+                "-".to_owned()
+            } else {
+                file.display().to_string()
+            };
+            let script = elector.script(&dir.path().join("log"));
+            let args = [
+                "elect",
+                &path,
+                "--id",
+                "a",
+                "--value-file",
+                &source,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            let mut command = zkc(&args);
+            if from_stdin {
+                command.stdin(Stdio::piped());
+            }
+            let mut leader = command.spawn().unwrap();
+            if let Some(mut stdin) = leader.stdin.take() {
+                tokio::io::AsyncWriteExt::write_all(&mut stdin, value.as_bytes())
+                    .await
+                    .unwrap();
+            }
+            wait_for_file(&elector.started).await;
+            let listed = Verb::Elect.listing(&path).await;
+            assert_eq!(listed["leader"]["value"].as_str(), Some(value.as_str()));
+            std::fs::write(&elector.release, "").unwrap();
+            let output = finish(leader).await;
+            assert!(output.status.success(), "{}", stderr(&output));
+        }
+        let output = run(&[
+            "elect",
+            &unique("elect-no-value-file"),
+            "--value-file",
+            "/no/such/value",
+            "--",
+            "true",
+        ])
+        .await;
+        assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("/no/such/value"),
+            "{}",
+            stderr(&output)
+        );
+    })
+    .await;
+}
+
 /// `revoke PATH` on an election path: the leader (an `elect` run) is asked
 /// to step down and named; its command is stopped and it exits 77, the next
 /// elector leads (its command runs with a greater token). An election with

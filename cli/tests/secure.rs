@@ -163,8 +163,10 @@ async fn bad_tls_and_sasl_values_are_usage_errors() {
         let connect = "127.0.0.1:1";
         // (flags, environment, what the message must name)
         type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-        let cases: [Case<'_>; 6] = [
+        let cases: [Case<'_>; 8] = [
             (&["--tls-ca", "/no/such/ca.pem"], &[], "/no/such/ca.pem"),
+            (&["--zk", "tcp+tls://127.0.0.1:1"], &[], "--tls-ca"),
+            (&["--zk", "foo://127.0.0.1:1"], &[], "tcp+tls://host:port"),
             (&["--tls-cert", "/etc/hostname"], &[], "--tls-ca"),
             (
                 &["--tls-ca", "/etc/hostname"],
@@ -193,6 +195,12 @@ async fn bad_tls_and_sasl_values_are_usage_errors() {
             assert!(
                 stderr(&output).contains(expected),
                 "{flags:?} {env:?}: {}",
+                stderr(&output)
+            );
+            // The command line's words, never the library's.
+            assert!(
+                !stderr(&output).contains("FrameworkBuilder"),
+                "{flags:?}: {}",
                 stderr(&output)
             );
             assert!(started.elapsed() < Duration::from_secs(2));
