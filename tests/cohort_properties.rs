@@ -49,7 +49,7 @@ use zk_curator_testing::{FaultProxy, TestingServer};
 
 /// The run bounds of the framework under test.
 const MAX_PASSES: u32 = 3;
-const MAX_HOLD: Duration = Duration::from_millis(250);
+const MAX_HOLD: Duration = Duration::from_millis(400);
 
 /// The case's session timeout: a pause waits it out.
 const SESSION: Duration = Duration::from_secs(2);
@@ -114,10 +114,11 @@ enum Op {
     /// The process pauses past the session timeout.
     Pause,
     /// The loss strikes, then the `n`th guard is released, before any hold's
-    /// turn watcher can hand its turn back.
+    /// turn watcher can hand its turn back (a waiter is queued first if none
+    /// is: the release would pass to it).
     LoseThenRelease(usize, Kind),
     /// The `n`th guard is released, then the loss strikes before the next
-    /// task picks the node up.
+    /// task picks the node up (a waiter is queued first if none is).
     ReleaseThenLose(usize, Kind),
     /// The `n`th guard is released, then the `m`th waiter is cancelled
     /// before it picks the node up.
@@ -144,7 +145,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..8usize).prop_map(Op::Cancel),
         4 => (0..8usize).prop_map(Op::Release),
         1 => (0..8usize).prop_map(Op::Drop),
-        2 => (20..150u64).prop_map(Op::Sleep),
+        2 => (30..250u64).prop_map(Op::Sleep),
         losses => Just(Op::Loss),
         losses => Just(Op::Pause),
         losses * 3 => ((0..8usize), kind()).prop_map(|(n, k)| Op::LoseThenRelease(n, k)),
@@ -479,6 +480,20 @@ impl World {
         })
     }
 
+    /// Makes sure a task of this process waits for the lock (spawns a plain
+    /// waiter if none is queued), so that a release may pass.
+    async fn queue_one(&self, waiters: &mut Vec<Waiter>) {
+        if self.fw.locally_queued(self.mutex.path()) > 0 {
+            return;
+        }
+        let waiter = self.spawn(&Op::Wait);
+        let _ = eventually(SETTLE, || async {
+            waiter.is_finished() || self.fw.locally_queued(self.mutex.path()) > 0
+        })
+        .await;
+        waiters.push(waiter);
+    }
+
     /// Inflicts `kind` from the case's runtime; whether it struck (a broken
     /// link may come back unnoticed, and then nothing was lost).
     async fn inflict(&self, kind: Kind) -> bool {
@@ -605,6 +620,7 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 None
             }
             Op::LoseThenRelease(n, kind) if !held.is_empty() => {
+                world.queue_one(&mut waiters).await;
                 let granted = case.grants();
                 let h = held.remove(n % held.len());
                 let frozen = world.side.freeze().await;
@@ -622,6 +638,7 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 None
             }
             Op::ReleaseThenLose(n, kind) if !held.is_empty() => {
+                world.queue_one(&mut waiters).await;
                 let granted = case.grants();
                 let h = held.remove(n % held.len());
                 let frozen = world.side.freeze().await;
