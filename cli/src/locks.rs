@@ -74,7 +74,7 @@ fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     if !args.watch {
         let found = participants(framework, &args.path, args.leases).await?;
-        out(listing(args, &found))?;
+        out(listing(framework, args, &found).await?)?;
         return Ok(0);
     }
     let mut interrupt = signal(SignalKind::interrupt())
@@ -159,20 +159,43 @@ fn report(args: &LocksArgs, event: &str, state: ConnectionState) -> Result<(), F
     Ok(())
 }
 
-/// The listing of `found`, as a table or one JSON object.
-fn listing(args: &LocksArgs, found: &[LockParticipant]) -> String {
-    if args.json {
+/// The listing of `found`, as a table or one JSON object. A path with no
+/// lock participants may be an election's (a latch's nodes are no lock's):
+/// then the listing says so, and how to see it, rather than "no holders".
+async fn listing(
+    framework: &Framework,
+    args: &LocksArgs,
+    found: &[LockParticipant],
+) -> Result<String, Failure> {
+    let electing = if found.is_empty() {
+        crate::leader::participant_count(framework, &args.path).await?
+    } else {
+        0
+    };
+    Ok(if args.json {
         let listed: Vec<Value> = found.iter().map(to_json).collect();
-        json!({ "path": args.path, "participants": listed }).to_string()
+        let mut listing = json!({ "path": args.path, "participants": listed });
+        if electing > 0 {
+            listing["election_participants"] = json!(electing);
+        }
+        listing.to_string()
+    } else if electing > 0 {
+        format!(
+            "{} is an election with {electing} participant{}, not a lock: \
+             `zk-curator leader {}` shows its leader",
+            args.path,
+            if electing == 1 { "" } else { "s" },
+            args.path
+        )
     } else {
         table(found)
-    }
+    })
 }
 
 /// Prints the participants, then waits for a change among them.
 async fn list_and_wait(framework: &Framework, args: &LocksArgs) -> Result<(), Failure> {
     let found = participants(framework, &args.path, args.leases).await?;
-    out(listing(args, &found))?;
+    out(listing(framework, args, &found).await?)?;
     if !args.json {
         out("")?;
     }

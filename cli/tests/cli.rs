@@ -2175,6 +2175,40 @@ async fn elect_value_from_a_file_or_standard_input() {
     .await;
 }
 
+/// `locks` on an election's path (a latch's nodes are no lock's) says it is
+/// an election and how to see it, never "no holders" while someone leads.
+#[tokio::test(flavor = "multi_thread")]
+async fn locks_on_an_election_path_says_so() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = unique("locks-on-election");
+        let elector = Elector::new(dir.path(), "a");
+        let leader = Verb::Elect.spawn(
+            &path,
+            &["--id", "a"],
+            &elector.script(&dir.path().join("log")),
+        );
+        wait_for_file(&elector.started).await;
+        let text = run(&["locks", &path]).await;
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        assert!(!text.contains("no holders"), "{text}");
+        assert!(text.contains("is an election with 1 participant"), "{text}");
+        assert!(
+            text.contains(&format!("zk-curator leader {path}")),
+            "{text}"
+        );
+        let json = run(&["locks", &path, "--json"]).await;
+        let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(json["election_participants"], 1, "{json}");
+        std::fs::write(&elector.release, "").unwrap();
+        assert!(finish(leader).await.status.success());
+        // Nobody left: an ordinary empty listing.
+        let text = run(&["locks", &path]).await;
+        assert!(String::from_utf8_lossy(&text.stdout).contains("no holders or waiters"));
+    })
+    .await;
+}
+
 /// `revoke PATH` on an election path: the leader (an `elect` run) is asked
 /// to step down and named; its command is stopped and it exits 77, the next
 /// elector leads (its command runs with a greater token). An election with
