@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
-    unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, joined, raw_client, request_opcodes,
+    server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::{
     CohortPolicy, Error, FencingToken, Framework, InterProcessMultiLock, InterProcessMutex,
@@ -49,16 +49,6 @@ async fn queue_waiter(
         "the waiter never queued"
     );
     waiter
-}
-
-/// What a spawned task returned, failing the test after [`PATIENCE`] or if
-/// it panicked or failed.
-async fn joined<T>(task: tokio::task::JoinHandle<zk_curator::Result<T>>) -> T {
-    tokio::time::timeout(PATIENCE, task)
-        .await
-        .expect("the task did not finish in time")
-        .expect("the task panicked")
-        .expect("the task failed")
 }
 
 /// The pass: no request between the holder's release and the waiter's

@@ -123,6 +123,36 @@ enum Op {
     /// The `n`th guard is released, then the `m`th waiter is cancelled
     /// before it picks the node up.
     ReleaseThenCancel(usize, usize),
+    /// A task asking as `Asker` says waits (if no task of this process
+    /// waits yet), then the `n`th guard is released: a pass to it where the
+    /// rules allow one.
+    HandOver(usize, Asker),
+}
+
+/// How a task waiting for a hand-over asks for the lock.
+#[derive(Clone, Copy, Debug)]
+enum Asker {
+    Plain,
+    OwnData,
+    Pinned,
+}
+
+impl Asker {
+    fn wait(self) -> Op {
+        match self {
+            Asker::Plain => Op::Wait,
+            Asker::OwnData => Op::WaitWithData,
+            Asker::Pinned => Op::WaitPinned,
+        }
+    }
+}
+
+fn asker() -> impl Strategy<Value = Asker> {
+    prop_oneof![
+        Just(Asker::Plain),
+        Just(Asker::OwnData),
+        Just(Asker::Pinned)
+    ]
 }
 
 /// How often a loss or a pause comes (`COHORT_LOSSES=0` leaves them out).
@@ -151,6 +181,7 @@ fn op() -> impl Strategy<Value = Op> {
         losses * 3 => ((0..8usize), kind()).prop_map(|(n, k)| Op::LoseThenRelease(n, k)),
         losses * 3 => ((0..8usize), kind()).prop_map(|(n, k)| Op::ReleaseThenLose(n, k)),
         2 => ((0..8usize), (0..8usize)).prop_map(|(n, m)| Op::ReleaseThenCancel(n, m)),
+        4 => ((0..8usize), asker()).prop_map(|(n, a)| Op::HandOver(n, a)),
     ]
 }
 
@@ -480,13 +511,13 @@ impl World {
         })
     }
 
-    /// Makes sure a task of this process waits for the lock (spawns a plain
-    /// waiter if none is queued), so that a release may pass.
-    async fn queue_one(&self, waiters: &mut Vec<Waiter>) {
+    /// Makes sure a task of this process waits for the lock (spawns one
+    /// as `wait` says if none is queued), so that a release may pass.
+    async fn queue_one(&self, waiters: &mut Vec<Waiter>, wait: &Op) {
         if self.fw.locally_queued(self.mutex.path()) > 0 {
             return;
         }
-        let waiter = self.spawn(&Op::Wait);
+        let waiter = self.spawn(wait);
         let _ = eventually(SETTLE, || async {
             waiter.is_finished() || self.fw.locally_queued(self.mutex.path()) > 0
         })
@@ -585,7 +616,10 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 }
                 None
             }
-            Op::Release(n) if !held.is_empty() => {
+            Op::Release(n) | Op::HandOver(n, _) if !held.is_empty() => {
+                if let Op::HandOver(_, asker) = op {
+                    world.queue_one(&mut waiters, &asker.wait()).await;
+                }
                 let granted = case.grants();
                 let h = held.remove(n % held.len());
                 case.giving_back(&h);
@@ -620,7 +654,7 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 None
             }
             Op::LoseThenRelease(n, kind) if !held.is_empty() => {
-                world.queue_one(&mut waiters).await;
+                world.queue_one(&mut waiters, &Op::Wait).await;
                 let granted = case.grants();
                 let h = held.remove(n % held.len());
                 let frozen = world.side.freeze().await;
@@ -638,7 +672,7 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 None
             }
             Op::ReleaseThenLose(n, kind) if !held.is_empty() => {
-                world.queue_one(&mut waiters).await;
+                world.queue_one(&mut waiters, &Op::Wait).await;
                 let granted = case.grants();
                 let h = held.remove(n % held.len());
                 let frozen = world.side.freeze().await;

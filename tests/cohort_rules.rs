@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use common::side::SideRuntime;
 use common::{
-    bounded, children, eventually, expire, framework_with, raw_client, server, unique_path,
-    wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, expire, finished, framework_with, joined, raw_client, server,
+    unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{Acquire, LockInternals, StandardLockInternalsDriver};
 use zk_curator::{
@@ -174,10 +174,7 @@ impl Scene {
         waiter: tokio::task::JoinHandle<zk_curator::Result<MutexGuard>>,
         passed: &Hold,
     ) {
-        let got = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .expect("the waiter did not finish in time")
-            .expect("the waiter panicked");
+        let got = finished(waiter).await;
         assert_eq!(
             self.fw.metrics().lock_passes(),
             0,
@@ -228,11 +225,7 @@ async fn a_hold_lost_before_its_release_is_not_passed() {
                 let mutex = scene.mutex.clone();
                 scene.side.spawn(async move { mutex.lock().await })
             };
-            let holder = tokio::time::timeout(PATIENCE, holder)
-                .await
-                .unwrap()
-                .unwrap()
-                .unwrap();
+            let holder = joined(holder).await;
             let hold = Hold::clone(&holder);
             let waiter = scene.waiter(1).await;
             let frozen = scene.side.freeze().await;
@@ -317,7 +310,7 @@ async fn a_run_of_short_holds_ends_at_max_hold() {
             .collect();
         let mut runs = std::collections::BTreeMap::new();
         for task in tasks {
-            for token in tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap() {
+            for token in finished(task).await {
                 *runs.entry(token.get()).or_insert(0usize) += 1;
             }
         }
@@ -350,11 +343,7 @@ async fn an_acquire_with_other_node_data_takes_no_pass() {
         let waiter = tokio::spawn(async move { second.acquire().await });
         assert!(eventually(PATIENCE, || async { fw.locally_queued(&leases) == 1 }).await);
         lease.release().await.unwrap();
-        let lease = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let lease = joined(waiter).await;
         assert_eq!(lease.data().await.unwrap(), b"second");
         assert_eq!(lease.fencing_token().pass(), 0);
         lease.release().await.unwrap();
@@ -392,10 +381,7 @@ async fn a_pinned_acquire_takes_no_node_of_another_session() {
         };
         assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
         lock.release(&hold).await.unwrap();
-        let got = tokio::time::timeout(PATIENCE, pinned)
-            .await
-            .unwrap()
-            .unwrap();
+        let got = finished(pinned).await;
         assert!(
             matches!(got, Err(Error::SessionExpired)),
             "a pinned acquire on a replaced session got {got:?}"
@@ -429,11 +415,7 @@ async fn a_waiter_cancelled_before_its_pickup_leaves_the_node_to_the_next() {
         holder.release().await.unwrap();
         first.abort();
         assert!(first.await.unwrap_err().is_cancelled());
-        let guard = tokio::time::timeout(PATIENCE, second)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let guard = joined(second).await;
         assert_eq!(
             guard.fencing_token().get(),
             token.get(),
@@ -483,11 +465,7 @@ async fn parcels_nobody_is_left_to_take_are_deleted() {
                 assert!(waiter.await.unwrap_err().is_cancelled());
                 None
             } else {
-                let lease = tokio::time::timeout(PATIENCE, waiter)
-                    .await
-                    .unwrap()
-                    .unwrap()
-                    .unwrap();
+                let lease = joined(waiter).await;
                 assert_eq!(lease.fencing_token().pass(), 1);
                 Some(lease)
             };

@@ -237,6 +237,21 @@ pub async fn two_sessions_and_raw(connect: &str) -> (Framework, Framework, zk::C
     (first, second, raw)
 }
 
+/// What a spawned task returned, failing the test after [`PATIENCE`] or if
+/// it panicked (see [`joined`] for a task that must succeed).
+pub async fn finished<T>(task: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(PATIENCE, task)
+        .await
+        .expect("the task did not finish in time")
+        .expect("the task panicked")
+}
+
+/// What a spawned task returned, failing the test after [`PATIENCE`] or if
+/// it panicked or failed.
+pub async fn joined<T>(task: tokio::task::JoinHandle<zk_curator::Result<T>>) -> T {
+    finished(task).await.expect("the task failed")
+}
+
 /// The children of `path` (empty if it does not exist).
 pub async fn children(client: &zk::Client, path: &str) -> Vec<String> {
     match client.list_children(path).await {
