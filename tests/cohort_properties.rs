@@ -115,13 +115,13 @@ enum Op {
     Sleep(u64),
     /// The process pauses past the session timeout.
     Pause,
-    /// The loss strikes, then the `n`th guard is released, before any hold's
-    /// turn watcher can hand its turn back (a waiter is queued first if none
-    /// is: the release would pass to it).
-    LoseThenRelease(usize, Kind),
-    /// The `n`th guard is released, then the loss strikes before the next
+    /// The loss strikes, then the newest guard is released, before any
+    /// hold's turn watcher can hand its turn back (a waiter is queued first
+    /// if none is: the release would pass to it).
+    LoseThenRelease(Kind),
+    /// The newest guard is released, then the loss strikes before the next
     /// task picks the node up (a waiter is queued first if none is).
-    ReleaseThenLose(usize, Kind),
+    ReleaseThenLose(Kind),
     /// The `n`th guard is released, then the `m`th waiter is cancelled
     /// before it picks the node up.
     ReleaseThenCancel(usize, usize),
@@ -175,20 +175,20 @@ fn loss_weight() -> u32 {
 fn op() -> impl Strategy<Value = Op> {
     let losses = loss_weight();
     prop_oneof![
-        4 => Just(Op::Wait),
+        3 => Just(Op::Wait),
         1 => Just(Op::WaitRevocable),
         1 => (1..40u64).prop_map(Op::WaitFor),
         1 => Just(Op::WaitWithData),
         1 => any::<bool>().prop_map(Op::WaitPinned),
         1 => Just(Op::Try),
-        2 => (0..8usize).prop_map(Op::Cancel),
-        4 => (0..8usize).prop_map(Op::Release),
+        1 => (0..8usize).prop_map(Op::Cancel),
+        3 => (0..8usize).prop_map(Op::Release),
         1 => (0..8usize).prop_map(Op::Drop),
         2 => (30..250u64).prop_map(Op::Sleep),
         losses => Just(Op::Loss),
         losses => Just(Op::Pause),
-        losses * 3 => ((0..8usize), kind()).prop_map(|(n, k)| Op::LoseThenRelease(n, k)),
-        losses * 3 => ((0..8usize), kind()).prop_map(|(n, k)| Op::ReleaseThenLose(n, k)),
+        losses * 4 => kind().prop_map(Op::LoseThenRelease),
+        losses * 4 => kind().prop_map(Op::ReleaseThenLose),
         2 => ((0..8usize), (0..8usize)).prop_map(|(n, m)| Op::ReleaseThenCancel(n, m)),
         4 => ((0..8usize), asker()).prop_map(|(n, a)| Op::HandOver(n, a)),
         2 => ((2..5u8), (60..200u64)).prop_map(|(k, ms)| Op::Chain(k, ms)),
@@ -684,10 +684,10 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 world.inflict(Kind::Stale).await;
                 None
             }
-            Op::LoseThenRelease(n, kind) if !held.is_empty() => {
+            Op::LoseThenRelease(kind) if !held.is_empty() => {
                 world.queue_one(&mut waiters, &Op::Wait).await;
                 let granted = case.grants();
-                let h = held.remove(n % held.len());
+                let Some(h) = held.pop() else { continue };
                 let frozen = world.side.freeze().await;
                 let struck = world.inflict(kind).await;
                 case.giving_back(&h);
@@ -702,10 +702,10 @@ async fn run(ops: Vec<Op>) -> Vec<String> {
                 case.next_grant_recorded(granted, &waiters).await;
                 None
             }
-            Op::ReleaseThenLose(n, kind) if !held.is_empty() => {
+            Op::ReleaseThenLose(kind) if !held.is_empty() => {
                 world.queue_one(&mut waiters, &Op::Wait).await;
                 let granted = case.grants();
-                let h = held.remove(n % held.len());
+                let Some(h) = held.pop() else { continue };
                 let frozen = world.side.freeze().await;
                 case.giving_back(&h);
                 let token = h.hold().fencing_token();
