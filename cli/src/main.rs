@@ -48,8 +48,10 @@ Exit codes:
   0    success (for `lock` and `elect`: the command's own status is passed
        through)
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH, an `elect --id` that is empty,
-       too long or holds control characters); nothing is sent
+       no ensemble given, malformed ZK_AUTH or ZK_SASL, a TLS file that
+       cannot be read or a client certificate TLS cannot use (X.509 v1, not
+       DER, not matching --tls-key), an `elect --id` that is empty, too long
+       or holds control characters); nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout

@@ -8,6 +8,7 @@
 //! real one only.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -204,6 +205,47 @@ async fn bad_tls_and_sasl_values_are_usage_errors() {
                 stderr(&output)
             );
             assert!(started.elapsed() < Duration::from_secs(2));
+        }
+        // Client certificates are checked when read: an X.509 v1 one (what
+        // `openssl x509 -req` makes without -extfile), one that is not DER,
+        // and a key of another certificate are usage errors at once, naming
+        // the file (the framework's test certificates, see their README).
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../framework/tests/data");
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(
+            &garbage,
+            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let file = |name: &str| data.join(name).display().to_string();
+        let garbage = garbage.display().to_string();
+        for (cert, key, expected) in [
+            (file("client-v1.pem"), file("client.key"), "X.509 v1"),
+            (garbage.clone(), file("client.key"), "does not parse"),
+            (
+                file("client-v3.pem"),
+                file("other.key"),
+                "cannot be used together",
+            ),
+        ] {
+            let ca = file("ca.pem");
+            let args = [
+                "locks",
+                "/x",
+                "--tls-ca",
+                &ca,
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &key,
+            ];
+            let started = Instant::now();
+            let output = zkc(connect, &args).output().await.unwrap();
+            let text = stderr(&output);
+            assert_eq!(output.status.code(), Some(64), "{cert} {key}: {text}");
+            assert!(text.contains(expected) && text.contains(&cert), "{text}");
+            assert!(started.elapsed() < Duration::from_secs(1), "{text}");
         }
         // A password given through ZK_SASL never shows in an error.
         let output = zkc("tcp+tls://127.0.0.1:1", &["locks", "/x"])

@@ -2,8 +2,9 @@
 //! (ZooKeeper's `secureClientPort`), mutual TLS included.
 //!
 //! Certificates and keys are PEM, from files or from memory. Files are read
-//! when the framework is built (so a missing or malformed file is refused
-//! before anything is sent), again every time it builds a session, and every
+//! when the framework is built (so a missing or malformed file, or a client
+//! certificate the handshake could not use, such as an X.509 v1 one or one
+//! whose key does not match, is refused before anything is sent), again every time it builds a session, and every
 //! [`reload_interval`](TlsConfig::reload_interval) while it runs: a
 //! certificate replaced on disk (renewed by cert-manager, Vault, …) is used
 //! by the next connection, with no restart. A file that no longer parses
@@ -205,6 +206,7 @@ impl TlsConfig {
                     "the client certificate ({cert:?}) or key ({key:?}) is not usable: {err}"
                 ))
             })?;
+            check_identity(&cert_pem, &key_pem, cert, key)?;
             builder = builder.with_identity(identity);
             fingerprint.push_str(&cert_pem);
             fingerprint.push_str(&key_pem);
@@ -214,6 +216,98 @@ impl TlsConfig {
             .map_err(|err| Error::InvalidArgument(format!("TLS certificates: {err}")))?;
         Ok((fingerprint, certs))
     }
+}
+
+/// Refuses, naming the file, a client certificate and key that the TLS
+/// handshake could not use. The client builds its TLS configuration from
+/// them only when it connects, and a refusal there would be retried until
+/// the connection timeout, with no word about the certificate; so the same
+/// configuration is built here once, and an X.509 v1 certificate (what
+/// `openssl x509 -req` makes without `-extfile`), which rustls cannot use,
+/// is named as such with the way to make a v3 one.
+fn check_identity(cert_pem: &str, key_pem: &str, cert: &Pem, key: &Pem) -> Result<()> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|err| {
+            Error::InvalidArgument(format!(
+                "the client certificate ({cert:?}) is not PEM: {err}"
+            ))
+        })?;
+    let Some(leaf) = chain.first() else {
+        return Err(Error::InvalidArgument(format!(
+            "the client certificate ({cert:?}) holds no certificate"
+        )));
+    };
+    match x509_version(leaf) {
+        None => {
+            return Err(Error::InvalidArgument(format!(
+                "the client certificate ({cert:?}) is not an X.509 certificate (its DER does not parse)"
+            )))
+        }
+        Some(1) => {
+            return Err(Error::InvalidArgument(format!(
+                "the client certificate ({cert:?}) is X.509 v1, which TLS here cannot use: sign it \
+                 again as v3, e.g. `openssl x509 -req ... -extfile ext.cnf` with ext.cnf holding \
+                 `basicConstraints=CA:FALSE` and `extendedKeyUsage=clientAuth`"
+            )))
+        }
+        Some(_) => {}
+    }
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|err| {
+        Error::InvalidArgument(format!(
+            "the client key ({key:?}) is not a PEM private key: {err}"
+        ))
+    })?;
+    rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key_der)
+        .map(drop)
+        .map_err(|err| {
+            Error::InvalidArgument(format!(
+                "the client certificate ({cert:?}) and key ({key:?}) cannot be used together: {err}"
+            ))
+        })
+}
+
+/// The X.509 version of the DER certificate `der` (1 when its TBS
+/// certificate has no explicit version), or `None` when it is not the DER
+/// of a certificate.
+fn x509_version(der: &[u8]) -> Option<u8> {
+    // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE {
+    //     version [0] EXPLICIT INTEGER DEFAULT v1, serialNumber ... } ... }
+    let certificate = der_contents(der, 0x30)?;
+    let tbs = der_contents(certificate, 0x30)?;
+    if tbs.first() != Some(&0xA0) {
+        return Some(1);
+    }
+    let version = der_contents(der_contents(tbs, 0xA0)?, 0x02)?;
+    version.last()?.checked_add(1)
+}
+
+/// The contents of the DER element at the start of `data`, if its tag is
+/// `tag` and its length fits.
+fn der_contents(data: &[u8], tag: u8) -> Option<&[u8]> {
+    let (&first, rest) = data.split_first()?;
+    if first != tag {
+        return None;
+    }
+    let (&length, rest) = rest.split_first()?;
+    let (length, rest) = if length < 0x80 {
+        (usize::from(length), rest)
+    } else {
+        let bytes = usize::from(length & 0x7f);
+        if bytes == 0 || bytes > 4 || rest.len() < bytes {
+            return None;
+        }
+        let (length, rest) = rest.split_at(bytes);
+        let length = length
+            .iter()
+            .fold(0usize, |total, byte| (total << 8) | usize::from(*byte));
+        (length, rest)
+    };
+    rest.get(..length)
 }
 
 fn platform_bundle() -> Result<String> {
@@ -365,5 +459,80 @@ mod tests {
         assert!(err.to_string().contains("trusted roots"), "{err}");
         let err = LiveTls::new(TlsConfig::new().ca_pem("not pem")).expect_err("garbage");
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+
+    /// The test certificates of `tests/data` (see its README).
+    fn data(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name)
+    }
+
+    fn with_identity(cert: &str, key: &str) -> Result<LiveTls> {
+        let config = TlsConfig::new()
+            .ca_file(data("ca.pem"))
+            .client_cert_files(data(cert), data(key));
+        LiveTls::new(config)
+    }
+
+    /// A client certificate and key are checked when read, as the handshake
+    /// would use them: a v3 certificate with its key is taken; a v1
+    /// certificate, a certificate that is not DER, and a key of another
+    /// certificate are refused at once, naming the file.
+    #[test]
+    fn client_certificates_are_checked_when_read() {
+        with_identity("client-v3.pem", "client.key").expect("a v3 certificate and its key");
+        let err = with_identity("client-v1.pem", "client.key").expect_err("v1");
+        let text = err.to_string();
+        assert!(
+            text.contains("client-v1.pem") && text.contains("X.509 v1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("-extfile"),
+            "says how to make a v3 one: {text}"
+        );
+        let err = with_identity("client-v3.pem", "other.key").expect_err("another key");
+        let text = err.to_string();
+        assert!(
+            text.contains("other.key") && text.contains("client-v3.pem"),
+            "{text}"
+        );
+
+        let dir = std::env::temp_dir().join(format!("zk-curator-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("{err}"));
+        let garbage = dir.join("garbage.pem");
+        let body = "Z2FyYmFnZSwgbm90IGEgY2VydGlmaWNhdGUgYXQgYWxs";
+        std::fs::write(
+            &garbage,
+            format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n"),
+        )
+        .unwrap_or_else(|err| panic!("{err}"));
+        let config = TlsConfig::new()
+            .ca_file(data("ca.pem"))
+            .client_cert_files(&garbage, data("client.key"));
+        let err = LiveTls::new(config).expect_err("garbage");
+        let text = err.to_string();
+        assert!(
+            text.contains("garbage.pem") && text.contains("does not parse"),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn x509_versions_are_read_from_the_der() {
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::CertificateDer;
+        let version = |name: &str| {
+            let der =
+                CertificateDer::from_pem_file(data(name)).unwrap_or_else(|err| panic!("{err}"));
+            x509_version(&der)
+        };
+        assert_eq!(version("client-v1.pem"), Some(1));
+        assert_eq!(version("client-v3.pem"), Some(3));
+        assert_eq!(version("ca.pem"), Some(3));
+        assert_eq!(x509_version(b"garbage"), None);
+        assert_eq!(x509_version(&[0x30, 0x82, 0xff]), None);
     }
 }
