@@ -54,7 +54,10 @@ Exit codes:
        or holds control characters); nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   `lock --timeout` expired before the lock was acquired, or
        `elect --timeout` before this process led
@@ -78,7 +81,10 @@ Exit codes:
   the command's  the command ran; its own status is passed through
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH); nothing is sent
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
   76   the hold was lost while the command ran (its process group was stopped)
@@ -95,7 +101,10 @@ Exit codes:
   64   usage error (bad arguments or path, an --id that is empty, too long
        or holds control characters, malformed --zk / ZK_CONNECT, no
        ensemble given, malformed ZK_AUTH); nothing is sent
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (e.g. refused by ZooKeeper)
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
@@ -114,7 +123,10 @@ Exit codes:
        with --watch, when interrupted by SIGINT)
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH); nothing is sent
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -123,7 +135,10 @@ Exit codes:
   0    success
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH); nothing is sent
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `revoke`.
@@ -134,7 +149,10 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH); nothing is sent
   66   --node names no participant of the lock, or (without --node and
        --all) the election has no leader; nothing is written
-  69   ZooKeeper could not be reached within the connection timeout
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us: at once when every host refused for a reason retrying
+       cannot change (a certificate, a port that does not speak TLS,
+       credentials); the message says which
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `server`.

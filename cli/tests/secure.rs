@@ -157,6 +157,74 @@ async fn lock_and_locks_over_mutual_tls() {
     .expect("test timed out");
 }
 
+/// A refusal retrying cannot change is the answer at once: `lock` with the
+/// default 15 s connection timeout exits 69 within 2 s, saying why, when
+/// the server refuses our (missing) certificate, when its certificate is
+/// not trusted, and when the port does not speak TLS.
+#[tokio::test]
+async fn a_refusal_is_the_answer_at_once() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let certs = TestCertificates::generate().unwrap();
+        let Some((connect, _real, _embedded)) =
+            secure_server("a_refusal_is_the_answer_at_once", &certs).await
+        else {
+            return;
+        };
+        let plaintext = EmbeddedServer::builder().start().await.unwrap();
+        let plaintext_tls = format!("tcp+tls://{}", plaintext.address());
+        let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+        let (ca, untrusted) = (
+            path(certs.ca().cert_path()),
+            path(certs.untrusted_ca().cert_path()),
+        );
+        let (cert, key) = (
+            path(certs.client().cert_path()),
+            path(certs.client().key_path()),
+        );
+        let cases: [(&str, Vec<&str>, &str); 3] = [
+            (
+                &connect,
+                vec!["--tls-ca", &ca],
+                "refused our client certificate",
+            ),
+            (
+                &connect,
+                vec![
+                    "--tls-ca",
+                    &untrusted,
+                    "--tls-cert",
+                    &cert,
+                    "--tls-key",
+                    &key,
+                ],
+                "not trusted",
+            ),
+            (
+                &plaintext_tls,
+                vec!["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key],
+                "does not speak TLS",
+            ),
+        ];
+        for (connect, flags, expected) in cases {
+            let mut args = vec!["lock", "/refused"];
+            args.extend(flags.iter().copied());
+            args.extend(["--", "true"]);
+            let started = Instant::now();
+            let output = zkc(connect, &args).output().await.unwrap();
+            let took = started.elapsed();
+            let text = stderr(&output);
+            assert_eq!(output.status.code(), Some(69), "{flags:?}: {text}");
+            assert!(text.contains(expected), "{flags:?}: {text}");
+            assert!(
+                took < Duration::from_secs(2),
+                "{flags:?}: took {took:?}: {text}"
+            );
+        }
+    })
+    .await
+    .expect("test timed out");
+}
+
 #[tokio::test]
 async fn bad_tls_and_sasl_values_are_usage_errors() {
     tokio::time::timeout(TEST_LIMIT, async {

@@ -7,7 +7,12 @@
 //! failed attempt (the client's connect-failure observer), keeps the last
 //! one of these kinds, and hands it to whoever was waiting for a session:
 //! [`Error::Connect`](crate::Error::Connect) at the connection timeout, or
-//! at once for a refused authentication.
+//! at once for a refused authentication, and at once too when every host of
+//! the ensemble has refused for a reason retrying cannot change (see
+//! [`ConnectFailure::is_definitive`] and [`Refusals`]).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use std::error::Error as StdError;
 use std::io;
@@ -53,6 +58,14 @@ impl ConnectFailure {
         matches!(self, ConnectFailure::Authentication(_))
     }
 
+    /// Whether trying the same host again cannot change the answer: our
+    /// certificate refused, the server's untrusted or expired, a port that
+    /// does not speak TLS, refused credentials. (Anything else, a host that
+    /// is down or restarting included, may pass.)
+    pub(crate) fn is_definitive(&self) -> bool {
+        !matches!(self, ConnectFailure::Tls(_))
+    }
+
     /// Classifies one failed attempt on `endpoint` (`tcp://…` or
     /// `tcp+tls://…`); `None` for failures of no such kind (a refused or
     /// reset connection, a timeout: a host that is down).
@@ -75,6 +88,33 @@ impl ConnectFailure {
             return Some(ConnectFailure::Authentication(text));
         }
         None
+    }
+}
+
+/// How the last attempt on each host of one session build failed: whether
+/// every host has refused for a reason retrying cannot change.
+#[derive(Debug)]
+pub(crate) struct Refusals {
+    /// The number of hosts the client tries.
+    hosts: usize,
+    /// Per endpoint, whether its last attempt was refused definitively.
+    last: Mutex<HashMap<String, bool>>,
+}
+
+impl Refusals {
+    pub(crate) fn new(hosts: usize) -> Refusals {
+        Refusals {
+            hosts: hosts.max(1),
+            last: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Notes how the last attempt on `endpoint` failed; returns whether
+    /// every host's last attempt has now been refused definitively.
+    pub(crate) fn note(&self, endpoint: &str, definitive: bool) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.insert(endpoint.to_owned(), definitive);
+        last.len() >= self.hosts && last.values().all(|definitive| *definitive)
     }
 }
 
@@ -144,6 +184,20 @@ mod tests {
             ConnectFailure::classify("tcp://a:1", &zk::Error::ConnectionLoss),
             None
         );
+    }
+
+    /// Refused everywhere only once every host's last attempt was refused
+    /// definitively; a host that may yet answer (down, restarting) undoes it.
+    #[test]
+    fn refusals_count_every_host() {
+        let refusals = Refusals::new(2);
+        assert!(!refusals.note("tcp+tls://a:1", true), "one host of two");
+        assert!(refusals.note("tcp+tls://b:1", true), "both");
+        assert!(!refusals.note("tcp+tls://a:1", false), "a may yet answer");
+        assert!(refusals.note("tcp+tls://a:1", true), "both again");
+        assert!(ConnectFailure::NotTls.is_definitive());
+        assert!(ConnectFailure::ClientCertificateRefused(String::new()).is_definitive());
+        assert!(!ConnectFailure::Tls(String::new()).is_definitive());
     }
 
     #[test]

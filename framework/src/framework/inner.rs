@@ -11,7 +11,7 @@ use zookeeper_client as zk;
 
 use super::events::{StateChange, StateEvents};
 use super::{CleanupJob, Inner, LastConnectFailure, Session, CLOSED, LATENT, STARTED};
-use crate::connect_failure::ConnectFailure;
+use crate::connect_failure::{ConnectFailure, Refusals};
 use crate::error::{Error, Result};
 use crate::retry::RetryLoop;
 use crate::state::{next_state, ConnectionState, StateEvent};
@@ -132,6 +132,7 @@ impl Inner {
         let mut rx = self.session_tx.subscribe();
         let mut closed = self.closed_tx.subscribe();
         let mut failures = self.connect_failure.subscribe();
+        let since = Instant::now();
         loop {
             self.check_open()?;
             if let Some(session) = rx.borrow_and_update().clone() {
@@ -139,7 +140,7 @@ impl Inner {
                     return Ok(session);
                 }
             }
-            self.check_immediate_failure(&mut failures)?;
+            self.check_immediate_failure(&mut failures, since)?;
             tokio::select! {
                 _ = rx.changed() => {}
                 _ = closed.changed() => {}
@@ -150,13 +151,17 @@ impl Inner {
     }
 
     /// Fails a wait for a connection at once when the last attempt's
-    /// failure is one waiting cannot cure (refused credentials).
+    /// failure is one waiting cannot cure: refused credentials, or a
+    /// definitive refusal by every host of the ensemble. (The framework
+    /// keeps trying in the background all the same.)
     pub(crate) fn check_immediate_failure(
         &self,
         failures: &mut watch::Receiver<Option<LastConnectFailure>>,
+        since: Instant,
     ) -> Result<()> {
         match &*failures.borrow_and_update() {
             Some(failure) if failure.reason.is_immediate() => Err(failure.to_error()),
+            Some(failure) if failure.everywhere && failure.at >= since => Err(failure.to_error()),
             _ => Ok(()),
         }
     }
@@ -174,15 +179,33 @@ impl Inner {
     /// telling; see [`ConnectFailure::classify`].
     pub(crate) fn note_connect_failure(
         failures: &watch::Sender<Option<LastConnectFailure>>,
+        refusals: &Refusals,
         endpoint: &str,
         err: &zk::Error,
     ) {
-        if let Some(reason) = ConnectFailure::classify(endpoint, err) {
-            tracing::warn!(%endpoint, %reason, "cannot connect");
-            failures.send_replace(Some(LastConnectFailure {
-                endpoint: endpoint.to_owned(),
-                reason,
-            }));
+        let reason = ConnectFailure::classify(endpoint, err);
+        let definitive = reason.as_ref().is_some_and(ConnectFailure::is_definitive);
+        let everywhere = refusals.note(endpoint, definitive);
+        match reason {
+            Some(reason) => {
+                tracing::warn!(%endpoint, %reason, everywhere, "cannot connect");
+                failures.send_replace(Some(LastConnectFailure {
+                    endpoint: endpoint.to_owned(),
+                    reason,
+                    everywhere,
+                    at: Instant::now(),
+                }));
+            }
+            // A host that may yet answer: no longer refused everywhere.
+            None => {
+                failures.send_if_modified(|last| match last {
+                    Some(last) if last.everywhere => {
+                        last.everywhere = false;
+                        true
+                    }
+                    _ => false,
+                });
+            }
         }
     }
 

@@ -97,6 +97,13 @@ pub(crate) struct Inner {
 pub(crate) struct LastConnectFailure {
     pub(crate) endpoint: String,
     pub(crate) reason: ConnectFailure,
+    /// Every host's last attempt was refused for a reason retrying cannot
+    /// change: waiting for the connection timeout cannot help.
+    pub(crate) everywhere: bool,
+    /// When it was noted: a wait for a connection fails at once only on
+    /// refusals that came after it began (the world may have been fixed
+    /// since older ones: a certificate replaced, a server reconfigured).
+    pub(crate) at: Instant,
 }
 
 impl LastConnectFailure {
@@ -370,9 +377,13 @@ impl Framework {
     /// # Errors
     /// [`Error::Timeout`] when `timeout` passes first, or
     /// [`Error::Connect`] in its place when the attempts failed for a reason
-    /// to act on (a certificate, the wrong port; refused credentials are
-    /// returned at once); [`Error::Closed`] if the framework is closed or
-    /// not started.
+    /// to act on (a certificate, the wrong port). It comes at once, before
+    /// the timeout, for refused credentials, and when the last attempt on
+    /// every host of the ensemble since this wait began was refused for a
+    /// reason retrying cannot change (our certificate refused, the server's
+    /// untrusted or expired, a port that does not speak TLS); the framework
+    /// keeps trying in the background all the same, for whoever waits
+    /// again. [`Error::Closed`] if the framework is closed or not started.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes state.
@@ -382,6 +393,7 @@ impl Framework {
         let mut state = inner.state_tx.subscribe();
         let mut closed = inner.closed_tx.subscribe();
         let mut failures = inner.connect_failure.subscribe();
+        let since = Instant::now();
         loop {
             inner.check_open()?;
             if state
@@ -390,7 +402,7 @@ impl Framework {
             {
                 return Ok(());
             }
-            inner.check_immediate_failure(&mut failures)?;
+            inner.check_immediate_failure(&mut failures, since)?;
             tokio::select! {
                 _ = state.changed() => {}
                 _ = closed.changed() => {}
@@ -513,7 +525,8 @@ impl Framework {
     /// [`Error::Closed`] if the framework is closed, [`Error::NotStarted`]
     /// if it was never started; [`Error::Timeout`] if no session appears
     /// within the connection timeout, or [`Error::Connect`] in its place
-    /// (at once for refused credentials; see
+    /// (at once for refused credentials, and for a refusal retrying cannot
+    /// change by every host; see
     /// [`block_until_connected`](Self::block_until_connected)).
     ///
     /// # Cancel safety

@@ -10,6 +10,7 @@ use zookeeper_client as zk;
 
 use super::builder::check_transports;
 use super::{Config, Inner, Session};
+use crate::connect_failure::Refusals;
 use crate::ensemble;
 use crate::error::{Error, Result};
 use crate::retry::{sleep_until_opt, Backoff};
@@ -138,8 +139,9 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
         connector = connector.with_auth(scheme, auth);
     }
     let failures = inner.connect_failure.clone();
+    let refusals = Refusals::new(hosts.split(',').count());
     connector = connector.with_connect_failure_observer(Arc::new(move |endpoint, err| {
-        Inner::note_connect_failure(&failures, endpoint, err)
+        Inner::note_connect_failure(&failures, &refusals, endpoint, err)
     }));
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &config.sasl {
