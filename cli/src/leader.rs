@@ -52,12 +52,6 @@ fn node_name(node: &str) -> &str {
     node.rsplit_once('/').map_or(node, |(_, name)| name)
 }
 
-/// How many take part in the election at `path` (0 for a path that holds
-/// none: no election, or a lock's).
-pub(crate) async fn participant_count(framework: &Framework, path: &str) -> Result<usize, Failure> {
-    Ok(read(framework, path).await?.participants.len())
-}
-
 /// Reads the election at `path` through the library's own reading of it:
 /// as a latch's, unless only a selector's nodes are there.
 async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::zk;
 use zk_curator::recipes::layout::{lock_participants, LockParticipant, LEASES_CHILD, LOCKS_CHILD};
-use zk_curator::{ConnectionState, Framework};
+use zk_curator::{ConnectionState, Framework, LeaderElection, LeaderLatch};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{out, Failure, OTHER};
@@ -159,6 +159,18 @@ fn report(args: &LocksArgs, event: &str, state: ConnectionState) -> Result<(), F
     Ok(())
 }
 
+/// How many take part in a latch election at `path` (0 where there is
+/// none).
+async fn latch_participants(framework: &Framework, path: &str) -> Result<usize, Failure> {
+    let failed = |err| Failure::zk(format!("cannot read the participants of {path}"), err);
+    // Not started: it only reads.
+    let latch = LeaderLatch::new(framework.clone(), path, "").map_err(failed)?;
+    Ok(LeaderElection::participants(&latch)
+        .await
+        .map_err(failed)?
+        .len())
+}
+
 /// The listing of `found`, as a table or one JSON object. A path with no
 /// lock participants may be an election's (a latch's nodes are no lock's):
 /// then the listing says so, and how to see it, rather than "no holders".
@@ -168,7 +180,7 @@ async fn listing(
     found: &[LockParticipant],
 ) -> Result<String, Failure> {
     let electing = if found.is_empty() {
-        crate::leader::participant_count(framework, &args.path).await?
+        latch_participants(framework, &args.path).await?
     } else {
         0
     };
