@@ -196,19 +196,30 @@ async fn an_oversized_write_is_refused_before_it_is_sent() {
 async fn a_hold_is_invalid_as_soon_as_its_connection_is_known_broken() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let framework = framework_with(&server.connect_string(), |b| b).await;
+        // Through a proxy that holds back what the server sends from the
+        // write on: the client cannot finish reconnecting (its connect
+        // response is held), so the window in which the library knows the
+        // connection broke and the framework's state has not followed stays
+        // open until the check is made (a fast reconnection on the same
+        // session would otherwise close it first on a busy machine).
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let framework = framework_with(&proxy.connect_string(), |b| b).await;
         let path = unique_path("broken-under-a-write");
         let mutex = InterProcessMutex::new(framework.clone(), &path).unwrap();
         let guard = mutex.lock().await.unwrap();
         let client = guard.fence().unwrap().client().unwrap();
         let too_long = vec![0u8; 2 << 20];
-        let sent = client.set_data(&path, &too_long, None).await;
+        proxy.hold_replies(true);
+        let sent = tokio::time::timeout(PATIENCE, client.set_data(&path, &too_long, None))
+            .await
+            .expect("the oversized write never ended");
         assert!(sent.is_err(), "the server took a 2 MiB request: {sent:?}");
         assert!(!guard.is_valid(), "still valid after the connection broke");
         assert_eq!(
             guard.loss(),
             Some(LockLoss::ConnectionState(ConnectionState::Suspended))
         );
+        proxy.hold_replies(false);
         drop(guard);
         framework.close().await;
     })
