@@ -62,7 +62,16 @@ pub(crate) const SASL_ENV: &str = "ZK_SASL";
 /// guard): a command that needs a credential is given it by its own means,
 /// never by inheriting zk-curator's (it would show in the command's
 /// `/proc/PID/environ`, and in everything the command starts).
-pub(crate) const CREDENTIAL_ENVS: [&str; 2] = [AUTH_ENV, SASL_ENV];
+const CREDENTIAL_ENVS: [&str; 2] = [AUTH_ENV, SASL_ENV];
+
+/// Leaves the credentials zk-curator read out of `command`'s environment
+/// (see [`CREDENTIAL_ENVS`]): every process zk-curator starts goes through
+/// this.
+pub(crate) fn without_credentials(command: &mut std::process::Command) {
+    for name in CREDENTIAL_ENVS {
+        command.env_remove(name);
+    }
+}
 
 /// How long closing may wait for the server to confirm the session's end
 /// while connected (it normally takes a round trip).

@@ -60,7 +60,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::connect::CREDENTIAL_ENVS;
+use crate::connect::without_credentials;
 use crate::exit::{CANNOT_EXECUTE, NOT_FOUND, OTHER};
 
 /// The hidden subcommand that runs the guard.
@@ -107,9 +107,7 @@ impl Guard {
     /// Starts the guard process, not armed yet.
     pub(crate) fn spawn() -> io::Result<Guard> {
         let mut command = tokio::process::Command::new(this_program()?);
-        for name in CREDENTIAL_ENVS {
-            command.env_remove(name);
-        }
+        without_credentials(command.as_std_mut());
         command
             .arg(GUARD_COMMAND)
             .process_group(0)
@@ -213,9 +211,7 @@ pub(crate) fn command(program: &OsString, args: &[OsString]) -> io::Result<std::
         command.args(args);
         command
     };
-    for name in CREDENTIAL_ENVS {
-        command.env_remove(name);
-    }
+    without_credentials(&mut command);
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     Ok(command)
 }
