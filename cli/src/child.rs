@@ -41,7 +41,7 @@ use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, OTHER};
-use crate::guard::{self, Guard};
+use crate::guard::{self, Disarmed, Guard};
 use crate::terminal::{JobControl, JobEvent, Terminal};
 
 /// How often the group is looked at while waiting for it to end.
@@ -113,8 +113,8 @@ pub(crate) struct Group {
 
 impl Group {
     /// Starts `program args` with `env` added, in a new process group,
-    /// guarded (see [`crate::guard`]) and, if zk-curator is the terminal's
-    /// foreground, in the foreground.
+    /// guarded with `lease` (see [`crate::guard`]) and, if zk-curator is
+    /// the terminal's foreground, in the foreground.
     ///
     /// # Errors
     /// [`NOT_FOUND`] or [`CANNOT_EXECUTE`] (the shell's codes) when it
@@ -124,6 +124,7 @@ impl Group {
         program: &OsString,
         args: &[OsString],
         env: &[(&str, String)],
+        lease: Duration,
     ) -> Result<(Group, Option<JobControl>), Failure> {
         become_subreaper();
         let unguarded = |err: io::Error| {
@@ -160,7 +161,7 @@ impl Group {
         let pgid = Pid::from_raw(pid);
         let armed = async {
             let stopped = guard::wait_stopped(pgid).await?;
-            guard.arm(pgid).await?;
+            guard.arm(pgid, lease).await?;
             io::Result::Ok(stopped)
         };
         let stopped = match armed.await {
@@ -198,13 +199,15 @@ impl Group {
     }
 
     /// Once no process of the group is left: lets the guard go and takes
-    /// the terminal back (from `jobs`).
-    async fn finish(&mut self, jobs: Option<&JobControl>) {
+    /// the terminal back (from `jobs`). Says whether the guard had ended
+    /// the group itself (zk-curator fell silent for its lease).
+    async fn finish(&mut self, jobs: Option<&JobControl>) -> Disarmed {
         if let Some(jobs) = jobs {
             jobs.terminal().take_back_from(self.pgid);
         }
-        if let Some(guard) = self.guard.take() {
-            guard.disarm().await;
+        match self.guard.take() {
+            Some(guard) => guard.disarm().await,
+            None => Disarmed::Quietly,
         }
     }
 
@@ -311,6 +314,16 @@ impl Group {
     }
 }
 
+/// The time limits of a command run under a hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// After a stop's SIGTERM, how long before SIGKILL.
+    pub(crate) kill_after: Duration,
+    /// How long zk-curator may give no sign of life before its guard kills
+    /// the group ([`crate::guard::lease_for`]).
+    pub(crate) lease: Duration,
+}
+
 /// How a command run under a hold ended.
 #[derive(Debug)]
 pub(crate) enum Ending<R> {
@@ -318,6 +331,10 @@ pub(crate) enum Ending<R> {
     Exited(ExitStatus),
     /// `stop` fired with this reason; the whole group was stopped.
     Stopped(R),
+    /// The guard killed the whole group: zk-curator gave no sign of life
+    /// for its lease (it was stopped or frozen), so the hold may have gone
+    /// to another process meanwhile.
+    Silenced,
 }
 
 /// Whether the group's stop is being followed, and how far.
@@ -329,11 +346,12 @@ enum Pause {
     Confirming(BoxFuture<'static, bool>),
 }
 
-/// Runs `program args` (with `env`) in a group of its own and watches it
-/// until the whole group is gone.
+/// Runs `program args` (with `env`) in a group of its own, guarded with
+/// `limits.lease` (see [`crate::guard`]), and watches it until the whole
+/// group is gone.
 ///
 /// When `stop` completes (the hold was lost, revoked, ...), the group gets
-/// SIGTERM, then SIGKILL after `kill_after`, and the reason is returned
+/// SIGTERM, then SIGKILL after `limits.kill_after`, and the reason is returned
 /// once no member is left. Signals from `signals` are passed on to the
 /// group. If the direct child exits while members of its group still run,
 /// all of this goes on until they are gone, and its status is returned
@@ -351,11 +369,11 @@ pub(crate) async fn run_under<R>(
     stop: impl Future<Output = R>,
     confirm: impl Fn() -> BoxFuture<'static, bool>,
     signals: &mut Signals,
-    kill_after: Duration,
+    limits: Limits,
 ) -> Result<Ending<R>, Failure> {
     let waited =
         |err: io::Error| Failure::new(OTHER, format!("cannot wait for the command: {err}"));
-    let (mut group, mut jobs) = Group::spawn(program, args, env).await?;
+    let (mut group, mut jobs) = Group::spawn(program, args, env, limits.lease).await?;
     let pgid = group.pgid;
     tokio::pin!(stop);
     let mut pause = Pause::None;
@@ -383,11 +401,13 @@ pub(crate) async fn run_under<R>(
                         continue;
                     }
                 }
-                group.finish(jobs.as_ref()).await;
-                return Ok(Ending::Exited(exited));
+                return Ok(match group.finish(jobs.as_ref()).await {
+                    Disarmed::AfterSilence => Ending::Silenced,
+                    Disarmed::Quietly => Ending::Exited(exited),
+                });
             }
             reason = &mut stop => {
-                group.stop(kill_after).await.map_err(waited)?;
+                group.stop(limits.kill_after).await.map_err(waited)?;
                 group.finish(jobs.as_ref()).await;
                 return Ok(Ending::Stopped(reason));
             }

@@ -37,6 +37,7 @@ use crate::child::{self, run_under, status_code, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
 use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
+use crate::guard;
 
 /// Options of `lock`.
 #[derive(Debug, Args)]
@@ -371,8 +372,29 @@ pub(crate) async fn run_command(
                 .is_ok()
         })
     };
-    match run_under(program, rest, &env, stop, confirm, signals, kill_after).await? {
+    // The guard's lease follows the session the hold lives on; without
+    // one, the hold is gone already and nothing is run.
+    let Some(session) = hold.session() else {
+        let reason = hold.check().err().unwrap_or(LockLoss::SessionReplaced);
+        return Ok(Ending::Lost(reason));
+    };
+    let lease = guard::lease_for(session.client().session_timeout());
+    drop(session);
+    match run_under(
+        program,
+        rest,
+        &env,
+        stop,
+        confirm,
+        signals,
+        child::Limits { kill_after, lease },
+    )
+    .await?
+    {
         child::Ending::Exited(status) => Ok(Ending::Exited(status)),
         child::Ending::Stopped(ending) => Ok(ending),
+        // zk-curator was stopped for longer than the lease: the session
+        // may have expired meanwhile, so the hold counts as lost.
+        child::Ending::Silenced => Ok(Ending::Lost(hold.mark_lost(LockLoss::Stale))),
     }
 }

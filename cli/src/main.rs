@@ -63,7 +63,8 @@ Exit codes:
        `elect --timeout` before this process led
   76   `lock`: the hold was lost while the command ran; `elect`: the
        leadership term was lost while the command ran (its process group
-       was stopped)
+       was stopped), or zk-curator was stopped for longer than its lease
+       (its guard killed the group)
   77   `lock`: the hold was revoked while the command ran (its process group
        was stopped); `elect`: asked to step down (`revoke PATH`) while the
        command ran (its process group was stopped)
@@ -87,7 +88,9 @@ Exit codes:
        credentials); the message says which
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
-  76   the hold was lost while the command ran (its process group was stopped)
+  76   the hold was lost while the command ran (its process group was stopped),
+       or zk-curator was stopped for longer than its lease (its guard
+       killed the group)
   77   the hold was revoked while the command ran (its process group was stopped)
   126  the command could not be executed
   127  the command was not found
@@ -108,7 +111,8 @@ Exit codes:
   70   any other error (e.g. refused by ZooKeeper)
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
-       stopped)
+       stopped), or zk-curator was stopped for longer than its lease (its
+       guard killed the group)
   77   asked to step down (`zk-curator revoke PATH`) while the command ran
        (its process group was stopped; leadership passed on)
   126  the command could not be executed
@@ -195,19 +199,24 @@ enum Command {
     ///
     /// If zk-curator itself dies (SIGKILL, the OOM killer, a crash), a small
     /// guard process (`zk-curator __guard`) kills the whole group at once,
-    /// long before the session expires and the next holder starts. Not
-    /// covered: a process that leaves the group on purpose (setsid,
-    /// setpgid), which is not followed in any case, and systems other than
-    /// Linux (no parent-death signal or child subreaper there: the guard is
-    /// armed only just after the command started).
+    /// long before the session expires and the next holder starts. The
+    /// guard also kills the group when zk-curator gives no sign of life for
+    /// a lease of 2/5 of the session timeout (stopped with SIGSTOP or
+    /// SIGTSTP, or frozen), well before its session can expire; continued,
+    /// zk-curator exits 76. A shorter stop changes nothing. Not covered: a
+    /// process that leaves the group on purpose (setsid, setpgid), which is
+    /// not followed in any case; a stop of the guard itself or of the whole
+    /// process tree; and systems other than Linux (no parent-death signal
+    /// or child subreaper there: the guard is armed only just after the
+    /// command started).
     ///
     /// Run from a terminal's foreground, the command's group gets the
     /// terminal (Ctrl-C reaches it directly, it may read the terminal) and
     /// zk-curator takes it back at the end. Ctrl-Z stops the command's group
     /// and then zk-curator's job, so the shell shows it stopped; `fg` or
     /// `bg` continue the command only once the lock is confirmed still held
-    /// on ZooKeeper (a stop longer than --session-timeout loses it: exit
-    /// 76). Without a terminal, nothing of this applies.
+    /// on ZooKeeper (a stop longer than the lease ends the command through
+    /// the guard: exit 76). Without a terminal, nothing of this applies.
     ///
     /// Once the group is gone, zk-curator exits promptly even if ZooKeeper
     /// is gone too: an unanswered release is given up after 2s, and the
@@ -262,8 +271,9 @@ enum Command {
     /// is left.
     ///
     /// As under `lock`, a guard process kills the whole group if zk-curator
-    /// itself dies (SIGKILL, the OOM killer, a crash), long before its
-    /// session expires and the next participant leads; a process that
+    /// itself dies (SIGKILL, the OOM killer, a crash) or gives no sign of
+    /// life for 2/5 of the session timeout (stopped or frozen), long before
+    /// its session expires and the next participant leads; a process that
     /// leaves the group (setsid, setpgid) and systems other than Linux are
     /// not covered. From a terminal, the group gets its foreground, and
     /// Ctrl-Z stops the group and zk-curator's job; the command is continued

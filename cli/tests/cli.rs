@@ -1388,6 +1388,185 @@ async fn a_killed_elect_takes_its_command_group_with_it() {
     .await;
 }
 
+/// Starts `zk-curator <verb> <path> [options]` whose shell's grandchild
+/// appends a timestamp to `marks` every 50 ms (at most 400 times), with the
+/// shell's and the grandchild's pids in `pids`'s two files.
+fn marking_run(
+    verb: Verb,
+    path: &str,
+    options: &[&str],
+    marks: &Path,
+    pids: &[PathBuf; 2],
+) -> Child {
+    let writer = format!(
+        "echo $$ > {g}; i=0; while [ $i -lt 400 ]; do date +%s%N >> {m}; i=$((i+1)); \
+         sleep 0.05; done",
+        g = pids[1].display(),
+        m = marks.display(),
+    );
+    let script = format!(
+        "echo $$ > {s}; sh -c '{writer}' >/dev/null 2>&1 </dev/null & wait",
+        s = pids[0].display(),
+    );
+    verb.spawn(path, options, &script)
+}
+
+/// `zk-curator <verb> --session-timeout 4s` runs a command whose grandchild
+/// writes timestamps, with a second participant queued behind it; then
+/// zk-curator is stopped (`stop`: SIGSTOP, as `kill -STOP` or a debugger
+/// does, or SIGTSTP, which stops a process outside a terminal too) for
+/// twice the session timeout, so its session expires and the second
+/// participant runs. The first command's whole group must be gone before
+/// the second one's first timestamp, and within the lease (2/5 of the
+/// session timeout) and a second of the stop; continued, the first
+/// zk-curator exits 76.
+async fn a_stopped_zk_curator_leaves_no_command_running(verb: Verb, name: &str, stop: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str| dir.path().join(name);
+    let pids = [file("shell-pid"), file("grandchild-pid")];
+    let (first_marks, second_marks) = (file("first"), file("second"));
+    let _cleanup = PidFiles(pids.to_vec());
+    let path = unique(name);
+    let mut first = marking_run(
+        verb,
+        &path,
+        &["--session-timeout", "4s"],
+        &first_marks,
+        &pids,
+    );
+    let (shell, grandchild) = (read_pid(&pids[0]).await, read_pid(&pids[1]).await);
+    wait_for("the first command's marks", || async {
+        timestamps(&first_marks).len() >= 2
+    })
+    .await;
+    let next = format!(
+        "i=0; while [ $i -lt 5 ]; do date +%s%N >> {m}; i=$((i+1)); sleep 0.05; done",
+        m = second_marks.display(),
+    );
+    let second = verb.spawn(&path, &[], &next);
+    verb.wait_listing(&path, 2, "the second participant").await;
+
+    signal(&first, stop);
+    let stopped = Instant::now();
+    let mut gone_after = None;
+    while stopped.elapsed() < Duration::from_secs(8) {
+        if gone_after.is_none() && pid_gone(shell) && pid_gone(grandchild) {
+            gone_after = Some(stopped.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let second = finish(second).await;
+    signal(&first, "-CONT");
+    let first_output = tokio::time::timeout(WAIT_LIMIT, async {
+        let status = first.wait().await.unwrap();
+        let mut err = String::new();
+        tokio::io::AsyncReadExt::read_to_string(first.stderr.as_mut().unwrap(), &mut err)
+            .await
+            .unwrap();
+        (status, err)
+    })
+    .await
+    .expect("the continued zk-curator did not exit");
+
+    assert!(second.status.success(), "second: {}", stderr(&second));
+    let first_last = timestamps(&first_marks).into_iter().max().unwrap();
+    let second_first = timestamps(&second_marks).into_iter().min().unwrap();
+    let overlap_ms = (first_last as i128 - second_first as i128) / 1_000_000;
+    assert!(
+        first_last < second_first,
+        "the stopped zk-curator's command wrote {overlap_ms}ms past the second one's start \
+         (its group {})",
+        match gone_after {
+            Some(after) => format!("ended {after:?} after the stop"),
+            None => "still ran 8s after the stop".into(),
+        }
+    );
+    let gone_after = gone_after.expect("the group outlived the stop");
+    eprintln!(
+        "{verb:?} {stop}: the group ended {gone_after:?} after the stop; overlap {overlap_ms}ms"
+    );
+    assert!(
+        gone_after < Duration::from_millis(1600 + 1000),
+        "the group ended {gone_after:?} after the stop, past the 1.6s lease"
+    );
+    assert_eq!(first_output.0.code(), Some(76), "first: {}", first_output.1);
+    assert!(
+        first_output
+            .1
+            .contains("killed the command's process group"),
+        "first: {}",
+        first_output.1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_lock_leaves_no_command_running() {
+    bounded(a_stopped_zk_curator_leaves_no_command_running(
+        Verb::Lock,
+        "stop-lock",
+        "-STOP",
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lock_stopped_by_sigtstp_leaves_no_command_running() {
+    bounded(a_stopped_zk_curator_leaves_no_command_running(
+        Verb::Lock,
+        "tstp-lock",
+        "-TSTP",
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_elect_leaves_no_command_running() {
+    bounded(a_stopped_zk_curator_leaves_no_command_running(
+        Verb::Elect,
+        "stop-elect",
+        "-STOP",
+    ))
+    .await;
+}
+
+/// A stop well inside the lease (1s, with a 10s session: a 4s lease)
+/// changes nothing: the command runs on, and its status is zk-curator's.
+async fn a_short_stop_changes_nothing(verb: Verb, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (gated, started, release, signalled) = gated_script(dir.path());
+    let path = unique(name);
+    let mut running = verb.spawn(&path, &["--session-timeout", "10s"], &gated);
+    wait_for_file(&started).await;
+    signal(&running, "-STOP");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&running, "-CONT");
+    // Well past the lease: a guard that fired would have done it by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        running.try_wait().unwrap().is_none(),
+        "zk-curator ended after a short stop"
+    );
+    std::fs::write(&release, "").unwrap();
+    let output = finish(running).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!signalled.exists(), "the command was signalled");
+    assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_stop_of_lock_changes_nothing() {
+    bounded(a_short_stop_changes_nothing(Verb::Lock, "short-stop-lock")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_stop_of_elect_changes_nothing() {
+    bounded(a_short_stop_changes_nothing(
+        Verb::Elect,
+        "short-stop-elect",
+    ))
+    .await;
+}
+
 // ---------------------------------------------------------------------------
 // The command line's edges (issue 15, item 8).
 // ---------------------------------------------------------------------------
