@@ -445,6 +445,10 @@ pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<
                  check --zk / ZK_CONNECT{} and --connection-timeout",
                 humantime::format_duration(settings.connection_timeout),
                 match err {
+                    zk_curator::Error::Connect {
+                        reason: zk_curator::ConnectFailure::ConnectionRefused,
+                        ..
+                    } => " (is the server running there?)",
                     zk_curator::Error::Connect { .. } => ", --tls-* / ZK_TLS_*, ZK_SASL",
                     _ => "",
                 }

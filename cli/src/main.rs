@@ -56,8 +56,9 @@ Exit codes:
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   `lock --timeout` expired before the lock was acquired, or
        `elect --timeout` before this process led
@@ -84,8 +85,9 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
   76   the hold was lost while the command ran (its process group was stopped),
@@ -106,8 +108,9 @@ Exit codes:
        ensemble given, malformed ZK_AUTH); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
@@ -129,8 +132,9 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -141,8 +145,9 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `revoke`.
@@ -155,8 +160,9 @@ Exit codes:
        --all) the election has no leader; nothing is written
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
-       cannot change (a certificate, a port that does not speak TLS,
-       credentials); the message says which
+       cannot change (a certificate, a port that does not speak TLS or
+       speaks only TLS, credentials); the message says which ("connection
+       refused" when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `server`.

@@ -854,7 +854,8 @@ async fn connection_errors_are_clear_and_bounded() {
         let took = began.elapsed();
         assert_eq!(output.status.code(), Some(69), "{}", stderr(&output));
         assert!(
-            stderr(&output).contains("cannot connect"),
+            stderr(&output).contains("cannot connect")
+                && stderr(&output).contains("connection refused"),
             "{}",
             stderr(&output)
         );
@@ -1408,7 +1409,14 @@ fn marking_run(
         "echo $$ > {s}; sh -c '{writer}' >/dev/null 2>&1 </dev/null & wait",
         s = pids[0].display(),
     );
-    verb.spawn(path, options, &script)
+    let mut args = vec![verb.name(), path];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    // A process group of its own, whose parent (this test) is in another
+    // group of the same session: never an orphaned group, in which the
+    // kernel would discard a SIGTSTP (as it may be when the tests run
+    // without job control, e.g. in the background).
+    zkc(&args).process_group(0).spawn().unwrap()
 }
 
 /// `zk-curator <verb> --session-timeout 4s` runs a command whose grandchild

@@ -160,7 +160,9 @@ async fn lock_and_locks_over_mutual_tls() {
 /// A refusal retrying cannot change is the answer at once: `lock` with the
 /// default 15 s connection timeout exits 69 within 2 s, saying why, when
 /// the server refuses our (missing) certificate, when its certificate is
-/// not trusted, and when the port does not speak TLS.
+/// not trusted, when the port does not speak TLS, and when a plaintext
+/// client meets a port that speaks only TLS (the server just closes the
+/// connection; a TLS probe of the port tells why).
 #[tokio::test]
 async fn a_refusal_is_the_answer_at_once() {
     tokio::time::timeout(TEST_LIMIT, async {
@@ -181,7 +183,9 @@ async fn a_refusal_is_the_answer_at_once() {
             path(certs.client().cert_path()),
             path(certs.client().key_path()),
         );
-        let cases: [(&str, Vec<&str>, &str); 3] = [
+        let plain_to_tls = connect.trim_start_matches("tcp+tls://").to_owned();
+        let cases: [(&str, Vec<&str>, &str); 4] = [
+            (&plain_to_tls, vec![], "speaks only TLS"),
             (
                 &connect,
                 vec!["--tls-ca", &ca],

@@ -12,12 +12,12 @@
 //! [`ConnectFailure::is_definitive`] and [`Refusals`]).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-
 use std::error::Error as StdError;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use zookeeper_client as zk;
 
 /// Why a host could not be used, for the failures a person must act on.
@@ -41,6 +41,19 @@ pub enum ConnectFailure {
     /// `clientPort` written where the `secureClientPort` was meant.
     #[error("the server does not speak TLS on this port (is it the plaintext clientPort?)")]
     NotTls,
+    /// The port closed a plaintext connection without a word, and answers
+    /// a TLS handshake: it speaks only TLS. Usually ZooKeeper's
+    /// `secureClientPort` written where the plaintext `clientPort` was
+    /// meant, or a connect string without `tcp+tls://` and no TLS settings.
+    #[error(
+        "the server speaks only TLS on this port (is it the secureClientPort? connect with TLS)"
+    )]
+    OnlyTls,
+    /// Nothing listens on the port (the connection was refused): the host
+    /// is up, the server is not (or not yet: it may be restarting, so this
+    /// is retried until the connection timeout).
+    #[error("nothing listens on this port (connection refused)")]
+    ConnectionRefused,
     /// Any other TLS failure.
     #[error("TLS failed: {0}")]
     Tls(String),
@@ -60,15 +73,19 @@ impl ConnectFailure {
 
     /// Whether trying the same host again cannot change the answer: our
     /// certificate refused, the server's untrusted or expired, a port that
-    /// does not speak TLS, refused credentials. (Anything else, a host that
-    /// is down or restarting included, may pass.)
+    /// does not speak TLS or speaks only TLS, refused credentials.
+    /// (Anything else, a host that is down or restarting included, may
+    /// pass.)
     pub(crate) fn is_definitive(&self) -> bool {
-        !matches!(self, ConnectFailure::Tls(_))
+        !matches!(
+            self,
+            ConnectFailure::Tls(_) | ConnectFailure::ConnectionRefused
+        )
     }
 
     /// Classifies one failed attempt on `endpoint` (`tcp://…` or
-    /// `tcp+tls://…`); `None` for failures of no such kind (a refused or
-    /// reset connection, a timeout: a host that is down).
+    /// `tcp+tls://…`); `None` for failures of no such kind (a reset or
+    /// closed connection, a timeout: a host that is down or busy).
     pub(crate) fn classify(endpoint: &str, err: &zk::Error) -> Option<ConnectFailure> {
         if matches!(err, zk::Error::AuthFailed) {
             return Some(ConnectFailure::Authentication(
@@ -99,6 +116,9 @@ pub(crate) struct Refusals {
     hosts: usize,
     /// Per endpoint, whether its last attempt was refused definitively.
     last: Mutex<HashMap<String, bool>>,
+    /// Plaintext endpoints probed for TLS (see [`speaks_tls`]), and whether
+    /// each answered it.
+    probed: Mutex<HashMap<String, bool>>,
 }
 
 impl Refusals {
@@ -106,7 +126,30 @@ impl Refusals {
         Refusals {
             hosts: hosts.max(1),
             last: Mutex::new(HashMap::new()),
+            probed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// For a plaintext attempt on `endpoint` that the server closed without
+    /// a word: `Some(true)` if the port was found to speak only TLS,
+    /// `Some(false)` if it was probed and does not (or the probe is under
+    /// way), `None` if it is the first such attempt (the caller probes it
+    /// now; every later attempt gets `Some`).
+    pub(crate) fn probe_once(&self, endpoint: &str) -> Option<bool> {
+        let mut probed = self.probed.lock().unwrap_or_else(|e| e.into_inner());
+        match probed.get(endpoint) {
+            Some(found) => Some(*found),
+            None => {
+                probed.insert(endpoint.to_owned(), false);
+                None
+            }
+        }
+    }
+
+    /// Records that the probe found `endpoint` speaking only TLS.
+    pub(crate) fn found_only_tls(&self, endpoint: &str) {
+        let mut probed = self.probed.lock().unwrap_or_else(|e| e.into_inner());
+        probed.insert(endpoint.to_owned(), true);
     }
 
     /// Notes how the last attempt on `endpoint` failed; returns whether
@@ -116,6 +159,61 @@ impl Refusals {
         last.insert(endpoint.to_owned(), definitive);
         last.len() >= self.hosts && last.values().all(|definitive| *definitive)
     }
+}
+
+/// How long the probe of [`speaks_tls`] may take.
+const PROBE_LIMIT: Duration = Duration::from_secs(1);
+
+/// A TLS 1.2 ClientHello (no SNI, common ECDHE suites, groups and
+/// signature schemes): any TLS server answers it with a record of its own,
+/// a ServerHello or an alert, while a ZooKeeper server reading plaintext
+/// takes its first bytes for an impossible length and closes.
+const CLIENT_HELLO: [u8; 99] = [
+    // Record: handshake, TLS 1.0 on the record layer (as clients send), 94 bytes.
+    0x16, 0x03, 0x01, 0x00, 0x5e, //
+    // Handshake: ClientHello, 90 bytes; version TLS 1.2.
+    0x01, 0x00, 0x00, 0x5a, 0x03, 0x03, //
+    // Random (32 bytes; nothing is secret in a probe).
+    0x7a, 0x6b, 0x2d, 0x63, 0x75, 0x72, 0x61, 0x74, 0x6f, 0x72, 0x2d, 0x74, 0x6c, 0x73, 0x2d, 0x70,
+    0x72, 0x6f, 0x62, 0x65, 0x2d, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39,
+    0x30, //
+    // No session id; five cipher suites (ECDHE with AES-GCM, RSA AES-GCM).
+    0x00, 0x00, 0x0a, 0xc0, 0x2f, 0xc0, 0x2b, 0xc0, 0x30, 0xc0, 0x2c, 0x00, 0x9c, //
+    // No compression.
+    0x01, 0x00, //
+    // Extensions, 39 bytes: supported groups (x25519, P-256), point
+    // formats, signature algorithms, extended master secret, secure
+    // renegotiation.
+    0x00, 0x27, //
+    0x00, 0x0a, 0x00, 0x06, 0x00, 0x04, 0x00, 0x1d, 0x00, 0x17, //
+    0x00, 0x0b, 0x00, 0x02, 0x01, 0x00, //
+    0x00, 0x0d, 0x00, 0x0a, 0x00, 0x08, 0x04, 0x03, 0x08, 0x04, 0x04, 0x01, 0x05, 0x01, //
+    0x00, 0x17, 0x00, 0x00, //
+    0xff, 0x01, 0x00, 0x01, 0x00,
+];
+
+/// Whether the plaintext `endpoint` (`tcp://host:port`) answers a TLS
+/// ClientHello with a TLS record (a handshake message or an alert) within
+/// [`PROBE_LIMIT`]: then it speaks TLS only, as a `secureClientPort` does.
+/// One short connection; nothing of ZooKeeper's is sent.
+pub(crate) async fn speaks_tls(endpoint: &str) -> bool {
+    let Some(address) = endpoint.strip_prefix("tcp://") else {
+        return false;
+    };
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream.write_all(&CLIENT_HELLO).await?;
+        let mut header = [0u8; 3];
+        stream.read_exact(&mut header).await?;
+        io::Result::Ok(is_tls_record(header))
+    };
+    matches!(tokio::time::timeout(PROBE_LIMIT, probe).await, Ok(Ok(true)))
+}
+
+/// Whether a record starts so: an alert or a handshake message, in a TLS
+/// version (SSL 3.0 to TLS 1.3 all write 3 as the major version).
+fn is_tls_record(header: [u8; 3]) -> bool {
+    matches!(header, [0x15 | 0x16, 0x03, 0x00..=0x04])
 }
 
 /// One link of an error's chain.
@@ -139,6 +237,9 @@ fn from_error(err: &(dyn StdError + 'static), tls: bool) -> Option<ConnectFailur
         // The TLS client saw the connection end before the handshake did.
         if tls && io.kind() == io::ErrorKind::UnexpectedEof {
             return Some(ConnectFailure::NotTls);
+        }
+        if io.kind() == io::ErrorKind::ConnectionRefused {
+            return Some(ConnectFailure::ConnectionRefused);
         }
     }
     None
@@ -198,6 +299,64 @@ mod tests {
         assert!(ConnectFailure::NotTls.is_definitive());
         assert!(ConnectFailure::ClientCertificateRefused(String::new()).is_definitive());
         assert!(!ConnectFailure::Tls(String::new()).is_definitive());
+        assert!(ConnectFailure::OnlyTls.is_definitive());
+        assert!(
+            !ConnectFailure::ConnectionRefused.is_definitive(),
+            "a server may be restarting"
+        );
+    }
+
+    #[test]
+    fn a_refused_connection_is_named() {
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        // (The client hands it over wrapped, which `classify` unwraps
+        // link by link; the end-to-end tests see it so.)
+        assert_eq!(
+            from_error(&refused, false),
+            Some(ConnectFailure::ConnectionRefused)
+        );
+    }
+
+    /// The probe's hello is one well-formed record holding one well-formed
+    /// ClientHello: every length field agrees with what follows it.
+    #[test]
+    fn the_probe_hello_is_well_formed() {
+        let len16 =
+            |at: usize| usize::from(CLIENT_HELLO[at]) << 8 | usize::from(CLIENT_HELLO[at + 1]);
+        assert_eq!(&CLIENT_HELLO[..3], &[0x16, 0x03, 0x01]);
+        assert_eq!(len16(3), CLIENT_HELLO.len() - 5, "record length");
+        assert_eq!(CLIENT_HELLO[5], 0x01, "ClientHello");
+        assert_eq!(CLIENT_HELLO[6], 0);
+        assert_eq!(len16(7), CLIENT_HELLO.len() - 9, "handshake length");
+        let suites = 9 + 2 + 32 + 1;
+        assert_eq!(CLIENT_HELLO[suites - 1], 0, "no session id");
+        let compression = suites + 2 + len16(suites);
+        assert_eq!(&CLIENT_HELLO[compression..compression + 2], &[0x01, 0x00]);
+        let extensions = compression + 2;
+        assert_eq!(len16(extensions), CLIENT_HELLO.len() - extensions - 2);
+        let mut at = extensions + 2;
+        while at < CLIENT_HELLO.len() {
+            at += 4 + len16(at + 2);
+        }
+        assert_eq!(at, CLIENT_HELLO.len(), "the extensions fill the hello");
+    }
+
+    #[test]
+    fn tls_records_are_told_from_plaintext() {
+        assert!(is_tls_record([0x16, 0x03, 0x03]));
+        assert!(is_tls_record([0x15, 0x03, 0x01]));
+        assert!(!is_tls_record([0x00, 0x00, 0x00]), "a ZooKeeper length");
+        assert!(!is_tls_record([0x17, 0x03, 0x03]), "application data");
+    }
+
+    #[test]
+    fn each_plaintext_endpoint_is_probed_once() {
+        let refusals = Refusals::new(1);
+        assert_eq!(refusals.probe_once("tcp://a:1"), None);
+        assert_eq!(refusals.probe_once("tcp://a:1"), Some(false));
+        refusals.found_only_tls("tcp://a:1");
+        assert_eq!(refusals.probe_once("tcp://a:1"), Some(true));
+        assert_eq!(refusals.probe_once("tcp://b:1"), None);
     }
 
     #[test]

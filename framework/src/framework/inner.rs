@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -11,7 +12,7 @@ use zookeeper_client as zk;
 
 use super::events::{StateChange, StateEvents};
 use super::{CleanupJob, Inner, LastConnectFailure, Session, CLOSED, LATENT, STARTED};
-use crate::connect_failure::{ConnectFailure, Refusals};
+use crate::connect_failure::{speaks_tls, ConnectFailure, Refusals};
 use crate::error::{Error, Result};
 use crate::retry::RetryLoop;
 use crate::state::{next_state, ConnectionState, StateEvent};
@@ -176,14 +177,54 @@ impl Inner {
     }
 
     /// Remembers why an attempt to reach `endpoint` failed, if it is worth
-    /// telling; see [`ConnectFailure::classify`].
+    /// telling; see [`ConnectFailure::classify`]. A plaintext attempt the
+    /// server closed without a word has its port probed for TLS once (in
+    /// the background, see [`speaks_tls`]): a port that speaks only TLS
+    /// is a definitive refusal from then on.
     pub(crate) fn note_connect_failure(
-        failures: &watch::Sender<Option<LastConnectFailure>>,
-        refusals: &Refusals,
+        failures: &Arc<watch::Sender<Option<LastConnectFailure>>>,
+        refusals: &Arc<Refusals>,
         endpoint: &str,
         err: &zk::Error,
     ) {
-        let reason = ConnectFailure::classify(endpoint, err);
+        let mut reason = ConnectFailure::classify(endpoint, err);
+        let closed_unanswered = reason.is_none()
+            && endpoint.starts_with("tcp://")
+            && matches!(err, zk::Error::ConnectionLoss);
+        if closed_unanswered {
+            match refusals.probe_once(endpoint) {
+                Some(true) => reason = Some(ConnectFailure::OnlyTls),
+                Some(false) => {}
+                None => {
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let (failures, refusals) = (failures.clone(), refusals.clone());
+                        let endpoint = endpoint.to_owned();
+                        runtime.spawn(async move {
+                            if speaks_tls(&endpoint).await {
+                                refusals.found_only_tls(&endpoint);
+                                Self::record_connect_failure(
+                                    &failures,
+                                    &refusals,
+                                    &endpoint,
+                                    Some(ConnectFailure::OnlyTls),
+                                );
+                            }
+                        });
+                    }
+                }
+            }
+        }
+        Self::record_connect_failure(failures, refusals, endpoint, reason);
+    }
+
+    /// Records how the last attempt on `endpoint` failed (`None`: for no
+    /// reason worth telling).
+    fn record_connect_failure(
+        failures: &watch::Sender<Option<LastConnectFailure>>,
+        refusals: &Refusals,
+        endpoint: &str,
+        reason: Option<ConnectFailure>,
+    ) {
         let definitive = reason.as_ref().is_some_and(ConnectFailure::is_definitive);
         let everywhere = refusals.note(endpoint, definitive);
         match reason {

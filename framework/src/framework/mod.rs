@@ -377,12 +377,14 @@ impl Framework {
     /// # Errors
     /// [`Error::Timeout`] when `timeout` passes first, or
     /// [`Error::Connect`] in its place when the attempts failed for a reason
-    /// to act on (a certificate, the wrong port). It comes at once, before
-    /// the timeout, for refused credentials, and when the last attempt on
-    /// every host of the ensemble was refused for a reason retrying cannot
-    /// change (our certificate refused, the server's untrusted or expired,
-    /// a port that does not speak TLS), the latest of them since this wait
-    /// began; the framework
+    /// to act on (a certificate, the wrong port, nothing listening:
+    /// [`ConnectFailure::ConnectionRefused`](crate::ConnectFailure::ConnectionRefused),
+    /// told at the timeout, as a server may be restarting). It comes at
+    /// once, before the timeout, for refused credentials, and when the last
+    /// attempt on every host of the ensemble was refused for a reason
+    /// retrying cannot change (our certificate refused, the server's
+    /// untrusted or expired, a port that does not speak TLS or speaks only
+    /// TLS), the latest of them since this wait began; the framework
     /// keeps trying in the background all the same, for whoever waits
     /// again. [`Error::Closed`] if the framework is closed or not started.
     ///

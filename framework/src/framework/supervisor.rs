@@ -139,7 +139,7 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
         connector = connector.with_auth(scheme, auth);
     }
     let failures = inner.connect_failure.clone();
-    let refusals = Refusals::new(hosts.split(',').count());
+    let refusals = Arc::new(Refusals::new(hosts.split(',').count()));
     connector = connector.with_connect_failure_observer(Arc::new(move |endpoint, err| {
         Inner::note_connect_failure(&failures, &refusals, endpoint, err)
     }));
