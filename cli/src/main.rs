@@ -57,8 +57,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   `lock --timeout` expired before the lock was acquired, or
        `elect --timeout` before this process led
@@ -86,8 +86,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
   76   the hold was lost while the command ran (its process group was stopped),
@@ -109,8 +109,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
@@ -133,8 +133,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -146,8 +146,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `revoke`.
@@ -161,8 +161,8 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ("connection
-       refused" when nothing listens, at the timeout)
+       speaks only TLS, credentials); the message says which ('connection
+       refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `server`.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use zk_curator_testing::backend::{Backend, Prerequisite};
-use zk_curator_testing::{EmbeddedServer, TestCertificates, ZooKeeperServer};
+use zk_curator_testing::{EmbeddedServer, TestCertificates, TestIdentity, ZooKeeperServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -26,20 +26,31 @@ async fn secure_server(
     test: &str,
     certs: &TestCertificates,
 ) -> Option<(String, Option<ZooKeeperServer>, Option<EmbeddedServer>)> {
+    secure_server_as(test, certs, certs.server()).await
+}
+
+/// [`secure_server`] presenting `identity` (an expired certificate, say).
+async fn secure_server_as(
+    test: &str,
+    certs: &TestCertificates,
+    identity: &TestIdentity,
+) -> Option<(String, Option<ZooKeeperServer>, Option<EmbeddedServer>)> {
     if Backend::from_env().unwrap() == Backend::Real {
         if !Prerequisite::ZooKeeper.check(test) {
             return None;
         }
+        let tls =
+            zk_curator_testing::ServerTls::new(identity.bundle_path(), certs.ca().cert_path());
         let real = ZooKeeperServer::builder()
-            .tls(certs.server_tls())
+            .tls(tls)
             .start_async()
             .await
             .unwrap();
         return Some((real.secure_connect_string().unwrap(), Some(real), None));
     }
     let tls = zk_curator_testing::embedded::TlsConfig::from_pem(
-        certs.server().cert_pem().as_bytes(),
-        certs.server().key_pem().as_bytes(),
+        identity.cert_pem().as_bytes(),
+        identity.key_pem().as_bytes(),
     )
     .unwrap()
     .with_client_ca_pem(certs.ca().cert_pem().as_bytes())
@@ -224,6 +235,56 @@ async fn a_refusal_is_the_answer_at_once() {
                 "{flags:?}: took {took:?}: {text}"
             );
         }
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// A server certificate that has expired ends `lock` at once too (15 s
+/// connection timeout), saying so.
+#[tokio::test]
+async fn an_expired_server_certificate_ends_lock_at_once() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let certs = TestCertificates::generate().unwrap();
+        let Some((connect, _real, _embedded)) = secure_server_as(
+            "an_expired_server_certificate_ends_lock_at_once",
+            &certs,
+            certs.expired_server(),
+        )
+        .await
+        else {
+            return;
+        };
+        let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+        let (ca, cert, key) = (
+            path(certs.ca().cert_path()),
+            path(certs.client().cert_path()),
+            path(certs.client().key_path()),
+        );
+        let started = Instant::now();
+        let output = zkc(
+            &connect,
+            &[
+                "lock",
+                "/expired",
+                "--tls-ca",
+                &ca,
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &key,
+                "--",
+                "true",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+        let took = started.elapsed();
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(69), "{text}");
+        assert!(text.contains("has expired"), "{text}");
+        assert!(took < Duration::from_secs(2), "took {took:?}: {text}");
     })
     .await
     .expect("test timed out");
