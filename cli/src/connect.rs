@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use zk_curator::{ConnectionState, Framework, TlsConfig};
 
+use crate::acl::{Identity, NodeAcl};
 use crate::duration::parse_duration;
 use crate::exit::{Failure, UNAVAILABLE};
 
@@ -88,6 +89,11 @@ pub(crate) struct Settings {
     auth: Option<(String, String)>,
     tls: Option<TlsConfig>,
     sasl: Option<Sasl>,
+    /// The client certificate's file, named in messages (`--tls-cert`).
+    client_cert: Option<PathBuf>,
+    /// The ACL of created nodes (`lock`, `elect`); the framework's default
+    /// when `None`.
+    node_acl: Option<NodeAcl>,
     namespace: Option<String>,
     session_timeout: Duration,
     connection_timeout: Duration,
@@ -151,12 +157,37 @@ impl Settings {
         Ok(Settings {
             hosts,
             auth,
+            client_cert: tls.as_ref().and(args.tls_cert.clone()),
             tls,
             sasl,
+            node_acl: None,
             namespace: args.namespace.clone(),
             session_timeout: args.session_timeout,
             connection_timeout: args.connection_timeout,
         })
+    }
+}
+
+impl Settings {
+    /// The credentials this session presents, as messages name them.
+    pub(crate) fn identity(&self) -> Identity {
+        Identity {
+            digest_user: self.auth.as_ref().map(|(user, _)| user.clone()),
+            sasl_user: match &self.sasl {
+                Some(Sasl::Digest { user, .. }) => Some(user.clone()),
+                _ => None,
+            },
+            kerberos: matches!(self.sasl, Some(Sasl::Kerberos { .. })),
+            certificate: self
+                .client_cert
+                .as_ref()
+                .map(|file| file.display().to_string()),
+        }
+    }
+
+    /// Gives every node the framework creates `acl`.
+    pub(crate) fn set_node_acl(&mut self, acl: NodeAcl) {
+        self.node_acl = Some(acl);
     }
 }
 
@@ -401,6 +432,9 @@ pub(crate) fn build(settings: &Settings, label: Option<&str>) -> Result<Framewor
     }
     if let Some(tls) = &settings.tls {
         builder = builder.tls(tls.clone());
+    }
+    if let Some(acl) = &settings.node_acl {
+        builder = acl.apply(builder);
     }
     match &settings.sasl {
         None => {}

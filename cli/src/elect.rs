@@ -25,6 +25,7 @@ use std::time::Duration;
 use clap::Args;
 use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
+use crate::acl::AclArgs;
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
@@ -68,6 +69,8 @@ pub(crate) struct ElectArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) acl: AclArgs,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
 }
@@ -186,8 +189,16 @@ async fn run_open(
             return Err(timed_out(args.timeout, &what));
         }
         Err(err) => {
+            // Told before leaving: a refusal by an ACL may ask the server
+            // who this session is.
+            let what = format!("cannot take part in the election {path}");
+            let failure = args
+                .acl
+                .refusal
+                .failure(latch.framework(), &what, path, err)
+                .await;
             give_back(latch.close(), path, answered).await;
-            return Err(joining(err));
+            return Err(failure);
         }
     };
     tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leading");
@@ -195,7 +206,7 @@ async fn run_open(
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
         // command's run below reports.
-        if let Err(err) = term.proclaim(value).await {
+        if let Err(err) = term.proclaim(value.as_slice()).await {
             tracing::warn!(%err, "the value could not be proclaimed");
         }
     }

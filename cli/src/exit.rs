@@ -8,8 +8,9 @@ use std::fmt;
 
 use zk_curator::Error;
 
-/// Bad arguments or path, malformed or missing ensemble, malformed
-/// `ZK_AUTH` (`EX_USAGE`); given before anything is sent.
+/// Bad arguments or path (a malformed `--acl` among them), malformed or
+/// missing ensemble, malformed `ZK_AUTH` (`EX_USAGE`); given before
+/// anything is sent.
 pub(crate) const USAGE: u8 = 64;
 /// `revoke --node` names no participant of the lock (`EX_NOINPUT`: the
 /// named input does not exist).
@@ -17,7 +18,8 @@ pub(crate) const NO_PARTICIPANT: u8 = 66;
 /// ZooKeeper could not be reached within the connection timeout
 /// (`EX_UNAVAILABLE`).
 pub(crate) const UNAVAILABLE: u8 = 69;
-/// Any other failure (`EX_SOFTWARE`).
+/// Any other failure (`EX_SOFTWARE`), a refusal by a node's ACL among them
+/// (see [`crate::acl::Refusal`]).
 pub(crate) const OTHER: u8 = 70;
 /// `lock --timeout` expired before the lock was acquired (`EX_TEMPFAIL`).
 pub(crate) const TIMEOUT: u8 = 75;

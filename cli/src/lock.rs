@@ -33,6 +33,7 @@ use zk_curator::{
     LockLoss, MutexGuard,
 };
 
+use crate::acl::AclArgs;
 use crate::child::{self, run_under, status_code, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
@@ -67,6 +68,8 @@ pub(crate) struct LockArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
+    #[command(flatten)]
+    pub(crate) acl: AclArgs,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
 }
@@ -235,7 +238,11 @@ async fn run_open(
     let held = match acquired {
         Ok(Some(held)) => held,
         Ok(None) => return Err(timed_out(args.timeout, &args.path)),
-        Err(err) => return Err(Failure::zk(format!("cannot acquire {}", args.path), err)),
+        Err(err) => {
+            let what = format!("cannot acquire {}", args.path);
+            let refusal = &args.acl.refusal;
+            return Err(refusal.failure(framework, &what, &args.path, err).await);
+        }
     };
     let hold = held.hold().clone();
     tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired");

@@ -16,6 +16,7 @@
 //! Exit codes are listed in [`exit`] and in `zk-curator --help`.
 #![forbid(unsafe_code)]
 
+mod acl;
 mod child;
 mod connect;
 mod duration;
@@ -51,7 +52,7 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH or ZK_SASL, a TLS file that
        cannot be read or a client certificate TLS cannot use (X.509 v1, not
        DER, not matching --tls-key), an `elect --id` that is empty, too long
-       or holds control characters); nothing is sent
+       or holds control characters, a malformed `--acl`); nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout, or
@@ -59,7 +60,9 @@ Exit codes:
        cannot change (a certificate, a port that does not speak TLS or
        speaks only TLS, credentials); the message says which ('connection
        refused' when nothing listens, at the timeout)
-  70   any other error (refused by ZooKeeper, lost while acquiring, ...)
+  70   any other error (refused by ZooKeeper, lost while acquiring, ...);
+       `lock`, `elect`: at once when a node's ACL refuses them, the
+       message naming the path and the identity used
   75   `lock --timeout` expired before the lock was acquired, or
        `elect --timeout` before this process led
   76   `lock`: the hold was lost while the command ran; `elect`: the
@@ -82,13 +85,17 @@ const LOCK_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH); nothing is sent
+       no ensemble given, malformed ZK_AUTH, a malformed --acl); nothing
+       is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
        speaks only TLS, credentials); the message says which ('connection
        refused' when nothing listens, at the timeout)
-  70   any other error (refused by ZooKeeper, lost while acquiring, ...)
+  70   refused by the ACL of the lock path (or of a node above it), or an
+       ACL the server calls invalid (`auth` with no identity): at once,
+       the message naming the path and the identity used; any other error
+       (lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
   76   the hold was lost while the command ran (its process group was stopped),
        or zk-curator was stopped for longer than its lease (its guard
@@ -105,13 +112,16 @@ Exit codes:
   the command's  the command ran; its own status is passed through
   64   usage error (bad arguments or path, an --id that is empty, too long
        or holds control characters, malformed --zk / ZK_CONNECT, no
-       ensemble given, malformed ZK_AUTH); nothing is sent
+       ensemble given, malformed ZK_AUTH, a malformed --acl); nothing is
+       sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
        speaks only TLS, credentials); the message says which ('connection
        refused' when nothing listens, at the timeout)
-  70   any other error (e.g. refused by ZooKeeper)
+  70   refused by the ACL of the election path (or of a node above it), or
+       an ACL the server calls invalid (`auth` with no identity): at once,
+       the message naming the path and the identity used; any other error
   75   --timeout expired before this process led
   76   leadership was lost while the command ran (its process group was
        stopped), or zk-curator was stopped for longer than its lease (its
@@ -378,9 +388,10 @@ fn check_path(path: &str, what: &str) -> Result<(), Failure> {
 async fn run(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Server(args) => server::run(args).await,
-        Command::Lock(args) => {
+        Command::Lock(mut args) => {
             check_path(&args.path, "lock")?;
-            let settings = connect::Settings::from_args(&args.connect)?;
+            let mut settings = connect::Settings::from_args(&args.connect)?;
+            settings.set_node_acl(args.acl.settle(settings.identity())?);
             // Signals are taken over before connecting, so that an interrupt
             // during the wait for the lock withdraws from the queue cleanly.
             let signals = child::Signals::new()?;
@@ -398,7 +409,8 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Elect(mut args) => {
             check_path(&args.path, "election")?;
             args.read_value()?;
-            let settings = connect::Settings::from_args(&args.connect)?;
+            let mut settings = connect::Settings::from_args(&args.connect)?;
+            settings.set_node_acl(args.acl.settle(settings.identity())?);
             let framework = connect::build(&settings, None)?;
             // Made before connecting, so that a bad --id sends nothing.
             let latch = elect::latch(&framework, &args)?;

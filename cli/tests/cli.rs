@@ -261,7 +261,18 @@ async fn credentials_are_not_handed_to_the_command() {
             let seen = dir.path().join("env");
             let script = format!("env > {}; {gated}", seen.display());
             let path = unique(&format!("no-credentials-{}", verb.name()));
-            let mut args = vec![verb.name(), path.as_str(), "--", "sh", "-c", &script];
+            // Open: `/cli-tests`, made on the way, is shared with the
+            // anonymous tests.
+            let mut args = vec![
+                verb.name(),
+                path.as_str(),
+                "--acl",
+                "open",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
             if verb == Verb::Elect {
                 args.splice(2..2, ["--id", "env-check"]);
             }
@@ -714,6 +725,8 @@ async fn namespace_and_auth_settings() {
             "--namespace",
             &namespace,
             "/inner",
+            "--acl",
+            "open",
             "--",
             "sh",
             "-c",

@@ -32,8 +32,8 @@
 //! # let server = zk_curator_server::EmbeddedServer::start().await?;
 //! use std::time::Duration;
 //! use futures::StreamExt;
-//! use zk_curator_framework::retry::ExponentialBackoffRetry;
-//! use zk_curator_framework::{zk, ConnectionState, Framework};
+//! use zk_curator::framework::retry::ExponentialBackoffRetry;
+//! use zk_curator::{zk, ConnectionState, Framework};
 //!
 //! let framework = Framework::builder()
 //!     .connect_string("127.0.0.1:2181")
@@ -93,7 +93,7 @@ pub mod telemetry;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use self::acl::{AclProvider, FixedAcl};
+pub use self::acl::{AclProvider, CreatorAllAnyoneRead, FixedAcl};
 pub use self::connect_failure::ConnectFailure;
 pub use self::ensemble::{EnsembleProvider, FixedEnsemble};
 pub use self::error::{Error, Result};

@@ -178,6 +178,10 @@ async fn connect(inner: &Inner) -> Result<zk::Client> {
             .await
         {
             Ok(()) | Err(zk::Error::NodeExists) => {}
+            // ZooKeeper checks CREATE on the parent before it looks for the
+            // node: a session may use a namespace someone else made under a
+            // parent it cannot write to (`exists` needs no permission).
+            Err(zk::Error::NoAuth) if root.check_stat(namespace).await?.is_some() => {}
             Err(err) => return Err(err),
         }
         root.chroot(namespace.as_str())
