@@ -119,7 +119,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         String::from_utf8_lossy(&data),
         store.lock().unwrap_or_else(|e| e.into_inner()).entries
     );
-    let _ = guard.release().await; // lost: returns at once with LockLost
+    // Lost, so the release returns at once with LockLost: anything else is
+    // a surprise worth stopping for.
+    match guard.release().await {
+        Err(zk_curator::Error::LockLost { .. }) => println!("the stale guard's release: LockLost"),
+        other => return Err(format!("the stale guard's release: {other:?}").into()),
+    }
     theirs.release().await?;
     first.close().await;
     second.close().await;

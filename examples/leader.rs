@@ -67,7 +67,7 @@ async fn main() -> Result<(), BoxError> {
             .map(|p| p.id)
             .collect();
         println!(
-            "{} leads (fencing token {:#x}); participants in line: {who:?}",
+            "{} leads (fencing token {}); participants in line: {who:?}",
             latch.id(),
             term.fencing_token()
         );
@@ -95,7 +95,9 @@ async fn main() -> Result<(), BoxError> {
         move |term: LeaderTerm| {
             let started = started.clone();
             async move {
-                let _ = started.send(term.fencing_token());
+                if started.send(term.fencing_token()).is_err() {
+                    eprintln!("nobody waits for the job's start any more");
+                }
                 // The job: runs until the term ends or the selector closes.
                 loop {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -108,7 +110,7 @@ async fn main() -> Result<(), BoxError> {
         .recv()
         .await
         .ok_or("the selector's job never started")?;
-    println!("the scheduler job runs (fencing token {token:#x}); closing the selector cancels it");
+    println!("the scheduler job runs (fencing token {token}); closing the selector cancels it");
     selector.close().await?;
 
     for framework in frameworks {

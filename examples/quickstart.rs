@@ -62,9 +62,7 @@ async fn worker(
         let token = mutex.fencing_token().ok_or("held, so it has a token")?;
         let previous = last_token.lock().map_err(|_| "poisoned")?.replace(token);
         assert!(previous < Some(token), "fencing tokens must increase");
-        println!(
-            "worker {id} holds the lock (round {round}, held twice, fencing token {token:#x})"
-        );
+        println!("worker {id} holds the lock (round {round}, held twice, fencing token {token})");
         tokio::time::sleep(Duration::from_millis(50)).await;
         mutex.release().await?;
         mutex.release().await?;
@@ -73,7 +71,7 @@ async fn worker(
     // The guard API: the hold belongs to the guard, released explicitly.
     let guard = mutex.lock().await?;
     println!(
-        "worker {id} holds the lock through a guard (fencing token {:#x})",
+        "worker {id} holds the lock through a guard (fencing token {})",
         guard.fencing_token()
     );
     guard.release().await?;

@@ -25,7 +25,9 @@ async fn main() -> Result<(), BoxError> {
     let holder = InterProcessMutex::new(holder_fw.clone(), &path)?;
     let (asked_tx, mut asked_rx) = tokio::sync::mpsc::unbounded_channel();
     holder.make_revocable(move |node: &str| {
-        let _ = asked_tx.send(node.to_owned());
+        if asked_tx.send(node.to_owned()).is_err() {
+            eprintln!("revocation of {node} asked after the holder stopped listening");
+        }
     });
     let guard = holder.lock().await?;
     println!("holder has the lock: {}", guard.node_path());

@@ -49,7 +49,7 @@ async fn main() -> Result<(), BoxError> {
     println!("writer: queueing behind the readers ...");
     let guard = write.lock().await?;
     println!(
-        "writer: holds the write lock alone (fencing token {:#x})",
+        "writer: holds the write lock alone (fencing token {})",
         guard.fencing_token()
     );
     for reader in readers {
@@ -60,7 +60,7 @@ async fn main() -> Result<(), BoxError> {
     // queued meanwhile cannot slip in between.
     let read_guard = guard.downgrade().await?;
     println!(
-        "writer: downgraded to a read lock (fencing token {:#x})",
+        "writer: downgraded to a read lock (fencing token {})",
         read_guard.fencing_token()
     );
     read_guard.release().await?;
@@ -80,7 +80,7 @@ async fn reader(
     let read = lock.read_lock();
     read.acquire().await?;
     println!(
-        "reader {id}: holds the read lock (fencing token {:#x})",
+        "reader {id}: holds the read lock (fencing token {})",
         read.fencing_token().map_or(0, FencingToken::get)
     );
     both_inside.wait().await;

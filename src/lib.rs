@@ -1,10 +1,12 @@
 //! zk-curator: Apache Curator's coordination recipes for Rust services on
 //! ZooKeeper.
 //!
-//! This facade re-exports the two halves:
+//! This facade re-exports the two crates underneath and the client they
+//! speak through:
 //! * [`framework`]: the session-keeping [`Framework`], connection state,
 //!   retry policies and the lock machinery ([`framework::lock_internals`]);
-//! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …);
+//! * [`recipes`]: the locks ([`InterProcessMutex`], [`InterProcessReadWriteLock`], …)
+//!   and the elections ([`LeaderLatch`], [`LeaderSelector`], [`LeaderObserver`]);
 //! * `zk`: the ZooKeeper client underneath,
 //!   [zookeeper-client](https://docs.rs/zookeeper-client/0.11), whose types
 //!   this API takes (`zk::CreateMode` and `zk::Acls` for a fenced create,
@@ -12,6 +14,12 @@
 //!
 //! The repository's README has the full picture, and `docs/DESIGN.md` the
 //! design notes.
+//!
+//! Most methods are the types' own. The few that live in traits, so that
+//! generic code can take any recipe (an election's `await_leadership`,
+//! `leader()`, `participants()`, `proclaim()` on [`LeaderElection`]; a lock's
+//! `acquire_with` on [`InterProcessLock`]), come into scope with one line:
+//! `use zk_curator::prelude::*;` (see [`prelude`]).
 //!
 //! # A tour
 //!
@@ -127,8 +135,9 @@ pub use zk_curator_recipes as recipes;
 #[cfg(feature = "tls")]
 pub use zk_curator_framework::TlsConfig;
 pub use zk_curator_framework::{
-    AclProvider, ConnectFailure, ConnectionState, ConnectionStateListener, EnsembleProvider, Error,
-    ErrorPolicy, FixedAcl, FixedEnsemble, Framework, FrameworkBuilder, Result, StateWatcher,
+    AclProvider, ConnectFailure, ConnectionState, ConnectionStateListener, CreatorAllAnyoneRead,
+    EnsembleProvider, Error, ErrorPolicy, FixedAcl, FixedEnsemble, Framework, FrameworkBuilder,
+    Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
     CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
@@ -142,9 +151,29 @@ pub use zk_curator_recipes::{
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 
-/// The Rust blocks of the repository's README, run as doc tests of this
-/// crate (`cargo test --doc -p zk-curator`), so the README's examples are
-/// complete programs that work as written.
+/// The traits whose methods the recipes are used through, to import whole:
+/// `use zk_curator::prelude::*;`.
+///
+/// ```no_run
+/// use zk_curator::prelude::*;
+/// use zk_curator::{Framework, LeaderLatch};
+///
+/// # async fn run(framework: Framework) -> zk_curator::Result<()> {
+/// let latch = LeaderLatch::new(framework, "/services/scheduler", "host-a")?;
+/// latch.start()?;
+/// let term = latch.await_leadership().await?; // a LeaderElection method
+/// println!("leading, token {}", term.fencing_token());
+/// latch.close().await?;
+/// # Ok(()) }
+/// ```
+pub mod prelude {
+    pub use zk_curator_recipes::{InterProcessLock, LeaderElection};
+}
+
+/// The Rust blocks of the repository's README, built as doc tests of this
+/// crate (`cargo test --doc -p zk-curator`; those that need a server are
+/// `no_run` here). `.ci/readme-check` builds them again as a user's crate
+/// with only the README's dependencies and runs its programs.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

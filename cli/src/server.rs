@@ -132,7 +132,13 @@ pub(crate) async fn run(args: ServerArgs) -> Result<u8, Failure> {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGTERM: {err}")))?;
     // A reader that stopped reading (`| head -1`) does not stop the server.
-    let _ = out(server.connect_string());
+    // The first line is always a connect string that works: the TLS one
+    // alone when only TLS is served; else the plaintext one, and the TLS
+    // one on a second line when TLS is served beside it.
+    let tls_only = server.secure_address() == Some(server.address());
+    if !tls_only {
+        let _ = out(server.connect_string());
+    }
     if let Some(secure) = server.tls_connect_string() {
         let _ = out(secure);
     }

@@ -67,7 +67,7 @@ impl Pem {
 /// add [`client_cert_files`](Self::client_cert_files).
 ///
 /// ```
-/// use zk_curator_framework::TlsConfig;
+/// use zk_curator::framework::TlsConfig;
 /// let tls = TlsConfig::new()
 ///     .ca_file("/etc/zookeeper/tls/ca.pem")
 ///     .client_cert_files("/etc/my-service/tls/cert.pem", "/etc/my-service/tls/key.pem");

@@ -103,9 +103,9 @@ use crate::reentrant::{Reentrant, ReentrantHold};
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
 /// use std::time::Duration;
-/// use zk_curator_recipes::InterProcessMultiLock;
+/// use zk_curator::InterProcessMultiLock;
 ///
 /// let accounts = InterProcessMultiLock::from_paths(
 ///     framework,

@@ -82,8 +82,8 @@ impl Shared {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::InterProcessMutex;
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
+/// use zk_curator::InterProcessMutex;
 ///
 /// let mutex = InterProcessMutex::new(framework, "/locks/nightly-report")?;
 /// mutex.acquire().await?;
@@ -406,7 +406,7 @@ pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
 /// [`MutexGuard::release`]; dropping it releases in the background.
 ///
 /// ```no_run
-/// # async fn demo(mutex: zk_curator_recipes::InterProcessMutex) -> zk_curator_recipes::Result<()> {
+/// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
 /// # async fn do_the_work() {}
 /// let guard = mutex.lock().await?;
 /// println!("fencing token {}", guard.fencing_token());

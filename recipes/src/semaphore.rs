@@ -165,9 +165,9 @@ struct Shared {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
 /// use std::time::Duration;
-/// use zk_curator_recipes::InterProcessSemaphoreV2;
+/// use zk_curator::InterProcessSemaphoreV2;
 ///
 /// let semaphore = InterProcessSemaphoreV2::new(framework, "/semaphores/db-connections", 5)?;
 /// let lease = semaphore.acquire().await?;

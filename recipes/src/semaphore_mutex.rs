@@ -42,8 +42,8 @@ use crate::semaphore::{InterProcessSemaphoreV2, Lease};
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::InterProcessSemaphoreMutex;
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
+/// use zk_curator::InterProcessSemaphoreMutex;
 ///
 /// let mutex = InterProcessSemaphoreMutex::new(framework, "/locks/import")?;
 /// mutex.acquire().await?;

@@ -144,9 +144,9 @@ impl Drop for Handle {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo() -> zk_curator_framework::Result<()> {
+/// # async fn demo() -> zk_curator::Result<()> {
 /// use std::time::Duration;
-/// use zk_curator_framework::Framework;
+/// use zk_curator::Framework;
 ///
 /// let framework = Framework::builder()
 ///     .connect_string("127.0.0.1:2181")

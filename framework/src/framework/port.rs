@@ -148,7 +148,7 @@ impl Framework {
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
-    /// # fn example(framework: &zk_curator_framework::Framework) {
+    /// # fn example(framework: &zk_curator::Framework) {
     /// #[derive(Default)]
     /// struct Acquires(AtomicU64);
     ///

@@ -79,7 +79,7 @@ impl Fence {
     /// front of your operations by [`FencedMulti::commit`]:
     ///
     /// ```no_run
-    /// # async fn demo(fence: zk_curator_framework::lock_internals::Fence) -> zk_curator_framework::Result<()> {
+    /// # async fn demo(fence: zk_curator::Fence) -> zk_curator::Result<()> {
     /// let mut multi = fence.multi();
     /// multi.set_data("/app/config", b"v2", None)?;
     /// multi.delete("/app/draft", None)?;

@@ -43,7 +43,7 @@ use crate::{packet, ConnectionState, Error, Framework, LockLoss, Result, Session
 /// greatest it has seen:
 ///
 /// ```
-/// use zk_curator_framework::lock_internals::FencingToken;
+/// use zk_curator::FencingToken;
 ///
 /// /// A store that refuses writes from holders older than the newest it saw.
 /// #[derive(Default)]

@@ -241,8 +241,8 @@ impl Drop for Inner {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::{LeaderElection, LeaderLatch};
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
+/// use zk_curator::{LeaderElection, LeaderLatch};
 ///
 /// let latch = LeaderLatch::new(framework, "/services/compactor/leader", "host-7")?;
 /// latch.start()?;

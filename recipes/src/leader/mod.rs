@@ -59,12 +59,12 @@ pub use self::term::{LeaderTerm, Leadership};
 ///
 /// [`LeaderLatch`] and [`LeaderSelector`] implement it, and no other type
 /// can (the trait is sealed). These methods are written here only: bring
-/// the trait into scope (`use zk_curator_recipes::LeaderElection;`, or
-/// `zk_curator::LeaderElection` from the facade crate) to call them on a
+/// the trait into scope (`use zk_curator::LeaderElection;`, or every such
+/// trait at once with `use zk_curator::prelude::*;`) to call them on a
 /// latch or a selector, or take either through it:
 ///
 /// ```no_run
-/// use zk_curator_recipes::{LeaderElection, Result};
+/// use zk_curator::{LeaderElection, Result};
 ///
 /// async fn lead_once(election: &impl LeaderElection) -> Result<()> {
 ///     let term = election.await_leadership().await?;

@@ -172,8 +172,8 @@ impl Observation {
 ///
 /// ```no_run
 /// use futures::StreamExt;
-/// use zk_curator_recipes::{LeaderObserver, Observation};
-/// # async fn example(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
+/// use zk_curator::{LeaderObserver, Observation};
+/// # async fn example(framework: zk_curator::Framework) -> zk_curator::Result<()> {
 /// let observer = LeaderObserver::new(framework, "/services/compactor/leader")?;
 /// let mut changes = std::pin::pin!(observer.changes());
 /// while let Some(seen) = changes.next().await {

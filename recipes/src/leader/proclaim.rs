@@ -40,6 +40,7 @@
 //! Proclaiming needs permission to write the election path's data (as well
 //! as to create nodes under it).
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -174,7 +175,20 @@ impl LeaderTerm {
     /// # Cancel safety
     /// The write is sent when first polled; dropping the future afterwards
     /// leaves it unknown whether the value was written.
-    pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
+    ///
+    /// The value is taken as [`LeaderElection::proclaim`](super::LeaderElection::proclaim)
+    /// takes it: anything that becomes bytes (`&str`, `String`, `&[u8]`,
+    /// `Vec<u8>`, a byte string literal).
+    pub fn proclaim(
+        &self,
+        value: impl Into<Vec<u8>>,
+    ) -> impl Future<Output = Result<()>> + Send + '_ {
+        let value = value.into();
+        async move { self.proclaim_bytes(&value).await }
+    }
+
+    /// [`proclaim`](Self::proclaim), on bytes at hand.
+    async fn proclaim_bytes(&self, value: &[u8]) -> Result<()> {
         let fence = self.fence()?;
         let (path, node) = (self.election_path(), self.node_name());
         let pass = self.fencing_token().pass();
@@ -256,7 +270,7 @@ impl Proclaimer {
                 let written = {
                     let _writing = this.writing.lock().await;
                     let Some(value) = this.get() else { return };
-                    term.proclaim(&value).await
+                    term.proclaim_bytes(&value).await
                 };
                 match written {
                     Ok(()) => return,
@@ -291,7 +305,7 @@ impl Proclaimer {
         let Some(value) = self.get() else {
             return Ok(());
         };
-        term.proclaim(&value).await
+        term.proclaim_bytes(&value).await
     }
 }
 

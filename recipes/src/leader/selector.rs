@@ -149,8 +149,8 @@ enum End {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::{LeaderSelector, LeaderTerm};
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
+/// use zk_curator::{LeaderSelector, LeaderTerm};
 ///
 /// let selector = LeaderSelector::with_id(framework, "/services/scheduler/leader", "host-7",
 ///     |term: LeaderTerm| async move {

@@ -133,8 +133,8 @@ struct Shared {
 ///
 /// # Examples
 /// ```no_run
-/// # async fn demo(framework: zk_curator_framework::Framework) -> zk_curator_recipes::Result<()> {
-/// use zk_curator_recipes::InterProcessReadWriteLock;
+/// # async fn demo(framework: zk_curator::Framework) -> zk_curator::Result<()> {
+/// use zk_curator::InterProcessReadWriteLock;
 ///
 /// let lock = InterProcessReadWriteLock::new(framework, "/locks/catalogue")?;
 /// let (read, write) = (lock.read_lock(), lock.write_lock());
