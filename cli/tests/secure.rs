@@ -238,18 +238,45 @@ async fn a_refusal_is_the_answer_at_once() {
     .expect("test timed out");
 }
 
-/// A server certificate that has expired ends `lock` at once too (15 s
-/// connection timeout), saying so.
+/// A server certificate that has expired, or that names another host,
+/// ends `lock` at once too (15 s connection timeout), saying why.
 #[tokio::test]
 async fn an_expired_server_certificate_ends_lock_at_once() {
+    let certs = TestCertificates::generate().unwrap();
+    server_certificate_ends_lock_at_once(
+        "an_expired_server_certificate_ends_lock_at_once",
+        &certs,
+        certs.expired_server(),
+        "has expired",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_certificate_for_another_name_ends_lock_at_once() {
+    let certs = TestCertificates::generate().unwrap();
+    let elsewhere = certs
+        .issue_server_for("elsewhere", "zk.elsewhere.example")
+        .unwrap();
+    server_certificate_ends_lock_at_once(
+        "a_server_certificate_for_another_name_ends_lock_at_once",
+        &certs,
+        &elsewhere,
+        "NotValidForName",
+    )
+    .await;
+}
+
+/// `lock` against a server presenting `identity` exits 69 within 2 s, its
+/// message holding `expected`.
+async fn server_certificate_ends_lock_at_once(
+    test: &str,
+    certs: &TestCertificates,
+    identity: &TestIdentity,
+    expected: &str,
+) {
     tokio::time::timeout(TEST_LIMIT, async {
-        let certs = TestCertificates::generate().unwrap();
-        let Some((connect, _real, _embedded)) = secure_server_as(
-            "an_expired_server_certificate_ends_lock_at_once",
-            &certs,
-            certs.expired_server(),
-        )
-        .await
+        let Some((connect, _real, _embedded)) = secure_server_as(test, certs, identity).await
         else {
             return;
         };
@@ -281,7 +308,7 @@ async fn an_expired_server_certificate_ends_lock_at_once() {
         let took = started.elapsed();
         let text = stderr(&output);
         assert_eq!(output.status.code(), Some(69), "{text}");
-        assert!(text.contains("has expired"), "{text}");
+        assert!(text.contains(expected), "{text}");
         assert!(took < Duration::from_secs(2), "took {took:?}: {text}");
     })
     .await

@@ -251,9 +251,11 @@ impl fmt::Debug for TestCertificates {
 }
 
 /// What a leaf certificate is for.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Role {
     Server,
+    /// A server certificate naming only this DNS name (not 127.0.0.1).
+    ServerFor(String),
     Client,
 }
 
@@ -370,6 +372,24 @@ impl TestCertificates {
         leaf(self.dir(), &self.ca, name, Role::Server, Validity::Current)
     }
 
+    /// Signs a new server certificate with the trusted authority that names
+    /// only the DNS name `host` (neither `127.0.0.1` nor `localhost`): a
+    /// server presenting it on loopback is refused by a client checking the
+    /// name. Written as `<name>.crt`, `<name>.key` and `<name>.pem`.
+    ///
+    /// # Errors
+    /// As [`issue_client`](Self::issue_client), or `host` is not a DNS name.
+    pub fn issue_server_for(&self, name: &str, host: &str) -> Result<TestIdentity, Error> {
+        check_name(name)?;
+        leaf(
+            self.dir(),
+            &self.ca,
+            name,
+            Role::ServerFor(host.to_owned()),
+            Validity::Current,
+        )
+    }
+
     /// The [`ServerTls`] of a ZooKeeper presenting [`server`](Self::server) and trusting
     /// clients of [`ca`](Self::ca): TLS only, client certificates required.
     pub fn server_tls(&self) -> ServerTls {
@@ -436,6 +456,15 @@ fn leaf(
                         .map_err(|err| tls_error("server name", err))?,
                 ),
             ];
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        }
+        Role::ServerFor(host) => {
+            params.distinguished_name = distinguished_name(&host);
+            params.subject_alt_names = vec![SanType::DnsName(
+                host.as_str()
+                    .try_into()
+                    .map_err(|err| tls_error("server name", err))?,
+            )];
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         }
         Role::Client => {
