@@ -41,10 +41,12 @@ use tempfile::TempDir;
 use tracing::{debug, info};
 
 use crate::error::Error;
+use crate::process::{
+    exit_error, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES,
+    OWNER_FILE, POLL_INTERVAL, START_PORT_ATTEMPTS,
+};
 use crate::server::{
-    exit_error, four_letter, is_bind_failure, jvm_args, spawn_wrapped, sweep_abandoned_dirs,
-    tail_lines, Installation, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES, OWNER_FILE,
-    POLL_INTERVAL, RESTART_BIND_PATIENCE, START_PORT_ATTEMPTS,
+    four_letter, is_bind_failure, jvm_args, spawn_wrapped, Installation, RESTART_BIND_PATIENCE,
 };
 
 /// The ensemble size of [`TestingCluster::start_default`].

@@ -44,7 +44,7 @@ use tempfile::TempDir;
 use tracing::{debug, info};
 
 use crate::error::Error;
-use crate::server::{
+use crate::process::{
     exit_error, free_port, spawn_owned, tail_lines, ServerProcess, ERROR_LOG_LINES, POLL_INTERVAL,
     START_PORT_ATTEMPTS,
 };

@@ -62,6 +62,7 @@ pub mod cluster;
 pub mod error;
 pub mod expire;
 pub mod kerberos;
+mod process;
 pub mod proxy;
 pub mod server;
 pub mod tls;
