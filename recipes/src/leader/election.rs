@@ -301,7 +301,7 @@ impl Election {
     }
 
     /// Takes part until the participant is closed or `candidate` stops:
-    /// campaigns (after a failed campaign, again after a [`Backoff`] pause
+    /// campaigns (after a failed campaign, again after a [`CampaignPauses`] pause
     /// if `candidate` wants to), publishes each term, has `candidate` lead
     /// it, then resigns it (the term withdrawn, marked lost, its node
     /// deleted), or, for a candidate that
@@ -315,7 +315,7 @@ impl Election {
     /// # Errors
     /// As [`resign`](Self::resign), for the term it stopped with.
     pub(crate) async fn run(&self, candidate: &mut impl Candidate) -> Result<()> {
-        let mut backoff = Backoff::new();
+        let mut backoff = CampaignPauses::new();
         // The node of a term lost to a suspension, taken up again.
         let mut resumed: Option<Hold> = None;
         loop {
@@ -664,6 +664,24 @@ pub(crate) trait Candidate {
     fn lead(&mut self, term: LeaderTerm) -> impl Future<Output = Next> + Send + '_;
 }
 
+impl Election {
+    /// Sets the participant's value and proclaims it if it leads (see
+    /// [`LeaderElection::proclaim`](super::LeaderElection::proclaim)).
+    pub(crate) async fn proclaim(&self, value: Vec<u8>) -> Result<()> {
+        self.proclaimer().proclaim(value, || self.term()).await
+    }
+
+    /// Whether the participant steps down on request.
+    pub(crate) fn set_revocable(&self, revocable: bool) {
+        self.step_down().set_revocable(revocable, self.term());
+    }
+
+    /// Ends the current term as a step-down: whether it led.
+    pub(crate) fn step_down_now(&self) -> bool {
+        self.term().is_some_and(|term| StepDown::now(&term))
+    }
+}
+
 /// What follows a term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -677,11 +695,11 @@ pub(crate) enum Next {
 /// back to the start after a term (the framework's
 /// [`Backoff`](zk_curator_framework::retry::Backoff)).
 #[derive(Debug)]
-struct Backoff {
+struct CampaignPauses {
     pauses: zk_curator_framework::retry::Pauses,
 }
 
-impl Backoff {
+impl CampaignPauses {
     const SCHEDULE: zk_curator_framework::retry::Backoff =
         zk_curator_framework::retry::Backoff::new(
             Duration::from_millis(100),
@@ -689,7 +707,7 @@ impl Backoff {
         );
 
     fn new() -> Self {
-        Backoff {
+        CampaignPauses {
             pauses: Self::SCHEDULE.start(),
         }
     }

@@ -453,3 +453,35 @@ async fn dispatch(core: Arc<Core>) {
         core.listeners.notify(&change);
     }
 }
+
+impl LeaderLatch {
+    /// Sets the value this latch proclaims at the start of each of its
+    /// terms (see [`LeaderTerm::proclaim`]), as its id is set at its
+    /// creation: for use before [`start`](Self::start), as a builder.
+    /// [`LeaderElection::proclaim`](super::LeaderElection::proclaim)
+    /// changes it later.
+    #[must_use]
+    pub fn with_value(self, value: impl Into<Vec<u8>>) -> Self {
+        self.election().proclaimer().set(value.into());
+        self
+    }
+
+    /// Makes the latch step down when asked (the revocation protocol of
+    /// elections; `zk-curator revoke PATH`, or
+    /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)
+    /// on the leader's node): its term ends with [`LockLoss::Revoked`](crate::LockLoss::Revoked)
+    /// (its fence refuses from then on), its node goes, the next
+    /// participant leads, and the latch queues again at the back. From now
+    /// on (the current term included) until
+    /// [`clear_revocable`](Self::clear_revocable). Off by default. A
+    /// request written into the node while the latch waits is acted on
+    /// when it leads.
+    pub fn make_revocable(&self) {
+        self.election().set_revocable(true);
+    }
+
+    /// Stops stepping down on request, from the next term on.
+    pub fn clear_revocable(&self) {
+        self.election().set_revocable(false);
+    }
+}

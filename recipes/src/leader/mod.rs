@@ -31,6 +31,7 @@
 //! from one term to the next. Curator leaves that to a connection-state
 //! listener of the user's; here the term knows.
 
+mod data;
 mod election;
 mod latch;
 mod observer;

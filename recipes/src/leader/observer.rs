@@ -50,7 +50,7 @@ use zk_curator_framework::{
     zk, ConnectionState, Error, Framework, HolderIdentity, Result, Session, StateWatcher,
 };
 
-use super::proclaim::Proclaimed;
+use super::data::Proclaimed;
 use crate::layout::{election_queue, ElectionRecipe};
 
 /// The leader of an election, as an observer read it from its node.
@@ -324,7 +324,7 @@ impl LeaderObserver {
             if now.as_ref().and_then(|p| p.step_down.as_deref()) == Some(target) {
                 return Ok(Some(leader));
             }
-            let request = super::proclaim::encode_request(target, now.as_ref());
+            let request = super::data::encode_request(target, now.as_ref());
             let written = self
                 .framework
                 .call_with_retry(|client| {

@@ -441,6 +441,29 @@ async fn lead(core: &Core, term: &LeaderTerm, interrupts_before: u64) -> End {
     }
 }
 
+impl LeaderSelector {
+    /// Sets the value this selector proclaims at the start of each of its
+    /// terms (as [`LeaderLatch::with_value`](crate::LeaderLatch::with_value)).
+    #[must_use]
+    pub fn with_value(self, value: impl Into<Vec<u8>>) -> Self {
+        self.election().proclaimer().set(value.into());
+        self
+    }
+
+    /// Makes the selector step down when asked (as
+    /// [`LeaderLatch::make_revocable`](crate::LeaderLatch::make_revocable)): its function is cancelled, its
+    /// term ends with [`LockLoss::Revoked`], and it requeues if
+    /// [`auto_requeue`](Self::auto_requeue) is on.
+    pub fn make_revocable(&self) {
+        self.election().set_revocable(true);
+    }
+
+    /// Stops stepping down on request, from the next term on.
+    pub fn clear_revocable(&self) {
+        self.election().set_revocable(false);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -27,10 +27,7 @@ use zk_curator_framework::lock_internals::REVOKE_MESSAGE;
 use zk_curator_framework::retry::Backoff;
 use zk_curator_framework::{zk, LockLoss};
 
-use super::election::Election;
-use super::latch::LeaderLatch;
-use super::proclaim::Proclaimed;
-use super::selector::LeaderSelector;
+use super::data::Proclaimed;
 use super::term::LeaderTerm;
 
 /// The pause before the watch reads the node again after a failed read.
@@ -49,6 +46,25 @@ impl StepDown {
         if self.revocable.load(Ordering::Acquire) {
             spawn_watch(term.clone());
         }
+    }
+
+    /// Whether the participant steps down on request, from now on: for
+    /// `current`, its term now (if it leads), at once.
+    pub(crate) fn set_revocable(&self, revocable: bool, current: Option<LeaderTerm>) {
+        self.revocable.store(revocable, Ordering::Release);
+        if let (true, Some(term)) = (revocable, current) {
+            spawn_watch(term);
+        }
+    }
+
+    /// Ends `term` now, as the participant's own `step_down()`: whether it
+    /// was the one to end it.
+    pub(crate) fn now(term: &LeaderTerm) -> bool {
+        let ended = end(term);
+        if ended {
+            tracing::info!(node = %term.node_path(), "stepping down");
+        }
+        ended
     }
 }
 
@@ -144,71 +160,5 @@ async fn watch(term: &LeaderTerm) {
                 tokio::time::sleep(pauses.next_pause()).await;
             }
         }
-    }
-}
-
-impl Election {
-    /// Whether the participant steps down on request.
-    fn set_revocable(&self, revocable: bool) {
-        self.step_down()
-            .revocable
-            .store(revocable, Ordering::Release);
-        if let (true, Some(term)) = (revocable, self.term()) {
-            spawn_watch(term);
-        }
-    }
-
-    /// Ends the current term as a step-down: whether it led.
-    pub(crate) fn step_down_now(&self) -> bool {
-        match self.term() {
-            Some(term) => {
-                let ended = end(&term);
-                if ended {
-                    tracing::info!(node = %term.node_path(), "stepping down");
-                }
-                ended
-            }
-            None => false,
-        }
-    }
-}
-
-impl LeaderLatch {
-    /// Makes the latch step down when asked (the revocation protocol of
-    /// elections; `zk-curator revoke PATH`, or
-    /// [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke)
-    /// on the leader's node): its term ends with [`LockLoss::Revoked`]
-    /// (its fence refuses from then on), its node goes, the next
-    /// participant leads, and the latch queues again at the back. From now
-    /// on (the current term included) until
-    /// [`clear_revocable`](Self::clear_revocable). Off by default. A
-    /// request written into the node while the latch waits is acted on
-    /// when it leads.
-    pub fn make_revocable(&self) {
-        use super::sealed::Sealed as _;
-        self.election().set_revocable(true);
-    }
-
-    /// Stops stepping down on request, from the next term on.
-    pub fn clear_revocable(&self) {
-        use super::sealed::Sealed as _;
-        self.election().set_revocable(false);
-    }
-}
-
-impl LeaderSelector {
-    /// Makes the selector step down when asked (as
-    /// [`LeaderLatch::make_revocable`]): its function is cancelled, its
-    /// term ends with [`LockLoss::Revoked`], and it requeues if
-    /// [`auto_requeue`](Self::auto_requeue) is on.
-    pub fn make_revocable(&self) {
-        use super::sealed::Sealed as _;
-        self.election().set_revocable(true);
-    }
-
-    /// Stops stepping down on request, from the next term on.
-    pub fn clear_revocable(&self) {
-        use super::sealed::Sealed as _;
-        self.election().set_revocable(false);
     }
 }

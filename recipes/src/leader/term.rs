@@ -5,7 +5,10 @@ use std::fmt;
 use std::future::Future;
 
 use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss};
-use zk_curator_framework::Result;
+use zk_curator_framework::path::split;
+use zk_curator_framework::{Error, Result};
+
+use super::data::{encode, encode_request, Proclaimed};
 
 /// One term of leadership: the election node that was first in the queue,
 /// held as a lock hold is.
@@ -152,5 +155,90 @@ impl Leadership {
     /// Whether this says "leader".
     pub fn is_leader(&self) -> bool {
         matches!(self, Leadership::Leader(_))
+    }
+}
+
+impl LeaderTerm {
+    /// The election path: the parent of the term's node.
+    pub fn election_path(&self) -> &str {
+        split(self.node_path()).0
+    }
+
+    /// Proclaims `value` as what this leader advertises (an address, a
+    /// shard map): observers ([`LeaderObserver`](crate::LeaderObserver))
+    /// report it as the leader's [`value`](crate::ObservedLeader::value)
+    /// from then on. The write goes through the term's [`fence`](Self::fence),
+    /// so it is applied only while the term's node exists: a leader whose
+    /// term has ended cannot overwrite what its successor proclaims. The
+    /// value is kept in the election path's data, never in the node's, so
+    /// Curator participants still read the leader's id (the README,
+    /// "Proclaiming a value").
+    ///
+    /// A step-down request waiting for this term in that data is kept
+    /// (the write is made on the version read, and made again if the data
+    /// changed meanwhile).
+    ///
+    /// This proclaims for this term only; to keep a value for every term of
+    /// a participant, use [`LeaderElection::proclaim`](super::LeaderElection::proclaim)
+    /// or set it before the start (`with_value`).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`](crate::Error::LockLost) if the term is known to be over (nothing is
+    /// sent) or the server found its node gone (nothing written);
+    /// [`Error::RequestTooLarge`](crate::Error::RequestTooLarge) for a value too long for one request
+    /// (nothing sent); [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) when the outcome is
+    /// unknown; [`Error::NoAuth`](crate::Error::NoAuth) without permission to write the election
+    /// path.
+    ///
+    /// # Cancel safety
+    /// The write is sent when first polled; dropping the future afterwards
+    /// leaves it unknown whether the value was written.
+    ///
+    /// The value is taken as [`LeaderElection::proclaim`](super::LeaderElection::proclaim)
+    /// takes it: anything that becomes bytes (`&str`, `String`, `&[u8]`,
+    /// `Vec<u8>`, a byte string literal).
+    pub fn proclaim(
+        &self,
+        value: impl Into<Vec<u8>>,
+    ) -> impl Future<Output = Result<()>> + Send + '_ {
+        let value = value.into();
+        async move { self.proclaim_bytes(&value).await }
+    }
+
+    /// [`proclaim`](Self::proclaim), on bytes at hand.
+    pub(crate) async fn proclaim_bytes(&self, value: &[u8]) -> Result<()> {
+        let fence = self.fence()?;
+        let (path, node) = (self.election_path(), self.node_name());
+        let pass = self.fencing_token().pass();
+        loop {
+            // A step-down request for this term, waiting in the path's data,
+            // is kept (the write is made on the version read).
+            let (now, version) = match fence.client()?.get_data(path).await {
+                Ok((now, stat)) => (now, Some(stat.version)),
+                // Gone with the term's node: the fence refuses below.
+                Err(zk_curator_framework::zk::Error::NoNode) => (Vec::new(), None),
+                Err(err) => return Err(err.into()),
+            };
+            let asked = Proclaimed::decode(&now).and_then(|p| p.step_down);
+            let data = match asked.filter(|target| target == node) {
+                Some(target) => {
+                    let mine = Proclaimed {
+                        node: node.to_owned(),
+                        pass,
+                        value: value.to_vec(),
+                        step_down: None,
+                    };
+                    encode_request(&target, Some(&mine))
+                }
+                None => encode(node, pass, value),
+            };
+            match fence.set_data(path, &data, version).await {
+                Ok(_) => break,
+                Err(Error::BadVersion) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        tracing::info!(node = %self.node_path(), bytes = value.len(), "value proclaimed");
+        Ok(())
     }
 }
