@@ -10,6 +10,7 @@ use clap::Args;
 use futures::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
+use zk_curator::framework::path::split;
 use zk_curator::recipes::layout::ElectionRecipe;
 use zk_curator::{
     Error, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector, LeaderTerm,
@@ -45,11 +46,6 @@ struct Election {
     participants: Vec<Participant>,
     /// The value the leader proclaimed, if it did.
     value: Option<Vec<u8>>,
-}
-
-/// The name of a node, from its full path.
-fn node_name(node: &str) -> &str {
-    node.rsplit_once('/').map_or(node, |(_, name)| name)
 }
 
 /// Reads the election at `path` through the library's own reading of it:
@@ -150,7 +146,7 @@ fn participant_json(p: &Participant, value: Option<&[u8]>) -> Value {
         "id": id_of(p),
         "identity": p.identity.as_ref().map(|_| identity(p.id.as_bytes())),
         "node": p.node_path,
-        "name": node_name(&p.node_path),
+        "name": split(&p.node_path).1,
         "token": p.token.get(),
     })
 }
@@ -193,7 +189,7 @@ fn table(path: &str, election: &Election) -> String {
                 String::new()
             },
             p.token.to_string(),
-            node_name(&p.node_path).to_owned(),
+            split(&p.node_path).1.to_owned(),
         ]);
     }
     let recipe = election.recipe.map_or("", ElectionRecipe::as_str);
@@ -244,7 +240,7 @@ fn observed_json(leader: &ObservedLeader) -> Value {
         "id": (!has_identity).then_some(leader.id.as_str()),
         "identity": has_identity.then(|| identity(&leader.value)),
         "node": leader.node_path,
-        "name": node_name(&leader.node_path),
+        "name": split(&leader.node_path).1,
         "token": leader.token.get(),
         "session": format!("{:#x}", leader.session),
         "value": leader.proclaimed.then(|| value_text(&leader.value)),

@@ -8,8 +8,10 @@
 //! * [`ConnectionState`] follows Curator's meaning (`Suspended` may still
 //!   hold locks, `Lost` does not); listen with
 //!   [`Framework::add_listener`] or [`Framework::state_changes`].
-//! * [`retry`] holds Curator's retry policies; [`Framework::call_with_retry`]
-//!   is the one retry loop.
+//! * [`retry`] holds Curator's retry policies and the loop that applies them
+//!   ([`retry::RetryLoop`]); [`Framework::call_with_retry`] runs one call
+//!   under it, and the lock engine drives it directly where one attempt
+//!   spans several requests.
 //! * [`lock_internals`] is the acquire loop every lock shares, generic over a
 //!   [`LockInternalsDriver`](lock_internals::LockInternalsDriver) you can
 //!   implement yourself.

@@ -31,7 +31,7 @@
 use std::cmp::Ordering;
 
 use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, SortKey};
-use zk_curator_framework::path::{join, strip_protection};
+use zk_curator_framework::path::{join, split, strip_protection};
 use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
 
 /// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`), also
@@ -48,7 +48,8 @@ pub const LEASE_NAME: &str = "lease-";
 pub const LOCKS_CHILD: &str = "locks";
 /// The child of a semaphore's path that holds its lease nodes.
 pub const LEASES_CHILD: &str = "leases";
-pub use crate::leader::LATCH_NAME;
+/// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
+pub const LATCH_NAME: &str = "latch-";
 
 /// A lock recipe, as far as the layout of a path's children tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -544,10 +545,10 @@ impl ElectionRecipe {
     /// a latch, unless only a selector's nodes are there.
     pub fn of_nodes<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> Self {
         let named = |marker: &str| {
-            names.clone().into_iter().any(|node| {
-                let name = node.rsplit_once('/').map_or(node, |(_, name)| name);
-                strip_protection(name).contains(marker)
-            })
+            names
+                .clone()
+                .into_iter()
+                .any(|node| strip_protection(split(node).1).contains(marker))
         };
         if named(LATCH_NAME) || !named(LOCK_NAME) {
             ElectionRecipe::Latch

@@ -38,10 +38,12 @@ mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
 
+/// The latch's node name, also at [`layout::LATCH_NAME`] beside the others.
+pub use self::layout::LATCH_NAME;
 pub use self::leader::{
     CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
     LeaderObserver, LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Observation,
-    ObservedLeader, Participant, LATCH_NAME,
+    ObservedLeader, Participant,
 };
 pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;

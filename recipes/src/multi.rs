@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{Fence, LockLoss, Wait};
+use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -555,11 +556,7 @@ impl MemberHold {
     fn path(&self) -> String {
         match self {
             // The lock path is the parent of the guard's node.
-            MemberHold::Guard(guard) => guard
-                .node_path()
-                .rsplit_once('/')
-                .map_or(guard.node_path(), |(parent, _)| parent)
-                .to_owned(),
+            MemberHold::Guard(guard) => split(guard.node_path()).0.to_owned(),
             MemberHold::Lock(lock) => lock.path().to_owned(),
         }
     }

@@ -57,7 +57,9 @@ impl Shared {
 ///   [`Owner`](crate::Owner)); futures joined in one task share its one hold.
 ///   Other tasks of this process queue like other processes.
 /// * **Try-lock**: [`try_acquire`](Self::try_acquire) and
-///   [`try_lock`](Self::try_lock) take one round trip and never wait.
+///   [`try_lock`](Self::try_lock) never wait: one round trip when the lock
+///   is free, two when it is taken (the node is created and listed, then
+///   withdrawn).
 /// * **Guard API**: [`lock`](Self::lock) returns a [`MutexGuard`] that owns
 ///   its hold, whichever task holds the guard; it is not reentrant.
 /// * **No silent self-deadlock**: a task that holds a guard it took from

@@ -13,9 +13,7 @@ use super::election::{Candidate, Election, Next};
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
-
-/// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
-pub const LATCH_NAME: &str = "latch-";
+use crate::layout::LATCH_NAME;
 
 /// How [`LeaderLatch::close_with`] tells the latch's listeners and streams
 /// (Curator's `CloseMode`).

@@ -47,7 +47,7 @@ use std::time::Duration;
 use zk_curator_framework::{Framework, Result};
 
 pub use self::latch::{
-    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener, LATCH_NAME,
+    CloseMode, LatchListenerHandle, LatchState, LeaderLatch, LeaderLatchListener,
 };
 pub use self::observer::{LeaderObserver, Observation, ObservedLeader};
 pub use self::participant::Participant;

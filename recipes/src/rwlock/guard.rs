@@ -10,7 +10,7 @@ use zk_curator_framework::lock_internals::{until_held, Hold, Wait};
 use zk_curator_framework::Result;
 
 use super::half::{Half, LockHalf, ReadHalf, WriteHalf};
-use super::Kind;
+use super::HalfKind;
 use crate::held::Held;
 
 /// A hold of a [`ReadLock`](crate::ReadLock) owned by this value, not by a
@@ -108,7 +108,7 @@ impl RwGuard<WriteHalf> {
         let shared = self.shared.clone();
         let write_hold = self.held.hold().clone();
         let hold = until_held(|| shared.downgrade(&write_hold, Wait::Forever)).await?;
-        let read = RwGuard::new(shared.held(Kind::Read, hold), shared.clone());
+        let read = RwGuard::new(shared.held(HalfKind::Read, hold), shared.clone());
         self.held.release().await?;
         Ok(read)
     }

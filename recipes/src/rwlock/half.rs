@@ -14,14 +14,14 @@ use zk_curator_framework::lock_internals::{
 };
 use zk_curator_framework::Result;
 
-use super::{Kind, Shared};
+use super::{HalfKind, Shared};
 use crate::lock::InterProcessLock;
 use crate::mutex::{fence_of, lost_of};
 
 mod sealed {
     /// Only [`ReadHalf`](super::ReadHalf) and [`WriteHalf`](super::WriteHalf) are halves.
     pub trait Sealed {
-        fn kind() -> super::Kind;
+        fn kind() -> super::HalfKind;
     }
 }
 
@@ -41,14 +41,14 @@ pub struct ReadHalf;
 pub struct WriteHalf;
 
 impl sealed::Sealed for ReadHalf {
-    fn kind() -> Kind {
-        Kind::Read
+    fn kind() -> HalfKind {
+        HalfKind::Read
     }
 }
 
 impl sealed::Sealed for WriteHalf {
-    fn kind() -> Kind {
-        Kind::Write
+    fn kind() -> HalfKind {
+        HalfKind::Write
     }
 }
 

@@ -30,7 +30,7 @@ use crate::reentrant::Reentrant;
 
 /// Which half of the lock (crate-internal: the module is private).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum HalfKind {
     Read,
     Write,
 }
@@ -232,10 +232,10 @@ impl InterProcessReadWriteLock {
 }
 
 impl Shared {
-    fn side(&self, kind: Kind) -> &Side {
+    fn side(&self, kind: HalfKind) -> &Side {
         match kind {
-            Kind::Read => &self.read,
-            Kind::Write => &self.write,
+            HalfKind::Read => &self.read,
+            HalfKind::Write => &self.write,
         }
     }
 
@@ -244,7 +244,7 @@ impl Shared {
     }
 
     /// A task acquire of `kind` for the current owner (reentrant).
-    async fn acquire(&self, kind: Kind, wait: Wait) -> Result<bool> {
+    async fn acquire(&self, kind: HalfKind, wait: Wait) -> Result<bool> {
         // The task's own guard of this half would be waited for.
         self.side(kind).guards.refuse_own(self.path())?;
         self.side(kind)
@@ -270,9 +270,9 @@ impl Shared {
 
     /// Acquires a fresh hold of `kind`, applying the downgrade and upgrade
     /// rules of the current owner's task holds.
-    async fn acquire_hold(&self, kind: Kind, wait: Wait) -> Result<Option<Hold>> {
+    async fn acquire_hold(&self, kind: HalfKind, wait: Wait) -> Result<Option<Hold>> {
         match kind {
-            Kind::Write => {
+            HalfKind::Write => {
                 // A read hold of the task's own, task-bound or a guard it
                 // took, would keep its write node waiting forever.
                 let reading =
@@ -284,7 +284,7 @@ impl Shared {
                 self.acquire_on(&self.write.internals, &self.write, wait)
                     .await
             }
-            Kind::Read => match self.write.owners.with_current(Hold::clone) {
+            HalfKind::Read => match self.write.owners.with_current(Hold::clone) {
                 Some(write_hold) => self.downgrade(&write_hold, wait).await,
                 // Behind the task's own write guard (`WriteGuard::downgrade`
                 // is the way from one to the other).
@@ -327,7 +327,7 @@ impl Shared {
         .await
     }
 
-    async fn release(&self, kind: Kind) -> Result<()> {
+    async fn release(&self, kind: HalfKind) -> Result<()> {
         let side = self.side(kind);
         match side.owners.release()? {
             None => Ok(()),
@@ -335,7 +335,7 @@ impl Shared {
         }
     }
 
-    async fn participant_nodes(&self, kind: Kind) -> Result<Vec<String>> {
+    async fn participant_nodes(&self, kind: HalfKind) -> Result<Vec<String>> {
         let side = self.side(kind);
         let lock_name = side.internals.lock_name();
         let mut nodes = side.internals.participant_nodes().await?;
@@ -344,7 +344,7 @@ impl Shared {
     }
 
     /// A guard's hold of `kind` (not reentrant; downgrade rules apply).
-    async fn lock(self: &Arc<Self>, kind: Kind, wait: Wait) -> Result<Option<Held>> {
+    async fn lock(self: &Arc<Self>, kind: HalfKind, wait: Wait) -> Result<Option<Held>> {
         // The task's own task-bound hold of this half would be waited for.
         if self.side(kind).owners.is_held_by_current() {
             tracing::debug!(path = %self.path(), "guard refused: the task holds this half");
@@ -357,7 +357,7 @@ impl Shared {
     }
 
     /// Wraps a granted hold into a guard's (no await in between).
-    fn held(&self, kind: Kind, hold: Hold) -> Held {
+    fn held(&self, kind: HalfKind, hold: Hold) -> Held {
         let side = self.side(kind);
         Held::new(side.internals.clone(), hold, Some(side.guards.clone()))
     }
