@@ -127,23 +127,38 @@ impl Inner {
     }
 
     pub(crate) async fn session(&self) -> Result<Session> {
-        self.check_open()?;
-        let timeout = self.config.connection_timeout;
+        let mut sessions = self.session_tx.subscribe();
+        self.wait_for(self.config.connection_timeout, &mut sessions, |session| {
+            session.as_ref().filter(|s| !s.is_terminated()).cloned()
+        })
+        .await
+    }
+
+    /// Waits until `ready` finds what the caller waits for in the value of
+    /// `changes` (looked at now and after each change), at most `timeout`.
+    /// The one wait for a connection: it fails at once with
+    /// [`Error::Closed`] when the framework closes, and with the refusal
+    /// when one comes that waiting cannot cure (see
+    /// [`check_immediate_failure`](Self::check_immediate_failure)); at the
+    /// timeout, with why the attempts failed if that is known.
+    pub(crate) async fn wait_for<W, T>(
+        &self,
+        timeout: std::time::Duration,
+        changes: &mut watch::Receiver<W>,
+        mut ready: impl FnMut(&W) -> Option<T>,
+    ) -> Result<T> {
         let deadline = Instant::now() + timeout;
-        let mut rx = self.session_tx.subscribe();
         let mut closed = self.closed_tx.subscribe();
         let mut failures = self.connect_failure.subscribe();
         let since = Instant::now();
         loop {
             self.check_open()?;
-            if let Some(session) = rx.borrow_and_update().clone() {
-                if !session.is_terminated() {
-                    return Ok(session);
-                }
+            if let Some(found) = ready(&changes.borrow_and_update()) {
+                return Ok(found);
             }
             self.check_immediate_failure(&mut failures, since)?;
             tokio::select! {
-                _ = rx.changed() => {}
+                _ = changes.changed() => {}
                 _ = closed.changed() => {}
                 _ = failures.changed() => {}
                 _ = tokio::time::sleep_until(deadline) => return Err(self.timed_out(timeout)),

@@ -391,28 +391,15 @@ impl Framework {
     /// # Cancel safety
     /// Cancel safe: it only observes state.
     pub async fn block_until_connected(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
         let inner = self.inner();
-        let mut state = inner.state_tx.subscribe();
-        let mut closed = inner.closed_tx.subscribe();
-        let mut failures = inner.connect_failure.subscribe();
-        let since = Instant::now();
-        loop {
-            inner.check_open()?;
-            if state
-                .borrow_and_update()
-                .is_some_and(ConnectionState::is_connected)
-            {
-                return Ok(());
-            }
-            inner.check_immediate_failure(&mut failures, since)?;
-            tokio::select! {
-                _ = state.changed() => {}
-                _ = closed.changed() => {}
-                _ = failures.changed() => {}
-                _ = tokio::time::sleep_until(deadline) => return Err(inner.timed_out(timeout)),
-            }
-        }
+        let mut states = inner.state_tx.subscribe();
+        inner
+            .wait_for(timeout, &mut states, |state| {
+                state
+                    .is_some_and(ConnectionState::is_connected)
+                    .then_some(())
+            })
+            .await
     }
 
     /// The current connection state, `None` before the first connection.
