@@ -7,8 +7,10 @@
 //! the equally unmaintained `instant`). Everything the policies need from it
 //! is one number, "the pause before attempt `n`", so that number is computed
 //! here behind [`exponential_delay`] and nothing else in the crate imports
-//! `backoff`. Replacing the crate (or dropping it for twenty lines of our own
-//! arithmetic) touches this file only.
+//! `backoff`. It is the crate's one exponential schedule: the retry policies
+//! take it with their jitter, and the framework's own loops
+//! ([`Backoff`](super::Backoff)) without. Replacing the crate touches this
+//! file only.
 //!
 //! `backoff::ExponentialBackoff` is a stateful iterator: each
 //! `next_backoff()` returns a randomised pause and then doubles its current

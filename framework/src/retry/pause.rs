@@ -10,8 +10,10 @@
 //! asked for, and may give up. These loops never give up: they run until the
 //! framework closes or their work is done, and only need the pause before
 //! the next attempt. Each keeps its own bounds (documented beside it), but
-//! the schedule is written here once: the pause doubles from `first` up to
-//! `max`, and starts over after a success.
+//! the schedule is the retry policies' own, without their jitter
+//! (`backoff_impl::exponential_delay`, the one exponential schedule of the
+//! crate): the pause doubles from `first` up to `max`, and starts over after
+//! a success.
 //!
 //! Like the policies, a `Backoff` is pure: it never sleeps and never reads a
 //! clock or a random source. Jitter, where a loop wants it, comes from a
@@ -22,6 +24,8 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use super::backoff_impl::exponential_delay;
 
 /// An exponential schedule of pauses: `first`, twice that, … up to `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,8 +56,9 @@ impl Backoff {
     /// first failure is `delay(0) == first`): `min(max, first * 2^attempt)`.
     /// Saturates instead of overflowing.
     pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
-        self.first.saturating_mul(factor).min(self.max)
+        // The policies' schedule, without its jitter: one schedule in the
+        // crate.
+        exponential_delay(self.first, self.max, attempt, 0.0)
     }
 
     /// [`delay`](Self::delay)`(attempt)` spread by `draw` (any number, e.g.
