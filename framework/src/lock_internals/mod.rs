@@ -67,7 +67,7 @@ use self::local_queue::LocalTurn;
 pub use self::node::AcquiredNode;
 pub use self::request::{until_held, Acquire};
 pub use self::revocation::{
-    Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
+    watch_data, Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
 pub use crate::LockLoss;
 use crate::{Result, Session};

@@ -13,6 +13,7 @@
 //! gone with its session) or the framework closes.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use zookeeper_client as zk;
@@ -118,17 +119,52 @@ impl Revoker {
 }
 
 /// Watches our own node until it goes away, calling the listener on every
-/// revocation request. The task keeps neither a framework handle nor the
-/// session while it waits: it asks for the session before each request, so
-/// it never delays the end of the session in `close()`.
+/// revocation request (see [`watch_data`]).
 pub(crate) fn spawn_watch(
     framework: Framework,
     session: Session,
     node_path: String,
     revocation: Revocation,
 ) {
+    let node = node_path.clone();
+    watch_data(
+        &framework,
+        session,
+        node_path,
+        std::future::pending(),
+        move |data| {
+            if data == REVOKE_MESSAGE {
+                tracing::info!(%node, "revocation requested");
+                crate::telemetry::revocation(path::split(&node).0);
+                revocation.0.revocation_requested(&node);
+            }
+            false
+        },
+    );
+}
+
+/// Watches the data of the node at `path` on `session`, on a task of its
+/// own: `seen` is given the data now and after each change, and ends the
+/// watch by returning `true`. The watch also ends when the node is deleted,
+/// the session ends, the framework closes, `stop` completes, or a read fails
+/// in a way retrying cannot mend; a read that fails for a while (the
+/// connection is down) is made again after a short pause, so a change made
+/// meanwhile is seen soon after the connection comes back.
+///
+/// The one watch of a node's data for a request: the locks' revocation
+/// ([`REVOKE_MESSAGE`]) and an election's step-down requests use it. The
+/// task keeps neither a framework handle nor the session while it waits: it
+/// asks for the session before each read, so it never delays the end of the
+/// session in `close()`.
+pub fn watch_data(
+    framework: &Framework,
+    session: Session,
+    path: String,
+    stop: impl Future<Output = ()> + Send + 'static,
+    mut seen: impl FnMut(&[u8]) -> bool + Send + 'static,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(node = %node_path, "no tokio runtime: revocation watch not started");
+        tracing::warn!(node = %path, "no tokio runtime: the watch of the node was not started");
         return;
     };
     let closed = framework.closed();
@@ -136,18 +172,23 @@ pub(crate) fn spawn_watch(
     let port = framework.port();
     let generation = session.generation();
     drop(session);
-    drop(framework);
     runtime.spawn(async move {
         tokio::select! {
-            _ = watch_loop(&port, generation, &node_path, &revocation) => {}
+            () = watch_loop(&port, generation, &path, &mut seen) => {}
+            () = stop => {}
             _ = closed => {}
             _ = gone => {}
         }
-        tracing::debug!(node = %node_path, "revocation watch ended");
+        tracing::debug!(node = %path, "watch of the node's data ended");
     });
 }
 
-async fn watch_loop(port: &SessionPort, generation: u64, node_path: &str, revocation: &Revocation) {
+async fn watch_loop(
+    port: &SessionPort,
+    generation: u64,
+    node_path: &str,
+    seen: &mut (impl FnMut(&[u8]) -> bool + Send),
+) {
     let mut pauses = REREAD_BACKOFF.start();
     loop {
         let read = {
@@ -177,10 +218,8 @@ async fn watch_loop(port: &SessionPort, generation: u64, node_path: &str, revoca
                 return;
             }
         };
-        if data == REVOKE_MESSAGE {
-            tracing::info!(node = %node_path, "revocation requested");
-            crate::telemetry::revocation(path::split(node_path).0);
-            revocation.0.revocation_requested(node_path);
+        if seen(&data) {
+            return;
         }
         let event = watcher.changed().await;
         match event.event_type {

@@ -21,17 +21,12 @@
 //! place of its id) and takes effect when it leads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use zk_curator_framework::lock_internals::REVOKE_MESSAGE;
-use zk_curator_framework::retry::Backoff;
-use zk_curator_framework::{zk, LockLoss};
+use zk_curator_framework::lock_internals::{watch_data, REVOKE_MESSAGE};
+use zk_curator_framework::LockLoss;
 
 use super::data::Proclaimed;
 use super::term::LeaderTerm;
-
-/// The pause before the watch reads the node again after a failed read.
-const REREAD: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
 
 /// Whether a participant steps down on request.
 #[derive(Debug, Default)]
@@ -74,90 +69,61 @@ fn end(term: &LeaderTerm) -> bool {
     term.is_valid() && term.hold().mark_lost(LockLoss::Revoked) == LockLoss::Revoked
 }
 
+/// Watches, through the engine's one watch of a node's data
+/// ([`watch_data`]), the term's node for [`REVOKE_MESSAGE`] and the
+/// election path's data for a step-down request naming the term's node
+/// ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down)),
+/// until a request comes (the term then ends) or the term ends.
 fn spawn_watch(term: LeaderTerm) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(node = %term.node_path(), "no tokio runtime: no step-down watch");
+    let Some(session) = term.session() else {
+        // Lost already: nothing to step down from.
         return;
     };
-    let asked = term.clone();
-    runtime.spawn(async move {
-        let lost = term.lost();
-        tokio::select! {
-            () = watch(&term) => {}
-            _ = lost => {}
-        }
-    });
-    runtime.spawn(async move {
-        let lost = asked.lost();
-        tokio::select! {
-            () = watch_requests(&asked) => {}
-            _ = lost => {}
-        }
-    });
-}
-
-/// Watches the election path's data for a step-down request naming the
-/// term's node ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down)),
-/// until one comes (the term then ends) or the term can no longer send.
-async fn watch_requests(term: &LeaderTerm) {
-    let mut pauses = REREAD.start();
-    loop {
-        let Ok(client) = term.fence().and_then(|fence| fence.client()) else {
-            return;
+    let watches = [
+        (term.node_path().to_owned(), Channel::Node),
+        (term.election_path().to_owned(), Channel::ElectionPath),
+    ];
+    for (path, channel) in watches {
+        let asked = term.clone();
+        let stop = {
+            let lost = term.lost();
+            async move {
+                lost.await;
+            }
         };
-        let read = client.get_and_watch_data(term.election_path()).await;
-        drop(client);
-        match read {
-            Ok((data, _, watcher)) => {
-                pauses.reset();
-                let request = Proclaimed::decode(&data).and_then(|p| p.step_down);
-                if request.as_deref() == Some(term.node_name()) {
-                    if end(term) {
-                        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "asked to step down; leadership handed on");
-                    }
-                    return;
-                }
-                watcher.changed().await;
+        watch_data(term.framework(), session.clone(), path, stop, move |data| {
+            if !channel.asks(data, asked.node_name()) {
+                return false;
             }
-            // The election path is gone, and the term's node with it.
-            Err(zk::Error::NoNode) => return,
-            Err(err) => {
-                tracing::debug!(%err, path = %term.election_path(), "the step-down watch reads again");
-                tokio::time::sleep(pauses.next_pause()).await;
+            if end(&asked) {
+                tracing::info!(node = %asked.node_path(), token = %asked.fencing_token(), "asked to step down; leadership handed on");
             }
-        }
+            true
+        });
     }
 }
 
-/// Watches the term's node until a request comes (the term then ends), the
-/// node goes, or the term can no longer send (lost: the caller stops it).
-async fn watch(term: &LeaderTerm) {
-    let mut pauses = REREAD.start();
-    loop {
-        let Ok(client) = term.fence().and_then(|fence| fence.client()) else {
-            return;
-        };
-        let read = client.get_and_watch_data(term.node_path()).await;
-        // The session is not kept while waiting.
-        drop(client);
-        match read {
-            Ok((data, _, watcher)) => {
-                pauses.reset();
-                if data == REVOKE_MESSAGE {
-                    if end(term) {
-                        tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "asked to step down; leadership handed on");
-                    }
-                    return;
-                }
-                let event = watcher.changed().await;
-                if event.event_type == zk::EventType::NodeDeleted {
-                    return;
-                }
-            }
-            Err(zk::Error::NoNode) => return,
-            Err(err) => {
-                tracing::debug!(%err, node = %term.node_path(), "the step-down watch reads again");
-                tokio::time::sleep(pauses.next_pause()).await;
+/// Where a step-down request is written.
+#[derive(Clone, Copy, Debug)]
+enum Channel {
+    /// The term's own node, as the locks' revocation writes it.
+    Node,
+    /// The election path's data, naming the node (leaves the participants'
+    /// nodes, and a Curator latch's watch on them, alone).
+    ElectionPath,
+}
+
+impl Channel {
+    /// Whether `data`, read from this channel, asks the term on `node` to
+    /// step down.
+    fn asks(self, data: &[u8], node: &str) -> bool {
+        match self {
+            Channel::Node => data == REVOKE_MESSAGE,
+            Channel::ElectionPath => {
+                Proclaimed::decode(data)
+                    .and_then(|p| p.step_down)
+                    .as_deref()
+                    == Some(node)
             }
         }
     }
