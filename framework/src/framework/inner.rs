@@ -2,20 +2,88 @@
 //! connection state (changed in one place) and the background cleaner's
 //! queue.
 
+use std::fmt;
 use std::future::Future;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
+use super::events::Events;
 use super::events::{StateChange, StateEvents};
-use super::{CleanupJob, Inner, LastConnectFailure, Session, CLOSED, LATENT, STARTED};
+use super::{CleanupJob, Config, Extensions, Metrics, Session, CLOSED, LATENT, STARTED};
 use crate::connect_failure::{speaks_tls, ConnectFailure, Refusals};
 use crate::error::{Error, Result};
+use crate::listener::Listeners;
 use crate::retry::RetryLoop;
 use crate::state::{next_state, ConnectionState, StateEvent};
+
+/// The framework's shared state, behind every handle's `Arc`.
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(super) status: AtomicU8,
+    pub(super) session_tx: watch::Sender<Option<Session>>,
+    pub(super) state_tx: watch::Sender<Option<ConnectionState>>,
+    /// The broadcast of state changes; dropped on close, which ends every
+    /// stream and the listener dispatch.
+    pub(super) events: Mutex<Events>,
+    pub(super) closed_tx: watch::Sender<bool>,
+    /// The session being closed, taken out of `session_tx` by
+    /// [`Inner::shut_down`] for the cleaner's final flush. Whoever takes it
+    /// last drops the last client clone, which ends the session.
+    pub(super) closing_session: Mutex<Option<Session>>,
+    /// The state of the session being closed, for `close()` to wait on.
+    pub(super) closing_watcher: Mutex<Option<zk::StateWatcher>>,
+    pub(super) listeners: Arc<Listeners>,
+    pub(super) cleanup_tx: mpsc::UnboundedSender<CleanupJob>,
+    pub(super) cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<CleanupJob>>>,
+    pub(super) pending_cleanups: watch::Sender<usize>,
+    pub(super) tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Entries into an error state under the error policy (see
+    /// [`Framework::loss_epoch`]).
+    pub(super) loss_epoch: AtomicU64,
+    pub(crate) metrics: Metrics,
+    /// State and settings of the layers above (the lock engine's), kept
+    /// without knowing their types.
+    pub(crate) extensions: Arc<Extensions>,
+    /// The last failure to connect that a person must act on, since the
+    /// last usable connection (see `connect_failure.rs`).
+    pub(crate) connect_failure: Arc<watch::Sender<Option<LastConnectFailure>>>,
+}
+
+/// A [`ConnectFailure`] and the endpoint it happened on.
+#[derive(Clone, Debug)]
+pub(crate) struct LastConnectFailure {
+    pub(crate) endpoint: String,
+    pub(crate) reason: ConnectFailure,
+    /// Every host's last attempt was refused for a reason retrying cannot
+    /// change: waiting for the connection timeout cannot help.
+    pub(crate) everywhere: bool,
+    /// When it was noted: a wait for a connection fails at once only on
+    /// refusals that came after it began (the world may have been fixed
+    /// since older ones: a certificate replaced, a server reconfigured).
+    pub(crate) at: Instant,
+}
+
+impl LastConnectFailure {
+    pub(crate) fn to_error(&self) -> Error {
+        Error::Connect {
+            endpoint: self.endpoint.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inner")
+            .field("connect_string", &self.config.connect_string)
+            .field("status", &self.status.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
 
 impl Inner {
     pub(crate) fn check_open(&self) -> Result<()> {

@@ -41,12 +41,13 @@ use zookeeper_client as zk;
 pub(crate) use self::builder::Config;
 pub use self::builder::FrameworkBuilder;
 pub(crate) use self::cleanup::CleanupJob;
-use self::events::{dispatch_listeners, Events, EVENTS_CAPACITY};
+use self::events::Events;
+use self::events::{dispatch_listeners, EVENTS_CAPACITY};
+pub(crate) use self::inner::Inner;
 pub use self::metrics::Metrics;
 pub(crate) use self::port::{BuilderExtensions, Extensions, SessionPort};
 pub use self::session::Session;
 pub use self::watcher::StateWatcher;
-use crate::connect_failure::ConnectFailure;
 use crate::error::{Error, Result};
 use crate::listener::{ConnectionStateListener, ListenerHandle, Listeners};
 use crate::state::{ConnectionState, ErrorPolicy};
@@ -59,70 +60,6 @@ pub(super) const CLOSED: u8 = 2;
 const SESSION_END_WAIT_MAX: Duration = Duration::from_secs(3);
 /// Extra time the background tasks get to stop, beyond the final flush.
 const TASKS_GRACE: Duration = Duration::from_millis(500);
-
-pub(crate) struct Inner {
-    pub(crate) config: Config,
-    status: AtomicU8,
-    session_tx: watch::Sender<Option<Session>>,
-    state_tx: watch::Sender<Option<ConnectionState>>,
-    /// The broadcast of state changes; dropped on close, which ends every
-    /// stream and the listener dispatch.
-    events: Mutex<Events>,
-    closed_tx: watch::Sender<bool>,
-    /// The session being closed, taken out of `session_tx` by
-    /// [`Inner::shut_down`] for the cleaner's final flush. Whoever takes it
-    /// last drops the last client clone, which ends the session.
-    closing_session: Mutex<Option<Session>>,
-    /// The state of the session being closed, for `close()` to wait on.
-    closing_watcher: Mutex<Option<zk::StateWatcher>>,
-    listeners: Arc<Listeners>,
-    cleanup_tx: mpsc::UnboundedSender<CleanupJob>,
-    cleanup_rx: Mutex<Option<mpsc::UnboundedReceiver<CleanupJob>>>,
-    pending_cleanups: watch::Sender<usize>,
-    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    /// Entries into an error state under the error policy (see
-    /// [`Framework::loss_epoch`]).
-    loss_epoch: AtomicU64,
-    pub(crate) metrics: Metrics,
-    /// State and settings of the layers above (the lock engine's), kept
-    /// without knowing their types.
-    pub(crate) extensions: Arc<Extensions>,
-    /// The last failure to connect that a person must act on, since the
-    /// last usable connection (see `connect_failure.rs`).
-    pub(crate) connect_failure: Arc<watch::Sender<Option<LastConnectFailure>>>,
-}
-
-/// A [`ConnectFailure`] and the endpoint it happened on.
-#[derive(Clone, Debug)]
-pub(crate) struct LastConnectFailure {
-    pub(crate) endpoint: String,
-    pub(crate) reason: ConnectFailure,
-    /// Every host's last attempt was refused for a reason retrying cannot
-    /// change: waiting for the connection timeout cannot help.
-    pub(crate) everywhere: bool,
-    /// When it was noted: a wait for a connection fails at once only on
-    /// refusals that came after it began (the world may have been fixed
-    /// since older ones: a certificate replaced, a server reconfigured).
-    pub(crate) at: Instant,
-}
-
-impl LastConnectFailure {
-    pub(crate) fn to_error(&self) -> Error {
-        Error::Connect {
-            endpoint: self.endpoint.clone(),
-            reason: self.reason.clone(),
-        }
-    }
-}
-
-impl fmt::Debug for Inner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Inner")
-            .field("connect_string", &self.config.connect_string)
-            .field("status", &self.status.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
 
 /// Closes the framework when the last user handle goes away.
 struct Handle {

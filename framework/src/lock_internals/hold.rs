@@ -31,13 +31,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
-use zookeeper_client as zk;
 
 use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
 use super::node::AcquiredNode;
-use crate::{telemetry, ConnectionState, Framework, LockLoss, Session};
+use super::trust::{loss_of, session_of, watch_deletion};
+use crate::{telemetry, Framework, LockLoss, Session};
 
 /// How a hold gives up its share of a node that several acquires of this
 /// process hold together (readers; the shared-node bookkeeping hands it
@@ -553,92 +553,6 @@ impl Drop for HoldInner {
         // A share dropped without a release still leaves its node.
         if self.share.get().is_some_and(|leave| leave()) {
             self.framework.delete_in_background(self.node.path());
-        }
-    }
-}
-
-/// Why a hold of `node`, granted at loss epoch `epoch`, could not be
-/// trusted now, if it could not (see [`Hold::check`]). Asked before a hold
-/// is made, too, so that a grant found lost on arrival never counts as a
-/// hold.
-pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) -> Option<LockLoss> {
-    if framework.is_closed() {
-        return Some(LockLoss::Closed);
-    }
-    if !node.is_ephemeral() {
-        // A persistent node does not depend on any session: only its
-        // deletion (seen by `lost`, a fence or a release) ends the hold.
-        return None;
-    }
-    let Some(session) = session_of(framework, node) else {
-        return Some(LockLoss::SessionReplaced);
-    };
-    // The lease (see `Hold::check`): looked at before the connection state,
-    // so that a process resuming from a pause gives this reason, whatever
-    // its client may have noticed since.
-    if unheard_too_long(session.client()) {
-        return Some(LockLoss::Stale);
-    }
-    let policy = framework.error_policy();
-    let state = framework.state();
-    if let Some(state) = state.filter(|s| policy.is_error_state(*s)) {
-        return Some(LockLoss::ConnectionState(state));
-    }
-    // The client knows of a broken connection a moment before the
-    // framework's state follows (a request failing with `ConnectionLoss`,
-    // say): from then on the hold is not trusted either.
-    let suspended = ConnectionState::Suspended;
-    if policy.is_error_state(suspended)
-        && session.client().state() == zk::SessionState::Disconnected
-    {
-        return Some(LockLoss::ConnectionState(suspended));
-    }
-    if framework.loss_epoch() != epoch {
-        // An error state came and went since the grant; with the same
-        // session still current it can only have been a suspension.
-        return Some(LockLoss::ConnectionState(ConnectionState::Suspended));
-    }
-    None
-}
-
-/// Whether more than the session timeout has passed since the server was
-/// last heard from on `client`'s session, on tokio's clock (`std`'s
-/// monotonic clock unless tokio's test clock is paused; see
-/// [`Hold::check`]).
-fn unheard_too_long(client: &zk::Client) -> bool {
-    let now = tokio::time::Instant::now().into_std();
-    now.saturating_duration_since(client.last_heard()) > client.session_timeout()
-}
-
-/// The framework's current session if it created `node` (any session for a
-/// persistent node).
-fn session_of(framework: &Framework, node: &AcquiredNode) -> Option<Session> {
-    let session = framework.current_session()?;
-    (!node.is_ephemeral() || session.generation() == node.generation()).then_some(session)
-}
-
-/// Completes when the hold's node is deleted. The session is held for each
-/// request only, never while waiting for the watch, so that a forgotten
-/// `lost()` future cannot keep a session open after `close()`. Connection
-/// trouble and a session's end show up as state changes, which the caller
-/// watches; this then waits forever.
-async fn watch_deletion(hold: Hold) {
-    loop {
-        let watched = {
-            let Some(session) = hold.session() else {
-                return std::future::pending().await;
-            };
-            session.client().check_and_watch_stat(hold.path()).await
-        };
-        match watched {
-            Ok((None, _)) => return,
-            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
-                zk::EventType::NodeDeleted => return,
-                zk::EventType::Session => return std::future::pending().await,
-                // Data changed (a revocation request, say): watch again.
-                _ => continue,
-            },
-            Err(_) => return std::future::pending().await,
         }
     }
 }

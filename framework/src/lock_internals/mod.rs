@@ -46,6 +46,7 @@ mod release;
 mod request;
 mod revocation;
 mod shared_node;
+mod trust;
 mod wait;
 
 use tracing::Instrument;

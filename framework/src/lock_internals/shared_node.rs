@@ -34,10 +34,11 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use super::hold::{loss_of, Hold};
+use super::hold::Hold;
 use super::internals::LockInternals;
 use super::node::AcquiredNode;
 use super::request::{until_held, Acquire};
+use super::trust::loss_of;
 use super::wait;
 use crate::{Error, Result};
 

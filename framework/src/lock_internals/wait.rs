@@ -10,11 +10,12 @@ use zookeeper_client as zk;
 
 use super::create::{self, Ours};
 use super::guard::ContenderGuard;
-use super::hold::{self, Hold};
+use super::hold::Hold;
 use super::internals::LockInternals;
 use super::node::AcquiredNode;
 use super::request::Acquire;
 use super::revocation::Revocation;
+use super::trust;
 use crate::retry::RetryLoop;
 use crate::{path, Error, LockLoss, Result, Session};
 
@@ -140,7 +141,7 @@ fn grant(lock: &LockInternals, session: &Session, ours: Ours) -> Result<Hold, Fa
         generation: session.generation(),
         ephemeral: ours.ephemeral,
     };
-    if let Some(loss) = hold::loss_of(&lock.framework, &node, epoch) {
+    if let Some(loss) = trust::loss_of(&lock.framework, &node, epoch) {
         return Err(Failure::Restart(Error::lock_lost(node.path, loss)));
     }
     let hold = Hold::new(lock.framework.clone(), node, epoch);
@@ -324,7 +325,7 @@ pub(super) async fn resume(lock: &LockInternals, lost: &Hold) -> Result<Option<H
                     .driver
                     .gets_the_lock(&sorted, node.name(), lock.max_leases)?;
                 if decision.holds_lock {
-                    if hold::loss_of(&lock.framework, node, epoch).is_some() {
+                    if trust::loss_of(&lock.framework, node, epoch).is_some() {
                         // Trouble again while we looked: wait for the
                         // connection once more.
                         continue;
