@@ -31,12 +31,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
+use zookeeper_client as zk;
 
 use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
 use super::node::AcquiredNode;
-use super::trust::{loss_of, session_of, watch_deletion};
+use super::trust::{loss_of, session_of};
 use crate::{telemetry, Framework, LockLoss, Session};
 
 /// How a hold gives up its share of a node that several acquires of this
@@ -553,6 +554,32 @@ impl Drop for HoldInner {
         // A share dropped without a release still leaves its node.
         if self.share.get().is_some_and(|leave| leave()) {
             self.framework.delete_in_background(self.node.path());
+        }
+    }
+}
+
+/// Completes when the hold's node is deleted. The session is held for each
+/// request only, never while waiting for the watch, so that a forgotten
+/// `lost()` future cannot keep a session open after `close()`. Connection
+/// trouble and a session's end show up as state changes, which the caller
+/// watches; this then waits forever.
+async fn watch_deletion(hold: Hold) {
+    loop {
+        let watched = {
+            let Some(session) = hold.session() else {
+                return std::future::pending().await;
+            };
+            session.client().check_and_watch_stat(hold.path()).await
+        };
+        match watched {
+            Ok((None, _)) => return,
+            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
+                zk::EventType::NodeDeleted => return,
+                zk::EventType::Session => return std::future::pending().await,
+                // Data changed (a revocation request, say): watch again.
+                _ => continue,
+            },
+            Err(_) => return std::future::pending().await,
         }
     }
 }

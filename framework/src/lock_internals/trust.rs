@@ -1,11 +1,10 @@
-//! The rules that decide whether a [`Hold`](super::hold::Hold) can still be
-//! trusted (see [`Hold::check`](super::hold::Hold::check) for the whole
-//! list), asked by the hold itself and by an acquire before it makes one;
-//! and the watch that sees its node deleted.
+//! The rules that decide whether a hold of a node can still be trusted (see
+//! `Hold::check` for the whole list), asked by the hold itself and by an
+//! acquire before it makes one. They look at the framework and the node
+//! only, never at a hold.
 
 use zookeeper_client as zk;
 
-use super::hold::Hold;
 use super::node::AcquiredNode;
 use crate::{ConnectionState, Framework, LockLoss, Session};
 
@@ -67,30 +66,4 @@ fn unheard_too_long(client: &zk::Client) -> bool {
 pub(crate) fn session_of(framework: &Framework, node: &AcquiredNode) -> Option<Session> {
     let session = framework.current_session()?;
     (!node.is_ephemeral() || session.generation() == node.generation()).then_some(session)
-}
-
-/// Completes when the hold's node is deleted. The session is held for each
-/// request only, never while waiting for the watch, so that a forgotten
-/// `lost()` future cannot keep a session open after `close()`. Connection
-/// trouble and a session's end show up as state changes, which the caller
-/// watches; this then waits forever.
-pub(crate) async fn watch_deletion(hold: Hold) {
-    loop {
-        let watched = {
-            let Some(session) = hold.session() else {
-                return std::future::pending().await;
-            };
-            session.client().check_and_watch_stat(hold.path()).await
-        };
-        match watched {
-            Ok((None, _)) => return,
-            Ok((Some(_), watcher)) => match watcher.changed().await.event_type {
-                zk::EventType::NodeDeleted => return,
-                zk::EventType::Session => return std::future::pending().await,
-                // Data changed (a revocation request, say): watch again.
-                _ => continue,
-            },
-            Err(_) => return std::future::pending().await,
-        }
-    }
 }
