@@ -3,8 +3,8 @@
 //! injected, then the figures and any violation are printed.
 //!
 //! ```sh
-//! ZK_CHAOS_SECS=300 cargo run --release --example chaos
-//! ZK_TEST_SERVER=real ZK_CHAOS_SECS=300 cargo run --release --example chaos
+//! ZK_CHAOS_SECS=300 cargo run --release -p examples --example chaos
+//! ZK_TEST_SERVER=real ZK_CHAOS_SECS=300 cargo run --release -p examples --example chaos
 //! ```
 //!
 //! `ZK_CHAOS_SEED` replays a run; `ZK_CHAOS_BREAK=fence`, `=loss` or

@@ -3,7 +3,7 @@
 //! mutex uses: pipelined protected create, predecessor watches, cancel
 //! safety) with a `LockInternalsDriver` written here.
 //!
-//! Run: `cargo run --example custom_driver` (uses `ZK_CONNECT` if set,
+//! Run: `cargo run -p examples --example custom_driver` (uses `ZK_CONNECT` if set,
 //! otherwise starts a throw-away ZooKeeper on a free loopback port).
 
 mod common;

@@ -9,7 +9,7 @@
 //! token.
 //!
 //! ```sh
-//! cargo run --example fencing
+//! cargo run -p examples --example fencing
 //! ```
 
 use std::sync::{Arc, Mutex};

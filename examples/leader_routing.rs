@@ -10,7 +10,7 @@
 //! embedded ZooKeeper-protocol server (no JVM needed), or a real ZooKeeper
 //! with `ZK_TEST_SERVER=real`.
 //!
-//! Run: `cargo run --example leader_routing`
+//! Run: `cargo run -p examples --example leader_routing`
 
 mod common;
 

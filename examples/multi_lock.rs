@@ -6,7 +6,7 @@
 //! With `ZK_CONNECT` set (e.g. `127.0.0.1:2181`) it uses that ensemble;
 //! otherwise it starts a throw-away ZooKeeper on a free loopback port.
 //!
-//! Run: `cargo run --example multi_lock`
+//! Run: `cargo run -p examples --example multi_lock`
 
 mod common;
 

@@ -7,7 +7,7 @@
 //! embedded ZooKeeper-protocol server (no JVM needed), or a real ZooKeeper
 //! with `ZK_TEST_SERVER=real`.
 //!
-//! Run: `cargo run --example quickstart`
+//! Run: `cargo run -p examples --example quickstart`
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! `__REVOKE__` into the holder's node), the holder releases, and the asker
 //! gets the lock.
 //!
-//! Run: `cargo run --example revocation` (uses `ZK_CONNECT` if set,
+//! Run: `cargo run -p examples --example revocation` (uses `ZK_CONNECT` if set,
 //! otherwise starts a throw-away ZooKeeper on a free loopback port).
 
 mod common;

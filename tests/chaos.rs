@@ -21,7 +21,7 @@
 //! `ZK_CHAOS_SECS` sets the length (default 30 s; 20 s in cohort mode), `ZK_CHAOS_SEED` replays
 //! a run, `ZK_CHAOS_BREAK=fence` or `=loss` disables the fence or the loss
 //! signal, `=observer` hands the observers' reports out late (the test must
-//! then fail). `cargo run --example chaos` runs it
+//! then fail). `cargo run -p examples --example chaos` runs it
 //! for longer.
 #![allow(clippy::unwrap_used)]
 

@@ -12,13 +12,24 @@ use zk_curator_testing::TestingServer;
 /// The error type of the examples' `main`s and workers.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Logs warnings (and what `RUST_LOG` asks for) to stderr.
+/// Logs warnings (and what `RUST_LOG` asks for, as `target=level` pairs
+/// and a default level, e.g. `debug,zookeeper_client=warn`).
 pub fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,zookeeper_client=error".into()),
-        )
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| {
+            Targets::new()
+                .with_default(tracing::Level::WARN)
+                .with_target("zookeeper_client", tracing::Level::ERROR)
+        });
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer())
+        .with(filter)
         .init();
 }
 

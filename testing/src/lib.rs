@@ -74,7 +74,9 @@ pub use expire::{close_granted_session, expire_session, expire_session_within};
 pub use kerberos::{Kdc, KerberosService};
 pub use proxy::{FaultProxy, LostReply, LostReplyFault, RequestMatcher, SessionGrant, Traffic};
 pub use server::{zookeeper_available, ZooKeeperServer, ZooKeeperServerBuilder};
-pub use tls::{ClientAuth, ServerTls, TestCertificates, TestIdentity};
+pub use tls::{ClientAuth, ServerTls};
+#[cfg(feature = "tls")]
+pub use tls::{TestCertificates, TestIdentity};
 /// The embedded server, which lives in its own crate ([`zk_curator_server`]); re-exported
 /// here so tests keep one import.
 pub use zk_curator_server as embedded;
