@@ -3,25 +3,27 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
-use futures::future::{Fuse, FusedFuture, FutureExt};
+use tokio::time::Sleep;
 
 pub struct Deadline {
-    timer: Fuse<Timer>,
+    // None: never. The sleep is dropped once it fired.
+    timer: Option<Pin<Box<Sleep>>>,
     deadline: Option<Instant>,
+    elapsed: bool,
 }
 
 impl Deadline {
     pub fn never() -> Self {
-        Self { timer: Timer::never().fuse(), deadline: None }
+        Self { timer: None, deadline: None, elapsed: false }
     }
 
     pub fn until(deadline: Instant) -> Self {
-        Self { timer: Timer::at(deadline).fuse(), deadline: Some(deadline) }
+        let timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)));
+        Self { timer: Some(timer), deadline: Some(deadline), elapsed: false }
     }
 
     pub fn elapsed(&self) -> bool {
-        self.timer.is_terminated()
+        self.elapsed
     }
 
     /// Remaining timeout.
@@ -37,7 +39,21 @@ impl Future for Deadline {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let timer = unsafe { self.map_unchecked_mut(|deadline| &mut deadline.timer) };
-        timer.poll(cx).map(|_| ())
+        let this = self.get_mut();
+        if this.elapsed {
+            // Fused: an elapsed deadline stays pending, as a fused timer did.
+            return Poll::Pending;
+        }
+        match this.timer.as_mut() {
+            None => Poll::Pending,
+            Some(timer) => match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.elapsed = true;
+                    this.timer = None;
+                    Poll::Ready(())
+                },
+                Poll::Pending => Poll::Pending,
+            },
+        }
     }
 }

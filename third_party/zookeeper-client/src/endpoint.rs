@@ -1,7 +1,6 @@
 use std::fmt::{self, Display, Formatter};
 use std::time::Duration;
 
-use async_io::Timer;
 
 use crate::chroot::Chroot;
 use crate::error::Error;
@@ -214,7 +213,7 @@ impl IterableEndpoints {
     pub async fn next(&mut self, max_delay: Duration) -> Option<EndpointRef<'_>> {
         let (endpoint, timeout) = self.next_with_delay(max_delay)?;
         if timeout != Duration::ZERO {
-            Timer::after(timeout).await;
+            tokio::time::sleep(timeout).await;
         }
         Some(endpoint)
     }
@@ -339,7 +338,7 @@ mod tests {
         );
     }
 
-    #[asyncs::test]
+    #[tokio::test]
     async fn test_iterable_endpoints_next() {
         use std::time::Duration;
 

@@ -23,12 +23,9 @@
 //! * `sasl-digest-md5`: Toggle only DIGEST-MD5 SASL support.
 //!
 //! ## Async runtime support
-//! This library uses [asyncs](https://docs.rs/asyncs) and [spawns](https://docs.rs/spawns) to
-//! spawn asynchronous tasks. It exposes runtime feature flags for handy. Please refer their docs
-//! for references.
-//! * `tokio`: Toggle support for [tokio](https://docs.rs/tokio).
-//! * `smol`: Toggle support for [smol](https://docs.rs/smol) builtin global executor.
-//! * `async-global-executor`: Toggle support for [async-global-executor](https://docs.rs/async-global-executor).
+//! This package (zk-curator's patched 0.11.2, see `PATCHES.md`) runs on [tokio](https://docs.rs/tokio)
+//! only: its sockets, timers and tasks are tokio's, so a client must be used inside a tokio
+//! runtime with its I/O and time drivers enabled. The `tokio` feature is kept, and does nothing.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -38,11 +35,13 @@ mod client;
 mod deadline;
 mod endpoint;
 mod error;
+mod primitive;
 mod proto;
 mod record;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 mod sasl;
 mod session;
+mod tokio_io;
 #[cfg(feature = "tls")]
 mod tls;
 mod util;

@@ -518,7 +518,7 @@ impl Client {
 
     // TODO: move these to session side so to eliminate owned Client and String.
     fn delete_background(self, path: String) {
-        asyncs::spawn(async move {
+        tokio::spawn(async move {
             self.delete_foreground(&path).await;
         });
     }
@@ -528,7 +528,7 @@ impl Client {
     }
 
     fn delete_ephemeral_background(self, prefix: String, unique: bool) {
-        asyncs::spawn(async move {
+        tokio::spawn(async move {
             let (parent, tree, name) = util::split_path(&prefix);
             let mut children = Self::retry_on_connection_loss(|| self.list_children(parent)).await?;
             if unique {
@@ -1795,7 +1795,7 @@ impl Connector {
         let last_heard = session.last_heard();
         // Consume all state changes so far.
         state_watcher.state();
-        asyncs::spawn(async move {
+        tokio::spawn(async move {
             session.serve(endpoints, conn, buf, depot, receiver).await;
         });
         let client =
@@ -2311,7 +2311,7 @@ mod tests {
         .is_equal_to(Error::BadArguments(&"directory node must not be sequential"));
     }
 
-    #[test_log::test(asyncs::test)]
+    #[test_log::test(tokio::test)]
     async fn session_last_zxid_seen() {
         use testcontainers::clients::Cli as DockerCli;
         use testcontainers::core::{Healthcheck, WaitFor};

@@ -1,4 +1,4 @@
-use asyncs::sync::watch;
+use tokio::sync::watch;
 
 use crate::chroot::OwnedChroot;
 use crate::error::Error;
@@ -26,7 +26,9 @@ impl StateWatcher {
     /// This method will block indefinitely after one of terminal states consumed.
     pub async fn changed(&mut self) -> SessionState {
         match self.receiver.changed().await {
-            Ok(changed) => *changed,
+            // tokio's `changed` marks the newest value seen (and reports it even after the
+            // sender is gone): it is the one to return.
+            Ok(()) => *self.receiver.borrow_and_update(),
             // Terminal state must be delivered.
             Err(_) => std::future::pending().await,
         }

@@ -1,5 +1,5 @@
 use bytes::BufMut;
-use num_enum::{IntoPrimitive, TryFromPrimitive, TryFromPrimitiveError};
+use crate::primitive::{primitive_enum, TryFromPrimitiveError};
 
 use crate::error::Error;
 use crate::record::{InvalidData, ReadingBuf, SerializableRecord, StaticRecord, UnsafeBuf, UnsafeRead};
@@ -31,29 +31,30 @@ impl From<ErrorCode> for Error {
     }
 }
 
-#[repr(i32)]
-#[derive(Copy, Clone, Debug, PartialEq, Eq, IntoPrimitive, TryFromPrimitive)]
-pub enum ErrorCode {
-    Ok = 0,
-    MarshallingError = -5,
-    Unimplemented = -6,
-    BadArguments = -8,
-    NoNode = -101,
-    NoAuth = -102,
-    BadVersion = -103,
-    NoChildrenForEphemerals = -108,
-    NodeExists = -110,
-    NotEmpty = -111,
-    SessionExpired = -112,
-    InvalidAcl = -114,
-    AuthFailed = -115,
-    SessionMoved = -118,
-    NotReadOnly = -119,
-    NoWatcher = -121,
-    ReconfigDisabled = -123,
-    SessionClosedRequireSaslAuth = -124,
-    QuotaExceeded = -125,
-    Throttled = -127,
+primitive_enum! {
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    pub enum ErrorCode {
+        Ok = 0,
+        MarshallingError = -5,
+        Unimplemented = -6,
+        BadArguments = -8,
+        NoNode = -101,
+        NoAuth = -102,
+        BadVersion = -103,
+        NoChildrenForEphemerals = -108,
+        NodeExists = -110,
+        NotEmpty = -111,
+        SessionExpired = -112,
+        InvalidAcl = -114,
+        AuthFailed = -115,
+        SessionMoved = -118,
+        NotReadOnly = -119,
+        NoWatcher = -121,
+        ReconfigDisabled = -123,
+        SessionClosedRequireSaslAuth = -124,
+        QuotaExceeded = -125,
+        Throttled = -127,
+    }
 }
 
 impl From<TryFromPrimitiveError<ErrorCode>> for Error {

@@ -3,13 +3,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_io::Timer;
-use async_net::TcpStream;
-use asyncs::select;
 use bytes::buf::BufMut;
-use futures::io::BufReader;
+use futures::io::{AsyncReadExt, BufReader};
 use futures::prelude::*;
-use futures_lite::AsyncReadExt;
 #[cfg(feature = "tls")]
 pub use futures_rustls::client::TlsStream;
 use ignore_result::Ignore;
@@ -17,6 +13,7 @@ use tracing::{debug, trace};
 
 use crate::deadline::Deadline;
 use crate::endpoint::{EndpointRef, IterableEndpoints};
+use crate::tokio_io::TcpStream;
 #[cfg(feature = "tls")]
 use crate::tls::TlsClient;
 
@@ -204,11 +201,11 @@ impl Connector {
     }
 
     pub async fn connect(&self, endpoint: EndpointRef<'_>, deadline: &mut Deadline) -> Result<Connection> {
-        select! {
+        tokio::select! {
             biased;
             r = self.connect_endpoint(endpoint) => r,
             _ = unsafe { Pin::new_unchecked(deadline) } => Err(Error::new(ErrorKind::TimedOut, "deadline exceed")),
-            _ = Timer::after(self.timeout) => Err(Error::new(ErrorKind::TimedOut, format!("connection timeout{:?} exceed", self.timeout))),
+            _ = tokio::time::sleep(self.timeout) => Err(Error::new(ErrorKind::TimedOut, format!("connection timeout{:?} exceed", self.timeout))),
         }
     }
 
@@ -238,10 +235,10 @@ impl Connector {
                     "fails to contact writable server from endpoints {:?}",
                     endpoints.endpoints()
                 );
-                Timer::after(timeout).await;
+                tokio::time::sleep(timeout).await;
                 timeout = max_timeout.min(timeout * 2);
             } else {
-                Timer::after(Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
         None
@@ -256,7 +253,7 @@ mod tests {
     use crate::deadline::Deadline;
     use crate::endpoint::EndpointRef;
 
-    #[asyncs::test]
+    #[tokio::test]
     async fn raw() {
         let connector = Connector::new();
         let endpoint = EndpointRef::new("host1", 2181, true);

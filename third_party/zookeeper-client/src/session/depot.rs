@@ -1,9 +1,8 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 
-use futures_lite::io::AsyncWriteExt;
+use futures::io::AsyncWriteExt;
 use hashbrown::HashMap;
-use strum::IntoEnumIterator;
 use tracing::debug;
 
 use super::request::{MarshalledRequest, OpStat, Operation, SessionOperation, StateResponser};
@@ -224,7 +223,7 @@ impl Depot {
     }
 
     pub fn has_watching_requests(&self, path: &str) -> bool {
-        WatchMode::iter()
+        WatchMode::ALL.iter().copied()
             .filter(|mode| *mode != WatchMode::Any)
             .any(|mode| self.watching_paths.contains_key(&(path, mode)))
     }

@@ -6,13 +6,12 @@ mod types;
 mod watch;
 mod xid;
 
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
-use asyncs::{select, sync};
+use tokio::select;
+use tokio::sync;
 use futures::channel::mpsc;
 use futures::{AsyncWriteExt, StreamExt};
 use ignore_result::Ignore;
@@ -543,7 +542,7 @@ impl Session {
     ) -> Result<(), Error> {
         let mut pinged = false;
         let (mut reader, mut writer) = conn.split();
-        let mut tick = pin!(Timer::interval(self.tick_timeout));
+        let mut tick = ticker(self.tick_timeout);
         while !(self.session_state.is_connected() && depot.is_empty()) {
             select! {
                 r = reader.read_to_buf(buf) => match r.map_err(Error::other)? {
@@ -554,7 +553,8 @@ impl Session {
                     r?;
                     self.last_send = Instant::now();
                 },
-                now = tick.as_mut() => {
+                now = tick.tick() => {
+                    let now = now.into_std();
                     if now >= self.last_recv + self.connector.timeout() {
                         return Err(Error::with_message(format!("no response from connection in {}ms", self.connector.timeout().as_millis())));
                     }
@@ -589,7 +589,7 @@ impl Session {
         self.sasl_session.take();
         let mut seek_for_writable =
             if self.session.readonly { Some(self.connector.clone().seek_for_writable(endpoints)) } else { None };
-        let mut tick = pin!(Timer::interval(self.tick_timeout));
+        let mut tick = ticker(self.tick_timeout);
         let mut err = None;
         let mut channel_halted = false;
         depot.start();
@@ -623,7 +623,8 @@ impl Session {
                         self.watch_manager.remove_watcher(id, responser, depot);
                     }
                 },
-                now = tick.as_mut() => {
+                now = tick.tick() => {
+                    let now = now.into_std();
                     if now >= self.last_recv + self.connector.timeout() {
                         return Err(Error::with_message(format!("no response from connection in {}ms", self.connector.timeout().as_millis())));
                     }
@@ -766,4 +767,10 @@ impl Session {
         }
         Err(last_error)
     }
+}
+
+/// A tick every `period`, the first a whole period from now (as async-io's
+/// interval timer, which this replaces: tokio-runtime.patch).
+fn ticker(period: Duration) -> tokio::time::Interval {
+    tokio::time::interval_at(tokio::time::Instant::now() + period, period)
 }

@@ -1,6 +1,5 @@
 use derive_where::derive_where;
-use num_enum::{IntoPrimitive, TryFromPrimitive};
-use strum::EnumIter;
+use crate::primitive::primitive_enum;
 
 use crate::error::Error;
 use crate::proto::AddWatchMode;
@@ -186,14 +185,15 @@ impl EventType {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, IntoPrimitive, TryFromPrimitive, EnumIter)]
-#[repr(i32)]
-pub enum WatchMode {
-    Child = 1,
-    Data = 2,
-    Any = 3,
-    PersistentNode = 4,
-    PersistentRecursive = 5,
+primitive_enum! {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum WatchMode {
+        Child = 1,
+        Data = 2,
+        Any = 3,
+        PersistentNode = 4,
+        PersistentRecursive = 5,
+    }
 }
 
 impl From<AddWatchMode> for WatchMode {

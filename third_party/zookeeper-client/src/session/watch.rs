@@ -1,6 +1,6 @@
 use std::sync::{Arc, Weak};
 
-use asyncs::sync;
+use tokio::sync;
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
 use hashbrown::HashMap;
@@ -528,7 +528,7 @@ impl WatcherKind {
 mod tests {
     use std::sync::Arc;
 
-    use asyncs::sync;
+    use tokio::sync;
     use futures::channel::mpsc;
 
     use super::*;

@@ -1,6 +1,5 @@
 use std::sync::{Arc, RwLock};
 
-use async_net::TcpStream;
 use futures_rustls::client::TlsStream;
 use futures_rustls::TlsConnector;
 use rustls::client::WebPkiServerVerifier;
@@ -10,6 +9,7 @@ use tracing::warn;
 
 use super::{NoHostnameVerificationServerCertVerifier, TlsCerts, TlsClientOptions, TlsDynamicCerts, TlsInnerCerts};
 use crate::client::Result;
+use crate::tokio_io::TcpStream;
 use crate::error::Error;
 
 struct TlsDynamicConnector {
