@@ -19,14 +19,18 @@ pub fn init_tracing() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|directives| directives.parse::<Targets>().ok())
-        .unwrap_or_else(|| {
-            Targets::new()
-                .with_default(tracing::Level::WARN)
-                .with_target("zookeeper_client", tracing::Level::ERROR)
-        });
+    let default = || {
+        Targets::new()
+            .with_default(tracing::Level::WARN)
+            .with_target("zookeeper_client", tracing::Level::ERROR)
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Err(_) => default(),
+        Ok(directives) => directives.parse::<Targets>().unwrap_or_else(|err| {
+            eprintln!("RUST_LOG={directives:?} not understood ({err}); logging warnings only");
+            default()
+        }),
+    };
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer())
         .with(filter)

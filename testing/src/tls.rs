@@ -1,7 +1,5 @@
 //! TLS for a real ZooKeeper: the settings of its `secureClientPort` ([`ServerTls`]), and,
-//! with the `tls` feature, certificates made when a test runs.
-//!
-//! Certificates made when a test runs, for TLS and mutual TLS against a real ZooKeeper.
+//! with the `tls` feature, certificates made when a test runs, for TLS and mutual TLS.
 //!
 //! With the `tls` feature, [`TestCertificates::generate`] makes a small PKI in a private temporary directory:
 //!
