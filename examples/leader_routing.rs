@@ -86,7 +86,7 @@ async fn main() -> Result<(), BoxError> {
     // An operator asks the leader to step down; the next replica leads and
     // proclaims its own address.
     let asked = observer
-        .ask_leader_to_step_down()
+        .revoke_leader()
         .await?
         .ok_or("no leader to ask")?;
     println!("operator: asked {} to step down", asked.id);

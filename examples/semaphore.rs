@@ -90,7 +90,7 @@ async fn worker(
         let data = lease.data().await?;
         println!(
             "worker {id} holds {} (round {round}, {now} holder(s) now, node data {:?})",
-            lease.node_name(),
+            lease.node().name(),
             String::from_utf8_lossy(&data)
         );
         tokio::time::sleep(Duration::from_millis(150)).await;

@@ -186,7 +186,7 @@ impl Scene {
         }
         let guard = got.unwrap_or_else(|err| panic!("{loss:?}: the waiter failed: {err}"));
         assert_ne!(
-            guard.node_path(),
+            guard.path(),
             passed.path(),
             "{loss:?}: the lost node was taken"
         );

@@ -390,7 +390,7 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         let (fa, a) = started_latch(&connect, &path, "a").await;
         let first = leads(&a, PATIENCE).await;
         let fence = first.fence().unwrap();
-        raw.delete(first.node_path(), None).await.unwrap();
+        raw.delete(first.path(), None).await.unwrap();
         let refused = fence.set_data(&data, b"stale", None).await.unwrap_err();
         assert!(matches!(refused, Error::LockLost { .. }), "{refused:?}");
         assert_eq!(raw.get_data(&data).await.unwrap().0, b"0");
@@ -398,9 +398,9 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         // Alone in the election, it leads again, with a new node and term.
         // A term known lost is never handed out as leadership.
         let second = leads(&a, PATIENCE).await;
-        assert!(!second.same_term(&first));
+        assert!(second != first);
         assert!(second.fencing_token() > first.fencing_token());
-        assert_ne!(second.node_path(), first.node_path());
+        assert_ne!(second.path(), first.path());
         close_election(&raw, &path, &[&a], &[&fa]).await;
     })
     .await;
@@ -452,11 +452,11 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
         // And leads again once B leaves, with a new term.
         b.close().await.unwrap();
         let second_a = leads(&a, PATIENCE).await;
-        assert!(!second_a.same_term(&first_a));
+        assert!(second_a != first_a);
         assert!(first_a.fencing_token() < term_b.fencing_token());
         assert!(term_b.fencing_token() < second_a.fencing_token());
         assert_eq!(
-            second_a.hold().session().unwrap().id(),
+            second_a.session().unwrap().id(),
             fa_session,
             "the new term belongs to the new session"
         );
@@ -841,7 +841,7 @@ async fn fencing_tokens_strictly_increase_across_successive_leaders() {
             let (fw, latch) = &members[leader];
             let term = latch.term().unwrap();
             let token = term.fencing_token();
-            assert_eq!(token.get(), czxid(&raw, term.node_path()).await);
+            assert_eq!(token.get(), czxid(&raw, term.path()).await);
             if let Some(&last) = tokens.last() {
                 assert!(token > last, "round {round}: {token} after {last}");
             }

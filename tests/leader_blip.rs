@@ -142,7 +142,7 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
         let b = started(&fb, &path, "b");
         let b_terms = count_terms(&b);
         wait_for_participants(&raw, &path, 2).await;
-        let node = term.node_path().to_owned();
+        let node = term.path().to_owned();
         let zxid = {
             let stat = raw.check_stat(&node).await.unwrap().unwrap();
             stat.czxid
@@ -170,20 +170,16 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
 
             // The same leader, with a new term on the same node.
             term = leads(&a, PATIENCE).await;
-            assert!(!term.same_term(&old), "a new term");
+            assert!(term != old, "a new term");
             assert!(!old.is_valid(), "the old term stays lost");
-            assert_eq!(term.node_path(), node, "on the same node");
+            assert_eq!(term.path(), node, "on the same node");
             assert_eq!(
                 term.fencing_token(),
                 FencingToken::passed(zxid, round),
                 "the node's zxid, the next per-node count"
             );
             assert!(term.fencing_token() > old.fencing_token());
-            assert_eq!(
-                term.hold().session().unwrap().id(),
-                session,
-                "on the same session"
-            );
+            assert_eq!(term.session().unwrap().id(), session, "on the same session");
             eprintln!(
                 "{blip:?} round {round}: lost with {loss}, leads again with token {}",
                 term.fencing_token()
@@ -236,11 +232,7 @@ async fn reports_term(
         let Observation::Leader(leader) = seen else {
             continue;
         };
-        assert_eq!(
-            leader.node_path,
-            term.node_path(),
-            "only A leads: {leader:?}"
-        );
+        assert_eq!(leader.node_path, term.path(), "only A leads: {leader:?}");
         assert!(leader.token <= term.fencing_token(), "{leader:?}");
         // The value comes a moment after the term begins (and with it, for
         // a term after the first, the term's count).

@@ -47,7 +47,7 @@ async fn close_ends_the_session_and_its_ephemeral_nodes_before_returning() {
             let fw = framework(&server.connect_string()).await;
             let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
             let guard = mutex.lock().await.unwrap();
-            let node = guard.node_path().to_owned();
+            let node = guard.path().to_owned();
             let session_id = fw.session().await.unwrap().id();
             assert!(raw.check_stat(&node).await.unwrap().is_some());
 
@@ -233,7 +233,7 @@ async fn cleaner_keeps_retrying_through_a_long_outage_then_deletes_the_node() {
             Arc::new(zk_curator::framework::lock_internals::StandardLockInternalsDriver),
         )
         .unwrap();
-        let (acquire, ours) = waiting_acquire(lock, &raw, &path, held.node_path()).await;
+        let (acquire, ours) = waiting_acquire(lock, &raw, &path, held.path()).await;
 
         // The connection goes silent, then the acquire is dropped: the
         // cleaner's deletes fail (time out) one after another.

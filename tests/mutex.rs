@@ -256,7 +256,7 @@ async fn works_under_a_namespace() {
         let raw = raw_client(&server.connect_string()).await;
         let nodes = children(&raw, &format!("{namespace}/locks/ns")).await;
         assert_eq!(nodes.len(), 1, "the node lives under the namespace");
-        assert_eq!(guard.node_path(), format!("/locks/ns/{}", nodes[0]));
+        assert_eq!(guard.path(), format!("/locks/ns/{}", nodes[0]));
         guard.release().await.unwrap();
         fw.close().await;
     })
@@ -391,7 +391,7 @@ async fn dropped_acquire_leaves_no_node() {
         }
         assert!(!waiter.is_acquired_in_this_process());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-        let ours = guard.node_path().rsplit('/').next().unwrap().to_owned();
+        let ours = guard.path().rsplit('/').next().unwrap().to_owned();
         assert!(
             eventually(PATIENCE, || async {
                 children(&raw, &path).await == vec![ours.clone()]
@@ -711,7 +711,7 @@ async fn a_waiter_whose_node_is_deleted_starts_over() {
         let raw = raw_client(&server.connect_string()).await;
         wait_for_participants(&raw, &path, 2).await;
         let mut nodes = children(&raw, &path).await;
-        nodes.retain(|n| !holder.node_path().ends_with(n.as_str()));
+        nodes.retain(|n| !holder.path().ends_with(n.as_str()));
         // Someone deletes the waiter's node. The waiter notices when it is next
         // woken (the holder's release) and queues again instead of failing.
         raw.delete(&format!("{path}/{}", nodes[0]), None)
@@ -723,10 +723,7 @@ async fn a_waiter_whose_node_is_deleted_starts_over() {
             .unwrap()
             .unwrap()
             .unwrap();
-        assert!(
-            !guard.node_path().ends_with(nodes[0].as_str()),
-            "a new node"
-        );
+        assert!(!guard.path().ends_with(nodes[0].as_str()), "a new node");
         guard.release().await.unwrap();
         fw.close().await;
         other_fw.close().await;

@@ -110,24 +110,24 @@ async fn waiters_and_guards_can_be_revoked_too() {
         // A revocable guard: the listener's message leads to guard.release().
         let guard = mutex.lock().await.unwrap();
         let raw = raw_client(&server.connect_string()).await;
-        Revoker::attempt_revoke(&other_fw, guard.node_path())
+        Revoker::attempt_revoke(&other_fw, guard.path())
             .await
             .unwrap();
-        let (data, _) = raw.get_data(guard.node_path()).await.unwrap();
+        let (data, _) = raw.get_data(guard.path()).await.unwrap();
         assert_eq!(data, b"__REVOKE__", "Curator's payload");
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv())
                 .await
                 .unwrap()
                 .unwrap(),
-            guard.node_path()
+            guard.path()
         );
         guard.release().await.unwrap();
 
         // Without make_revocable nothing listens: clear it and check no message comes.
         mutex.clear_revocable();
         let quiet = mutex.lock().await.unwrap();
-        Revoker::attempt_revoke(&other_fw, quiet.node_path())
+        Revoker::attempt_revoke(&other_fw, quiet.path())
             .await
             .unwrap();
         let unexpected = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
@@ -135,7 +135,7 @@ async fn waiters_and_guards_can_be_revoked_too() {
         assert!(
             !matches!(unexpected, Ok(Some(_))),
             "{unexpected:?} (quiet node {})",
-            quiet.node_path()
+            quiet.path()
         );
         quiet.release().await.unwrap();
         fw.close().await;
@@ -160,18 +160,14 @@ async fn read_write_locks_are_revocable() {
             let _ = tx.send("read");
         });
         let write = rw.write_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, write.node_path())
-            .await
-            .unwrap();
+        Revoker::attempt_revoke(&fw, write.path()).await.unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("write")
         );
         write.release().await.unwrap();
         let read = rw.read_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, read.node_path())
-            .await
-            .unwrap();
+        Revoker::attempt_revoke(&fw, read.path()).await.unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("read")
@@ -226,7 +222,7 @@ async fn semaphore_leases_are_revocable() {
             "the timed-out attempt is cleaned up"
         );
         let holders = other.participant_nodes().await.unwrap();
-        assert_eq!(holders, vec![lease.node_path().to_owned()]);
+        assert_eq!(holders, vec![lease.path().to_owned()]);
         Revoker::attempt_revoke(&other_fw, &holders[0])
             .await
             .unwrap();
@@ -234,7 +230,7 @@ async fn semaphore_leases_are_revocable() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(asked, lease.node_path());
+        assert_eq!(asked, lease.path());
         lease.release().await.unwrap();
         let theirs = other
             .acquire_timeout(PATIENCE)

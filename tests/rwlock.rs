@@ -234,7 +234,7 @@ async fn write_guard_downgrades_without_letting_a_writer_in() {
 
         let write_guard = mine.write_lock().lock().await.unwrap();
         let write_token = write_guard.fencing_token();
-        let write_node = name(write_guard.node_path());
+        let write_node = name(write_guard.path());
         let queued = {
             let write = other.write_lock();
             tokio::spawn(async move {
@@ -247,7 +247,7 @@ async fn write_guard_downgrades_without_letting_a_writer_in() {
         wait_for_participants(&raw, &path, 2).await;
 
         let read_guard = write_guard.downgrade().await.unwrap();
-        assert!(read_guard.node_path().contains("__READ__"));
+        assert!(read_guard.path().contains("__READ__"));
         assert!(read_guard.fencing_token() > write_token);
         assert!(read_guard.is_valid());
         assert!(mine.read_lock().is_acquired_in_this_process());
@@ -709,7 +709,7 @@ async fn dropped_acquires_leave_no_node() {
         let waiter = rw(&fb, &path);
         let (read, write) = (waiter.read_lock(), waiter.write_lock());
 
-        let ours = name(holder.node_path());
+        let ours = name(holder.path());
         // Each acquire below is dropped once it waits: its node is listed
         // behind the holder's (the previous one's node gone first, so the
         // new node is told apart from it).
@@ -828,7 +828,7 @@ async fn node_data_is_copied_and_stored() {
         write.release().await.unwrap();
         read.release().await.unwrap();
         let guard = read.lock().await.unwrap();
-        let (stored, _) = raw.get_data(guard.node_path()).await.unwrap();
+        let (stored, _) = raw.get_data(guard.path()).await.unwrap();
         assert_eq!(stored, b"host-a:4711");
         guard.release().await.unwrap();
 

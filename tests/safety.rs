@@ -276,7 +276,7 @@ async fn fenced_writes_succeed_while_held_and_are_refused_after() {
 
         // Someone deletes our lock node: the next fenced write is refused
         // by ZooKeeper, and the hold is known lost from then on.
-        raw.delete(guard.node_path(), None).await.unwrap();
+        raw.delete(guard.path(), None).await.unwrap();
         let err = fence.set_data(&data, b"stale", None).await.unwrap_err();
         assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
         assert_eq!(
@@ -363,7 +363,7 @@ async fn every_kind_of_hold_signals_its_loss() {
             InterProcessSemaphoreV2::new(fw.clone(), &unique_path("loss-sem"), 2).unwrap();
         let lease = semaphore.acquire().await.unwrap();
         let lost = lease.lost();
-        deleted(&raw, lease.node_path().to_owned()).await;
+        deleted(&raw, lease.path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -593,7 +593,7 @@ async fn a_node_of_another_session_is_never_adopted() {
         let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
         let acquire = tokio::spawn(async move {
             let guard = mutex.lock().await.unwrap();
-            let node = guard.node_path().to_owned();
+            let node = guard.path().to_owned();
             (guard, node)
         });
         fault

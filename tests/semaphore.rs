@@ -135,14 +135,14 @@ async fn simple() {
         );
 
         // Curator's layout.
-        let name = lease.node_name().to_owned();
+        let name = lease.node().name().to_owned();
         assert!(
             name.starts_with("_c_") && name.contains("-lease-"),
             "{name}"
         );
-        assert_eq!(lease.node_path(), format!("{path}/leases/{name}"));
+        assert_eq!(lease.path(), format!("{path}/leases/{name}"));
         assert_settles(&raw, &[&fw], &path, &[&name]).await;
-        let stat = raw.check_stat(lease.node_path()).await.unwrap().unwrap();
+        let stat = raw.check_stat(lease.path()).await.unwrap().unwrap();
         assert_eq!(lease.fencing_token().get(), stat.czxid);
         assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
         assert!(lease.is_valid());
@@ -342,7 +342,7 @@ async fn participant_nodes() {
             "empty, not an error, before first use (CURATOR-19)"
         );
         let leases = within(semaphore.acquire_many(3)).await.unwrap();
-        let mut expected: Vec<String> = leases.iter().map(|l| l.node_path().to_owned()).collect();
+        let mut expected: Vec<String> = leases.iter().map(|l| l.path().to_owned()).collect();
         expected.sort_by_key(|p| p[p.len() - 10..].to_owned());
         assert_eq!(semaphore.participant_nodes().await.unwrap(), expected);
         InterProcessSemaphoreV2::return_all(leases).await.unwrap();
@@ -402,7 +402,7 @@ async fn nodes_sorting_behind_ours_do_not_count() {
         assert!(semaphore.acquire_timeout(SHORT).await.unwrap().is_none());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
         let nodes = semaphore.participant_nodes().await.unwrap();
-        assert_eq!(nodes, vec![lease.node_path().to_owned(), foreign.clone()]);
+        assert_eq!(nodes, vec![lease.path().to_owned(), foreign.clone()]);
         lease.release().await.unwrap();
         raw.delete(&foreign, None).await.unwrap();
         fw.close().await;
@@ -461,7 +461,7 @@ async fn orphan_lease_removed_externally_while_waiting() {
             let semaphore = InterProcessSemaphoreV2::new(other.clone(), &path, 1).unwrap();
             tokio::spawn(async move { semaphore.acquire_timeout(PATIENCE).await })
         };
-        let held_name = held.node_name().to_owned();
+        let held_name = held.node().name().to_owned();
         let others = |raw: &zk::Client| {
             let (raw, held_name, leases) = (raw.clone(), held_name.clone(), leases_of(&path));
             async move {
@@ -609,7 +609,7 @@ async fn cancelled_acquires_leave_nothing_behind() {
         let a = InterProcessSemaphoreV2::new(fa.clone(), &path, 2).unwrap();
         let b = InterProcessSemaphoreV2::new(fb.clone(), &path, 2).unwrap();
         let mut held = within(a.acquire_many(2)).await.unwrap();
-        let names: Vec<String> = held.iter().map(|l| l.node_name().to_owned()).collect();
+        let names: Vec<String> = held.iter().map(|l| l.node().name().to_owned()).collect();
         let held_names: Vec<&str> = names.iter().map(String::as_str).collect();
 
         // Each acquire below is dropped once it is seen waiting with a lease
@@ -671,7 +671,7 @@ async fn cancelled_acquires_leave_nothing_behind() {
         // A multi-lease acquire holding part of its leases when it times out.
         held.pop().unwrap().release().await.unwrap();
         let first = held.pop().unwrap();
-        let kept = [first.node_name().to_owned()];
+        let kept = [first.node().name().to_owned()];
         assert!(b
             .acquire_many_timeout(2, Duration::from_millis(500))
             .await
@@ -751,8 +751,8 @@ async fn lost_reply_to_the_lease_create_leaves_one_lease() {
             .unwrap()
             .unwrap();
         assert!(fault.fired(), "the lease create's reply was lost");
-        assert_settles(&raw, &[&fw], &path, &[lease.node_name()]).await;
-        let stat = raw.check_stat(lease.node_path()).await.unwrap().unwrap();
+        assert_settles(&raw, &[&fw], &path, &[lease.node().name()]).await;
+        let stat = raw.check_stat(lease.path()).await.unwrap().unwrap();
         assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
         lease.release().await.unwrap();
         fw.close().await;

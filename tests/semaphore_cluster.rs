@@ -252,7 +252,7 @@ async fn killed_cluster_loses_the_lease_and_exactly_one_client_gets_it_back() {
         for fw in &fws {
             assert!(fw.wait_for_background_cleanup(PATIENCE).await);
         }
-        let expected = vec![winner.node_name().to_owned()];
+        let expected = vec![winner.node().name().to_owned()];
         let settled = eventually(PATIENCE, || async {
             children(&raw, &leases).await == expected
                 && children(&raw, &format!("{path}/locks")).await.is_empty()

@@ -201,7 +201,7 @@ async fn run_open(
             return Err(failure);
         }
     };
-    tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leading");
+    tracing::info!(node = %term.path(), token = %term.fencing_token(), "leading");
     if let Some(value) = &args.proclaimed {
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
@@ -213,7 +213,7 @@ async fn run_open(
 
     let ending = run_command(
         &args.command,
-        term.hold(),
+        &term,
         &what,
         None,
         &mut signals,
@@ -229,7 +229,7 @@ async fn run_open(
     // Leadership is given up only now that the command's group is gone: a
     // term lost meanwhile is already over, and the latch (which queued
     // again) leaves the election.
-    give_back(latch.close(), term.node_path(), answered).await;
+    give_back(latch.close(), term.path(), answered).await;
     code
 }
 

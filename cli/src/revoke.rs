@@ -84,7 +84,7 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
 
 /// Asks the leader of the election at `path` to step down (a latch's or a
 /// selector's, as `leader` reads it), and names it. The request goes into
-/// the election path's data ([`LeaderObserver::ask_leader_to_step_down`]),
+/// the election path's data ([`LeaderObserver::revoke_leader`]),
 /// not into the leader's node: a Curator latch queued behind it keeps its
 /// watch. An election without
 /// participants is [`NO_PARTICIPANT`]; nothing is written.
@@ -92,7 +92,7 @@ async fn step_down(framework: &Framework, path: &str) -> Result<u8, Failure> {
     let failed = |err| Failure::zk(format!("cannot read the election at {path}"), err);
     let observer = LeaderObserver::new(framework.clone(), path).map_err(failed)?;
     let asked = observer
-        .ask_leader_to_step_down()
+        .revoke_leader()
         .await
         .map_err(|err| Failure::zk(format!("cannot ask the leader of {path} to step down"), err))?;
     let Some(leader) = asked else {

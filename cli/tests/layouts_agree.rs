@@ -208,7 +208,7 @@ async fn mutex() {
             &path,
             &[],
             &[
-                holder("mutex", sa, Some(first.node_path())),
+                holder("mutex", sa, Some(first.path())),
                 waiter("mutex", sb),
                 waiter("mutex", sc),
             ],
@@ -220,7 +220,7 @@ async fn mutex() {
             &path,
             &[],
             &[
-                holder("mutex", sb, Some(second.node_path())),
+                holder("mutex", sb, Some(second.path())),
                 waiter("mutex", sc),
             ],
         )
@@ -250,8 +250,8 @@ async fn read_write_lock() {
             &path,
             &[],
             &[
-                holder("read", sa, Some(r1.node_path())),
-                holder("read", sb, Some(r2.node_path())),
+                holder("read", sa, Some(r1.path())),
+                holder("read", sb, Some(r2.path())),
                 waiter("write", sc),
                 waiter("read", sd),
             ],
@@ -265,7 +265,7 @@ async fn read_write_lock() {
             &path,
             &[],
             &[
-                holder("write", sc, Some(w3.node_path())),
+                holder("write", sc, Some(w3.path())),
                 waiter("read", sd),
             ],
         )
@@ -278,8 +278,8 @@ async fn read_write_lock() {
             &path,
             &[],
             &[
-                holder("read", sc, Some(r3.node_path())),
-                holder("read", sd, Some(r4.node_path())),
+                holder("read", sc, Some(r3.path())),
+                holder("read", sd, Some(r4.path())),
             ],
         )
         .await;
@@ -308,8 +308,8 @@ async fn semaphore() {
         let s4 = semaphore(&d);
         let l4 = queue(&d, &locks, 2, async move { s4.acquire().await.unwrap() }).await;
         let expected = [
-            holder("lease", sa, Some(l1.node_path())),
-            holder("lease", sb, Some(l2.node_path())),
+            holder("lease", sa, Some(l1.path())),
+            holder("lease", sb, Some(l2.path())),
             waiter("lease", sc),
             waiter("lease", sd),
         ];
@@ -322,8 +322,8 @@ async fn semaphore() {
         // node of its own.
         children_reach(&d, &leases, 3).await;
         let expected = [
-            holder("lease", sb, Some(l2.node_path())),
-            holder("lease", sc, Some(l3.node_path())),
+            holder("lease", sb, Some(l2.path())),
+            holder("lease", sc, Some(l3.path())),
             waiter("lease", sd),
         ];
         locks_agree(&path, &["--leases", "2"], &expected).await;
@@ -406,7 +406,7 @@ async fn leader_latch() {
         ])
         .await;
         assert_eq!(shown["recipe"], "latch");
-        assert_eq!(shown["leader"]["node"], term.node_path());
+        assert_eq!(shown["leader"]["node"], term.path());
         first.close().await.unwrap();
         second.await_leadership().await.unwrap();
         leader_agrees(vec![("leader", "second"), ("waiter", "third")]).await;

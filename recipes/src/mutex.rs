@@ -434,11 +434,6 @@ impl fmt::Debug for MutexGuard {
 }
 
 impl MutexGuard {
-    /// The lock node's full path.
-    pub fn node_path(&self) -> &str {
-        self.held.hold().path()
-    }
-
     /// Releases the hold and deletes the node (in the background if
     /// ZooKeeper cannot be reached right now).
     ///

@@ -171,7 +171,7 @@ struct Shared {
 ///
 /// let semaphore = InterProcessSemaphoreV2::new(framework, "/semaphores/db-connections", 5)?;
 /// let lease = semaphore.acquire().await?;
-/// println!("lease {} (token {})", lease.node_name(), lease.fencing_token());
+/// println!("lease {} (token {})", lease.node().name(), lease.fencing_token());
 /// lease.release().await?;
 ///
 /// if let Some(leases) = semaphore.acquire_many_timeout(3, Duration::from_secs(2)).await? {
@@ -408,7 +408,7 @@ impl InterProcessSemaphoreV2 {
     /// The full paths of all lease nodes (`<path>/leases/_c_<uuid>-lease-<seq>`),
     /// sorted by sequence: the first `max_leases` are holders, any after them
     /// is the acquirer at the head of the queue. Curator returns bare names,
-    /// unsorted; full paths compare directly with [`Lease::node_path`].
+    /// unsorted; full paths compare directly with [`Hold::path`](crate::Hold::path) (a lease derefs to its hold).
     /// Empty (not an error) before the semaphore is first used (CURATOR-19).
     ///
     /// # Errors
@@ -461,7 +461,7 @@ impl InterProcessSemaphoreV2 {
         let result = wait.bound(acquire).await.unwrap_or(Ok(None));
         span.in_scope(|| match &result {
             Ok(Some(leases)) => {
-                let nodes: Vec<&str> = leases.iter().map(Lease::node_name).collect();
+                let nodes: Vec<&str> = leases.iter().map(|lease| lease.node().name()).collect();
                 tracing::info!(?nodes, "leases acquired");
             }
             Ok(None) => tracing::info!(?wait, "no lease in time"),
@@ -523,7 +523,7 @@ impl InterProcessSemaphoreV2 {
                     // No await since the grant: from here the lease deletes
                     // itself on drop.
                     let lease = Lease::new(self.shared.leases.clone(), hold);
-                    tracing::debug!(node = %lease.node_name(), "lease granted");
+                    tracing::debug!(node = %lease.node().name(), "lease granted");
                     leases.push(lease);
                 }
                 // The wait ended (a try's node is gone again, a deadline's
@@ -541,7 +541,7 @@ impl InterProcessSemaphoreV2 {
         // dropping the leases returns them, and the acquire starts over (a
         // try gives up).
         if let Some(lost) = leases.iter().find(|lease| !lease.is_valid()) {
-            tracing::info!(node = %lost.node_path(), "lease lost before the acquire returned; starting over");
+            tracing::info!(node = %lost.path(), "lease lost before the acquire returned; starting over");
             drop(leases);
             return if wait.is_try() {
                 Ok(None)
@@ -605,17 +605,6 @@ impl Lease {
         }
     }
 
-    /// The lease node's name (`_c_<uuid>-lease-<seq>`; Curator's
-    /// `getNodeName`).
-    pub fn node_name(&self) -> &str {
-        self.held.hold().node().name()
-    }
-
-    /// The lease node's full path (relative to the framework's namespace).
-    pub fn node_path(&self) -> &str {
-        self.held.hold().path()
-    }
-
     /// Reads the lease node's data (the semaphore's node data when it was
     /// created; Curator's `getData`).
     ///
@@ -627,7 +616,7 @@ impl Lease {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn data(&self) -> Result<Vec<u8>> {
-        let node_path = self.node_path().to_owned();
+        let node_path = self.path().to_owned();
         let (data, _stat) = self
             .held
             .hold()
@@ -656,7 +645,7 @@ impl Lease {
     /// Once polled, a dropped release still deletes the node in the
     /// background.
     pub async fn release(self) -> Result<()> {
-        let span = tracing::info_span!("semaphore.release", node = %self.node_path());
+        let span = tracing::info_span!("semaphore.release", node = %self.path());
         self.held.release().instrument(span).await
     }
 }

@@ -94,7 +94,7 @@ impl InterProcessSemaphoreMutex {
         if let Some(previous) = previous {
             // Only possible if the previous lease's node vanished (its
             // session ended, or it was deleted by hand) without a release.
-            tracing::warn!(node = %previous.node_path(), "replacing a stale hold");
+            tracing::warn!(node = %previous.path(), "replacing a stale hold");
         }
     }
 
@@ -224,7 +224,7 @@ impl InterProcessSemaphoreMutex {
 
     /// The full path of the current hold's lease node, if held.
     pub fn lease_node(&self) -> Option<String> {
-        self.slot().as_ref().map(|l| l.node_path().to_owned())
+        self.slot().as_ref().map(|l| l.path().to_owned())
     }
 
     /// The full paths of the lease nodes, sorted: the first is the holder,

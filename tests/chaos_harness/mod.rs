@@ -1463,7 +1463,7 @@ impl<'a> Record<'a> {
                 task: seat.task,
                 token: taken.token(),
                 node: match taken {
-                    Taken::Term(term, _) => Some(term.node_path().to_owned()),
+                    Taken::Term(term, _) => Some(term.path().to_owned()),
                     _ => None,
                 },
                 loss: None,
@@ -1512,7 +1512,7 @@ impl<'a> Record<'a> {
 
 impl Drop for Record<'_> {
     fn drop(&mut self) {
-        if self.term.as_ref().and_then(LeaderTerm::loss) == Some(LockLoss::Stale) {
+        if self.term.as_ref().and_then(|term| term.loss()) == Some(LockLoss::Stale) {
             self.stale(self.seat.who);
         }
         let mut interval = self.interval.clone();

@@ -152,7 +152,7 @@ pub(crate) fn spawn_watch(
 /// meanwhile is seen soon after the connection comes back.
 ///
 /// The one watch of a node's data for a request: the locks' revocation
-/// ([`REVOKE_MESSAGE`]) and an election's step-down requests use it. The
+/// ([`REVOKE_MESSAGE`]) and an election's revocation requests use it. The
 /// task keeps neither a framework handle nor the session while it waits: it
 /// asks for the session before each read, so it never delays the end of the
 /// session in `close()`.

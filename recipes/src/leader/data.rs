@@ -1,6 +1,6 @@
 //! The election path's data: the value its leader proclaims (see
 //! [`proclaim`](super::proclaim)) and a request that the leader step down
-//! (see [`step_down`](super::step_down)). One format, read and written
+//! (see [`revocation`](super::revocation)). One format, read and written
 //! here only; a leaf of the leader folder.
 //!
 //! ```text
@@ -10,7 +10,7 @@
 
 /// The first line of a proclaimed value in the election path's data.
 const MAGIC: &[u8] = b"zk-curator proclaim 1\n";
-/// The first line's start, when a step-down request follows on it.
+/// The first line's start, when a revocation request follows on it.
 const MAGIC_ASKING: &[u8] = b"zk-curator proclaim 1 step-down ";
 
 /// The data the election path holds once the term numbered `pass` on
@@ -54,7 +54,7 @@ pub(crate) struct Proclaimed {
     pub(crate) pass: u32,
     pub(crate) value: Vec<u8>,
     /// The node whose leader is asked to step down, if any.
-    pub(crate) step_down: Option<String>,
+    pub(crate) revoke: Option<String>,
 }
 
 impl Proclaimed {
@@ -65,7 +65,7 @@ impl Proclaimed {
             let end = data.iter().position(|&b| b == b'\n')?;
             Some((std::str::from_utf8(&data[..end]).ok()?.to_owned(), end + 1))
         };
-        let (step_down, rest) = match data.strip_prefix(MAGIC) {
+        let (revoke, rest) = match data.strip_prefix(MAGIC) {
             Some(rest) => (None, rest),
             None => {
                 let asking = data.strip_prefix(MAGIC_ASKING)?;
@@ -80,7 +80,7 @@ impl Proclaimed {
             None => (named, 0),
         };
         Some(Proclaimed {
-            step_down,
+            revoke,
             node,
             pass,
             value: rest[used..].to_vec(),
@@ -135,18 +135,18 @@ mod tests {
     }
 
     #[test]
-    fn a_step_down_request_keeps_the_value() {
+    fn a_revocation_request_keeps_the_value() {
         let now = Proclaimed::decode(&encode("_c_x-latch-0000000003", 0, b"v")).unwrap();
         let asked = encode_request("_c_x-latch-0000000003", Some(&now));
         let read = Proclaimed::decode(&asked).unwrap();
-        assert_eq!(read.step_down.as_deref(), Some("_c_x-latch-0000000003"));
+        assert_eq!(read.revoke.as_deref(), Some("_c_x-latch-0000000003"));
         assert_eq!(
             (read.node.as_str(), &read.value[..]),
             ("_c_x-latch-0000000003", &b"v"[..])
         );
         // Nothing proclaimed: a request, and no value for anyone.
         let read = Proclaimed::decode(&encode_request("_c_y-lock-0000000001", None)).unwrap();
-        assert_eq!(read.step_down.as_deref(), Some("_c_y-lock-0000000001"));
+        assert_eq!(read.revoke.as_deref(), Some("_c_y-lock-0000000001"));
         assert_eq!(Proclaimed::of(Some(&read), "_c_y-lock-0000000001"), None);
         assert_eq!(read.node, "");
     }

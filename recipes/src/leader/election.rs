@@ -18,7 +18,7 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use super::participant::{read_participants, Participant};
 use super::proclaim::Proclaimer;
-use super::step_down::StepDown;
+use super::revocation::Revocation;
 use super::term::{LeaderTerm, Leadership};
 
 /// The queue discipline of an election: the lock engine's standard rule
@@ -36,13 +36,13 @@ impl LockInternalsDriver for ElectionDriver {}
 /// term: telling terms apart (clones of one term are equal), and whether
 /// one is still valid. A [`LeaderTerm`]; in the model test, a stand-in.
 pub(crate) trait Term: Clone + PartialEq + Send + Sync + 'static {
-    /// Whether the term can still be trusted (see [`LeaderTerm::is_valid`]).
+    /// Whether the term can still be trusted (see [`Hold::is_valid`](crate::Hold::is_valid)).
     fn is_valid(&self) -> bool;
 }
 
 impl Term for LeaderTerm {
     fn is_valid(&self) -> bool {
-        LeaderTerm::is_valid(self)
+        Hold::is_valid(self)
     }
 }
 
@@ -162,7 +162,7 @@ fn resumable(term: &LeaderTerm) -> bool {
     matches!(
         term.loss(),
         Some(LockLoss::ConnectionState(_) | LockLoss::Stale)
-    ) && term.hold().session().is_some()
+    ) && term.session().is_some()
 }
 
 /// One participant of one election.
@@ -178,8 +178,8 @@ pub struct Election {
     status: watch::Sender<Status>,
     /// The value proclaimed at the start of each term (`leader::proclaim`).
     proclaimer: Arc<Proclaimer>,
-    /// Whether a term ends at a revocation request (`leader::step_down`).
-    step_down: StepDown,
+    /// Whether a term ends at a revocation request (`leader::revocation`).
+    revocation: Revocation,
 }
 
 impl fmt::Debug for Election {
@@ -215,7 +215,7 @@ impl Election {
             data,
             status: watch::Sender::new(Status::default()),
             proclaimer: Arc::default(),
-            step_down: StepDown::default(),
+            revocation: Revocation::default(),
         })
     }
 
@@ -236,9 +236,9 @@ impl Election {
         &self.proclaimer
     }
 
-    /// Whether the participant steps down on request (`leader::step_down`).
-    pub(crate) fn step_down(&self) -> &StepDown {
-        &self.step_down
+    /// Whether the participant steps down on request (`leader::revocation`).
+    pub(crate) fn revocation(&self) -> &Revocation {
+        &self.revocation
     }
 
     /// The status now, by value.
@@ -354,9 +354,9 @@ impl Election {
             if !self.publish(&term) {
                 return self.resign(&term).await;
             }
-            tracing::info!(node = %term.node_path(), token = %term.fencing_token(), "leadership gained");
+            tracing::info!(node = %term.path(), token = %term.fencing_token(), "leadership gained");
             self.proclaimer.on_term(&term);
-            self.step_down.on_term(&term);
+            self.revocation.on_term(&term);
             let next = lead.await;
             if next == Next::Campaign && candidate.keeps_place() && resumable(&term) {
                 self.unpublish(&term);
@@ -399,26 +399,26 @@ impl Election {
     /// its session (`run` is only ever stopped by a close, which it
     /// watches).
     async fn keep_place(&self, term: &LeaderTerm) -> KeptPlace {
-        tracing::info!(node = %term.node_path(), loss = ?term.loss(), "leadership lost to the connection; keeping our place until it is back");
+        tracing::info!(node = %term.path(), loss = ?term.loss(), "leadership lost to the connection; keeping our place until it is back");
         let resumed = tokio::select! {
             biased;
             () = self.stopped() => None,
-            resumed = self.internals.resume(term.hold()) => Some(resumed),
+            resumed = self.internals.resume(term) => Some(resumed),
         };
         let kept = match resumed {
             Some(Ok(Some(hold))) => return KeptPlace::Term(hold),
             None => KeptPlace::Stopped,
             Some(Ok(None)) => {
-                tracing::info!(node = %term.node_path(), "our place is gone; queueing again");
+                tracing::info!(node = %term.path(), "our place is gone; queueing again");
                 KeptPlace::Gone
             }
             Some(Err(Error::Closed)) => KeptPlace::Closed,
             Some(Err(err)) => {
-                tracing::warn!(node = %term.node_path(), %err, "could not take our place up again; queueing anew");
+                tracing::warn!(node = %term.path(), %err, "could not take our place up again; queueing anew");
                 KeptPlace::Gone
             }
         };
-        term.hold().release_in_background();
+        term.release_in_background();
         kept
     }
 
@@ -483,22 +483,17 @@ impl Election {
     /// Errors no retry can fix, such as [`Error::NoAuth`].
     async fn resign(&self, term: &LeaderTerm) -> Result<()> {
         self.unpublish(term);
-        if let Err(loss) = term.hold().check() {
-            tracing::info!(node = %term.node_path(), %loss, "the term was lost; its node goes in the background");
-            term.hold().release_in_background();
+        if let Err(loss) = term.check() {
+            tracing::info!(node = %term.path(), %loss, "the term was lost; its node goes in the background");
+            term.release_in_background();
             return Ok(());
         }
         // Over for every clone of the term before its node goes, so that no
         // clone is still valid once someone else can lead (a term already
         // lost keeps its first reason).
-        term.hold().mark_lost(LockLoss::NotHeld);
-        let span =
-            tracing::info_span!("leader.resign", path = %self.path(), node = %term.node_path());
-        let released = self
-            .internals
-            .release(term.hold())
-            .instrument(span.clone())
-            .await;
+        term.mark_lost(LockLoss::NotHeld);
+        let span = tracing::info_span!("leader.resign", path = %self.path(), node = %term.path());
+        let released = self.internals.release(term).instrument(span.clone()).await;
         match released {
             Ok(()) => {
                 tracing::info!(parent: &span, token = %term.fencing_token(), "leadership given up");
@@ -673,12 +668,12 @@ impl Election {
 
     /// Whether the participant steps down on request.
     pub(crate) fn set_revocable(&self, revocable: bool) {
-        self.step_down().set_revocable(revocable, self.term());
+        self.revocation().set_revocable(revocable, self.term());
     }
 
     /// Ends the current term as a step-down: whether it led.
     pub(crate) fn step_down_now(&self) -> bool {
-        self.term().is_some_and(|term| StepDown::now(&term))
+        self.term().is_some_and(|term| Revocation::now(&term))
     }
 }
 

@@ -22,7 +22,7 @@ pub enum CloseMode {
     /// Nobody is told: listeners get no last
     /// [`not_leader`](LeaderLatchListener::not_leader), and streams end
     /// without a last [`Leadership::NotLeader`] (the default, as in Curator).
-    /// The term itself still ends: its [`lost`](LeaderTerm::lost) completes.
+    /// The term itself still ends: its [`lost`](crate::Hold::lost) completes.
     #[default]
     Silent,
     /// A leader's listeners get [`not_leader`](LeaderLatchListener::not_leader)
@@ -204,10 +204,10 @@ impl Drop for Inner {
 /// # Terms
 ///
 /// Each time the latch leads it gets a [`LeaderTerm`], a lock hold with
-/// [`lost`](LeaderTerm::lost), [`is_valid`](LeaderTerm::is_valid),
-/// [`fence`](LeaderTerm::fence) and [`fencing_token`](LeaderTerm::fencing_token)
+/// [`lost`](crate::Hold::lost), [`is_valid`](crate::Hold::is_valid),
+/// [`fence`](crate::Hold::fence) and [`fencing_token`](crate::Hold::fencing_token)
 /// under the framework's error policy (README, "Safety"). A term once lost
-/// is never trusted again: its [`lost`](LeaderTerm::lost) completes and its
+/// is never trusted again: its [`lost`](crate::Hold::lost) completes and its
 /// fence refuses, whatever happens next.
 ///
 /// What the latch does next depends on what ended the term:
@@ -216,7 +216,7 @@ impl Drop for Inner {
 ///   lease run out): the latch *keeps its place*, as Curator's does. Its
 ///   node stays; once the connection is back on the **same session**, if
 ///   the node is still first, a **new term** begins on the same node, with
-///   a greater [fencing token](LeaderTerm::fencing_token) (the node's zxid,
+///   a greater [fencing token](crate::Hold::fencing_token) (the node's zxid,
 ///   the next per-node count, as a cohort hand-off gives); if it is not
 ///   first, the latch waits in its place. So a network blip shorter than
 ///   the session timeout leaves the same leader, with a new term, instead
@@ -430,7 +430,7 @@ impl Candidate for &Core {
         async move {
             tokio::select! {
                 loss = term.lost() => {
-                    tracing::info!(node = %term.node_path(), %loss, "leadership lost");
+                    tracing::info!(node = %term.path(), %loss, "leadership lost");
                     Next::Campaign
                 }
                 () = stopped => Next::Stop,

@@ -23,8 +23,8 @@
 //!
 //! Each time a participant leads it gets a [`LeaderTerm`]: the engine's
 //! [`Hold`](zk_curator_framework::lock_internals::Hold) on its node, so it
-//! answers [`lost`](LeaderTerm::lost), [`is_valid`](LeaderTerm::is_valid),
-//! [`fence`](LeaderTerm::fence) and [`fencing_token`](LeaderTerm::fencing_token)
+//! answers [`lost`](crate::Hold::lost), [`is_valid`](crate::Hold::is_valid),
+//! [`fence`](crate::Hold::fence) and [`fencing_token`](crate::Hold::fencing_token)
 //! with the meaning and the error-policy rules of every lock hold (the
 //! README's "Safety" section). A leader can `select!` on the loss of its
 //! term and write to ZooKeeper only while it leads; tokens grow strictly
@@ -37,8 +37,8 @@ mod latch;
 mod observer;
 mod participant;
 mod proclaim;
+mod revocation;
 mod selector;
-mod step_down;
 mod term;
 
 use std::future::Future;
@@ -91,7 +91,7 @@ pub trait LeaderElection: sealed::Sealed {
     }
 
     /// Whether the participant leads now: it has a term that is still valid
-    /// (see [`LeaderTerm::is_valid`]). No I/O.
+    /// (see [`Hold::is_valid`](crate::Hold::is_valid)). No I/O.
     fn has_leadership(&self) -> bool {
         self.election().has_leadership()
     }

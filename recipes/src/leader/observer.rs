@@ -81,7 +81,7 @@ pub struct ObservedLeader {
     /// The creating process, when the node data is a [`HolderIdentity`].
     pub identity: Option<HolderIdentity>,
     /// The fencing token of the leader's term, the one
-    /// [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
+    /// [`Hold::fencing_token`](crate::Hold::fencing_token)
     /// gives the leader itself: its node's creation zxid, with the term's
     /// count on that node as the leader last proclaimed it. A latch that
     /// keeps its place through a suspension leads again on the same node,
@@ -293,8 +293,9 @@ impl LeaderObserver {
         }
     }
 
-    /// Asks the leader to step down, and returns it (`None`: nobody leads):
-    /// writes a step-down request naming its node into the election path's
+    /// Revokes the leader: asks it to give up its term, and returns it
+    /// (`None`: nobody leads). Writes a revocation request naming its node
+    /// into the election path's
     /// data, beside the value proclaimed there (kept). A leader made
     /// revocable ([`LeaderLatch::make_revocable`](crate::LeaderLatch::make_revocable),
     /// [`LeaderSelector::make_revocable`](crate::LeaderSelector::make_revocable))
@@ -313,7 +314,7 @@ impl LeaderObserver {
     /// # Cancel safety
     /// The request may or may not have been written when the future is
     /// dropped.
-    pub async fn ask_leader_to_step_down(&self) -> Result<Option<ObservedLeader>> {
+    pub async fn revoke_leader(&self) -> Result<Option<ObservedLeader>> {
         let Some(leader) = self.leader().await? else {
             return Ok(None);
         };
@@ -326,7 +327,7 @@ impl LeaderObserver {
             };
             let now = Proclaimed::decode(&data);
             // Asked already (by an attempt retried after a lost reply).
-            if now.as_ref().and_then(|p| p.step_down.as_deref()) == Some(target) {
+            if now.as_ref().and_then(|p| p.revoke.as_deref()) == Some(target) {
                 return Ok(Some(leader));
             }
             let request = super::data::encode_request(target, now.as_ref());

@@ -25,7 +25,7 @@ pub struct Participant {
     /// [`HolderIdentity`] (no id was given).
     pub identity: Option<HolderIdentity>,
     /// The fencing token of the participant's term, were it to lead: its
-    /// node's creation zxid (what [`LeaderTerm::fencing_token`](crate::LeaderTerm::fencing_token)
+    /// node's creation zxid (what [`Hold::fencing_token`](crate::Hold::fencing_token)
     /// hands out while it leads).
     pub token: FencingToken,
 }

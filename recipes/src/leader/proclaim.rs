@@ -25,11 +25,11 @@
 //! new term's token whole (without a value proclaimed, an observer can
 //! only give the node's creation zxid).
 //!
-//! (A step-down request, `leader::step_down`, puts ` step-down <node name>`
+//! (A revocation request, `leader::revocation`, puts ` step-down <node name>`
 //! at the end of the first line and keeps the rest.)
 //!
 //! The write is a multi: a check that the term's node still exists, then
-//! the set-data of the election path ([`LeaderTerm::fence`]). While that
+//! the set-data of the election path ([`Hold::fence`](crate::Hold::fence)). While that
 //! node exists it is first in the queue, so nobody else leads, and once it
 //! is gone the write is refused: only the current leader can proclaim.
 //! An observer takes the value only if it names the node that leads now;
@@ -103,7 +103,7 @@ impl Proclaimer {
                     }
                     Err(err) => {
                         if term.is_valid() {
-                            tracing::warn!(%err, node = %term.node_path(), "the value could not be proclaimed");
+                            tracing::warn!(%err, node = %term.path(), "the value could not be proclaimed");
                         }
                         return;
                     }

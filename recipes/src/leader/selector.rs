@@ -31,12 +31,12 @@ const NOTIFY_LEADER_ON_CLOSE: bool = false;
 ///
 /// The returned future runs for as long as the term lasts. When it
 /// completes, leadership is given up. When the term ends first (its
-/// [`lost`](LeaderTerm::lost) fires), or the selector is closed, or
+/// [`lost`](crate::Hold::lost) fires), or the selector is closed, or
 /// [`interrupt_leadership`](LeaderSelector::interrupt_leadership) is called,
 /// the future is dropped at its current await point: cancelled, the way
 /// Curator interrupts the leader's thread. Keep what must not be cut short
 /// behind ZooKeeper writes fenced by the term
-/// ([`LeaderTerm::fence`]), or let a drop guard clean up.
+/// ([`Hold::fence`](crate::Hold::fence)), or let a drop guard clean up.
 ///
 /// A closure `Fn(LeaderTerm) -> impl Future<Output = ()>` is a listener too.
 pub trait LeaderSelectorListener: Send + Sync + 'static {
@@ -383,7 +383,7 @@ impl Candidate for Queued<'_> {
         async move {
             let core = self.core;
             let end = lead(core, &term, interrupts).await;
-            tracing::info!(node = %term.node_path(), ?end, "leadership given up");
+            tracing::info!(node = %term.path(), ?end, "leadership given up");
             if end == End::Closed {
                 return Next::Stop;
             }

@@ -57,11 +57,6 @@ impl<H: Half> RwGuard<H> {
         }
     }
 
-    /// The lock node's full path.
-    pub fn node_path(&self) -> &str {
-        self.held.hold().path()
-    }
-
     /// Releases the hold and deletes the node (in the background if
     /// ZooKeeper cannot be reached right now).
     ///

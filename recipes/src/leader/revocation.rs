@@ -3,8 +3,8 @@
 //! Curator's own elections have none, CURATOR-171).
 //!
 //! A participant made revocable watches, while it leads, the election
-//! path's data for a step-down request naming its node
-//! ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down),
+//! path's data for a revocation request naming its node
+//! ([`LeaderObserver::revoke_leader`](crate::LeaderObserver::revoke_leader),
 //! `zk-curator revoke PATH`), and the data of its own node for
 //! [`REVOKE_MESSAGE`] (the locks' protocol:
 //! [`Revoker::attempt_revoke`](crate::Revoker::attempt_revoke), or Curator's
@@ -30,11 +30,11 @@ use super::term::LeaderTerm;
 
 /// Whether a participant steps down on request.
 #[derive(Debug, Default)]
-pub(crate) struct StepDown {
+pub(crate) struct Revocation {
     revocable: AtomicBool,
 }
 
-impl StepDown {
+impl Revocation {
     /// A term begins (it is published already): watches its node for a
     /// request, if the participant is revocable.
     pub(crate) fn on_term(&self, term: &LeaderTerm) {
@@ -57,7 +57,7 @@ impl StepDown {
     pub(crate) fn now(term: &LeaderTerm) -> bool {
         let ended = end(term);
         if ended {
-            tracing::info!(node = %term.node_path(), "stepping down");
+            tracing::info!(node = %term.path(), "stepping down");
         }
         ended
     }
@@ -66,13 +66,13 @@ impl StepDown {
 /// Ends `term` as a step-down: [`LockLoss::Revoked`], unless it already
 /// ended. Whether it was the one to end it.
 fn end(term: &LeaderTerm) -> bool {
-    term.is_valid() && term.hold().mark_lost(LockLoss::Revoked) == LockLoss::Revoked
+    term.is_valid() && term.mark_lost(LockLoss::Revoked) == LockLoss::Revoked
 }
 
 /// Watches, through the engine's one watch of a node's data
 /// ([`watch_data`]), the term's node for [`REVOKE_MESSAGE`] and the
-/// election path's data for a step-down request naming the term's node
-/// ([`LeaderObserver::ask_leader_to_step_down`](crate::LeaderObserver::ask_leader_to_step_down)),
+/// election path's data for a revocation request naming the term's node
+/// ([`LeaderObserver::revoke_leader`](crate::LeaderObserver::revoke_leader)),
 /// until a request comes (the term then ends) or the term ends.
 fn spawn_watch(term: LeaderTerm) {
     let Some(session) = term.session() else {
@@ -80,7 +80,7 @@ fn spawn_watch(term: LeaderTerm) {
         return;
     };
     let watches = [
-        (term.node_path().to_owned(), Channel::Node),
+        (term.path().to_owned(), Channel::Node),
         (term.election_path().to_owned(), Channel::ElectionPath),
     ];
     for (path, channel) in watches {
@@ -92,18 +92,18 @@ fn spawn_watch(term: LeaderTerm) {
             }
         };
         watch_data(term.framework(), session.clone(), path, stop, move |data| {
-            if !channel.asks(data, asked.node_name()) {
+            if !channel.asks(data, asked.node().name()) {
                 return false;
             }
             if end(&asked) {
-                tracing::info!(node = %asked.node_path(), token = %asked.fencing_token(), "asked to step down; leadership handed on");
+                tracing::info!(node = %asked.path(), token = %asked.fencing_token(), "asked to step down; leadership handed on");
             }
             true
         });
     }
 }
 
-/// Where a step-down request is written.
+/// Where a revocation request is written.
 #[derive(Clone, Copy, Debug)]
 enum Channel {
     /// The term's own node, as the locks' revocation writes it.
@@ -120,10 +120,7 @@ impl Channel {
         match self {
             Channel::Node => data == REVOKE_MESSAGE,
             Channel::ElectionPath => {
-                Proclaimed::decode(data)
-                    .and_then(|p| p.step_down)
-                    .as_deref()
-                    == Some(node)
+                Proclaimed::decode(data).and_then(|p| p.revoke).as_deref() == Some(node)
             }
         }
     }

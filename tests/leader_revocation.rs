@@ -28,8 +28,8 @@ use zk_curator::{
 const FAILOVER: Duration = Duration::from_secs(3);
 
 /// A revocable latch A leads, B waits, an observer follows on a third
-/// framework. A step-down request from a fourth framework
-/// (`ask_leader_to_step_down`, as `zk-curator revoke PATH` sends it, into
+/// framework. A revocation request from a fourth framework
+/// (`revoke_leader`, as `zk-curator revoke PATH` sends it, into
 /// the election path's data) ends A's term with `Revoked`: a fence A took
 /// while leading is refused and writes nothing, B leads within one
 /// failover time, A queues again behind B, and the observer goes from A to
@@ -79,10 +79,10 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
 
         let asked = Instant::now();
         let asker = LeaderObserver::new(fw_r.clone(), &path).unwrap();
-        let named = asker.ask_leader_to_step_down().await.unwrap().unwrap();
+        let named = asker.revoke_leader().await.unwrap().unwrap();
         assert_eq!(
             (named.id.as_str(), named.node_path.as_str()),
-            ("a", term_a.node_path())
+            ("a", term_a.path())
         );
         let loss = tokio::time::timeout(PATIENCE, term_a.lost()).await.unwrap();
         assert_eq!(loss, LockLoss::Revoked);
@@ -117,7 +117,7 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
                 panic!("expected a leader, observed {seen:?}");
             };
             assert!(leader.id == "a" || leader.id == "b", "{leader:?}");
-            if leader.node_path == term_b.node_path() {
+            if leader.node_path == term_b.path() {
                 break;
             }
         }
@@ -185,9 +185,7 @@ async fn a_revocable_selector_steps_down_and_requeues() {
         wait_for_participants(&raw, &path, 2).await;
 
         let asked = Instant::now();
-        Revoker::attempt_revoke(&fw_r, term_1.node_path())
-            .await
-            .unwrap();
+        Revoker::attempt_revoke(&fw_r, term_1.path()).await.unwrap();
         let (term_2, _) = tokio::time::timeout(PATIENCE, terms_2.recv())
             .await
             .unwrap()
@@ -250,15 +248,15 @@ async fn a_request_waits_for_a_leader_made_revocable_and_survives_a_proclaim() {
         wait_for_participants(&raw, &path, 2).await;
 
         let observer = LeaderObserver::new(fw_b.clone(), &path).unwrap();
-        let named = observer.ask_leader_to_step_down().await.unwrap().unwrap();
-        assert_eq!(named.node_path, term_a.node_path());
+        let named = observer.revoke_leader().await.unwrap().unwrap();
+        assert_eq!(named.node_path, term_a.path());
         a.proclaim("v2").await.unwrap();
         // Not revocable: still leading, with the new value, the request kept.
         assert!(term_a.is_valid());
         let seen = observer.leader().await.unwrap().unwrap();
         assert_eq!((seen.value.as_slice(), seen.proclaimed), (&b"v2"[..], true));
         let (data, _) = raw.get_data(&path).await.unwrap();
-        let asking = format!("zk-curator proclaim 1 step-down {}\n", term_a.node_name());
+        let asking = format!("zk-curator proclaim 1 step-down {}\n", term_a.node().name());
         assert!(
             data.starts_with(asking.as_bytes()),
             "{}",
