@@ -3,6 +3,11 @@
 //! session layer knowing them: the in-process queues, the shared read
 //! nodes, the lock counters and the lock options of
 //! [`FrameworkBuilder`].
+//!
+//! The builder's lock options are written here, in one `impl` block beside
+//! the state they set, rather than in `framework/builder.rs`: the session
+//! layer then never names an engine type (no import from `framework/` into
+//! `lock_internals/`, so the two do not form a circle).
 
 use std::sync::Arc;
 
@@ -111,9 +116,7 @@ impl FrameworkBuilder {
         self.extension_mut::<LockOptions>().release_before_reply = enabled;
         self
     }
-}
 
-impl FrameworkBuilder {
     /// Cohort hand-off (off by default): a release passes the held node to
     /// a task of this framework that waits for the same lock, with no
     /// request to ZooKeeper, for a run of at most
