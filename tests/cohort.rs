@@ -11,20 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, joined, raw_client, request_opcodes,
-    server, unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, joined, patient, raw_client,
+    request_opcodes, server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::{
     CohortPolicy, Error, FencingToken, Framework, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockLoss,
 };
 use zk_curator_testing::FaultProxy;
-
-/// Passes without a time bound to speak of (the tests take their time to
-/// line waiters up), 16 at most.
-fn patient() -> CohortPolicy {
-    CohortPolicy::new(16, Duration::from_secs(60))
-}
 
 /// A framework on `connect` with cohort hand-off under `policy`.
 async fn cohort_framework(connect: &str, policy: CohortPolicy) -> Framework {

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use common::side::SideRuntime;
 use common::{
-    bounded, children, eventually, expire, finished, framework_with, joined, raw_client, server,
-    unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, expire, finished, framework_with, joined, patient, raw_client,
+    server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::framework::lock_internals::{Acquire, LockInternals, StandardLockInternalsDriver};
 use zk_curator::{
@@ -37,11 +37,6 @@ use zk_curator::{
     MutexGuard,
 };
 use zk_curator_testing::{FaultProxy, TestingServer};
-
-/// Passes without a time bound to speak of, 16 at most.
-fn patient() -> CohortPolicy {
-    CohortPolicy::new(16, Duration::from_secs(60))
-}
 
 /// The losses a hold or a passed node can meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, close_election, eventually, expire, framework, leads, raw_client, server,
-    session_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
+    bounded, children, close_election, data_node, eventually, expire, framework, leads, raw_client,
+    server, session_and_raw, started_latch, unique_path, wait_for_participants, BOUND, LONG_BOUND,
+    PATIENCE,
 };
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -25,14 +26,6 @@ use zk_curator::{
 };
 use zk_curator_testing::FaultProxy;
 
-/// A started latch on its own framework.
-async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {
-    let fw = framework(connect).await;
-    let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
-    latch.start().unwrap();
-    (fw, latch)
-}
-
 /// The index of the first of `latches` to lead (waiting for any of them,
 /// up to [`PATIENCE`]; the other waits are dropped, which changes nothing).
 async fn leader_among<'a>(latches: impl Iterator<Item = &'a LeaderLatch>) -> usize {
@@ -42,15 +35,6 @@ async fn leader_among<'a>(latches: impl Iterator<Item = &'a LeaderLatch>) -> usi
         .expect("somebody leads within PATIENCE");
     assert!(term.unwrap().is_valid());
     index
-}
-
-/// A persistent node for fenced writes, outside any election path (a child
-/// of an election path would take part in its queue).
-async fn data_node(raw: &zk::Client) -> String {
-    let path = unique_path("leader-data");
-    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    raw.create(&path, b"0", &open).await.unwrap();
-    path
 }
 
 /// The creation zxid of `node`.
@@ -253,7 +237,7 @@ async fn a_cut_off_leader_loses_its_term_before_the_server_expires_it_and_anyone
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-partition");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "leader-data").await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let (fa, a) = started_latch(&proxy.connect_string(), &path, "a").await;
         let term_a = leads(&a, PATIENCE).await;
@@ -345,7 +329,7 @@ async fn an_expired_session_ends_the_term_and_its_fence_refuses_writes() {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-expiry");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "leader-data").await;
         let (fa, a) = started_latch(&connect, &path, "a").await;
         let term_a = leads(&a, PATIENCE).await;
         let fence_a = term_a.fence().unwrap();
@@ -386,7 +370,7 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-deleted");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "leader-data").await;
         let (fa, a) = started_latch(&connect, &path, "a").await;
         let first = leads(&a, PATIENCE).await;
         let fence = first.fence().unwrap();
@@ -825,7 +809,7 @@ async fn fencing_tokens_strictly_increase_across_successive_leaders() {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-tokens");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "leader-data").await;
         let mut members = Vec::new();
         for i in 0..3 {
             let fw = framework(&connect).await;

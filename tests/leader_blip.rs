@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    bounded, close_election, eventually, framework, framework_with, leads, raw_client, server,
-    unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, close_election, data_node, eventually, framework, framework_with, leads, raw_client,
+    server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use futures::StreamExt;
 use zk_curator::framework::lock_internals::FencingToken;
@@ -27,14 +27,6 @@ use zk_curator::{
     LeaderTerm, LockLoss, Observation,
 };
 use zk_curator_testing::FaultProxy;
-
-/// A persistent node for fenced writes, outside any election path.
-async fn data_node(raw: &zk::Client) -> String {
-    let path = unique_path("blip-data");
-    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    raw.create(&path, b"0", &open).await.unwrap();
-    path
-}
 
 /// A framework behind `proxy` whose session outlasts every blip of these
 /// tests (12 s): the blackholes are lifted well before the server could
@@ -120,7 +112,7 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-blip");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "blip-data").await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fa = outlasting_blips(&proxy).await;
         let a = LeaderLatch::new(fa.clone(), &path, "a")
@@ -264,7 +256,7 @@ async fn a_blip_longer_than_the_session_timeout_hands_leadership_on() {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
         let path = unique_path("latch-long-blip");
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "blip-data").await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fa = framework_with(&proxy.connect_string(), |b| {
             b.session_timeout(Duration::from_secs(4))
@@ -339,7 +331,7 @@ async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
     bounded(BOUND, async move {
         let connect = server.connect_string();
         let raw = raw_client(&connect).await;
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "blip-data").await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fw = outlasting_blips(&proxy).await;
         let path = unique_path("resume-lock");

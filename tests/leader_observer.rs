@@ -11,13 +11,14 @@ mod common;
 use std::pin::Pin;
 
 use common::{
-    bounded, framework, raw_client, server, unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, framework, leads, raw_client, server, started_latch, unique_path,
+    wait_for_participants, BOUND, PATIENCE,
 };
 use futures::{Stream, StreamExt};
 use zk_curator::recipes::layout::ElectionRecipe;
 use zk_curator::{
-    ConnectionState, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector,
-    LeaderTerm, Observation, ObservedLeader,
+    ConnectionState, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector, LeaderTerm,
+    Observation, ObservedLeader,
 };
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{FaultProxy, Traffic};
@@ -38,22 +39,6 @@ async fn next_leader(changes: &mut Changes, what: &str) -> ObservedLeader {
         Observation::Leader(leader) => leader,
         other => panic!("{what}: expected a leader, observed {other:?}"),
     }
-}
-
-/// A started latch on its own framework.
-async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {
-    let fw = framework(connect).await;
-    let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
-    latch.start().unwrap();
-    (fw, latch)
-}
-
-/// Waits for `election` to lead, failing the test after [`PATIENCE`].
-async fn leads(election: &impl LeaderElection) -> LeaderTerm {
-    LeaderElection::await_leadership_timeout(election, PATIENCE)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{} never led within {PATIENCE:?}", election.id()))
 }
 
 /// Asserts that `seen` is the leader of `term`, run by participant `id`.
@@ -122,7 +107,7 @@ async fn an_observer_sees_every_change_in_order_with_one_watch_each() {
         let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
         let mut changes: Changes = Box::pin(observer.changes());
 
-        let term = leads(&latches[0]).await;
+        let term = leads(&latches[0], PATIENCE).await;
         let first = next_leader(&mut changes, "the first leader").await;
         assert_is(&first, "p0", &term, ElectionRecipe::Latch);
         // The one-off read agrees.
@@ -138,7 +123,7 @@ async fn an_observer_sees_every_change_in_order_with_one_watch_each() {
                 let Observation::Leader(seen) = seen else {
                     panic!("round {round}: expected the next leader, observed {seen:?}");
                 };
-                let term = leads(successor).await;
+                let term = leads(successor, PATIENCE).await;
                 assert_is(
                     &seen,
                     &format!("p{}", round + 1),
@@ -180,7 +165,7 @@ async fn an_observer_sees_every_change_in_order_with_one_watch_each() {
 
         // A newcomer to the empty election is reported too.
         let (fw, latch) = started_latch(&connect, &path, "late").await;
-        let term = leads(&latch).await;
+        let term = leads(&latch, PATIENCE).await;
         let seen = next_leader(&mut changes, "a newcomer").await;
         assert_is(&seen, "late", &term, ElectionRecipe::Latch);
         latch.close().await.unwrap();
@@ -219,7 +204,7 @@ async fn a_cut_off_observer_says_unknown_then_finds_the_right_leader() {
         let raw = raw_client(&connect).await;
         let path = unique_path("observe-cut");
         let (fa, a) = started_latch(&connect, &path, "a").await;
-        let term_a = leads(&a).await;
+        let term_a = leads(&a, PATIENCE).await;
         let (fb, b) = started_latch(&connect, &path, "b").await;
         wait_for_participants(&raw, &path, 2).await;
 
@@ -236,7 +221,7 @@ async fn a_cut_off_observer_says_unknown_then_finds_the_right_leader() {
         proxy.drop_connections();
         assert_eq!(next(&mut changes, "cut off").await, Observation::Unknown);
         a.close().await.unwrap();
-        let term_b = leads(&b).await;
+        let term_b = leads(&b, PATIENCE).await;
         // The observer's session expires while it is cut off.
         let mut states = observer_fw.state_watcher();
         tokio::time::timeout(
@@ -303,14 +288,14 @@ async fn observing_a_selector_election() {
         let observer = LeaderObserver::new(observer_fw.clone(), &path).unwrap();
         let mut changes: Changes = Box::pin(observer.changes());
 
-        let term = leads(&selectors[0]).await;
+        let term = leads(&selectors[0], PATIENCE).await;
         let seen = next_leader(&mut changes, "s0 leads").await;
         assert_is(&seen, "s0", &term, ElectionRecipe::Selector);
         assert!(seen.node_path.contains("-lock-"), "{seen:?}");
 
         selectors[0].interrupt_leadership();
         let seen = next_leader(&mut changes, "s1 leads").await;
-        let term = leads(&selectors[1]).await;
+        let term = leads(&selectors[1], PATIENCE).await;
         assert_is(&seen, "s1", &term, ElectionRecipe::Selector);
 
         // Told the recipe, an observer ignores another recipe's nodes: a
@@ -340,7 +325,7 @@ async fn a_forgotten_stream_does_not_hold_up_the_close() {
     bounded(BOUND, async move {
         let path = unique_path("observe-forgotten");
         let (leader_fw, latch) = started_latch(&server.connect_string(), &path, "a").await;
-        leads(&latch).await;
+        leads(&latch, PATIENCE).await;
         let fw = framework(&server.connect_string()).await;
         let observer = LeaderObserver::new(fw.clone(), &path).unwrap();
         let mut changes: Changes = Box::pin(observer.changes());
@@ -381,7 +366,7 @@ async fn streams_of_one_framework_share_one_watch_and_one_read() {
             frameworks.push(fw);
             latches.push(latch);
         }
-        let term = leads(&latches[0]).await;
+        let term = leads(&latches[0], PATIENCE).await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let observer_fw = framework(&proxy.connect_string()).await;
         let mut streams: Vec<Changes> = (0..10)
@@ -403,7 +388,7 @@ async fn streams_of_one_framework_share_one_watch_and_one_read() {
 
         proxy.clear_traffic();
         latches[0].close().await.unwrap();
-        let term = leads(&latches[1]).await;
+        let term = leads(&latches[1], PATIENCE).await;
         for (i, changes) in streams.iter_mut().enumerate() {
             let seen = next_leader(changes, &format!("stream {i}: the next leader")).await;
             assert_is(&seen, "p1", &term, ElectionRecipe::Latch);
@@ -482,7 +467,7 @@ async fn a_new_value_arriving_with_the_leaders_departure_is_not_reported() {
                 .unwrap()
                 .with_value("a1");
             a.start().unwrap();
-            leads(&a).await;
+            leads(&a, PATIENCE).await;
             let b = LeaderLatch::new(fb.clone(), &path, "b").unwrap();
             b.start().unwrap();
             wait_for_participants(&raw, &path, 2).await;
@@ -498,7 +483,7 @@ async fn a_new_value_arriving_with_the_leaders_departure_is_not_reported() {
             proxy.hold_replies(true);
             a.proclaim("a2").await.unwrap();
             a.close().await.unwrap();
-            leads(&b).await;
+            leads(&b, PATIENCE).await;
             proxy.hold_replies(false);
             loop {
                 let seen = next(&mut changes, "b leads").await;

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, request_opcodes, server,
-    unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, raw_client, read_nodes,
+    request_opcodes, server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use zk_curator::{InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_curator_testing::proxy::opcode;
@@ -335,11 +335,6 @@ async fn two_processes(
     )
 }
 
-/// The read nodes under `path` (`__READ__` in the name).
-fn read_nodes(children: &[String]) -> usize {
-    children.iter().filter(|c| c.contains("__READ__")).count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_readers_share_one_node_and_hold_together() {
     let Some(server) = server() else { return };
@@ -388,7 +383,7 @@ async fn waiting_readers_share_one_node_and_hold_together() {
         );
         let queued = children(&raw, &path).await;
         assert_eq!(queued.len(), 2, "{queued:?}");
-        assert_eq!(read_nodes(&queued), 1, "{queued:?}");
+        assert_eq!(read_nodes(&queued).len(), 1, "{queued:?}");
 
         writer.release().await.unwrap();
         let mut seen = Vec::new();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, notifications_delivered, raw_client, server,
+    bounded, children, eventually, framework, name, notifications_delivered, raw_client, server,
     session_and_raw, two_sessions_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND,
     PATIENCE,
 };
@@ -21,10 +21,6 @@ use zk_curator_testing::{FaultProxy, Traffic};
 
 fn rw(framework: &Framework, path: &str) -> InterProcessReadWriteLock {
     InterProcessReadWriteLock::new(framework.clone(), path).unwrap()
-}
-
-fn name(path: &str) -> String {
-    path.rsplit('/').next().unwrap().to_owned()
 }
 
 /// The 10-digit sequence at the end of a node name.

@@ -26,8 +26,8 @@ use std::pin::Pin;
 use std::sync::OnceLock;
 
 use common::{
-    bounded, children, eventually, framework, framework_with, raw_client, server, unique_path,
-    wait_for_participants, BOUND, PATIENCE,
+    bounded, children, eventually, framework, framework_with, name, raw_client, read_nodes, server,
+    unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use zk_curator::{
@@ -37,20 +37,6 @@ use zk_curator_testing::FaultProxy;
 
 /// An acquire of a read lock, polled by hand.
 type Pending = Pin<Box<dyn Future<Output = Result<ReadGuard>> + Send>>;
-
-/// The names among `children` that are read nodes.
-fn read_nodes(children: &[String]) -> Vec<String> {
-    children
-        .iter()
-        .filter(|c| c.contains("__READ__"))
-        .cloned()
-        .collect()
-}
-
-/// The last component of a node's path.
-fn name(path: &str) -> String {
-    path.rsplit('/').next().unwrap().to_owned()
-}
 
 /// A writer of another process: holds the write lock at `path` on `other`.
 async fn write_lock(other: &Framework, path: &str) -> WriteGuard {

@@ -19,12 +19,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, framework_with, leads, raw_client, requests_with, server, unique_path,
+    bounded, data_node, framework_with, leads, raw_client, requests_with, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::FutureExt;
 use zk_curator::{
-    zk, Error, Framework, InterProcessMutex, LeaderLatch, LeaderSelector, LeaderTerm, LockLoss,
+    Error, Framework, InterProcessMutex, LeaderLatch, LeaderSelector, LeaderTerm, LockLoss,
 };
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::FaultProxy;
@@ -197,14 +197,6 @@ async fn closing_a_participant_whose_term_was_lost_returns_at_once() {
 // ---------------------------------------------------------------------------
 // 2. A hold that may be stale says so
 
-/// A persistent node for fenced writes, outside any lock path.
-async fn data_node(raw: &zk::Client) -> String {
-    let path = unique_path("stale-data");
-    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    raw.create(&path, b"0", &open).await.unwrap();
-    path
-}
-
 /// A healthy idle session hears from the server well within its timeout
 /// (the client pings when idle), so an idle lock and an idle leader's term
 /// stay valid, checked every 10 ms, for four session timeouts; no request
@@ -263,7 +255,7 @@ async fn under_a_paused_clock_a_hold_unheard_for_a_session_is_stale() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let raw = raw_client(&server.connect_string()).await;
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "stale-data").await;
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fw = short_session(&proxy.connect_string()).await;
         let timeout = negotiated(&fw).await;
@@ -322,7 +314,7 @@ async fn a_holder_stopped_longer_than_its_session_knows_first_thing() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
         let raw = raw_client(&server.connect_string()).await;
-        let data = data_node(&raw).await;
+        let data = data_node(&raw, "stale-data").await;
         let path = unique_path("stopped-lock");
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let mut child = Command::new(std::env::current_exe().unwrap())

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use zk_curator::zk;
-use zk_curator::{Framework, LeaderElection, LeaderLatch, LeaderTerm};
+use zk_curator::{CohortPolicy, Framework, LeaderElection, LeaderLatch, LeaderTerm};
 use zk_curator_testing::{Backend, FaultProxy, TestingServer, Traffic};
 
 /// How long tests wait for anything that should happen promptly.
@@ -380,13 +380,51 @@ pub fn only(scheme: &str, id: &str) -> Vec<zk::Acl> {
     )]
 }
 
-/// Waits for `latch` to lead, failing the test after `limit`.
-pub async fn leads(latch: &LeaderLatch, limit: Duration) -> LeaderTerm {
-    latch
-        .await_leadership_timeout(limit)
+/// Waits for `election` (a latch or a selector) to lead, failing the test
+/// after `limit`.
+pub async fn leads(election: &impl LeaderElection, limit: Duration) -> LeaderTerm {
+    LeaderElection::await_leadership_timeout(election, limit)
         .await
         .unwrap()
-        .unwrap_or_else(|| panic!("{} never led within {limit:?}", latch.id()))
+        .unwrap_or_else(|| panic!("{} never led within {limit:?}", election.id()))
+}
+
+/// A started latch at `path`, with id `id`, on a framework of its own.
+pub async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {
+    let fw = framework(connect).await;
+    let latch = LeaderLatch::new(fw.clone(), path, id).unwrap();
+    latch.start().unwrap();
+    (fw, latch)
+}
+
+/// A persistent node (data `0`, open to all) for fenced writes, at a unique
+/// path named after `name`, outside any lock or election path (a child of
+/// one would take part in its queue).
+pub async fn data_node(raw: &zk::Client, name: &str) -> String {
+    let path = unique_path(name);
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    raw.create(&path, b"0", &open).await.unwrap();
+    path
+}
+
+/// The last component of a node's path.
+pub fn name(path: &str) -> String {
+    zk_curator::framework::path::split(path).1.to_owned()
+}
+
+/// The names among `children` that are read nodes (`__READ__` in the name).
+pub fn read_nodes(children: &[String]) -> Vec<String> {
+    children
+        .iter()
+        .filter(|c| c.contains("__READ__"))
+        .cloned()
+        .collect()
+}
+
+/// A cohort policy that passes without a time bound to speak of (tests
+/// take their time to line waiters up), 16 passes at most.
+pub fn patient() -> CohortPolicy {
+    CohortPolicy::new(16, Duration::from_secs(60))
 }
 
 /// Ends an election test: closes `latches` in order, waits until the
