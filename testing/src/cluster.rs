@@ -45,9 +45,9 @@ use crate::process::{
     exit_error, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES,
     OWNER_FILE, POLL_INTERVAL, START_PORT_ATTEMPTS,
 };
-use crate::server::{
-    four_letter, is_bind_failure, jvm_args, spawn_wrapped, Installation, RESTART_BIND_PATIENCE,
-};
+use crate::server::config::jvm_args;
+use crate::server::install::Installation;
+use crate::server::launch::{four_letter, is_bind_failure, spawn_wrapped, RESTART_BIND_PATIENCE};
 
 /// The ensemble size of [`TestingCluster::start_default`].
 pub const DEFAULT_SIZE: usize = 3;
