@@ -1,19 +1,31 @@
-//! Building, connecting and closing the [`Framework`] from the command
-//! line's connection options and the environment.
+//! The connection settings: the command line's connection options (`--zk`,
+//! `--tls-*`, `--namespace`, the timeouts) and the credentials in the
+//! environment (`ZK_AUTH`, `ZK_SASL`), turned into checked [`Settings`].
 //!
-//! Every setting is checked before anything is sent: a malformed ensemble or
-//! `ZK_AUTH` is a usage error at once, not a connection timeout later.
+//! This is where the promise is kept that every setting is checked before
+//! anything is sent: [`Settings::from_args`] refuses a missing or malformed
+//! ensemble, a malformed `ZK_AUTH` or `ZK_SASL`, or a TLS file that cannot
+//! be found, as a usage error at once, not as a connection timeout later.
+//! Nothing here touches the network; what is read is the environment, the
+//! metadata of the TLS files and the file `ZK_SASL` may name.
+//!
+//! The passwords read here go to the framework and nowhere else: the `Debug`
+//! output of [`Settings`] and of [`Sasl`] names users, never passwords; no
+//! error quotes a password (only the path, when `ZK_SASL` names a file); and
+//! [`without_credentials`] keeps both variables from the processes
+//! zk-curator starts.
 
+use std::fmt;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use zk_curator::{ConnectionState, Framework, TlsConfig};
+use zk_curator::TlsConfig;
 
 use crate::acl::{Identity, NodeAcl};
 use crate::duration::parse_duration;
-use crate::exit::{Failure, UNAVAILABLE};
+use crate::exit::Failure;
 
 /// Where and how to connect (every command but `server`).
 #[derive(Debug, Args)]
@@ -74,38 +86,32 @@ pub(crate) fn without_credentials(command: &mut std::process::Command) {
     }
 }
 
-/// How long closing may wait for the server to confirm the session's end
-/// while connected (it normally takes a round trip).
-const CLOSE_LIMIT: Duration = Duration::from_secs(2);
-/// How long closing may wait while not connected: only long enough to start
-/// it (nobody is there to confirm; the session ends on the server by timing
-/// out).
-const CLOSE_DISCONNECTED_LIMIT: Duration = Duration::from_millis(100);
-
-/// Connection settings, checked.
-#[derive(Debug)]
+/// Connection settings, checked; made by [`Settings::from_args`] only. The
+/// parent module, which builds and starts the framework, reads the fields it
+/// needs; the rest of the CLI sees the methods.
 pub(crate) struct Settings {
-    hosts: String,
-    auth: Option<(String, String)>,
-    tls: Option<TlsConfig>,
-    sasl: Option<Sasl>,
+    pub(super) hosts: String,
+    pub(super) auth: Option<(String, String)>,
+    pub(super) tls: Option<TlsConfig>,
+    pub(super) sasl: Option<Sasl>,
     /// The client certificate's file, named in messages (`--tls-cert`).
     client_cert: Option<PathBuf>,
     /// The ACL of created nodes (`lock`, `elect`); the framework's default
     /// when `None`.
-    node_acl: Option<NodeAcl>,
-    namespace: Option<String>,
-    session_timeout: Duration,
-    connection_timeout: Duration,
+    pub(super) node_acl: Option<NodeAcl>,
+    pub(super) namespace: Option<String>,
+    pub(super) session_timeout: Duration,
+    pub(super) connection_timeout: Duration,
 }
 
 impl Settings {
-    /// Checks the connection options and `ZK_AUTH`.
+    /// Checks the connection options, `ZK_AUTH` and `ZK_SASL`.
     ///
     /// # Errors
     /// A usage failure when no ensemble is given (naming both `--zk` and
-    /// `ZK_CONNECT`), the ensemble is malformed, or `ZK_AUTH` is not
-    /// `user:password` with both parts non-empty.
+    /// `ZK_CONNECT`), the ensemble is malformed, `ZK_AUTH` is not
+    /// `user:password` with both parts non-empty, `ZK_SASL` is malformed,
+    /// or the `--tls-*` options are incomplete or name a missing file.
     pub(crate) fn from_args(args: &ConnectArgs) -> Result<Settings, Failure> {
         let Some(hosts) = args
             .zk
@@ -166,9 +172,7 @@ impl Settings {
             connection_timeout: args.connection_timeout,
         })
     }
-}
 
-impl Settings {
     /// The credentials this session presents, as messages name them.
     pub(crate) fn identity(&self) -> Identity {
         Identity {
@@ -191,7 +195,38 @@ impl Settings {
     }
 }
 
-/// The TLS settings of `--tls-*`, their files read and checked now.
+impl fmt::Debug for Settings {
+    /// Every field but the password of `ZK_AUTH` (the one of `ZK_SASL` is
+    /// left out by [`Sasl`]'s own).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Taken apart whole, so that a new field cannot be forgotten here.
+        let Settings {
+            hosts,
+            auth,
+            tls,
+            sasl,
+            client_cert,
+            node_acl,
+            namespace,
+            session_timeout,
+            connection_timeout,
+        } = self;
+        f.debug_struct("Settings")
+            .field("hosts", hosts)
+            .field("auth_user", &auth.as_ref().map(|(user, _)| user))
+            .field("tls", tls)
+            .field("sasl", sasl)
+            .field("client_cert", client_cert)
+            .field("node_acl", node_acl)
+            .field("namespace", namespace)
+            .field("session_timeout", session_timeout)
+            .field("connection_timeout", connection_timeout)
+            .finish()
+    }
+}
+
+/// The TLS settings of `--tls-*`, their files checked to be there now (the
+/// framework reads them when it is built).
 fn tls_config(args: &ConnectArgs) -> Result<Option<TlsConfig>, Failure> {
     let Some(ca) = &args.tls_ca else {
         if args.tls_cert.is_some() || args.tls_key.is_some() {
@@ -226,7 +261,7 @@ fn tls_config(args: &ConnectArgs) -> Result<Option<TlsConfig>, Failure> {
 
 /// A SASL mechanism named by `ZK_SASL`.
 #[derive(Clone, PartialEq, Eq)]
-enum Sasl {
+pub(super) enum Sasl {
     Digest {
         user: String,
         password: String,
@@ -237,8 +272,9 @@ enum Sasl {
     },
 }
 
-impl std::fmt::Debug for Sasl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Sasl {
+    /// The user, never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Sasl::Digest { user, .. } => write!(f, "Digest {{ user: {user:?}, .. }}"),
             Sasl::Kerberos { service, host } => {
@@ -392,129 +428,6 @@ fn check_host_name(host: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Starts a framework with `settings` and waits for its first session, at
-/// most the connection timeout.
-///
-/// # Errors
-/// A usage failure when a setting is refused by the framework (e.g. the
-/// namespace); [`UNAVAILABLE`] when no session could be had in time.
-pub(crate) async fn connect(
-    settings: &Settings,
-    label: Option<&str>,
-) -> Result<Framework, Failure> {
-    let framework = build(settings, label)?;
-    start(&framework, settings).await?;
-    Ok(framework)
-}
-
-/// Builds a framework with `settings`, without starting it: nothing is
-/// sent yet, so what is checked against it (a recipe's path, its node
-/// data) is still a usage error.
-///
-/// # Errors
-/// A usage failure when a setting is refused by the framework (e.g. the
-/// namespace).
-pub(crate) fn build(settings: &Settings, label: Option<&str>) -> Result<Framework, Failure> {
-    let mut builder = Framework::builder()
-        .connect_string(settings.hosts.as_str())
-        .session_timeout(settings.session_timeout)
-        .connection_timeout(settings.connection_timeout);
-    // Lock nodes carry host, pid and this label (the framework's holder
-    // identity), which `locks` shows.
-    if let Some(label) = label {
-        builder = builder.identity_label(label);
-    }
-    if let Some(namespace) = &settings.namespace {
-        builder = builder.namespace(namespace.as_str());
-    }
-    if let Some((user, password)) = &settings.auth {
-        builder = builder.digest_auth(user, password);
-    }
-    if let Some(tls) = &settings.tls {
-        builder = builder.tls(tls.clone());
-    }
-    if let Some(acl) = &settings.node_acl {
-        builder = acl.apply(builder);
-    }
-    match &settings.sasl {
-        None => {}
-        Some(Sasl::Digest { user, password }) => {
-            builder = builder.sasl_digest_md5(user.as_str(), password.as_str());
-        }
-        #[cfg(feature = "kerberos")]
-        Some(Sasl::Kerberos { service, host }) => {
-            builder = builder.sasl_gssapi(service.as_str(), host.clone());
-        }
-        #[cfg(not(feature = "kerberos"))]
-        Some(Sasl::Kerberos { .. }) => {
-            return Err(Failure::usage("Kerberos needs the `kerberos` feature"));
-        }
-    }
-    builder
-        .build()
-        .map_err(|err| Failure::usage(format!("invalid connection settings: {err}")))
-}
-
-/// Starts a framework made by [`build`] and waits for its first session, at
-/// most the connection timeout.
-///
-/// # Errors
-/// [`UNAVAILABLE`] when no session could be had in time.
-pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<(), Failure> {
-    let hosts = settings.hosts.as_str();
-    framework
-        .start()
-        .map_err(|err| Failure::zk("cannot start the ZooKeeper client", err))?;
-    tracing::debug!(%hosts, "connecting");
-    if let Err(err) = framework
-        .block_until_connected(settings.connection_timeout)
-        .await
-    {
-        // Not closed: closing would wait again for a server that is not
-        // there; the process ends soon and takes the client with it.
-        return Err(Failure::new(
-            UNAVAILABLE,
-            format!(
-                "cannot connect to ZooKeeper at {hosts} within {} ({err}); \
-                 check --zk / ZK_CONNECT{} and --connection-timeout",
-                humantime::format_duration(settings.connection_timeout),
-                match err {
-                    zk_curator::Error::Connect {
-                        reason: zk_curator::ConnectFailure::ConnectionRefused,
-                        ..
-                    } => " (is the server running there?)",
-                    zk_curator::Error::Connect { .. } => ", --tls-* / ZK_TLS_*, ZK_SASL",
-                    _ => "",
-                }
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Closes the framework without waiting long for a server that may be gone.
-///
-/// While connected (and `trusted`: the server answered so far), the close,
-/// which ends the session so that its ephemeral nodes go at once, gets
-/// [`CLOSE_LIMIT`]; otherwise it is only begun: nobody would confirm it, and
-/// the server ends the session by timing out. The process exits right
-/// after, taking the client with it.
-pub(crate) async fn close(framework: &Framework, trusted: bool) {
-    let connected = framework.state().is_some_and(ConnectionState::is_connected);
-    let limit = if connected && trusted {
-        CLOSE_LIMIT
-    } else {
-        CLOSE_DISCONNECTED_LIMIT
-    };
-    if !framework.close_within(limit).await {
-        tracing::info!(
-            ?limit,
-            connected,
-            "the close was not confirmed in time; the session ends on the server by timing out"
-        );
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -607,5 +520,29 @@ mod tests {
                 password: "pw".into()
             })
         );
+    }
+
+    #[test]
+    fn debug_output_names_no_password() {
+        let settings = Settings {
+            hosts: "a:2181".into(),
+            auth: Some(("alice".into(), "digest-secret".into())),
+            tls: None,
+            sasl: Some(Sasl::Digest {
+                user: "bob".into(),
+                password: "sasl-secret".into(),
+            }),
+            client_cert: None,
+            node_acl: None,
+            namespace: None,
+            session_timeout: Duration::from_secs(20),
+            connection_timeout: Duration::from_secs(15),
+        };
+        let printed = format!("{settings:?}");
+        assert!(
+            printed.contains("alice") && printed.contains("bob"),
+            "{printed}"
+        );
+        assert!(!printed.contains("secret"), "{printed}");
     }
 }

@@ -1,0 +1,150 @@
+//! The framework's life in a command: built from checked [`Settings`],
+//! started (its first session waited for, at most the connection timeout),
+//! and closed without waiting long for a server that may be gone.
+//!
+//! The command line and the environment are read and checked in
+//! [`settings`], before anything here runs. [`build`] sends nothing either:
+//! what the framework itself refuses (a namespace, the contents of a TLS
+//! file) and what a command checks against the built framework are still
+//! usage errors, found before [`start`] or [`connect`] reach the network.
+
+mod settings;
+
+use std::time::Duration;
+
+use zk_curator::{ConnectionState, Framework};
+
+use crate::exit::{Failure, UNAVAILABLE};
+use settings::Sasl;
+pub(crate) use settings::{without_credentials, ConnectArgs, Settings};
+
+/// How long closing may wait for the server to confirm the session's end
+/// while connected (it normally takes a round trip).
+const CLOSE_LIMIT: Duration = Duration::from_secs(2);
+/// How long closing may wait while not connected: only long enough to start
+/// it (nobody is there to confirm; the session ends on the server by timing
+/// out).
+const CLOSE_DISCONNECTED_LIMIT: Duration = Duration::from_millis(100);
+
+/// Starts a framework with `settings` and waits for its first session, at
+/// most the connection timeout.
+///
+/// # Errors
+/// A usage failure when a setting is refused by the framework (e.g. the
+/// namespace); [`UNAVAILABLE`] when no session could be had in time.
+pub(crate) async fn connect(
+    settings: &Settings,
+    label: Option<&str>,
+) -> Result<Framework, Failure> {
+    let framework = build(settings, label)?;
+    start(&framework, settings).await?;
+    Ok(framework)
+}
+
+/// Builds a framework with `settings`, without starting it: nothing is
+/// sent yet, so what is checked against it (a recipe's path, its node
+/// data) is still a usage error.
+///
+/// # Errors
+/// A usage failure when a setting is refused by the framework (e.g. the
+/// namespace).
+pub(crate) fn build(settings: &Settings, label: Option<&str>) -> Result<Framework, Failure> {
+    let mut builder = Framework::builder()
+        .connect_string(settings.hosts.as_str())
+        .session_timeout(settings.session_timeout)
+        .connection_timeout(settings.connection_timeout);
+    // Lock nodes carry host, pid and this label (the framework's holder
+    // identity), which `locks` shows.
+    if let Some(label) = label {
+        builder = builder.identity_label(label);
+    }
+    if let Some(namespace) = &settings.namespace {
+        builder = builder.namespace(namespace.as_str());
+    }
+    if let Some((user, password)) = &settings.auth {
+        builder = builder.digest_auth(user, password);
+    }
+    if let Some(tls) = &settings.tls {
+        builder = builder.tls(tls.clone());
+    }
+    if let Some(acl) = &settings.node_acl {
+        builder = acl.apply(builder);
+    }
+    match &settings.sasl {
+        None => {}
+        Some(Sasl::Digest { user, password }) => {
+            builder = builder.sasl_digest_md5(user.as_str(), password.as_str());
+        }
+        #[cfg(feature = "kerberos")]
+        Some(Sasl::Kerberos { service, host }) => {
+            builder = builder.sasl_gssapi(service.as_str(), host.clone());
+        }
+        #[cfg(not(feature = "kerberos"))]
+        Some(Sasl::Kerberos { .. }) => {
+            return Err(Failure::usage("Kerberos needs the `kerberos` feature"));
+        }
+    }
+    builder
+        .build()
+        .map_err(|err| Failure::usage(format!("invalid connection settings: {err}")))
+}
+
+/// Starts a framework made by [`build`] and waits for its first session, at
+/// most the connection timeout.
+///
+/// # Errors
+/// [`UNAVAILABLE`] when no session could be had in time.
+pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<(), Failure> {
+    let hosts = settings.hosts.as_str();
+    framework
+        .start()
+        .map_err(|err| Failure::zk("cannot start the ZooKeeper client", err))?;
+    tracing::debug!(%hosts, "connecting");
+    if let Err(err) = framework
+        .block_until_connected(settings.connection_timeout)
+        .await
+    {
+        // Not closed: closing would wait again for a server that is not
+        // there; the process ends soon and takes the client with it.
+        return Err(Failure::new(
+            UNAVAILABLE,
+            format!(
+                "cannot connect to ZooKeeper at {hosts} within {} ({err}); \
+                 check --zk / ZK_CONNECT{} and --connection-timeout",
+                humantime::format_duration(settings.connection_timeout),
+                match err {
+                    zk_curator::Error::Connect {
+                        reason: zk_curator::ConnectFailure::ConnectionRefused,
+                        ..
+                    } => " (is the server running there?)",
+                    zk_curator::Error::Connect { .. } => ", --tls-* / ZK_TLS_*, ZK_SASL",
+                    _ => "",
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Closes the framework without waiting long for a server that may be gone.
+///
+/// While connected (and `trusted`: the server answered so far), the close,
+/// which ends the session so that its ephemeral nodes go at once, gets
+/// [`CLOSE_LIMIT`]; otherwise it is only begun: nobody would confirm it, and
+/// the server ends the session by timing out. The process exits right
+/// after, taking the client with it.
+pub(crate) async fn close(framework: &Framework, trusted: bool) {
+    let connected = framework.state().is_some_and(ConnectionState::is_connected);
+    let limit = if connected && trusted {
+        CLOSE_LIMIT
+    } else {
+        CLOSE_DISCONNECTED_LIMIT
+    };
+    if !framework.close_within(limit).await {
+        tracing::info!(
+            ?limit,
+            connected,
+            "the close was not confirmed in time; the session ends on the server by timing out"
+        );
+    }
+}
