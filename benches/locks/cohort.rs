@@ -28,52 +28,17 @@ use std::time::{Duration, Instant};
 
 use zk_curator::{CohortPolicy, Framework, InterProcessMutex};
 
+use super::figures::per;
+use super::findings::{CohortPoint, Findings};
+use super::in_process::{contended_rust, LockHandle};
+use super::limits::{bounded, within, BoxError, Measured, ACQUIRE_LIMIT, CLOSE_LIMIT};
+use super::mntr::{counters, Traffic};
+use super::options::{Config, LONG_HOLD};
+use super::reps::{rotation, settle};
+use super::sessions::{framework, Tune};
 use super::stats::{ratio, Spread};
-use super::{
-    bounded, contended_rust, counters, framework, opt, per, rotation, settle, within, BoxError,
-    Config, Findings, LockHandle, Measured, Target, Traffic, Tune, ACQUIRE_LIMIT,
-};
-
-/// The max_hold of the curve's points: long enough not to bind.
-const LONG_HOLD: Duration = Duration::from_secs(1);
-
-/// The policies of the curve: `max_passes` in {1, 4, 16, 64, 256} with a
-/// `max_hold` that does not bind, then the default (16 passes or 50 ms).
-/// Quick: 1 and 16 passes, and the default.
-pub(crate) fn points(quick: bool) -> Vec<CohortPolicy> {
-    let passes: &[u32] = if quick {
-        &[1, 16]
-    } else {
-        &[1, 4, 16, 64, 256]
-    };
-    passes
-        .iter()
-        .map(|&p| CohortPolicy::new(p, LONG_HOLD))
-        .chain([CohortPolicy::default()])
-        .collect()
-}
-
-/// The cohort row of the tasks table (T tasks on one session).
-#[derive(Clone, Copy)]
-pub(crate) struct Row {
-    pub(crate) rate: Option<Spread>,
-    pub(crate) requests: Option<Spread>,
-    pub(crate) fsyncs: Option<Spread>,
-    pub(crate) p50: Option<Spread>,
-    pub(crate) p99: Option<Spread>,
-}
-
-/// One point of the curve, over its reps.
-pub(crate) struct Point {
-    policy: CohortPolicy,
-    rate: Option<Spread>,
-    requests: Option<Spread>,
-    /// Longest wait of the other session's task, over all reps (ms), and
-    /// the passes during it.
-    longest_wait: Option<(f64, u64)>,
-    /// Most passes during any one wait of the other session's task.
-    most_passes: Option<u64>,
-}
+use super::table::opt;
+use super::target::Target;
 
 /// One rep of one point, the T tasks alone.
 struct Alone {
@@ -207,7 +172,7 @@ pub(crate) async fn curve(
                 .unwrap_or_default()
         );
         let shared: Vec<&Shared> = reps[i].1.iter().filter_map(|r| r.as_ref().ok()).collect();
-        points.push(Point {
+        points.push(CohortPoint {
             policy: *policy,
             rate,
             requests,
@@ -309,7 +274,7 @@ impl Outsider {
         let fw = self.framework.clone();
         let _ = self
             .handle
-            .spawn(async move { tokio::time::timeout(super::CLOSE_LIMIT, fw.close()).await })
+            .spawn(async move { tokio::time::timeout(CLOSE_LIMIT, fw.close()).await })
             .await;
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
@@ -336,7 +301,7 @@ fn hold(max_hold: Duration) -> String {
 
 async fn close(frameworks: Vec<Framework>) {
     let closing = frameworks.into_iter().map(|fw| async move {
-        let _ = tokio::time::timeout(super::CLOSE_LIMIT, fw.close()).await;
+        let _ = tokio::time::timeout(CLOSE_LIMIT, fw.close()).await;
     });
     futures::future::join_all(closing).await;
 }

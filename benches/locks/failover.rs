@@ -41,12 +41,18 @@ use zk_curator::{Framework, LeaderElection, LeaderLatch};
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{close_granted_session, FaultProxy, SessionGrant, Traffic};
 
-use super::peers::{field, Peer};
-use super::stats::{noise, ratio, Spread};
-use super::{
-    counters, first_host, framework, settle, within, BoxError, Config, Contender, Counters,
-    Findings, Imp, Measured, Scoped, Target, Tune, ACQUIRE_LIMIT, CLOSE_LIMIT, CONNECT_LIMIT,
+use super::contenders::{Contender, Imp};
+use super::findings::Findings;
+use super::limits::{
+    within, BoxError, Measured, Scoped, ACQUIRE_LIMIT, CLOSE_LIMIT, CONNECT_LIMIT,
 };
+use super::mntr::{counters, first_host, Counters};
+use super::options::Config;
+use super::peers::{field, Peer};
+use super::reps::{rotation, settle};
+use super::sessions::{framework, Tune};
+use super::stats::{noise, ratio, Spread};
+use super::target::Target;
 
 /// Waiting for the next leader after a kill.
 pub(crate) const NEXT_LIMIT: Duration = Duration::from_secs(30);
@@ -673,7 +679,7 @@ pub(crate) async fn failover_phase(
     let mut reps: Vec<Vec<Measured<RepFigures>>> = vec![Vec::new(), Vec::new()];
     let mut mix: Vec<(BTreeMap<i32, usize>, usize, usize)> = vec![Default::default(); 2];
     for rep in 0..config.reps {
-        for i in super::rotation(rep, elections.len()) {
+        for i in rotation(rep, elections.len()) {
             let result = match &ready[i] {
                 Ok(()) => failovers(&mut elections[i], target, &proxies[i], config.failovers).await,
                 Err(reason) => Err(reason.clone()),

@@ -41,15 +41,19 @@ use zk_curator::{Framework, LeaderObserver, Observation};
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{FaultProxy, Traffic};
 
+use super::contenders::Contender;
 use super::failover::{
     kill_leader, leader_grant, start_proxies, whole_again, Election, Killed, KILL_LIMIT,
     NEXT_LIMIT, NOTIFICATION_XID, WHOLE_WITHOUT_MNTR,
 };
+use super::findings::Findings;
+use super::limits::{within, BoxError, Measured, Scoped, CLOSE_LIMIT};
+use super::mntr::{counters, first_host};
+use super::options::Config;
+use super::reps::settle;
+use super::sessions::{framework, Tune};
 use super::stats::Spread;
-use super::{
-    counters, first_host, framework, settle, within, BoxError, Config, Contender, Findings,
-    Measured, Scoped, Target, Tune, CLOSE_LIMIT,
-};
+use super::target::Target;
 
 /// Waiting for every observer to report the leader before a loss.
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::Measured;
+use super::limits::Measured;
 
 const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
 const SLF4J_JARS: [&str; 2] = [

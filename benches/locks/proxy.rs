@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::BoxError;
+use super::limits::BoxError;
 
 /// The proxy; dropping it stops the accept loop and closes every connection.
 pub(crate) struct DelayProxy {

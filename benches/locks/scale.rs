@@ -12,6 +12,11 @@
 //! Every wait is bounded; the child stops itself when its RSS passes a cap
 //! (before issue 9 a waiter costs ~190 KB of listings, so 50,000 of them
 //! would take the machine's memory) or the server stops answering.
+//!
+//! Both sides live here: the child ([`child`], from `main`) and the run's
+//! side ([`scale_phase`]), which starts a child for each K and variant,
+//! prints what it reports, starts a fresh server if ours died, and then
+//! measures the peers' memory per parked waiter.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +26,14 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator::{Framework, InterProcessMutex, InterProcessReadWriteLock};
 
-use super::{counters, framework, within, BoxError, Scoped, Tune, ACQUIRE_LIMIT, CLOSE_LIMIT};
+use super::findings::{Findings, ScaleFigures};
+use super::limits::{within, BoxError, Measured, Scoped, ACQUIRE_LIMIT, CLOSE_LIMIT};
+use super::mntr::counters;
+use super::options::Config;
+use super::peers::{self, field, PeerSetup};
+use super::reps::settle;
+use super::sessions::{framework, Tune};
+use super::target::Target;
 
 /// The hidden first argument that makes this binary the scale child:
 /// `locks --scale-child <connect> <four-letter addr> <path> <sessions> <waiters>
@@ -345,4 +357,235 @@ pub(crate) fn status_kib(key: &str) -> Option<i64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+// ---------------------------------------------------------------------------
+// The run's side: a child per K and variant, then the peers' memory
+// ---------------------------------------------------------------------------
+
+pub(crate) async fn scale_phase(
+    config: &Config,
+    target: &mut Target,
+    root: &str,
+    java: &Measured<PeerSetup>,
+    python: &Measured<PeerSetup>,
+    findings: &mut Findings,
+) {
+    let sessions = config.scale_sessions;
+    println!();
+    println!(
+        "== Scale: K tasks parked on one held mutex over {sessions} sessions (zk-curator, a fresh process each) =="
+    );
+    println!("   (the readers row: K readers parked behind a held write lock)");
+    println!("   RSS = the child's VmRSS growth from before the waiters to parked (HWM = its peak over the run);");
+    println!("   park = until every lock() is polled and the server is quiet; nodes = waiters' nodes in ZooKeeper;");
+    println!("   drain = release, until every task took and released the lock once; server = alive after the run");
+    println!(
+        "{:<28} {:>6} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>9} {:>6}",
+        "variant",
+        "K",
+        "RSS MiB",
+        "per wait",
+        "HWM MiB",
+        "park s",
+        "nodes",
+        "req/w",
+        "drain s",
+        "drain/s",
+        "server"
+    );
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"));
+    // (label, the child's variant argument)
+    let mut variants = vec![("zk-curator", "plain")];
+    if Tune::PerTaskNode.available() {
+        variants.push(("zk-curator (per-task node)", "per-task-node"));
+    }
+    // Readers waiting behind a held write lock.
+    variants.push(("zk-curator, readers", "readers"));
+    for (label, variant) in variants {
+        let mut skip: Option<String> = None;
+        for &k in &config.scale {
+            if variant == "per-task-node" && k > DRAIN_UP_TO && skip.is_none() {
+                // A node per waiter: the server's heap goes first (a
+                // million waiters' nodes exhaust a 1 GB heap).
+                skip = Some(format!("a node per waiter, more than {}", DRAIN_UP_TO));
+            }
+            if let Some(reason) = &skip {
+                println!("{label:<28} {k:>6} skipped ({reason})");
+                findings
+                    .scale
+                    .push((k, label, Err(format!("skipped ({reason})"))));
+                continue;
+            }
+            let Some(addr) = target.four_letter.clone() else {
+                println!("{label:<28} {k:>6} n/a (no host for mntr in the connect string)");
+                continue;
+            };
+            settle().await;
+            // Parking is bounded in time (before issue 9 it grows with the
+            // square of K: 10,000 waiters took ~25 s here); the drain's bound
+            // grows with K (50,000 at a few hundred hand-offs/s take minutes).
+            let park_limit = Duration::from_secs(if config.quick { 60 } else { 180 });
+            let drain_limit = Duration::from_secs(60 + k as u64 / 100);
+            let path = format!("{root}/scale-{k}/{variant}");
+            let outcome = match &me {
+                Ok(me) => {
+                    let mut command = tokio::process::Command::new(me);
+                    command.arg(SCALE_CHILD).args([
+                        target.connect.as_str(),
+                        addr.as_str(),
+                        path.as_str(),
+                        &sessions.to_string(),
+                        &k.to_string(),
+                        &park_limit.as_secs().to_string(),
+                        &drain_limit.as_secs().to_string(),
+                        &config.scale_rss_cap_mib.to_string(),
+                        variant,
+                    ]);
+                    let limit = park_limit + drain_limit + Duration::from_secs(120);
+                    match peers::run_process(&mut command, limit).await {
+                        Ok(output) => peers::parse_result(&output),
+                        Err(reason) => Err(reason),
+                    }
+                }
+                Err(reason) => Err(reason.clone()),
+            };
+            let alive = target.alive().await;
+            let figures = outcome.and_then(|r| {
+                Ok(ScaleFigures {
+                    rss_before_kib: field(&r, "rss_kib_before")?,
+                    rss_after_kib: field(&r, "rss_kib_after")?,
+                    hwm_kib: field(&r, "hwm_kib")?,
+                    park_secs: field(&r, "park_secs")?,
+                    nodes: field(&r, "nodes")?,
+                    park_requests: field(&r, "park_requests")?,
+                    drain_secs: field(&r, "drain_secs")?,
+                    drain_requests: field(&r, "drain_requests")?,
+                    drain_watches: field(&r, "drain_watches")?,
+                    server_alive: alive,
+                })
+            });
+            match &figures {
+                Ok(f) => println!(
+                    "{label:<28} {k:>6} {:>9.1} {:>6.1} KB {:>9.1} {:>8.2} {:>7.0} {:>8.2} {:>8.2} {:>9.0} {:>6}",
+                    f.rss_after_kib / 1024.0,
+                    (f.rss_after_kib - f.rss_before_kib) / k as f64,
+                    f.hwm_kib / 1024.0,
+                    f.park_secs,
+                    f.nodes,
+                    f.park_requests / k as f64,
+                    f.drain_secs,
+                    k as f64 / f.drain_secs,
+                    if alive { "alive" } else { "DIED" }
+                ),
+                Err(reason) => println!(
+                    "{label:<28} {k:>6} n/a ({reason}); server {}",
+                    if alive { "alive" } else { "DIED" }
+                ),
+            }
+            match &figures {
+                // The readers are granted together: one hand-off in all.
+                Ok(_) if k > DRAIN_UP_TO => println!(
+                    "{:<28} {:>6} (more than {} waiters: cancelled, not drained; drain s = the time to cancel them all)",
+                    "", "", DRAIN_UP_TO
+                ),
+                Ok(f) if variant == "readers" => println!(
+                    "{:<28} {:>6} drain: {:.0} requests and {:.0} watch notifications in all",
+                    "", "", f.drain_requests, f.drain_watches
+                ),
+                Ok(f) => println!(
+                    "{:<28} {:>6} drain: {:.2} requests and {:.2} watch notifications per hand-off",
+                    "",
+                    "",
+                    f.drain_requests / (k as f64 + 1.0),
+                    f.drain_watches / (k as f64 + 1.0)
+                ),
+                Err(_) => {}
+            }
+            if !alive {
+                let why = target
+                    .server
+                    .as_ref()
+                    .map(|s| s.log_tail())
+                    .unwrap_or_else(|| "no answer to ruok".to_owned());
+                println!("{:<28} {:>6} server died: {why}", "", "");
+                skip = Some(format!("the server died at K = {k}"));
+                if target.server.is_some() {
+                    match tokio::task::spawn_blocking(Target::start_own).await {
+                        Ok(Ok(fresh)) => {
+                            println!(
+                                "{:<28} {:>6} (a fresh server was started for what follows)",
+                                "", ""
+                            );
+                            *target = fresh;
+                        }
+                        Ok(Err(err)) => {
+                            println!("cannot restart the server: {err}");
+                            return;
+                        }
+                        Err(err) => {
+                            println!("cannot restart the server: {err}");
+                            return;
+                        }
+                    }
+                }
+            } else if figures.is_err() {
+                skip = Some(format!("K = {k} failed"));
+            }
+            findings.scale.push((
+                k,
+                label,
+                figures.map(|mut f| {
+                    f.server_alive = alive;
+                    f
+                }),
+            ));
+        }
+    }
+    peers_memory(config, target, root, java, python).await;
+}
+
+/// RSS per parked waiter of the peers, at the smallest K, each in a fresh
+/// process (one thread per waiter: that is how they wait).
+async fn peers_memory(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    java: &Measured<PeerSetup>,
+    python: &Measured<PeerSetup>,
+) {
+    let Some(&k) = config.scale.first() else {
+        return;
+    };
+    println!();
+    println!(
+        "peers, K = {k} waiters over {} sessions, a thread each (RSS growth of a fresh process):",
+        config.scale_sessions
+    );
+    for (label, setup, dir) in [
+        ("Apache Curator InterProcessMutex", java, "curator"),
+        ("kazoo Lock", python, "kazoo"),
+    ] {
+        let path = format!("{root}/scale-peers/{dir}");
+        let (sessions, count) = (config.scale_sessions.to_string(), k.to_string());
+        let args = ["memory", target.connect.as_str(), &path, &sessions, &count];
+        settle().await;
+        let result = match setup {
+            Ok(setup) => setup.run_once(&args, config.limit()).await,
+            Err(reason) => Err(reason.clone()),
+        };
+        match result.and_then(|r| {
+            Ok((
+                field::<f64>(&r, "rss_kib_before")?,
+                field::<f64>(&r, "rss_kib_after")?,
+            ))
+        }) {
+            Ok((before, after)) => println!(
+                "  {label:<34} RSS {:.1} MiB parked, {:.1} KB per waiter",
+                after / 1024.0,
+                (after - before) / k as f64
+            ),
+            Err(reason) => println!("  {label:<34} n/a ({reason})"),
+        }
+    }
 }

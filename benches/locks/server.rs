@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use zk_curator_testing::ServerTls;
 
-use super::BoxError;
+use super::limits::BoxError;
 
 /// The heap of the bench's server (ZooKeeper's `zkEnv.sh` default).
 pub(crate) const HEAP: &str = "1000m";

@@ -24,42 +24,25 @@
 //! the plain one, and an acquire's trips are the latency the proxy added to
 //! it, in those round trips.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use zk_curator::framework::TlsConfig;
-use zk_curator::FrameworkBuilder;
 use zk_curator_testing::TestCertificates;
 
+use super::contenders::{Contender, Imp, CURATOR, ZK_CURATOR};
+use super::figures::{per, Cycles};
+use super::findings::{Findings, TlsFindings};
+use super::latency::exists_p50;
+use super::limits::{Measured, CLOSE_LIMIT, CONNECT_LIMIT};
+use super::mntr::{counters, Traffic};
+use super::options::Config;
 use super::peers::field;
+use super::reps::{failures, idle_rate, rotation, settle, spread, Sample};
+use super::sessions::{set_client_tls, TLS_SCHEME};
 use super::stats::{noise, ratio, Spread};
-use super::{
-    counters, exists_p50, failures, idle_rate, opt, per, proxy, rotation, server, settle, spread,
-    BoxError, Config, Contender, Cycles, Findings, Imp, Measured, Sample, Target, Traffic,
-    CLOSE_LIMIT, CONNECT_LIMIT, CURATOR, ZK_CURATOR,
-};
-
-/// The scheme of a connect string reached over TLS (zk-curator's form; the
-/// Curator peer strips it).
-pub(crate) const TLS_SCHEME: &str = "tcp+tls://";
-
-/// The client side of TLS, set by the workload once its certificates exist.
-static CLIENT_TLS: OnceLock<TlsConfig> = OnceLock::new();
-
-/// `builder` with the workload's [`TlsConfig`] when `connect` is a
-/// `tcp+tls://` connect string; unchanged otherwise.
-pub(crate) fn configure(
-    builder: FrameworkBuilder,
-    connect: &str,
-) -> Result<FrameworkBuilder, BoxError> {
-    if !connect.starts_with(TLS_SCHEME) {
-        return Ok(builder);
-    }
-    let tls = CLIENT_TLS
-        .get()
-        .ok_or("a tcp+tls:// connect string before the TLS workload made its certificates")?;
-    Ok(builder.tls(tls.clone()))
-}
+use super::table::opt;
+use super::target::Target;
+use super::{proxy, server};
 
 /// One row: a contender over one transport.
 struct Row {
@@ -93,15 +76,6 @@ const ROWS: [Row; 4] = [
 
 /// The libraries, as (name, plaintext row, TLS row).
 const LIBRARIES: [(&str, usize, usize); 2] = [("zk-curator", 0, 1), ("Apache Curator", 2, 3)];
-
-/// What the TLS workload found, for the targets at the end.
-#[derive(Default)]
-pub(crate) struct TlsFindings {
-    /// Cycles/s per row.
-    rates: Vec<Option<Spread>>,
-    /// Round trips of the acquire per row.
-    trips: Vec<Option<f64>>,
-}
 
 /// The two ports of the workload's server.
 struct Ports {
@@ -174,7 +148,7 @@ pub(crate) async fn tls_phase(
         "           client certificates required: mutual TLS; certificates ECDSA P-256), started in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let _ = CLIENT_TLS.set(
+    set_client_tls(
         TlsConfig::new()
             .ca_file(certs.ca().cert_path())
             .client_cert_files(certs.client().cert_path(), certs.client().key_path()),

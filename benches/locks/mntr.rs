@@ -1,0 +1,103 @@
+//! The server's four-letter words: `ruok` (is it alive), `mntr` (its version
+//! and running totals), and the difference of two `mntr` readings, which is
+//! how every request, watch and fsync in the tables is counted: on the
+//! server, the same way for every contender.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::limits::{within, BoxError};
+
+/// The first `host:port` of a connect string (no chroot).
+pub(crate) fn first_host(connect: &str) -> Option<String> {
+    let hosts = connect.split('/').next()?;
+    let first = hosts.split(',').next()?.trim();
+    if first.is_empty() {
+        None
+    } else if first.contains(':') {
+        Some(first.to_owned())
+    } else {
+        Some(format!("{first}:2181"))
+    }
+}
+
+pub(crate) async fn four_letter(addr: &str, word: &str) -> Result<String, BoxError> {
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(word.as_bytes()).await?;
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await?;
+        Ok::<_, std::io::Error>(reply)
+    };
+    Ok(within(Duration::from_secs(5), ask).await??)
+}
+
+pub(crate) async fn mntr(addr: &str) -> Result<HashMap<String, String>, BoxError> {
+    let reply = four_letter(addr, "mntr").await?;
+    Ok(reply
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once('\t')?;
+            Some((key.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect())
+}
+
+/// The server's running totals (`mntr`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counters {
+    pub(crate) packets: f64,
+    pub(crate) deleted: f64,
+    pub(crate) children: f64,
+    pub(crate) ephemerals: f64,
+    /// Watches set now (all kinds, all sessions).
+    pub(crate) watches_set: f64,
+    /// Transaction-log fsyncs so far (`zk_cnt_fsynctime`: the count of the
+    /// server's fsync-time summary, one sample per `FileChannel.force` of
+    /// the log, ZooKeeper 3.6+), if the server reports it.
+    pub(crate) fsyncs: Option<f64>,
+}
+
+/// The server's running totals, if it answers `mntr`.
+pub(crate) async fn counters(addr: Option<&str>) -> Option<Counters> {
+    let metrics = mntr(addr?).await.ok()?;
+    let get = |key: &str| metrics.get(key).and_then(|v| v.parse::<f64>().ok());
+    Some(Counters {
+        packets: get("zk_packets_received")?,
+        deleted: get("zk_sum_node_deleted_watch_count")?,
+        children: get("zk_sum_node_children_watch_count")?,
+        ephemerals: get("zk_ephemerals_count")?,
+        watches_set: get("zk_watch_count")?,
+        fsyncs: get("zk_cnt_fsynctime"),
+    })
+}
+
+/// What the server saw during one measurement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Traffic {
+    /// Requests from the clients (packets received, less our own `mntr`
+    /// and the idle ping rate).
+    pub(crate) requests: f64,
+    /// NodeDeleted + NodeChildrenChanged notifications sent.
+    pub(crate) watches: f64,
+    /// Transaction-log fsyncs (a group commit syncs several writes at once).
+    pub(crate) fsyncs: Option<f64>,
+}
+
+impl Traffic {
+    pub(crate) fn between(
+        before: Option<Counters>,
+        after: Option<Counters>,
+        elapsed: Duration,
+        idle: f64,
+    ) -> Option<Traffic> {
+        let (b, a) = (before?, after?);
+        Some(Traffic {
+            requests: (a.packets - b.packets - 1.0 - idle * elapsed.as_secs_f64()).max(0.0),
+            watches: (a.deleted - b.deleted) + (a.children - b.children),
+            fsyncs: a.fsyncs.zip(b.fsyncs).map(|(a, b)| a - b),
+        })
+    }
+}

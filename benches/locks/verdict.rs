@@ -1,0 +1,113 @@
+//! The verdict at the end of a run: each issue target, from the figures the
+//! workloads kept (`findings.rs`), as met, NOT met or n/a. It prints; it
+//! asserts nothing.
+
+use super::cohort;
+use super::contenders::{CURATOR, RELEASE_BEFORE_REPLY, ZK_CURATOR};
+use super::findings::Findings;
+use super::options::Config;
+use super::stats::{ratio, Spread};
+use super::table::opt;
+use super::tls;
+
+pub(crate) fn print_targets(config: &Config, f: &Findings) {
+    println!();
+    println!("== Issue 9 and 22 targets (from the figures above; a verdict, not an assertion) ==");
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "n/a",
+    };
+    let zk_rate = f.uncontended_rate.get(ZK_CURATOR).copied().flatten();
+    let cur_rate = f.uncontended_rate.get(CURATOR).copied().flatten();
+    let zk_req = f.uncontended_requests.get(ZK_CURATOR).copied().flatten();
+    let noise_of = |a: Option<Spread>, b: Option<Spread>| match (a, b) {
+        (Some(a), Some(b)) => match a.within_noise(&b) {
+            Some(true) => " (within noise)",
+            _ => "",
+        },
+        _ => "",
+    };
+    println!(
+        "uncontended: {} requests/cycle (target <= 3): {}; {} Curator's rate{} (target >= 1x): {}",
+        opt(zk_req, 2),
+        verdict(zk_req.map(|r| r.median <= 3.05)),
+        ratio(zk_rate.as_ref(), cur_rate.as_ref()),
+        noise_of(zk_rate, cur_rate),
+        verdict(zk_rate.zip(cur_rate).map(|(a, b)| a.median >= b.median))
+    );
+    let zk_p50 = f.latency_p50.get(ZK_CURATOR).copied().flatten();
+    let cur_p50 = f.latency_p50.get(CURATOR).copied().flatten();
+    println!(
+        "latency (+{} ms each way): acquire p50 {} Curator's{} (target <= 0.6x): {}",
+        config.delay.as_millis(),
+        ratio(zk_p50.as_ref(), cur_p50.as_ref()),
+        noise_of(zk_p50, cur_p50),
+        verdict(zk_p50.zip(cur_p50).map(|(a, b)| a.median <= 0.6 * b.median))
+    );
+    for (n, row) in &f.contended {
+        if *n < 8 {
+            continue;
+        }
+        let cur = row.get(CURATOR).copied().unwrap_or([None; 3]);
+        let fast = f.labels.iter().position(|l| *l == RELEASE_BEFORE_REPLY);
+        for (index, which) in [(Some(ZK_CURATOR), ""), (fast, " (release before reply)")] {
+            let Some(zk) = index.and_then(|i| row.get(i)).copied() else {
+                continue;
+            };
+            println!(
+                "contended N = {n}{which}: {} Curator{} (target >= 1.2x): {}; {} requests/hand-off (target <= 4): {}; {} watches/hand-off (target 1): {}",
+                ratio(zk[0].as_ref(), cur[0].as_ref()),
+                noise_of(zk[0], cur[0]),
+                verdict(zk[0].zip(cur[0]).map(|(a, b)| a.median >= 1.2 * b.median)),
+                opt(zk[1], 2),
+                verdict(zk[1].map(|r| r.median <= 4.0)),
+                opt(zk[2], 2),
+                verdict(zk[2].map(|w| w.median <= 1.05)),
+            );
+        }
+    }
+    if let Some((single, many)) = f.tasks {
+        println!(
+            "{} tasks on one session: {} the {}-session rate (target >= 0.8x): {}",
+            config.tasks,
+            ratio(single.as_ref(), many.as_ref()),
+            config.task_sessions,
+            verdict(single.zip(many).map(|(a, b)| a.median >= 0.8 * b.median))
+        );
+    }
+    for (k, label, outcome) in &f.scale {
+        match outcome {
+            Ok(s) => {
+                let drain_rate = *k as f64 / s.drain_secs;
+                // The targets are for 10,000 waiters; other sizes are
+                // measured and printed only.
+                let checks = if *k == 10_000 {
+                    format!(
+                        " -- server alive: {}; RSS < 64 MB: {}; drain >= uncontended rate: {}",
+                        verdict(Some(s.server_alive)),
+                        verdict(Some(s.rss_after_kib < 64.0 * 1024.0)),
+                        verdict(zk_rate.map(|r| drain_rate >= r.median))
+                    )
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{label}, K = {k}: server {}, client RSS {:.1} MiB parked, park {:.2} s, drain {:.2} s = {:.0}/s ({} x the uncontended cycle rate){checks}",
+                    if s.server_alive { "alive" } else { "DIED" },
+                    s.rss_after_kib / 1024.0,
+                    s.park_secs,
+                    s.drain_secs,
+                    drain_rate,
+                    zk_rate.map_or_else(|| "-".to_owned(), |r| format!("{:.2}", drain_rate / r.median)),
+                );
+            }
+            Err(reason) => println!(
+                "{label}, K = {k}: {reason}{}",
+                if *k == 10_000 { " -- NOT met" } else { "" }
+            ),
+        }
+    }
+    cohort::print_targets(config, f);
+    tls::print_targets(f);
+}
