@@ -45,7 +45,7 @@ use crate::process::{
     exit_error, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES,
     OWNER_FILE, POLL_INTERVAL, START_PORT_ATTEMPTS,
 };
-use crate::server::config::jvm_args;
+use crate::server::config::{check_times, jvm_args};
 use crate::server::install::Installation;
 use crate::server::launch::{four_letter, is_bind_failure, spawn_wrapped, RESTART_BIND_PATIENCE};
 
@@ -124,25 +124,15 @@ impl Settings {
                 self.size
             )));
         }
-        if self.tick_time.as_millis() == 0 {
-            return Err(Error::InvalidConfig(
-                "tick time must be at least 1ms".to_owned(),
-            ));
-        }
+        check_times(
+            self.tick_time,
+            self.min_session_timeout,
+            self.max_session_timeout,
+            self.container_check_interval,
+        )?;
         if self.init_limit == 0 || self.sync_limit == 0 {
             return Err(Error::InvalidConfig(
                 "initLimit and syncLimit must be at least one tick".to_owned(),
-            ));
-        }
-        if self.min_session_timeout > self.max_session_timeout {
-            return Err(Error::InvalidConfig(format!(
-                "min session timeout {:?} exceeds max session timeout {:?}",
-                self.min_session_timeout, self.max_session_timeout
-            )));
-        }
-        if self.container_check_interval.as_millis() == 0 {
-            return Err(Error::InvalidConfig(
-                "container check interval must be at least 1ms".to_owned(),
             ));
         }
         Ok(())
@@ -972,6 +962,27 @@ mod tests {
     fn rejects_empty_cluster() {
         let err = TestingCluster::builder().size(0).start().unwrap_err();
         assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+    }
+
+    #[test]
+    fn rejects_what_a_single_server_rejects() {
+        // The timing rules a standalone server keeps (server::config::check_times).
+        let inverted = TestingCluster::builder()
+            .min_session_timeout(Duration::from_secs(5))
+            .max_session_timeout(Duration::from_secs(1))
+            .start()
+            .unwrap_err();
+        assert!(
+            inverted.to_string().contains("exceeds max session timeout"),
+            "{inverted}"
+        );
+        let no_tick = TestingCluster::builder()
+            .tick_time(Duration::ZERO)
+            .start()
+            .unwrap_err();
+        assert!(no_tick.to_string().contains("tick time"), "{no_tick}");
+        let no_sync = TestingCluster::builder().sync_limit(0).start().unwrap_err();
+        assert!(no_sync.to_string().contains("syncLimit"), "{no_sync}");
     }
 
     #[test]

@@ -108,24 +108,41 @@ impl Default for Settings {
     }
 }
 
+/// The timing rules every server this crate starts keeps, alone or in an
+/// ensemble: a tick of at least 1 ms, session timeout bounds in order, and a
+/// container check interval of at least 1 ms.
+pub(crate) fn check_times(
+    tick_time: Duration,
+    min_session_timeout: Duration,
+    max_session_timeout: Duration,
+    container_check_interval: Duration,
+) -> Result<(), Error> {
+    if tick_time.as_millis() == 0 {
+        return Err(Error::InvalidConfig(
+            "tick time must be at least 1ms".to_owned(),
+        ));
+    }
+    if min_session_timeout > max_session_timeout {
+        return Err(Error::InvalidConfig(format!(
+            "min session timeout {min_session_timeout:?} exceeds max session timeout {max_session_timeout:?}"
+        )));
+    }
+    if container_check_interval.as_millis() == 0 {
+        return Err(Error::InvalidConfig(
+            "container check interval must be at least 1ms".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 impl Settings {
     pub(super) fn validate(&self) -> Result<(), Error> {
-        if self.tick_time.as_millis() == 0 {
-            return Err(Error::InvalidConfig(
-                "tick time must be at least 1ms".to_owned(),
-            ));
-        }
-        if self.min_session_timeout > self.max_session_timeout {
-            return Err(Error::InvalidConfig(format!(
-                "min session timeout {:?} exceeds max session timeout {:?}",
-                self.min_session_timeout, self.max_session_timeout
-            )));
-        }
-        if self.container_check_interval.as_millis() == 0 {
-            return Err(Error::InvalidConfig(
-                "container check interval must be at least 1ms".to_owned(),
-            ));
-        }
+        check_times(
+            self.tick_time,
+            self.min_session_timeout,
+            self.max_session_timeout,
+            self.container_check_interval,
+        )?;
         if let Some(tls) = &self.tls {
             for (what, path) in [
                 ("key store", tls.key_store()),
