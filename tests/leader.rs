@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, close_election, data_node, eventually, expire, framework, leads, raw_client,
-    server, session_and_raw, started_latch, unique_path, wait_for_participants, BOUND, LONG_BOUND,
-    PATIENCE,
+    bounded, children, close_election, data_node, eventually, expire, framework, ids, leads,
+    raw_client, server, session_and_raw, started_latch, unique_path, wait_for_participants, BOUND,
+    LONG_BOUND, PATIENCE,
 };
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -424,13 +424,7 @@ async fn a_latch_whose_session_expired_takes_part_again_and_leads_later() {
             "A queues again on its new session"
         );
         assert!(!a.has_leadership() && a.state() == LatchState::Started);
-        let ids: Vec<String> = b
-            .participants()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
+        let ids = ids(&b).await;
         assert_eq!(ids, ["b", "a"]);
 
         // And leads again once B leaves, with a new term.

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    bounded, close_election, data_node, eventually, framework, framework_with, leads, raw_client,
-    server, unique_path, wait_for_participants, BOUND, PATIENCE,
+    bounded, close_election, data_node, eventually, framework, framework_with, ids, leads,
+    raw_client, server, unique_path, wait_for_participants, BOUND, PATIENCE,
 };
 use futures::StreamExt;
 use zk_curator::framework::lock_internals::FencingToken;
@@ -71,17 +71,6 @@ fn count_terms(latch: &LeaderLatch) -> Arc<AtomicUsize> {
         }
     });
     terms
-}
-
-/// The ids of the participants of `latch`'s election, in queue order.
-async fn ids(latch: &LeaderLatch) -> Vec<String> {
-    latch
-        .participants()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|p| p.id)
-        .collect()
 }
 
 /// How the connection of the leader blips.

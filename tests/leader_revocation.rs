@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, close_election, framework, leads, raw_client, server, unique_path,
+    bounded, close_election, framework, ids, leads, raw_client, server, unique_path,
     wait_for_participants, BOUND, PATIENCE,
 };
 use futures::StreamExt;
@@ -202,13 +202,7 @@ async fn a_revocable_selector_steps_down_and_requeues() {
             .is_err());
         // It requeued: in the queue again, behind s2.
         wait_for_participants(&raw, &path, 2).await;
-        let ids: Vec<String> = s2
-            .participants()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
+        let ids = ids(&s2).await;
         assert_eq!(ids, ["s2", "s1"]);
 
         s2.close().await.unwrap();

@@ -389,6 +389,17 @@ pub async fn leads(election: &impl LeaderElection, limit: Duration) -> LeaderTer
         .unwrap_or_else(|| panic!("{} never led within {limit:?}", election.id()))
 }
 
+/// The ids of the participants of `election`'s election (a latch's or a
+/// selector's), in queue order: the leader first.
+pub async fn ids(election: &impl LeaderElection) -> Vec<String> {
+    LeaderElection::participants(election)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect()
+}
+
 /// A started latch at `path`, with id `id`, on a framework of its own.
 pub async fn started_latch(connect: &str, path: &str, id: &str) -> (Framework, LeaderLatch) {
     let fw = framework(connect).await;
