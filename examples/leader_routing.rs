@@ -85,10 +85,7 @@ async fn main() -> Result<(), BoxError> {
 
     // An operator asks the leader to step down; the next replica leads and
     // proclaims its own address.
-    let asked = observer
-        .revoke_leader()
-        .await?
-        .ok_or("no leader to ask")?;
+    let asked = observer.revoke_leader().await?.ok_or("no leader to ask")?;
     println!("operator: asked {} to step down", asked.id);
     let (next, next_address) = route_to(Some(&leader)).await?;
     println!("router: requests now go to {next} at {next_address}");

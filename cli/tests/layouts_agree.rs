@@ -264,10 +264,7 @@ async fn read_write_lock() {
         locks_agree(
             &path,
             &[],
-            &[
-                holder("write", sc, Some(w3.path())),
-                waiter("read", sd),
-            ],
+            &[holder("write", sc, Some(w3.path())), waiter("read", sd)],
         )
         .await;
         // A downgrade: the read node is level with the write node, which
