@@ -11,6 +11,7 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::path::split;
+use zk_curator::recipes::fresh::synced;
 use zk_curator::recipes::layout::ElectionRecipe;
 use zk_curator::{
     Error, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector, LeaderTerm,
@@ -115,7 +116,14 @@ pub(crate) async fn run(framework: &Framework, args: &LeaderArgs) -> Result<u8, 
     if args.watch {
         return watch(framework, args).await;
     }
-    let election = read(framework, &args.path).await?;
+    // As of now, not as of the server (see zk_curator::recipes::fresh): a
+    // read on a session built after the sync is made again.
+    let path = args.path.as_str();
+    let election = synced(framework, path, || async {
+        Ok(read(framework, path).await)
+    })
+    .await
+    .map_err(|err| Failure::zk(format!("cannot read the election at {path}"), err))??;
     if args.json {
         out(to_json(&args.path, &election))?;
     } else {

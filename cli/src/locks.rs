@@ -8,6 +8,7 @@ use futures::{Stream, StreamExt as _};
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::zk;
+use zk_curator::recipes::fresh::synced;
 use zk_curator::recipes::layout::{lock_participants, LockParticipant, LEASES_CHILD, LOCKS_CHILD};
 use zk_curator::{ConnectionState, Framework, LeaderElection, LeaderLatch};
 
@@ -51,6 +52,21 @@ pub(crate) async fn participants(
         .map_err(|err| Failure::zk(format!("cannot read the participants of {path}"), err))
 }
 
+/// [`participants`] as of now: a sync first, so that a server behind the
+/// ensemble's leader catches up before it answers (the one-shot listing
+/// and `revoke` act on it; `--watch` lists as of the server).
+pub(crate) async fn participants_now(
+    framework: &Framework,
+    path: &str,
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>, Failure> {
+    synced(framework, path, || {
+        lock_participants(framework, path, max_leases)
+    })
+    .await
+    .map_err(|err| Failure::zk(format!("cannot read the participants of {path}"), err))
+}
+
 /// Milliseconds since the node was created (0 if the clocks disagree).
 fn age_ms(p: &LockParticipant) -> u64 {
     let now = SystemTime::now()
@@ -73,7 +89,7 @@ fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
 /// after every change among them, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     if !args.watch {
-        let found = participants(framework, &args.path, args.leases).await?;
+        let found = participants_now(framework, &args.path, args.leases).await?;
         out(listing(framework, args, &found).await?)?;
         return Ok(0);
     }

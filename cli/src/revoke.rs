@@ -9,7 +9,7 @@ use zk_curator::{Framework, LeaderObserver, Revoker};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{out, Failure, NO_PARTICIPANT};
-use crate::locks::participants;
+use crate::locks::participants_now;
 
 /// Options of `revoke`.
 #[derive(Debug, Args)]
@@ -46,7 +46,7 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
     if args.node.is_none() && !args.all {
         return step_down(framework, &args.path).await;
     }
-    let found = participants(framework, &args.path, None).await?;
+    let found = participants_now(framework, &args.path, None).await?;
     let targets: Vec<String> = match &args.node {
         Some(node) => {
             let chosen = found

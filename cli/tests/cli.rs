@@ -2453,3 +2453,52 @@ async fn revoke_on_an_election_path_asks_the_leader_to_step_down() {
     })
     .await;
 }
+
+/// The one-shot reads a user acts on (`locks`, `leader`, `revoke`) are
+/// made as of now: a `sync` first, so a server behind the ensemble's leader
+/// catches up before it answers (issue 32). Seen through a proxy.
+#[tokio::test]
+async fn one_shot_reads_sync_before_they_list() {
+    const SYNC: i32 = 9;
+    const LISTINGS: [i32; 2] = [12, 8];
+    bounded(async {
+        let path = unique("fresh-read");
+        let proxy = FaultProxy::start(server().address()).await.unwrap();
+        for args in [
+            vec!["locks", path.as_str(), "--json"],
+            vec!["leader", path.as_str(), "--json"],
+            vec!["revoke", path.as_str()],
+        ] {
+            proxy.clear_traffic();
+            let output = zkc(&args)
+                .env("ZK_CONNECT", proxy.connect_string())
+                .output()
+                .await
+                .unwrap();
+            let opcodes: Vec<i32> = proxy
+                .traffic()
+                .into_iter()
+                .filter_map(|t| match t {
+                    zk_curator_testing::Traffic::Request { opcode, .. } => Some(opcode),
+                    zk_curator_testing::Traffic::Reply { .. } => None,
+                })
+                .collect();
+            let sync = opcodes.iter().position(|op| *op == SYNC);
+            let listing = opcodes.iter().position(|op| LISTINGS.contains(op));
+            assert!(
+                sync.is_some() && sync < listing,
+                "{args:?}: a sync before the listing: {opcodes:?} ({})",
+                stderr(&output)
+            );
+            // `revoke` finds nobody to ask (66); the others list nothing.
+            let expected = if args[0] == "revoke" { 66 } else { 0 };
+            assert_eq!(
+                output.status.code(),
+                Some(expected),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+        }
+    })
+    .await;
+}

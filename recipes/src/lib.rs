@@ -26,6 +26,7 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod fresh;
 mod held;
 pub mod layout;
 mod leader;

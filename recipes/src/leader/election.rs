@@ -564,6 +564,16 @@ impl Election {
     pub(crate) async fn leader(&self) -> Result<Option<Participant>> {
         Ok(self.participants().await?.into_iter().next())
     }
+
+    /// [`participants`](Self::participants) as of now (see [`crate::fresh`]).
+    pub(crate) async fn synced_participants(&self) -> Result<Vec<Participant>> {
+        crate::fresh::synced(self.framework(), self.path(), || self.participants()).await
+    }
+
+    /// [`leader`](Self::leader) as of now.
+    pub(crate) async fn synced_leader(&self) -> Result<Option<Participant>> {
+        Ok(self.synced_participants().await?.into_iter().next())
+    }
 }
 
 /// The leadership `status` shows now, then every change, as the current

@@ -159,6 +159,34 @@ pub trait LeaderElection: sealed::Sealed {
         self.election().leader()
     }
 
+    /// [`participants`](Self::participants) as of now, not as of the
+    /// session's server: a sync first, so a follower behind the ensemble's
+    /// leader catches up before it answers (see [`fresh`](crate::fresh) for
+    /// what each form guarantees). One round trip more; use it where the
+    /// answer is acted on.
+    ///
+    /// # Errors
+    /// As [`participants`](Self::participants), and as
+    /// [`fresh::synced`](crate::fresh::synced).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    fn synced_participants(&self) -> impl Future<Output = Result<Vec<Participant>>> + Send {
+        self.election().synced_participants()
+    }
+
+    /// [`leader`](Self::leader) as of now (see
+    /// [`synced_participants`](Self::synced_participants)).
+    ///
+    /// # Errors
+    /// As [`synced_participants`](Self::synced_participants).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    fn synced_leader(&self) -> impl Future<Output = Result<Option<Participant>>> + Send {
+        self.election().synced_leader()
+    }
+
     /// Steps down now, if the participant leads: its term ends with
     /// [`LockLoss::Revoked`](crate::LockLoss::Revoked) (its fence refuses
     /// from then on), its node goes and the next participant leads; a latch

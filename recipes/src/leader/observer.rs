@@ -294,9 +294,11 @@ impl LeaderObserver {
     }
 
     /// Revokes the leader: asks it to give up its term, and returns it
-    /// (`None`: nobody leads). Writes a revocation request naming its node
-    /// into the election path's
-    /// data, beside the value proclaimed there (kept). A leader made
+    /// (`None`: nobody leads). The leader is read as of now, after a sync
+    /// (see [`fresh`](crate::fresh)): a server behind the ensemble's leader
+    /// would name a leader that is gone. Writes a revocation request naming
+    /// its node into the election path's data, beside the value proclaimed
+    /// there (kept). A leader made
     /// revocable ([`LeaderLatch::make_revocable`](crate::LeaderLatch::make_revocable),
     /// [`LeaderSelector::make_revocable`](crate::LeaderSelector::make_revocable))
     /// ends its term at once, and the next participant leads; others
@@ -309,13 +311,18 @@ impl LeaderObserver {
     /// # Errors
     /// [`Error::Closed`] if the framework is closed; ZooKeeper errors that
     /// retrying could not overcome (such as [`Error::NoAuth`] without
-    /// permission to write the election path).
+    /// permission to write the election path); as
+    /// [`fresh::synced`](crate::fresh::synced) for the read.
     ///
     /// # Cancel safety
     /// The request may or may not have been written when the future is
     /// dropped.
     pub async fn revoke_leader(&self) -> Result<Option<ObservedLeader>> {
-        let Some(leader) = self.leader().await? else {
+        // Acted on: the leader as of now, not as of this session's server
+        // (which may be behind: it would name a leader that is gone).
+        let Some(leader) =
+            crate::fresh::synced(&self.framework, &self.path, || self.leader()).await?
+        else {
             return Ok(None);
         };
         let target = zk_curator_framework::path::split(&leader.node_path).1;
