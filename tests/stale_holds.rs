@@ -8,6 +8,9 @@
 //!   session timeout is not valid, and its fence refuses without sending:
 //!   in a process stopped with SIGSTOP, as its first action after SIGCONT,
 //!   and under tokio's paused clock;
+//! * under a paused clock from the start (client, framework and embedded
+//!   server on it), a healthy hold stays valid for as long as paused time
+//!   goes on, and a silent one goes with its session;
 //! * a healthy idle hold never flaps under that rule.
 #![allow(clippy::unwrap_used)]
 
@@ -292,6 +295,82 @@ async fn under_a_paused_clock_a_hold_unheard_for_a_session_is_stale() {
         assert_eq!(requests_with(&proxy, opcode::SET_DATA), 0, "nothing sent");
         assert_eq!(raw.get_data(&data).await.unwrap().0, b"before");
         let _ = guard.release().await;
+        fw.close().await;
+    })
+    .await;
+}
+
+/// Under tokio's paused clock from the start, with an embedded server on the
+/// test's own runtime (whatever `ZK_TEST_SERVER` says: only a server on
+/// this runtime can run on its paused clock): the client, the framework and
+/// the server all time themselves on that clock (issue 33). A healthy lock
+/// holder idles for four session timeouts of paused time, a few real
+/// milliseconds: its client pings the server on the paused clock and hears
+/// back, and its hold, judging the lease by the same clock, stays valid
+/// throughout; the server, on it too, keeps the session. Then the server
+/// stops answering: once a session timeout of paused time has passed
+/// without a word from it, the hold is not valid any more, and the server
+/// has expired the session.
+#[tokio::test(start_paused = true)]
+async fn under_a_paused_clock_a_healthy_hold_lives_and_a_silent_one_goes() {
+    bounded(BOUND, async move {
+        let server = zk_curator_testing::EmbeddedServer::start().await.unwrap();
+        let fw = short_session(&server.connect_string()).await;
+        let timeout = negotiated(&fw).await;
+        let id = fw.session().await.unwrap().client().session_id().0;
+        let mutex = InterProcessMutex::new(fw.clone(), "/paused-from-start").unwrap();
+        let guard = mutex.lock().await.unwrap();
+        let began = tokio::time::Instant::now();
+        let real = Instant::now();
+        let mut checks = 0u32;
+        while began.elapsed() < timeout * 4 {
+            assert!(
+                guard.is_valid(),
+                "the healthy hold flapped after {:?} of paused time ({checks} checks): {:?}",
+                began.elapsed(),
+                guard.loss()
+            );
+            checks += 1;
+            tokio::time::sleep(timeout / 10).await;
+        }
+        eprintln!(
+            "{:?} of paused time (session timeout {timeout:?}) in {:?}: {checks} checks all valid",
+            began.elapsed(),
+            real.elapsed()
+        );
+        assert!(
+            server.session_ids().contains(&id),
+            "the server kept the session"
+        );
+
+        server.stall(Duration::from_secs(3600));
+        let silent = tokio::time::Instant::now();
+        tokio::time::sleep(timeout / 2).await;
+        assert!(server.session_ids().contains(&id), "expired too early");
+        while guard.is_valid() {
+            assert!(
+                silent.elapsed() <= timeout + Duration::from_millis(500),
+                "still valid after {:?} of silence (session timeout {timeout:?})",
+                silent.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        eprintln!(
+            "hold invalid after {:?} of silence: {:?}",
+            silent.elapsed(),
+            guard.loss()
+        );
+        // The server's tick is 100 ms: the session is gone within one of
+        // the timeout.
+        tokio::time::sleep((timeout + Duration::from_millis(300)).saturating_sub(silent.elapsed()))
+            .await;
+        assert!(
+            !server.session_ids().contains(&id),
+            "the server expired the session after {:?} of silence (timeout {timeout:?})",
+            silent.elapsed()
+        );
+        server.resume();
+        drop(guard);
         fw.close().await;
     })
     .await;

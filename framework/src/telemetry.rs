@@ -109,6 +109,8 @@ pub(crate) use enabled::*;
 /// (or is dropped: outcome `cancelled`).
 pub(crate) struct Waiting {
     label: String,
+    /// On `std`'s clock on purpose: it only measures the real time the
+    /// acquire waited, for a metric, and decides nothing.
     started: std::time::Instant,
     done: bool,
 }

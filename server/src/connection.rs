@@ -183,7 +183,7 @@ where
                 // `handle_request`): nothing about this connection can be queued before it.
                 let valid = {
                     let mut state = shared.state();
-                    match state.handshake(id, &request, std::time::Instant::now()) {
+                    match state.handshake(id, &request, tokio::time::Instant::now()) {
                         None => None,
                         Some((frame, valid)) => {
                             tx.frame(frame);
@@ -311,7 +311,7 @@ fn handle_request(id: ConnId, body: &[u8], shared: &Shared, tx: &Outbox) -> bool
     // wait forever (a lock waiter's lost wake-up). Holding the lock keeps each connection's
     // queue in the global order: the reply to a request, then any event from a later write.
     let mut state = shared.state();
-    let reply = state.request(id, xid, opcode, request, std::time::Instant::now());
+    let reply = state.request(id, xid, opcode, request, tokio::time::Instant::now());
     if let Some(armed) = armed {
         let frame = match &reply {
             Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),
@@ -367,7 +367,7 @@ pub fn feed_bytes(bytes: &[u8]) -> usize {
     let mut pending = bytes.to_vec();
     let mut established = false;
     let mut handled = 0;
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now();
     while let Framed::Frame(body) = next_frame(&mut pending, established) {
         handled += 1;
         if established {

@@ -330,6 +330,14 @@ impl fmt::Debug for EmbeddedServer {
 }
 
 impl EmbeddedServer {
+    /// Now, on the clock of the runtime the server runs on (which its connections and timers
+    /// read), whichever runtime, if any, the caller runs on: paused with it under tokio's
+    /// `test-util`, `std`'s monotonic clock otherwise.
+    fn now(&self) -> tokio::time::Instant {
+        let _runtime = self.handle.enter();
+        tokio::time::Instant::now()
+    }
+
     /// A builder with the default settings.
     pub fn builder() -> EmbeddedServerBuilder {
         EmbeddedServerBuilder::default()
@@ -445,7 +453,7 @@ impl EmbeddedServer {
     /// connections get no handshake answer, like a network partition. Session expiry keeps
     /// running, so a stall longer than a session's timeout expires it.
     pub fn stall(&self, duration: Duration) {
-        let now = tokio::time::Instant::now();
+        let now = self.now();
         let until = now
             .checked_add(duration)
             .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
@@ -514,10 +522,8 @@ impl EmbeddedServer {
             };
             sockets.push(socket);
         }
-        self.shared
-            .state()
-            .sessions
-            .touch_all(std::time::Instant::now());
+        let now = self.now().into_std();
+        self.shared.state().sessions.touch_all(now);
         self.shared.stopped.store(false, Ordering::SeqCst);
         let mut acceptors = self.acceptors.lock().unwrap_or_else(|p| p.into_inner());
         // A concurrent `restart` may have got there first; its loops give way to these.
@@ -595,7 +601,7 @@ async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
     loop {
         interval.tick().await;
         if !shared.stopped.load(Ordering::SeqCst) {
-            shared.state().expire_due(std::time::Instant::now());
+            shared.state().expire_due(tokio::time::Instant::now());
         }
     }
 }

@@ -1,4 +1,10 @@
 //! Sessions: ids, passwords, negotiated timeouts and expiry deadlines.
+//!
+//! The instants here are `std`'s type, but the server reads them all on tokio's clock (the
+//! clock of the runtime it runs on, given as `tokio::time::Instant::into_std`): with that
+//! runtime's clock paused (tokio's `test-util`), sessions expire as paused time is advanced,
+//! together with every other timer. A caller of this module's functions should read its `now`
+//! the same way. Session ids start from the wall clock (`SystemTime`), as ZooKeeper's do.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;

@@ -83,6 +83,44 @@ async fn session_expires_without_traffic() {
     );
 }
 
+/// On a runtime whose clock is paused (tokio's `test-util`), a silent session expires as paused
+/// time passes its timeout, and not before: the server reads its clock where its expiry tick
+/// waits, tokio's (issue 33). A few real milliseconds.
+#[tokio::test(start_paused = true)]
+async fn under_a_paused_clock_a_silent_session_expires_with_paused_time() {
+    let server = EmbeddedServer::start().await.unwrap();
+    let victim = bounded(
+        Client::connector()
+            .with_session_timeout(Duration::from_secs(2))
+            .with_detached()
+            .connect(&server.connect_string()),
+    )
+    .await
+    .unwrap();
+    let timeout = victim.session_timeout();
+    assert_eq!(timeout, Duration::from_secs(2));
+    bounded(victim.create("/victim", b"", &ephemeral()))
+        .await
+        .unwrap();
+    let id = victim.session_id().0;
+    let real = std::time::Instant::now();
+    // Nothing from the client reaches the server any more.
+    server.stall(Duration::from_secs(3600));
+    tokio::time::sleep(timeout / 2).await;
+    assert!(server.session_ids().contains(&id), "expired too early");
+    assert!(server.node_paths().contains(&"/victim".to_owned()));
+    // The expiry tick is 100 ms.
+    tokio::time::sleep(timeout / 2 + Duration::from_millis(300)).await;
+    assert!(
+        !server.session_ids().contains(&id),
+        "not expired after {:?} of paused time without a word (timeout {timeout:?}; {:?} of \
+         real time)",
+        timeout + Duration::from_millis(300),
+        real.elapsed()
+    );
+    assert!(!server.node_paths().contains(&"/victim".to_owned()));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn reattach_keeps_session_and_ephemerals() {
     let server = EmbeddedServer::start().await.unwrap();

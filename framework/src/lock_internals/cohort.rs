@@ -19,7 +19,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::node::AcquiredNode;
 use crate::Framework;
@@ -218,5 +220,26 @@ impl Passes {
     /// The count so far.
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's `max_hold` is measured on tokio's clock (issue 33): under a
+    /// paused clock, passes stop once paused time has passed it.
+    #[tokio::test(start_paused = true)]
+    async fn max_hold_ends_a_run_on_the_paused_clock() {
+        let run = Run::start(
+            CohortPolicy::new(16, Duration::from_millis(50)),
+            Arc::from(&b""[..]),
+        );
+        let run = run.next().expect("a pass within max_hold");
+        tokio::time::advance(Duration::from_millis(49)).await;
+        let run = run.next().expect("still within max_hold");
+        assert_eq!(run.passes(), 2);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(run.next().is_none(), "no pass once max_hold has passed");
     }
 }

@@ -37,7 +37,7 @@ use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
 use super::node::AcquiredNode;
-use super::trust::{loss_of, session_of};
+use super::trust::{last_heard, loss_of, session_of};
 use crate::{telemetry, Framework, LockLoss, Session};
 
 /// How a hold gives up its share of a node that several acquires of this
@@ -57,8 +57,12 @@ pub struct Hold {
 struct HoldInner {
     framework: Framework,
     node: AcquiredNode,
-    /// The `path` label of its metrics, and when it was granted.
+    /// The `path` label of its metrics.
     label: String,
+    /// When it was granted, on `std`'s clock on purpose: it only measures
+    /// the real time the hold lasted, for the `zk_curator_hold_seconds`
+    /// metric, and decides nothing (the lease runs on tokio's clock, see
+    /// `trust`).
     granted: std::time::Instant,
     /// The framework's loss epoch when the node was granted.
     epoch: u64,
@@ -500,12 +504,12 @@ impl Hold {
             let lease_end = self.session().and_then(|session| {
                 self.inner.node.is_ephemeral().then(|| {
                     let client = session.client();
-                    client.last_heard() + client.session_timeout() + Duration::from_millis(1)
+                    last_heard(client) + client.session_timeout() + Duration::from_millis(1)
                 })
             });
             let lease = async move {
                 match lease_end {
-                    Some(end) => tokio::time::sleep_until(end.into()).await,
+                    Some(end) => tokio::time::sleep_until(end).await,
                     None => std::future::pending::<()>().await,
                 }
             };

@@ -57,8 +57,17 @@ pub(crate) fn loss_of(framework: &Framework, node: &AcquiredNode, epoch: u64) ->
 /// monotonic clock unless tokio's test clock is paused; see
 /// [`Hold::check`]).
 fn unheard_too_long(client: &zk::Client) -> bool {
-    let now = tokio::time::Instant::now().into_std();
-    now.saturating_duration_since(client.last_heard()) > client.session_timeout()
+    let now = tokio::time::Instant::now();
+    now.saturating_duration_since(last_heard(client)) > client.session_timeout()
+}
+
+/// When the server was last heard from on `client`'s session. The client
+/// reads it on tokio's clock, as every time it keeps (the vendored client's
+/// tokio-clock.patch), and hands it out as a `std` `Instant`, its public
+/// type: back on tokio's clock here, so that the lease compares, and sleeps
+/// until, times of one clock, paused or not.
+pub(crate) fn last_heard(client: &zk::Client) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(client.last_heard())
 }
 
 /// The framework's current session if it created `node` (any session for a

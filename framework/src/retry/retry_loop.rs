@@ -6,7 +6,9 @@
 //! from a [`Backoff`](super::Backoff) instead.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::RetryPolicy;
 use crate::error::{Error, Result};
@@ -78,7 +80,7 @@ impl<'a> RetryLoop<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retry::RetryNTimes;
+    use crate::retry::{RetryNTimes, RetryUntilElapsed};
 
     #[tokio::test(start_paused = true)]
     async fn counts_sleeps_and_gives_up_with_the_last_error() {
@@ -95,6 +97,25 @@ mod tests {
             Err(Error::Throttled)
         );
         assert_eq!(retry.retries(), 2);
+    }
+
+    /// The loop's clock is tokio's: a time budget is spent by paused time
+    /// (issue 33). Three pauses of 100 ms fit in 350 ms, a fourth does not.
+    #[tokio::test(start_paused = true)]
+    async fn a_time_budget_is_spent_on_the_paused_clock() {
+        let policy = RetryUntilElapsed::new(Duration::from_millis(350), Duration::from_millis(100))
+            .expect("a valid policy");
+        let mut retry = RetryLoop::new(&policy);
+        let never = std::future::pending::<()>;
+        for _ in 0..3 {
+            assert_eq!(retry.next(Error::ConnectionLoss, never()).await, Ok(()));
+        }
+        assert_eq!(
+            retry.next(Error::ConnectionLoss, never()).await,
+            Err(Error::ConnectionLoss),
+            "a fourth pause would end past the budget"
+        );
+        assert_eq!(retry.retries(), 3);
     }
 
     #[tokio::test(start_paused = true)]

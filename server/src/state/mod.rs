@@ -26,8 +26,9 @@ mod writes;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::codec::{self, code, Id, Request, Writer};
@@ -197,7 +198,7 @@ impl State {
             // and the client learns the rest when it reconnects.
             return Reply::Close;
         }
-        if !self.sessions.touch(session, now) {
+        if !self.sessions.touch(session, now.into_std()) {
             return Reply::SendAndClose(error_reply(xid, self.zxid, code::SESSION_EXPIRED));
         }
         self.received = self.received.wrapping_add(1);

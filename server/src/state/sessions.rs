@@ -1,8 +1,9 @@
 //! The session family: the handshake, `ping`, `closeSession`, expiry, and the requests the
 //! server refuses (`reconfig`, `sasl`, unknown opcodes).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::codec::{self, code, xid, ConnectRequest, SessionRequest};
@@ -34,7 +35,7 @@ impl State {
             .min(self.limits.max_session_timeout);
         let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
         if req.session_id == 0 {
-            let id = self.sessions.create(timeout, conn, now);
+            let id = self.sessions.create(timeout, conn, now.into_std());
             self.next_zxid(); // createSession is a transaction
             return Some(self.bind(conn, id, timeout_ms, "new session"));
         }
@@ -61,7 +62,7 @@ impl State {
             s.timeout = timeout;
             s.conn = Some(conn);
         }
-        self.sessions.touch(id, now);
+        self.sessions.touch(id, now.into_std());
         Some(self.bind(conn, id, timeout_ms, "session re-attached"))
     }
 
@@ -137,7 +138,7 @@ impl State {
 
     /// Expires every session whose deadline passed.
     pub fn expire_due(&mut self, now: Instant) {
-        for id in self.sessions.due(now) {
+        for id in self.sessions.due(now.into_std()) {
             self.expire(id);
         }
     }

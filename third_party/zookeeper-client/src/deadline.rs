@@ -1,9 +1,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 pub struct Deadline {
     // None: never. The sleep is dropped once it fired.
@@ -18,7 +18,7 @@ impl Deadline {
     }
 
     pub fn until(deadline: Instant) -> Self {
-        let timer = Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)));
+        let timer = Box::pin(tokio::time::sleep_until(deadline));
         Self { timer: Some(timer), deadline: Some(deadline), elapsed: false }
     }
 

@@ -353,14 +353,14 @@ mod tests {
         assert_eq!(endpoints.next(Duration::MAX).await, None);
 
         endpoints.cycle();
-        let start = std::time::Instant::now();
+        let start = tokio::time::Instant::now();
         assert_eq!(endpoints.next(Duration::MAX).await, Some(EndpointRef::new("host1", 2181, true)));
         assert_eq!(endpoints.next(Duration::MAX).await, Some(EndpointRef::new("host2", 2181, false)));
         assert_eq!(endpoints.next(Duration::MAX).await, Some(EndpointRef::new("host3", 2182, true)));
         assert_eq!(endpoints.next(Duration::MAX).await, Some(EndpointRef::new("host1", 2181, true)));
         let delay = IterableEndpoints::timeout(Index { offset: 0, cycles: 1 }, 3)
             + IterableEndpoints::timeout(Index { offset: 1, cycles: 1 }, 3);
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         assert_that!(now).is_greater_than(start + delay);
 
         let n = endpoints.len() * 64;

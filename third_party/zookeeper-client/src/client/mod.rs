@@ -291,8 +291,13 @@ impl Client {
     /// an establishment or a re-establishment). An idle session pings the server well within its
     /// [Self::session_timeout]; one that has not heard from the server for longer than that may
     /// have expired there. zk-curator patch, see PATCHES.md.
+    ///
+    /// Read on tokio's clock ([tokio::time::Instant], as everything the session times), given as
+    /// a `std` [Instant] ([tokio::time::Instant::into_std]): the same as `Instant::now()` would
+    /// have been then, unless tokio's test clock is paused, when it is on that clock; compare it
+    /// with `tokio::time::Instant::now()` (tokio-clock.patch).
     pub fn last_heard(&self) -> Instant {
-        self.last_heard.get()
+        self.last_heard.get().into_std()
     }
 
     /// Latest session state.

@@ -8,9 +8,10 @@ mod xid;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::select;
+use tokio::time::Instant;
 use tokio::sync;
 use futures::channel::mpsc;
 use futures::{AsyncWriteExt, StreamExt};
@@ -53,6 +54,8 @@ pub type ConnectFailureObserver = std::sync::Arc<dyn Fn(&str, &Error) + Send + S
 /// received a packet (a reply, a watch notification, a ping's reply, the connect response of an
 /// establishment or a re-establishment). Recorded by the session's connection loop, read by its
 /// clients ([crate::Client::last_heard]). zk-curator patch, see PATCHES.md.
+///
+/// On tokio's clock, as every time the session reads or waits for (tokio-clock.patch).
 #[derive(Debug)]
 pub struct LastHeard {
     base: Instant,
@@ -554,7 +557,6 @@ impl Session {
                     self.last_send = Instant::now();
                 },
                 now = tick.tick() => {
-                    let now = now.into_std();
                     if now >= self.last_recv + self.connector.timeout() {
                         return Err(Error::with_message(format!("no response from connection in {}ms", self.connector.timeout().as_millis())));
                     }
@@ -624,7 +626,6 @@ impl Session {
                     }
                 },
                 now = tick.tick() => {
-                    let now = now.into_std();
                     if now >= self.last_recv + self.connector.timeout() {
                         return Err(Error::with_message(format!("no response from connection in {}ms", self.connector.timeout().as_millis())));
                     }
