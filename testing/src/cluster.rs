@@ -7,6 +7,14 @@
 //! takes about a second. Tests can then kill the leader, stop or restart single nodes or the
 //! whole ensemble, and watch clients fail over.
 //!
+//! With [`quorum_through_proxies`](TestingClusterBuilder::quorum_through_proxies), every
+//! member reaches its peers through raw [`FaultProxy`] instances owned by the cluster (its own
+//! `zoo.cfg` names them), so a test can make a lagging follower on purpose
+//! ([`stall_leader_to`](TestingCluster::stall_leader_to): it serves stale reads, its clients
+//! still connected, for up to `syncLimit` ticks) or cut a member off from the quorum
+//! ([`cut_off`](TestingCluster::cut_off)); [`local_sessions`](TestingClusterBuilder::local_sessions)
+//! turns on ZooKeeper's local sessions.
+//!
 //! Each server is launched exactly like a [`ZooKeeperServer`](crate::ZooKeeperServer) (same
 //! `sh` wrapper and small-heap JVM flags; see the [server module](crate::server)): each JVM is
 //! killed by its own process id when its node is stopped, when the cluster is dropped, or when
@@ -45,6 +53,7 @@ use crate::process::{
     exit_error, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES,
     OWNER_FILE, POLL_INTERVAL, START_PORT_ATTEMPTS,
 };
+use crate::proxy::FaultProxy;
 use crate::server::config::{check_times, jvm_args};
 use crate::server::install::Installation;
 use crate::server::launch::{four_letter, is_bind_failure, spawn_wrapped, RESTART_BIND_PATIENCE};
@@ -96,6 +105,8 @@ struct Settings {
     max_session_timeout: Duration,
     container_check_interval: Duration,
     startup_timeout: Duration,
+    quorum_through_proxies: bool,
+    local_sessions: bool,
 }
 
 impl Default for Settings {
@@ -112,6 +123,8 @@ impl Default for Settings {
             max_session_timeout: Duration::from_secs(60),
             container_check_interval: Duration::from_millis(100),
             startup_timeout: Duration::from_secs(30),
+            quorum_through_proxies: false,
+            local_sessions: false,
         }
     }
 }
@@ -143,7 +156,8 @@ impl Settings {
 ///
 /// Defaults: 3 nodes, tick time 100 ms, `initLimit` 50 ticks, `syncLimit` 20 ticks, session
 /// timeouts between 400 ms and 60 s, containers and TTL nodes checked every 100 ms, 30 s
-/// allowed for the ensemble to start serving.
+/// allowed for the ensemble to start serving, peers linked directly (no proxies), global
+/// sessions only.
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct TestingClusterBuilder {
@@ -196,6 +210,35 @@ impl TestingClusterBuilder {
     /// Sets how long a start or restart may take before it fails.
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
         self.settings.startup_timeout = timeout;
+        self
+    }
+
+    /// Routes every member's links to its peers through raw fault proxies owned by the cluster
+    /// (off by default), so that tests can stall or cut them: see
+    /// [`stall_leader_to`](TestingCluster::stall_leader_to),
+    /// [`cut_off`](TestingCluster::cut_off), [`quorum_link`](TestingCluster::quorum_link) and
+    /// [`election_link`](TestingCluster::election_link).
+    ///
+    /// Each member has a `zoo.cfg` of its own: its own `server.N` line keeps its real quorum
+    /// and election ports (the ones it binds), and the line of every other member `j` names
+    /// two proxies of the ordered pair (this member, `j`) that forward to `j`'s real quorum
+    /// port and election port. A follower thus reaches its leader through the proxy of the
+    /// pair (follower, leader); its clients connect to the member directly, as usual. A
+    /// member that dials a higher-id member announces its election address, where that member
+    /// calls it back: the proxy rewrites it to the proxy of the reverse pair. The proxies
+    /// forward bytes unparsed, run on a small tokio runtime of their own (one worker thread),
+    /// and are stopped with the cluster.
+    pub fn quorum_through_proxies(mut self, on: bool) -> Self {
+        self.settings.quorum_through_proxies = on;
+        self
+    }
+
+    /// Turns on local sessions (`localSessionsEnabled=true` and
+    /// `localSessionsUpgradingEnabled=true`; off by default): a session starts local to the
+    /// member it connected to, is not known to the other members, and is upgraded to a global
+    /// session when it first creates an ephemeral node.
+    pub fn local_sessions(mut self, on: bool) -> Self {
+        self.settings.local_sessions = on;
         self
     }
 
@@ -294,6 +337,8 @@ struct NodePorts {
     election: u16,
 }
 
+/// The `zoo.cfg` of the member whose ports are `own`; `all[j]` is how it reaches member `j`
+/// (its own entry being its real ports).
 fn config(
     settings: &Settings,
     data_dir: &std::path::Path,
@@ -324,6 +369,9 @@ fn config(
         min = settings.min_session_timeout.as_millis(),
         max = settings.max_session_timeout.as_millis(),
     );
+    if settings.local_sessions {
+        config.push_str("localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n");
+    }
     for (index, ports) in all.iter().enumerate() {
         config.push_str(&format!(
             "server.{}=127.0.0.1:{}:{}\n",
@@ -335,17 +383,19 @@ fn config(
     config
 }
 
-/// `count` distinct free loopback ports: all are bound at once, then released.
-fn free_ports(count: usize) -> Result<Vec<u16>, Error> {
+/// `count` distinct free loopback ports, kept bound until the listeners are dropped (so that
+/// ports taken meanwhile, e.g. by proxies, are other ones).
+fn reserve_ports(count: usize) -> Result<(Vec<u16>, Vec<TcpListener>), Error> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|err| Error::io("cannot find a free port", err))?;
-    listeners
+    let ports = listeners
         .iter()
         .map(|listener| listener.local_addr().map(|addr| addr.port()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| Error::io("cannot find a free port", err))
+        .map_err(|err| Error::io("cannot find a free port", err))?;
+    Ok((ports, listeners))
 }
 
 /// Spawns every node of `specs` at once (an ensemble needs a quorum before any node serves)
@@ -452,6 +502,105 @@ fn relaunch_batch(specs: &[NodeSpec], timeout: Duration) -> Result<Vec<ServerPro
     }
 }
 
+/// The raw proxies of [`TestingClusterBuilder::quorum_through_proxies`], one quorum proxy and
+/// one election proxy per ordered pair of members, and the runtime they run on.
+struct PeerLinks {
+    size: usize,
+    /// `quorum[from * size + to]`: what member `from` dials to reach `to`'s quorum port
+    /// (`None` on the diagonal).
+    quorum: Vec<Option<FaultProxy>>,
+    /// `election[from * size + to]`: what member `from` dials to reach `to`'s election port.
+    election: Vec<Option<FaultProxy>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl PeerLinks {
+    /// Starts the proxies of every ordered pair towards the real ports of `ports`.
+    fn start(ports: &[NodePorts]) -> Result<PeerLinks, Error> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("zk-cluster-links")
+            .enable_all()
+            .build()
+            .map_err(|err| Error::io("cannot start the peer proxies' runtime", err))?;
+        let size = ports.len();
+        let mut links = PeerLinks {
+            size,
+            quorum: Vec::with_capacity(size * size),
+            election: Vec::with_capacity(size * size),
+            runtime: None,
+        };
+        let handle = runtime.handle().clone();
+        links.runtime = Some(runtime);
+        let loopback = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+        for from in 0..size {
+            for (to, target) in ports.iter().enumerate() {
+                if from == to {
+                    links.quorum.push(None);
+                    links.election.push(None);
+                } else {
+                    links.quorum.push(Some(FaultProxy::start_raw_on(
+                        &handle,
+                        loopback(target.peer),
+                    )?));
+                    links.election.push(Some(FaultProxy::start_raw_on(
+                        &handle,
+                        loopback(target.election),
+                    )?));
+                }
+            }
+        }
+        // A member that dialed a higher-id member is called back at the election address it
+        // announced: make that the proxy of the reverse pair, not its real port.
+        for from in 0..size {
+            for to in (0..size).filter(|&to| to != from) {
+                if let (Some(forward), Some(back)) =
+                    (links.election(from, to), links.election(to, from))
+                {
+                    forward.announce_election_address(back.local_addr());
+                }
+            }
+        }
+        Ok(links)
+    }
+
+    fn quorum(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.quorum.get(from * self.size + to)?.as_ref()
+    }
+
+    fn election(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.election.get(from * self.size + to)?.as_ref()
+    }
+
+    /// How member `from` reaches every member: its own real ports, proxies for the others.
+    fn view_of(&self, from: usize, real: &[NodePorts]) -> Vec<NodePorts> {
+        real.iter()
+            .enumerate()
+            .map(
+                |(to, ports)| match (self.quorum(from, to), self.election(from, to)) {
+                    (Some(quorum), Some(election)) => NodePorts {
+                        client: ports.client,
+                        peer: quorum.local_addr().port(),
+                        election: election.local_addr().port(),
+                    },
+                    _ => *ports,
+                },
+            )
+            .collect()
+    }
+}
+
+impl Drop for PeerLinks {
+    fn drop(&mut self) {
+        self.quorum.clear();
+        self.election.clear();
+        if let Some(runtime) = self.runtime.take() {
+            // Not `drop`: that would block, which a runtime refuses inside another runtime.
+            runtime.shutdown_background();
+        }
+    }
+}
+
 struct Node {
     spec: NodeSpec,
     process: Mutex<Option<ServerProcess>>,
@@ -494,6 +643,8 @@ impl Node {
 pub struct TestingCluster {
     nodes: Vec<Node>,
     startup_timeout: Duration,
+    /// Declared after `nodes`: dropped once the servers are gone.
+    links: Option<PeerLinks>,
     // Declared last so the directory is removed after the processes are gone.
     dir: TempDir,
 }
@@ -571,7 +722,8 @@ impl TestingCluster {
         let started = Instant::now();
         let mut last_error = None;
         for attempt in 1..=START_PORT_ATTEMPTS {
-            let ports: Vec<NodePorts> = free_ports(3 * settings.size)?
+            let (free, reserved) = reserve_ports(3 * settings.size)?;
+            let ports: Vec<NodePorts> = free
                 .chunks(3)
                 .map(|chunk| NodePorts {
                     client: chunk[0],
@@ -579,15 +731,26 @@ impl TestingCluster {
                     election: chunk[2],
                 })
                 .collect();
+            // The proxies bind their own free ports while the members' ports are reserved.
+            let links = if settings.quorum_through_proxies {
+                Some(PeerLinks::start(&ports)?)
+            } else {
+                None
+            };
+            drop(reserved);
             let specs = ports
                 .iter()
                 .enumerate()
                 .map(|(index, own)| {
                     let root = dir.path().join(format!("node-{index}"));
+                    let view = match &links {
+                        Some(links) => links.view_of(index, &ports),
+                        None => ports.clone(),
+                    };
                     NodeSpec {
                         index,
                         installation: installation.clone(),
-                        config: config(&settings, &root.join("data"), *own, &ports),
+                        config: config(&settings, &root.join("data"), *own, &view),
                         root,
                         client_port: own.client,
                         jvm_args: jvm_args.clone(),
@@ -609,6 +772,7 @@ impl TestingCluster {
                             })
                             .collect(),
                         startup_timeout: settings.startup_timeout,
+                        links,
                         dir,
                     };
                     info!(
@@ -731,6 +895,104 @@ impl TestingCluster {
         (0..self.size())
             .filter(|&i| self.mode_of(i).is_some())
             .collect()
+    }
+
+    fn links(&self, what: &str) -> Result<&PeerLinks, Error> {
+        self.links.as_ref().ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "{what} needs a cluster built with `quorum_through_proxies(true)`"
+            ))
+        })
+    }
+
+    /// Returns the raw proxy that member `from` dials to reach member `to`'s quorum port, or
+    /// `None` without [`quorum_through_proxies`](TestingClusterBuilder::quorum_through_proxies)
+    /// or when `from == to`. Only a follower dials its leader's quorum port, so on the proxy of
+    /// the pair (follower, leader), [`hold_replies`](FaultProxy::hold_replies) holds what the
+    /// leader sends to that follower, and the "requests" are what the follower sends.
+    pub fn quorum_link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.node(from);
+        self.node(to);
+        self.links.as_ref()?.quorum(from, to)
+    }
+
+    /// Returns the raw proxy that member `from` dials to reach member `to`'s election port
+    /// (leader election notifications), like [`quorum_link`](Self::quorum_link).
+    pub fn election_link(&self, from: usize, to: usize) -> Option<&FaultProxy> {
+        self.node(from);
+        self.node(to);
+        self.links.as_ref()?.election(from, to)
+    }
+
+    /// Stalls (`on`) or releases everything the leader sends to member `follower` over their
+    /// quorum link: proposals, commits and pings are held in the proxy, while the follower's
+    /// own traffic to the leader still passes and its clients stay connected to it.
+    ///
+    /// While stalled, the follower keeps serving reads from its stale copy of the data; the
+    /// others commit without it (with a quorum among them). Released within `syncLimit`
+    /// ticks, the held bytes arrive in order and the follower catches up; after `syncLimit`
+    /// ticks without a word from the leader the follower gives up on it, drops its client
+    /// connections and rejoins (the leader also drops a learner that acknowledged nothing
+    /// for `syncLimit` ticks). Every quorum link the follower dials is held, so the stall
+    /// applies to whichever member leads, now or later.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the cluster was not built with
+    /// [`quorum_through_proxies(true)`](TestingClusterBuilder::quorum_through_proxies).
+    ///
+    /// # Panics
+    /// When `follower` is out of range.
+    pub fn stall_leader_to(&self, follower: usize, on: bool) -> Result<(), Error> {
+        self.node(follower);
+        let links = self.links("stall_leader_to")?;
+        for leader in (0..self.size()).filter(|&j| j != follower) {
+            if let Some(proxy) = links.quorum(follower, leader) {
+                proxy.hold_replies(on);
+            }
+        }
+        info!(follower, on, "quorum traffic to a follower stalled");
+        Ok(())
+    }
+
+    /// Cuts member `index` off from the other members (`on`), or reconnects it (`off`).
+    ///
+    /// Every quorum and election link of the member, both the ones it dials and the ones its
+    /// peers dial towards it, is blackholed ([`FaultProxy::set_paused`]) and its current
+    /// connections are closed: the member loses the quorum at once, stops serving and closes
+    /// its client connections (clients on a multi-host connect string move their sessions to
+    /// the other members), while the others keep a quorum when they are enough. New links are
+    /// held silently until the cut is lifted; the member then rejoins as a follower.
+    ///
+    /// This works for the leader too (the others elect a new one among themselves): a
+    /// member dialed by a lower-id member calls it back at the election address announced
+    /// in its first message, and the proxies rewrite that address to the proxy of the reverse
+    /// pair, so no election link bypasses them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the cluster was not built with
+    /// [`quorum_through_proxies(true)`](TestingClusterBuilder::quorum_through_proxies).
+    ///
+    /// # Panics
+    /// When `index` is out of range.
+    pub fn cut_off(&self, index: usize, on: bool) -> Result<(), Error> {
+        self.node(index);
+        let links = self.links("cut_off")?;
+        let proxies = (0..self.size()).filter(|&j| j != index).flat_map(|j| {
+            [
+                links.quorum(index, j),
+                links.quorum(j, index),
+                links.election(index, j),
+                links.election(j, index),
+            ]
+        });
+        for proxy in proxies.flatten() {
+            proxy.set_paused(on);
+            if on {
+                proxy.drop_connections();
+            }
+        }
+        info!(node = index, on, "cluster member cut off from its peers");
+        Ok(())
     }
 
     /// Blocks until every running node serves clients, one of them as the leader, and returns
@@ -959,6 +1221,59 @@ mod tests {
     }
 
     #[test]
+    fn local_sessions_are_switched_in_the_config() {
+        let ports = [NodePorts {
+            client: 1,
+            peer: 2,
+            election: 3,
+        }];
+        let dir = std::path::Path::new("/d");
+        let off = config(&Settings::default(), dir, ports[0], &ports);
+        assert!(!off.contains("localSessions"), "{off}");
+        let settings = Settings {
+            local_sessions: true,
+            ..Settings::default()
+        };
+        let on = config(&settings, dir, ports[0], &ports);
+        assert!(on.contains("localSessionsEnabled=true\n"), "{on}");
+        assert!(on.contains("localSessionsUpgradingEnabled=true\n"), "{on}");
+    }
+
+    #[test]
+    fn each_member_reaches_its_peers_through_its_own_proxies() {
+        let real: Vec<NodePorts> = (0..3u16)
+            .map(|i| NodePorts {
+                client: 10 + i,
+                peer: 20 + i,
+                election: 30 + i,
+            })
+            .collect();
+        let links = PeerLinks::start(&real).unwrap();
+        for from in 0..3 {
+            let view = links.view_of(from, &real);
+            for to in 0..3 {
+                assert_eq!(view[to].client, real[to].client);
+                if from == to {
+                    assert_eq!(view[to].peer, real[to].peer);
+                    assert_eq!(view[to].election, real[to].election);
+                    continue;
+                }
+                let quorum = links.quorum(from, to).unwrap();
+                let election = links.election(from, to).unwrap();
+                assert_eq!(view[to].peer, quorum.local_addr().port());
+                assert_eq!(view[to].election, election.local_addr().port());
+                assert_eq!(quorum.upstream().port(), real[to].peer);
+                assert_eq!(election.upstream().port(), real[to].election);
+                assert_ne!(
+                    links.quorum(to, from).unwrap().local_addr(),
+                    quorum.local_addr(),
+                    "each direction of a pair has its own proxy"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn rejects_empty_cluster() {
         let err = TestingCluster::builder().size(0).start().unwrap_err();
         assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
@@ -987,7 +1302,7 @@ mod tests {
 
     #[test]
     fn free_ports_are_distinct() {
-        let mut ports = free_ports(9).unwrap();
+        let mut ports = reserve_ports(9).unwrap().0;
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 9);

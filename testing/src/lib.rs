@@ -10,7 +10,9 @@
 //!   the server is kept in a `static`.
 //! * [`TestingCluster`] runs a real ZooKeeper ensemble (3 servers by default) on loopback for
 //!   fail-over tests: find and kill the leader, stop and restart single nodes or all of them,
-//!   connect to one node or to the whole ensemble; see [`cluster`].
+//!   connect to one node or to the whole ensemble, stall a follower's link to its leader or
+//!   cut a member off from its peers (through fault proxies on the peer links); see
+//!   [`cluster`].
 //! * [`ZooKeeperServerBuilder::tls`] serves TLS (optionally mutual) from certificates made at
 //!   test time ([`TestCertificates`], see [`tls`]);
 //!   [`sasl_digest_user`](ZooKeeperServerBuilder::sasl_digest_user) and

@@ -132,6 +132,10 @@ struct Target {
 /// State shared by the proxy handle, the acceptor and the connection tasks.
 struct Shared {
     upstream: SocketAddr,
+    /// Forward bytes without cutting them into ZooKeeper client frames (peer-to-peer links,
+    /// whose protocol is not the client protocol): nothing is parsed or recorded, and
+    /// [`FaultProxy::lose_reply_to_next`] never fires.
+    raw: bool,
     paused: watch::Sender<bool>,
     replies_held: watch::Sender<bool>,
     accepted: AtomicUsize,
@@ -140,6 +144,9 @@ struct Shared {
     armed: Mutex<Option<ArmedFault>>,
     /// Replies are held from the next request matching this on.
     hold_from: Mutex<Option<RequestMatcher>>,
+    /// Raw proxies on ZooKeeper election links: the address written into the first message a
+    /// peer sends (see [`rewrite_election_hello`]).
+    election_hello: Mutex<Option<String>>,
     traffic: Mutex<Vec<Traffic>>,
     grants: Mutex<Vec<SessionGrant>>,
 }
@@ -206,11 +213,51 @@ impl FaultProxy {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .map_err(|err| Error::io("cannot bind proxy listener", err))?;
+        FaultProxy::serve(listener, upstream, false)
+    }
+
+    /// Starts a raw proxy on a free `127.0.0.1` port forwarding to `upstream`, with its tasks
+    /// on the runtime of `handle`, without being called from that runtime: bytes are
+    /// forwarded without parsing (for ZooKeeper's quorum and election links), so only the
+    /// faults that act on whole directions apply ([`set_paused`](Self::set_paused),
+    /// [`hold_replies`](Self::hold_replies), [`drop_connections`](Self::drop_connections)).
+    /// An upstream that refuses a connection is tried again for up to
+    /// [`RAW_UPSTREAM_PATIENCE`] before the accepted connection is closed.
+    pub(crate) fn start_raw_on(
+        handle: &tokio::runtime::Handle,
+        upstream: SocketAddr,
+    ) -> Result<FaultProxy, Error> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|err| Error::io("cannot bind proxy listener", err))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|err| Error::io("cannot bind proxy listener", err))?;
+        let _entered = handle.enter();
+        let listener = TcpListener::from_std(listener)
+            .map_err(|err| Error::io("cannot bind proxy listener", err))?;
+        FaultProxy::serve(listener, upstream, true)
+    }
+
+    /// Makes this raw proxy, which must sit on a ZooKeeper election link, replace the election
+    /// address that a dialing member announces in its first message with `address`: the
+    /// member dialed answers a lower-id member by connecting back to the announced address,
+    /// which then is a proxy too instead of the member's real election port.
+    pub(crate) fn announce_election_address(&self, address: SocketAddr) {
+        *self
+            .shared
+            .election_hello
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(address.to_string());
+    }
+
+    /// Spawns the acceptor on the current runtime.
+    fn serve(listener: TcpListener, upstream: SocketAddr, raw: bool) -> Result<FaultProxy, Error> {
         let local = listener
             .local_addr()
             .map_err(|err| Error::io("cannot read proxy address", err))?;
         let shared = Arc::new(Shared {
             upstream,
+            raw,
             paused: watch::channel(false).0,
             replies_held: watch::channel(false).0,
             accepted: AtomicUsize::new(0),
@@ -218,11 +265,16 @@ impl FaultProxy {
             connections: Mutex::new(HashMap::new()),
             armed: Mutex::new(None),
             hold_from: Mutex::new(None),
+            election_hello: Mutex::new(None),
             traffic: Mutex::new(Vec::new()),
             grants: Mutex::new(Vec::new()),
         });
         let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
-        info!(%local, %upstream, "fault proxy started");
+        if raw {
+            debug!(%local, %upstream, "raw fault proxy started");
+        } else {
+            info!(%local, %upstream, "fault proxy started");
+        }
         Ok(FaultProxy {
             local,
             shared,
@@ -407,7 +459,7 @@ async fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
     if !wait_unpaused(&mut paused).await {
         return;
     }
-    let server = match TcpStream::connect(shared.upstream).await {
+    let server = match connect_upstream(&shared).await {
         Ok(server) => server,
         Err(err) => {
             debug!(id, %err, "fault proxy cannot reach upstream; closing client connection");
@@ -438,6 +490,28 @@ async fn run_connection(id: u64, client: TcpStream, shared: Arc<Shared>) {
         end = replies => end,
     };
     debug!(id, ?end, "fault proxy connection closed");
+}
+
+/// How long a raw proxy keeps trying to reach an upstream that refuses connections.
+///
+/// A peer dialing through a proxy sees its connection accepted at once, whatever the upstream
+/// does, so a refusal would reach it as a reset of an established connection, which ZooKeeper
+/// treats differently: a follower retries a refused connection to a leader that is just
+/// opening its quorum port, but gives a reset one up and elects again (waiting out
+/// `initLimit`). Retrying here for a while keeps the refusal's meaning.
+const RAW_UPSTREAM_PATIENCE: Duration = Duration::from_secs(2);
+
+async fn connect_upstream(shared: &Shared) -> std::io::Result<TcpStream> {
+    let deadline = tokio::time::Instant::now() + RAW_UPSTREAM_PATIENCE;
+    loop {
+        match TcpStream::connect(shared.upstream).await {
+            Err(err) if shared.raw && tokio::time::Instant::now() < deadline => {
+                debug!(%err, upstream = %shared.upstream, "raw proxy upstream refused; retrying");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -472,6 +546,16 @@ async fn pump(
     let mut chunk = vec![0u8; 64 * 1024];
     // Replies read (and recorded) while replies are held, not yet forwarded.
     let mut held = Vec::new();
+    // The first message of an election link, while it is being rewritten.
+    let mut hello = match direction {
+        Direction::Requests if shared.raw => shared
+            .election_hello
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .map(|address| (address, Vec::new())),
+        _ => None,
+    };
     loop {
         if !wait_unpaused(&mut paused).await {
             return PumpEnd::Shutdown;
@@ -504,9 +588,19 @@ async fn pump(
             }
             Ok(n) => n,
         };
-        splitter.push(&chunk[..n]);
         let mut out = Vec::with_capacity(n);
         let mut lose = false;
+        if let Some((address, pending)) = hello.as_mut() {
+            pending.extend_from_slice(&chunk[..n]);
+            if let Some(rewritten) = rewrite_election_hello(pending, address) {
+                out = rewritten;
+                hello = None;
+            }
+        } else if shared.raw {
+            out.extend_from_slice(&chunk[..n]);
+        } else {
+            splitter.push(&chunk[..n]);
+        }
         while let Some(frame) = splitter.next_frame() {
             let verdict = match direction {
                 Direction::Requests => inspect_request(&frame, target, shared),
@@ -646,6 +740,37 @@ fn inspect_reply(frame: &Frame, target: &Mutex<Option<Target>>, shared: &Shared)
         xid, hit.opcode, hit.path, zxid, error_code,
     )));
     Verdict::Lose
+}
+
+/// Rewrites the first message of a ZooKeeper election connection (3.5+: protocol version
+/// `i64` -65536 or -65535, server id `i64`, then the announced election address(es) as an
+/// `i32` length and `host:port[|host:port...]`) to announce `address` instead, keeping any
+/// bytes that follow. `None` while `pending` is too short to tell; a stream that is not such
+/// a message comes back unchanged.
+fn rewrite_election_hello(pending: &[u8], address: &str) -> Option<Vec<u8>> {
+    const VERSIONS: [i64; 2] = [-65536, -65535];
+    let version = read_i64(pending, 0)?;
+    if !VERSIONS.contains(&version) {
+        return Some(pending.to_vec());
+    }
+    let len = read_i32(pending, 16)?;
+    let Ok(len) = usize::try_from(len) else {
+        return Some(pending.to_vec());
+    };
+    if len > 4096 {
+        return Some(pending.to_vec());
+    }
+    let end = 20 + len;
+    if pending.len() < end {
+        return None;
+    }
+    let mut out = Vec::with_capacity(pending.len() + address.len());
+    out.extend_from_slice(&pending[..16]);
+    let announced = i32::try_from(address.len()).ok()?;
+    out.extend_from_slice(&announced.to_be_bytes());
+    out.extend_from_slice(address.as_bytes());
+    out.extend_from_slice(&pending[end..]);
+    Some(out)
 }
 
 fn read_i32(bytes: &[u8], at: usize) -> Option<i32> {
@@ -809,6 +934,29 @@ mod tests {
         assert_eq!(splitter.take_opaque(), b"ruok");
         splitter.push(b"more");
         assert_eq!(splitter.take_opaque(), b"more");
+    }
+
+    #[test]
+    fn election_hello_announces_the_proxy() {
+        let mut hello = (-65535i64).to_be_bytes().to_vec();
+        hello.extend_from_slice(&3i64.to_be_bytes());
+        let real = b"127.0.0.1:4000";
+        hello.extend_from_slice(&(real.len() as i32).to_be_bytes());
+        hello.extend_from_slice(real);
+        hello.extend_from_slice(b"next");
+        for cut in 0..hello.len() {
+            if cut < 20 + real.len() {
+                assert_eq!(rewrite_election_hello(&hello[..cut], "127.0.0.1:5"), None);
+            }
+        }
+        let out = rewrite_election_hello(&hello, "127.0.0.1:5").unwrap();
+        assert_eq!(&out[..16], &hello[..16]);
+        assert_eq!(read_i32(&out, 16), Some(11));
+        assert_eq!(&out[20..31], b"127.0.0.1:5");
+        assert_eq!(&out[31..], b"next");
+        // Anything else passes unchanged.
+        let other = 3i64.to_be_bytes();
+        assert_eq!(rewrite_election_hello(&other, "x").unwrap(), other);
     }
 
     #[test]

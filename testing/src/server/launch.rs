@@ -244,5 +244,9 @@ pub(crate) fn four_letter(address: SocketAddr, word: &str) -> std::io::Result<St
 /// Whether a server exited because its port was taken (ZooKeeper could not bind it).
 pub(crate) fn is_bind_failure(err: &Error) -> bool {
     matches!(err, Error::ServerExited { log_tail, .. }
-        if log_tail.contains("Address already in use") || log_tail.contains("BindException"))
+        if log_tail.contains("Address already in use")
+            || log_tail.contains("BindException")
+            // A quorum member whose election port was taken; the exception itself may be
+            // further up the log than the tail.
+            || log_tail.contains("electionPortBindRetry"))
 }
