@@ -16,8 +16,9 @@
 //! when its answer is acted on or shown to someone as the truth: who leads
 //! before an operator revokes it, which holders `zk-curator locks` lists.
 //! It costs one round trip more, and on a follower that cannot reach the
-//! leader it waits (and fails with the connection) instead of answering
-//! from the past.
+//! leader it waits instead of answering from the past: until the follower
+//! catches up, or drops its clients after `syncLimit` and the session
+//! moves to a server that answers (or the retry policy gives up).
 //!
 //! The cheap forms ([`LeaderElection::participants`](crate::LeaderElection::participants),
 //! [`LeaderElection::leader`](crate::LeaderElection::leader),
