@@ -13,12 +13,17 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{bounded, eventually, framework_with, leads, started_latch, unique_path, PATIENCE};
-use zk_curator::{LeaderElection, LeaderLatch};
+use common::{
+    bounded, eventually, framework_with, leads, requests_with, started_latch, unique_path, PATIENCE,
+};
+use futures::StreamExt as _;
+use zk_curator::{LeaderElection, LeaderLatch, LeaderObserver, Observation};
 use zk_curator_testing::backend::Prerequisite;
-use zk_curator_testing::{FaultProxy, TestingCluster, Traffic};
+use zk_curator_testing::proxy::opcode;
+use zk_curator_testing::{FaultProxy, TestingCluster};
 
 /// Three JVMs per test: one test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -28,9 +33,6 @@ const CLUSTER_BOUND: Duration = Duration::from_secs(240);
 
 /// 50 ticks of 100 ms: a stalled follower serves the past for up to 5 s.
 const SYNC_LIMIT: u32 = 50;
-
-/// ZooKeeper's opcode for `sync`.
-const SYNC: i32 = 9;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_follower_answers_the_cheap_read_from_the_past_and_the_synced_one_never() {
@@ -96,10 +98,7 @@ async fn a_lagging_follower_answers_the_cheap_read_from_the_past_and_the_synced_
         });
         assert!(
             eventually(PATIENCE, || async {
-                proxy
-                    .traffic()
-                    .iter()
-                    .any(|t| matches!(t, Traffic::Request { opcode, .. } if *opcode == SYNC))
+                requests_with(&proxy, opcode::SYNC) > 0
             })
             .await,
             "the sync went out"
@@ -110,6 +109,136 @@ async fn a_lagging_follower_answers_the_cheap_read_from_the_past_and_the_synced_
 
         b.close().await.unwrap();
         for fw in [fa, fb, fr] {
+            fw.close().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_whose_session_moves_to_a_lagging_follower_never_reports_an_older_leader() {
+    if !Prerequisite::ZooKeeper.check("ensemble_reads") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    bounded(CLUSTER_BOUND, async {
+        // The follower serves the past for up to 15 s: room for a session
+        // to be lost and replaced on it meanwhile.
+        let cluster = TestingCluster::builder()
+            .quorum_through_proxies(true)
+            .local_sessions(true)
+            .sync_limit(3 * SYNC_LIMIT)
+            .start_async()
+            .await
+            .unwrap();
+        let leader = cluster.wait_until_serving_async(PATIENCE).await.unwrap();
+        let lagging = (leader + 1) % 3;
+        let path = unique_path("ensemble-observer");
+
+        let on_leader = cluster.connect_string_of(leader);
+        let (fa, a) = started_latch(&on_leader, &path, "a").await;
+        leads(&a, PATIENCE).await;
+        let (fb, b) = started_latch(&on_leader, &path, "b").await;
+
+        // The observer knows two servers: the leader (through `up`) and the
+        // member that will lag (through `late`, silent until the session
+        // has to move there).
+        let up = FaultProxy::start(cluster.address_of(leader)).await.unwrap();
+        let late = FaultProxy::start(cluster.address_of(lagging))
+            .await
+            .unwrap();
+        late.set_paused(true);
+        let connect = format!("{},{}", up.connect_string(), late.connect_string());
+        let fo = framework_with(&connect, |builder| {
+            builder.session_timeout(Duration::from_secs(3))
+        })
+        .await;
+        let observer = LeaderObserver::new(fo.clone(), &path).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::<Observation>::new()));
+        let collector = tokio::spawn({
+            let seen = seen.clone();
+            let changes = observer.changes();
+            async move {
+                let mut changes = std::pin::pin!(changes);
+                while let Some(observation) = changes.next().await {
+                    seen.lock().unwrap().push(observation);
+                }
+            }
+        });
+        let led_by = |id: &'static str, from: usize| {
+            let seen = seen.clone();
+            move || {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap()[from..]
+                        .iter()
+                        .any(|o| o.leader().is_some_and(|l| l.id == id))
+                }
+            }
+        };
+        assert!(eventually(PATIENCE, led_by("a", 0)).await, "reports a");
+
+        // The follower falls behind; A steps down and B leads, and the
+        // observer (on the leader) says so.
+        cluster.stall_leader_to(lagging, true).unwrap();
+        a.close().await.unwrap();
+        leads(&b, PATIENCE).await;
+        assert!(eventually(PATIENCE, led_by("b", 0)).await, "reports b");
+        let moved_from = seen.lock().unwrap().len();
+        let generation = fo.current_session().unwrap().generation();
+
+        // The observer's server goes silent, and the lagging member opens:
+        // the session is lost after its timeout, and the next one is a
+        // local session on the lagging member.
+        late.clear_traffic();
+        late.set_paused(false);
+        up.set_paused(true);
+
+        // Either the new session's sync is on the way, held by the stall,
+        // or the observer already reports someone as of the lagging member.
+        let known_after_move = |seen: &[Observation]| {
+            seen[moved_from..]
+                .iter()
+                .any(|o| matches!(o, Observation::Leader(_) | Observation::NoLeader))
+        };
+        assert!(
+            eventually(PATIENCE, || async {
+                requests_with(&late, opcode::SYNC) > 0 || known_after_move(&seen.lock().unwrap())
+            })
+            .await,
+            "the session moved to the lagging member"
+        );
+        cluster.stall_leader_to(lagging, false).unwrap();
+        assert!(
+            eventually(PATIENCE, || async {
+                fo.current_session()
+                    .is_some_and(|s| s.generation() > generation)
+                    && seen.lock().unwrap()[moved_from..]
+                        .iter()
+                        .any(|o| o.leader().is_some_and(|l| l.id == "b"))
+            })
+            .await,
+            "the observer reports b on its new session: {:?}",
+            seen.lock().unwrap()
+        );
+        let reported: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                o.leader()
+                    .map_or_else(|| format!("{o:?}"), |l| l.id.clone())
+            })
+            .collect();
+        let first_b = reported.iter().position(|id| id == "b").unwrap();
+        assert!(
+            !reported[first_b..].iter().any(|id| id == "a"),
+            "after b, the observer reported the former leader a again: {reported:?}"
+        );
+
+        collector.abort();
+        b.close().await.unwrap();
+        for fw in [fa, fb, fo] {
             fw.close().await;
         }
     })

@@ -15,11 +15,10 @@ use common::{
 };
 use zk_curator::recipes::fresh::synced;
 use zk_curator::{LeaderElection, LeaderLatch, LeaderObserver};
+use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::FaultProxy;
 
-/// ZooKeeper's opcodes for `sync`, `getChildren2` and `getChildren`.
-const SYNC: i32 = 9;
-const LISTINGS: [i32; 2] = [12, 8];
+const LISTINGS: [i32; 2] = [opcode::GET_CHILDREN2, opcode::GET_CHILDREN];
 
 /// The position of the first request with one of `opcodes`.
 fn first(opcodes: &[i32], wanted: &[i32]) -> Option<usize> {
@@ -41,7 +40,7 @@ async fn the_synced_forms_sync_before_they_list_and_the_cheap_ones_do_not() {
         proxy.clear_traffic();
         let cheap = LeaderElection::participants(&reader).await.unwrap();
         assert_eq!(
-            requests_with(&proxy, SYNC),
+            requests_with(&proxy, opcode::SYNC),
             0,
             "{:?}",
             request_opcodes(&proxy)
@@ -50,9 +49,9 @@ async fn the_synced_forms_sync_before_they_list_and_the_cheap_ones_do_not() {
         proxy.clear_traffic();
         let fresh = LeaderElection::synced_participants(&reader).await.unwrap();
         let opcodes = request_opcodes(&proxy);
-        assert_eq!(requests_with(&proxy, SYNC), 1, "{opcodes:?}");
+        assert_eq!(requests_with(&proxy, opcode::SYNC), 1, "{opcodes:?}");
         assert!(
-            first(&opcodes, &[SYNC]) < first(&opcodes, &LISTINGS),
+            first(&opcodes, &[opcode::SYNC]) < first(&opcodes, &LISTINGS),
             "the sync goes before the listing: {opcodes:?}"
         );
         assert_eq!(fresh, cheap);
@@ -63,7 +62,7 @@ async fn the_synced_forms_sync_before_they_list_and_the_cheap_ones_do_not() {
             .unwrap()
             .unwrap();
         assert_eq!(leader_now.id, "a");
-        assert_eq!(requests_with(&proxy, SYNC), 1);
+        assert_eq!(requests_with(&proxy, opcode::SYNC), 1);
 
         leader.close().await.unwrap();
         reader_fw.close().await;
@@ -89,8 +88,8 @@ async fn revoke_leader_reads_the_leader_after_a_sync() {
         assert_eq!(asked.id, "a");
         let opcodes = request_opcodes(&proxy);
         assert!(
-            first(&opcodes, &[SYNC]).is_some()
-                && first(&opcodes, &[SYNC]) < first(&opcodes, &LISTINGS),
+            first(&opcodes, &[opcode::SYNC]).is_some()
+                && first(&opcodes, &[opcode::SYNC]) < first(&opcodes, &LISTINGS),
             "a sync before the leader is read: {opcodes:?}"
         );
 
@@ -127,7 +126,7 @@ async fn a_read_on_a_session_newer_than_its_sync_is_made_again() {
 
         assert_eq!(reads.load(Ordering::SeqCst), 2, "read again");
         assert_eq!(
-            requests_with(&proxy, SYNC),
+            requests_with(&proxy, opcode::SYNC),
             2,
             "{:?}",
             request_opcodes(&proxy)

@@ -54,7 +54,7 @@ pub(crate) async fn participants(
 
 /// [`participants`] as of now: a sync first, so that a server behind the
 /// ensemble's leader catches up before it answers (the one-shot listing
-/// and `revoke` act on it; `--watch` lists as of the server).
+/// and `revoke` act on it; `--watch` syncs once per session).
 pub(crate) async fn participants_now(
     framework: &Framework,
     path: &str,
@@ -96,9 +96,10 @@ pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, F
     let mut interrupt = signal(SignalKind::interrupt())
         .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGINT: {err}")))?;
     let mut states = std::pin::pin!(framework.state_changes());
+    let mut synced = None;
     loop {
         let state = tokio::select! {
-            listed = list_and_wait(framework, args) => match listed {
+            listed = list_and_wait(framework, args, &mut synced) => match listed {
                 // Something changed: list again.
                 Ok(()) => continue,
                 Err(failure) => match broken_connection(framework, &mut states).await {
@@ -220,9 +221,25 @@ async fn listing(
     })
 }
 
-/// Prints the participants, then waits for a change among them.
-async fn list_and_wait(framework: &Framework, args: &LocksArgs) -> Result<(), Failure> {
-    let found = participants(framework, &args.path, args.leases).await?;
+/// Prints the participants, then waits for a change among them. The first
+/// listing on each session comes after a sync (`synced` is the generation
+/// of the session last synced): a new session may be on a server behind
+/// the one before, and the watch never prints a listing older than one it
+/// printed. Later listings on that session are as of its server, which
+/// ZooKeeper keeps in order for the session.
+async fn list_and_wait(
+    framework: &Framework,
+    args: &LocksArgs,
+    synced: &mut Option<u64>,
+) -> Result<(), Failure> {
+    let session = framework.current_session().map(|s| s.generation());
+    let found = if session.is_some() && session == *synced {
+        participants(framework, &args.path, args.leases).await?
+    } else {
+        let found = participants_now(framework, &args.path, args.leases).await?;
+        *synced = session;
+        found
+    };
     out(listing(framework, args, &found).await?)?;
     if !args.json {
         out("")?;

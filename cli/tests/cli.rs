@@ -1852,6 +1852,62 @@ async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
     .await;
 }
 
+/// `locks --watch` syncs once at the start of each session (issue 32): a
+/// listing on a new session, perhaps on a server further behind, is never
+/// older than one already printed; the listings after a change on the same
+/// session are as of the server (ZooKeeper keeps a session's reads in
+/// order), with no sync of their own.
+#[tokio::test(flavor = "multi_thread")]
+async fn locks_watch_syncs_once_per_session() {
+    use zk_curator_testing::proxy::opcode::SYNC;
+    let syncs = |proxy: &FaultProxy| {
+        proxy
+            .traffic()
+            .iter()
+            .filter(|t| matches!(t, zk_curator_testing::Traffic::Request { opcode, .. } if *opcode == SYNC))
+            .count()
+    };
+    bounded(async {
+        let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
+        let path = unique("watch-sync");
+        let mut watch = zkc(&["locks", &path, "--json", "--watch"])
+            .env("ZK_CONNECT", proxy.connect_string())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        next_json(&mut lines, "the first listing").await;
+        assert_eq!(syncs(&proxy), 1, "the first listing is synced");
+        // A change on the same session: listed again, without a sync.
+        let output = run(&["lock", &path, "--", "true"]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let listed = next_json(&mut lines, "a listing after the change").await;
+        assert!(listed["participants"].is_array(), "{listed}");
+        assert_eq!(syncs(&proxy), 1, "no sync on the same session");
+        // The session ends: the first listing on the next one is synced.
+        let grants = proxy.granted_sessions();
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        close_granted_session(&server().connect_string(), &grants[0], WAIT_LIMIT)
+            .await
+            .unwrap();
+        let deadline = Instant::now() + WAIT_LIMIT;
+        while proxy.granted_sessions().len() < 2 || syncs(&proxy) < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "no synced listing on the new session"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(syncs(&proxy), 2);
+        signal(&watch, "-INT");
+        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn lock_warns_about_participants_of_another_kind() {
     bounded(async {
@@ -2459,8 +2515,8 @@ async fn revoke_on_an_election_path_asks_the_leader_to_step_down() {
 /// catches up before it answers (issue 32). Seen through a proxy.
 #[tokio::test]
 async fn one_shot_reads_sync_before_they_list() {
-    const SYNC: i32 = 9;
-    const LISTINGS: [i32; 2] = [12, 8];
+    use zk_curator_testing::proxy::opcode::{GET_CHILDREN, GET_CHILDREN2, SYNC};
+    const LISTINGS: [i32; 2] = [GET_CHILDREN2, GET_CHILDREN];
     bounded(async {
         let path = unique("fresh-read");
         let proxy = FaultProxy::start(server().address()).await.unwrap();

@@ -20,10 +20,16 @@
 //! catches up, or drops its clients after `syncLimit` and the session
 //! moves to a server that answers (or the retry policy gives up).
 //!
-//! The cheap forms ([`LeaderElection::participants`](crate::LeaderElection::participants),
-//! [`LeaderElection::leader`](crate::LeaderElection::leader),
-//! [`lock_participants`](crate::layout::lock_participants)) stay as they
-//! were: as of the server.
+//! Each query, and what its answer is as of:
+//!
+//! | Query | As of |
+//! |---|---|
+//! | [`LeaderElection::participants`](crate::LeaderElection::participants), [`LeaderElection::leader`](crate::LeaderElection::leader), [`LeaderObserver::leader`](crate::LeaderObserver::leader), [`lock_participants`](crate::layout::lock_participants) | the server |
+//! | [`LeaderElection::synced_participants`](crate::LeaderElection::synced_participants), [`LeaderElection::synced_leader`](crate::LeaderElection::synced_leader), [`LeaderObserver::revoke_leader`](crate::LeaderObserver::revoke_leader) (the leader it revokes), `zk-curator locks`, `leader` and `revoke` | the sync |
+//! | [`LeaderObserver::changes`](crate::LeaderObserver::changes), `zk-curator leader --watch` and `locks --watch` | the server, after a sync at the start of each session: never older than a report already made |
+//!
+//! The cheap forms cost one round trip less; use them where an answer a
+//! little late does no harm (a dashboard, a log line).
 
 use std::future::Future;
 

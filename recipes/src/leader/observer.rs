@@ -32,6 +32,26 @@
 //! leader whose node the observer has seen deleted is never reported again
 //! as current: the deletion wakes the observer, which reports only what a
 //! fresh listing and a successful read of the new first node show.
+//!
+//! # Never older than a report already made
+//!
+//! On a replicated ensemble, each server answers as of the writes it has
+//! applied, and a follower may be behind the leader (by up to `syncLimit`
+//! ticks, see [`fresh`](crate::fresh)). Within one session ZooKeeper keeps
+//! the reads in order, on whichever server the session reconnects to. A
+//! new session has no such memory: made on a lagging follower (a local
+//! session needs no write through the leader), its first listing could
+//! name a leader older than one the stream has already reported. So the
+//! follower syncs each new session's server with the ensemble's leader
+//! before its first look there: one round trip per session, none per
+//! change. Until the sync is answered the stream reports nothing new (its
+//! last report is the [`Observation::Unknown`] it made when the former
+//! session's connection went).
+//!
+//! The alternative, carrying the last zxid seen into the new session's
+//! handshake (a server behind it refuses the connection), would need the
+//! client to expose and accept that zxid, which it does not, and would
+//! still not order a report that nobody leads. The sync covers both.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -367,7 +387,9 @@ impl LeaderObserver {
     /// not every step. While disconnected the stream reports `Unknown`; once
     /// connected again (the same session or a new one) it lists the election
     /// again and reports what it finds, even if that is the leader it
-    /// reported before the loss. A read that fails for another reason
+    /// reported before the loss. The first look on each new session comes
+    /// after a sync, so no report is older than one already made (see the
+    /// module's notes). A read that fails for another reason
     /// (no permission to read the path, say) is reported as `Unknown` too,
     /// logged, and tried again after a pause (100 ms, doubling up to 5 s).
     ///

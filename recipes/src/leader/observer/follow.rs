@@ -70,6 +70,10 @@ pub(super) struct Observing {
     /// Whether to look again before waiting.
     needs_look: bool,
     pauses: Pauses,
+    /// The generation of the session whose server was last synced with
+    /// the ensemble's leader: a new session is synced before its first
+    /// look (see [`Observing::look`]).
+    synced: Option<u64>,
     done: bool,
 }
 
@@ -170,6 +174,7 @@ impl Observing {
             pending: Pending::Reconnection,
             needs_look: true,
             pauses: PAUSES.start(),
+            synced: None,
             done: false,
         }
     }
@@ -274,6 +279,24 @@ impl Observing {
             err => Look::Failed(err),
         };
         let path = self.observer.path.to_string();
+        // A new session may be on a server that is behind what the last
+        // one showed (a follower that lags, a local session made there):
+        // its server catches up with the ensemble's leader before the
+        // first look, so nothing older than a report already made is
+        // reported. Once per session: ZooKeeper keeps a session's own
+        // reads in order, on whichever server it reconnects to.
+        if self.synced != Some(session.generation()) {
+            let synced = framework
+                .call_on_session(&session, |client| {
+                    let path = path.clone();
+                    async move { client.sync(&path).await }
+                })
+                .await;
+            if let Err(err) = synced {
+                return failed(err);
+            }
+            self.synced = Some(session.generation());
+        }
         loop {
             let children = match self.observer.list(Some(&session)).await {
                 Ok(children) => children,
