@@ -46,10 +46,19 @@
 //! value of the participant it names, never another's (the value is taken
 //! only when the election path's data names the reported node).
 //!
-//! Sound because the embedded server and the real one are single servers
-//! here, so reads are linearizable: a read that begins after a deletion
-//! completed cannot see the node, and the observer reports a leader only
-//! after reading its node (a read that finds no node lists again). The
+//! Sound on a single server because its reads are linearizable: a read
+//! that begins after a deletion completed cannot see the node, and the
+//! observer reports a leader only after reading its node (a read that finds
+//! no node lists again). On an ensemble ([`run_on`] with
+//! [`Target::Ensemble`]) a read is as of the session's server, which may
+//! lag the ensemble's leader by up to `syncLimit` (a follower stalled or
+//! cut off keeps answering that long): rules 1 and 2 then count only what
+//! happened more than [`Config::read_lag`] before the report was asked.
+//! Rule 3 stays exact: ZooKeeper keeps one session's reads in order, and
+//! the observer syncs its server at the start of each session, so it is
+//! the rule that says "never older than a report already made, across
+//! session changes" (the fault [`ensemble::Fault::ObserverLag`] moves an
+//! observer onto a lagging member to try it). The
 //! term's start is recorded after `await_leadership` returned or the
 //! selector called its function, and `asked` comes before the read, so
 //! both errors make the check more lenient, never wrong. The price: a
@@ -108,7 +117,43 @@ use zk_curator::{
     LeaderObserver, LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard, Observation,
     WriteGuard, WriteLock,
 };
-use zk_curator_testing::{FaultProxy, TestingServer};
+use zk_curator_testing::{FaultProxy, TestingCluster, TestingServer};
+
+pub mod ensemble;
+
+/// What a run is aimed at: one server, or a replicated ensemble (whose own
+/// faults join the schedule: see [`ensemble`]).
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    Server(&'a TestingServer),
+    Ensemble(&'a TestingCluster),
+}
+
+impl Target<'_> {
+    /// The client addresses of the servers, in member order.
+    fn addresses(&self) -> Vec<std::net::SocketAddr> {
+        match self {
+            Target::Server(server) => vec![server.address()],
+            Target::Ensemble(cluster) => {
+                (0..cluster.size()).map(|i| cluster.address_of(i)).collect()
+            }
+        }
+    }
+
+    fn connect_string(&self) -> String {
+        match self {
+            Target::Server(server) => server.connect_string(),
+            Target::Ensemble(cluster) => cluster.connect_string(),
+        }
+    }
+
+    fn embedded(&self) -> Option<&zk_curator_testing::EmbeddedServer> {
+        match self {
+            Target::Server(server) => server.as_embedded(),
+            Target::Ensemble(_) => None,
+        }
+    }
+}
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -128,6 +173,9 @@ pub struct Config {
     /// Tasks of each contender contending for each lock (one without
     /// cohorting: passes need a task of the same framework waiting).
     pub tasks: usize,
+    /// How far behind the ensemble's leader an observer's server may
+    /// answer (zero on one server): see "The observer's contract".
+    pub read_lag: Duration,
 }
 
 impl Config {
@@ -157,7 +205,16 @@ impl Config {
             break_observer: broken.split(',').any(|b| b == "observer"),
             cohort: None,
             tasks: 1,
+            read_lag: Duration::ZERO,
         }
+    }
+
+    /// On an ensemble: an observer's server may answer up to `lag` behind
+    /// the ensemble's leader (its `syncLimit`, plus the time a member takes
+    /// to notice it lost the leader).
+    pub fn with_read_lag(mut self, lag: Duration) -> Config {
+        self.read_lag = lag;
+        self
     }
 
     /// Cohort mode: `policy` on every contender's framework, and `tasks`
@@ -321,6 +378,8 @@ pub struct Report {
     timeline: Vec<(Instant, &'static str, usize)>,
     /// The session timeout of every framework of the run.
     session_timeout: Duration,
+    /// [`Config::read_lag`].
+    read_lag: Duration,
     /// Sessions the server expired, each with the instant its expiry was
     /// confirmed (its ephemeral nodes gone by then).
     expiries: Vec<(i64, Instant)>,
@@ -444,10 +503,11 @@ impl Report {
                 at(seen.asked),
                 at(seen.at)
             );
-            // Rule 1: a node created later led before the read began.
+            // Rule 1: a node created later led before the read began (on
+            // an ensemble, before the read's server may lag behind).
             let later = began
                 .range(zxid + 1..)
-                .filter(|(_, (start, _))| *start < seen.asked)
+                .filter(|(_, (start, _))| *start + self.read_lag < seen.asked)
                 .min_by_key(|(_, (start, _))| *start);
             if let Some((later, (start, node))) = later {
                 stale.push(format!(
@@ -456,11 +516,9 @@ impl Report {
                 ));
             }
             // Rule 2: the node's session was expired before the read began.
-            if let Some((_, expired)) = self
-                .expiries
-                .iter()
-                .find(|(session, expired)| *session == leader.session && *expired < seen.asked)
-            {
+            if let Some((_, expired)) = self.expiries.iter().find(|(session, expired)| {
+                *session == leader.session && *expired + self.read_lag < seen.asked
+            }) {
                 stale.push(format!(
                     "{named}: its session was expired at {:?}",
                     at(*expired)
@@ -561,7 +619,11 @@ impl Report {
                     .timeline
                     .iter()
                     .filter(|(t, _, _)| *t + Duration::from_secs(8) > first && *t <= moment)
-                    .map(|(t, what, who)| format!("{what}@#{who} {:?}", at(*t)))
+                    .map(|(t, what, who)| match who {
+                        // The ensemble's own faults concern everyone.
+                        &usize::MAX => format!("{what} {:?}", at(*t)),
+                        who => format!("{what}@#{who} {:?}", at(*t)),
+                    })
                     .collect();
                 return format!(": {holds:?}; faults before: {faults:?}");
             }
@@ -907,22 +969,40 @@ impl Lock {
 }
 
 struct Contender {
-    proxy: FaultProxy,
+    /// One fault proxy per server (in member order): the client's faults
+    /// are on all of them at once.
+    proxies: Vec<FaultProxy>,
     framework: Framework,
 }
 
 impl Contender {
-    /// A started framework, connected through a fault proxy of its own.
+    /// A started framework, connected through fault proxies of its own, one
+    /// per server of `target` (the client picks among them as it would
+    /// among the servers).
     async fn connect(
-        server: &TestingServer,
+        target: Target<'_>,
         config: &Config,
         cohort: Option<CohortPolicy>,
     ) -> Contender {
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let mut proxies = Vec::new();
+        for address in target.addresses() {
+            proxies.push(FaultProxy::start(address).await.unwrap());
+        }
+        let connect = proxies
+            .iter()
+            .map(FaultProxy::connect_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        // On an ensemble, a silent server is given up sooner, so that a
+        // session moves within the faults' windows.
+        let connection_timeout = match target {
+            Target::Server(_) => Duration::from_secs(3),
+            Target::Ensemble(_) => Duration::from_secs(1),
+        };
         let framework = Framework::builder()
-            .connect_string(proxy.connect_string())
+            .connect_string(connect)
             .session_timeout(config.session_timeout)
-            .connection_timeout(Duration::from_secs(3))
+            .connection_timeout(connection_timeout)
             .cohort(cohort)
             .build()
             .unwrap();
@@ -931,7 +1011,16 @@ impl Contender {
             .block_until_connected(Duration::from_secs(20))
             .await
             .unwrap();
-        Contender { proxy, framework }
+        Contender { proxies, framework }
+    }
+
+    /// Silence on every server's link (`true`), or traffic again.
+    fn blackhole(&self, on: bool) {
+        self.proxies.iter().for_each(|p| p.blackhole(on));
+    }
+
+    fn drop_connections(&self) {
+        self.proxies.iter().for_each(FaultProxy::drop_connections);
     }
 }
 
@@ -962,6 +1051,12 @@ impl Shared {
 
 /// Runs the chaos against `server` and reports.
 pub async fn run(server: &TestingServer, config: Config) -> Report {
+    run_on(Target::Server(server), config).await
+}
+
+/// Runs the chaos against `target` and reports. On an ensemble, its own
+/// faults join the schedule ([`ensemble::Fault`]).
+pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     let started = Instant::now();
     let root = format!(
         "/chaos-{}",
@@ -969,11 +1064,11 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     );
     let mut contenders = Vec::new();
     for _ in 0..config.contenders {
-        contenders.push(Contender::connect(server, &config, config.cohort).await);
+        contenders.push(Contender::connect(target, &config, config.cohort).await);
     }
     let raw = zk::Client::connector()
         .with_session_timeout(Duration::from_secs(20))
-        .connect(&server.connect_string())
+        .connect(&target.connect_string())
         .await
         .unwrap();
     let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -1027,13 +1122,15 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     // fault proxy of its own (after the contenders in `contenders`: the
     // faults reach them too).
     let mut observers = Vec::new();
+    let mut watchers = Vec::new();
     for kind in config.kinds().into_iter().filter(|k| k.is_election()) {
-        let observer = Contender::connect(server, &config, None).await;
+        let observer = Contender::connect(target, &config, None).await;
         let path = match kind {
             Kind::Latch => format!("{root}/latch"),
             _ => format!("{root}/selector"),
         };
         let watching = LeaderObserver::new(observer.framework.clone(), &path).unwrap();
+        watchers.push(watching.clone());
         observers.push(tokio::spawn(observe(shared.clone(), kind, watching)));
         contenders.push(observer);
     }
@@ -1048,6 +1145,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     let end = started + config.duration;
     let t = config.session_timeout;
     let mut next = Instant::now() + rng.millis(700, 2000);
+    let mut ensemble_faults = rng.below(5);
     loop {
         if Instant::now() >= end {
             break;
@@ -1056,7 +1154,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             Some(who) = pause_rx.recv() => {
                 let start = Instant::now();
                 timeline.push((start, "pause+expiry", who));
-                expiries.extend(expire(server, &contenders[who]).await);
+                expiries.extend(expire(target, &contenders[who]).await);
                 shared.window(who, start);
                 *faults.entry("pause+expiry").or_default() += 1;
                 continue;
@@ -1067,12 +1165,36 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
             break;
         }
         next = Instant::now() + rng.millis(700, 2000);
+        // On an ensemble, every other fault is the ensemble's own (see
+        // `ensemble::Fault::nth` for the order), aimed at the observers in
+        // turn. (Cohort runs have no elections, so no observers.)
+        if let (Target::Ensemble(cluster), 0) = (target, rng.below(2)) {
+            let mut fault = ensemble::Fault::nth(ensemble_faults);
+            if watchers.is_empty() && matches!(fault, ensemble::Fault::ObserverLag) {
+                ensemble_faults += 1;
+                fault = ensemble::Fault::nth(ensemble_faults);
+            }
+            let aimed = (ensemble_faults as usize / 2) % watchers.len().max(1);
+            let observer = watchers
+                .get(aimed)
+                .map(|watcher| (&contenders[holders + aimed], watcher));
+            ensemble_faults += 1;
+            let start = Instant::now();
+            timeline.push((start, fault.name(), usize::MAX));
+            fault.inject(cluster, &mut rng, observer, t).await;
+            *faults.entry(fault.name()).or_default() += 1;
+            // Every contender may feel it.
+            for who in 0..holders {
+                shared.window(who, start);
+            }
+            continue;
+        }
         let who = if contenders.len() > holders && rng.below(4) == 0 {
             holders + rng.below((contenders.len() - holders) as u64) as usize
         } else {
             rng.below(holders as u64) as usize
         };
-        let proxy = &contenders[who].proxy;
+        let contender = &contenders[who];
         let fault = rng.below(4);
         let start = Instant::now();
         timeline.push((
@@ -1082,23 +1204,23 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         ));
         match fault {
             0 => {
-                proxy.blackhole(true);
+                contender.blackhole(true);
                 tokio::time::sleep(t + t / 2 + rng.millis(0, 500)).await;
-                proxy.blackhole(false);
+                contender.blackhole(false);
                 *faults.entry("blackhole").or_default() += 1;
             }
             1 => {
-                proxy.drop_connections();
+                contender.drop_connections();
                 *faults.entry("reset").or_default() += 1;
             }
             2 => {
-                proxy.set_paused(true);
+                contender.blackhole(true);
                 tokio::time::sleep(t / 4).await;
-                proxy.set_paused(false);
+                contender.blackhole(false);
                 *faults.entry("stall").or_default() += 1;
             }
             _ => {
-                expiries.extend(expire(server, &contenders[who]).await);
+                expiries.extend(expire(target, &contenders[who]).await);
                 *faults.entry("expiry").or_default() += 1;
             }
         }
@@ -1108,7 +1230,10 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     }
     shared.stop.store(true, Ordering::SeqCst);
     for contender in &contenders {
-        contender.proxy.blackhole(false);
+        contender.blackhole(false);
+    }
+    if let Target::Ensemble(cluster) = target {
+        ensemble::heal(cluster).await;
     }
     let passes = config.cohort.map(|_| {
         contenders
@@ -1135,11 +1260,13 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
     // What is left: participants under every lock path, and sessions.
     let mut leftover_nodes = Vec::new();
     for dir in lock_dirs(&root) {
+        // As of now: on an ensemble, `raw`'s server may lag.
+        let _ = raw.sync(&dir).await;
         if let Ok(children) = raw.list_children(&dir).await {
             leftover_nodes.extend(children.into_iter().map(|c| format!("{dir}/{c}")));
         }
     }
-    let leftover_sessions = server.as_embedded().map_or(0, |e| {
+    let leftover_sessions = target.embedded().map_or(0, |e| {
         e.session_ids()
             .into_iter()
             .filter(|&id| id != raw.session_id().0)
@@ -1158,6 +1285,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
         started: Some(started),
         timeline,
         session_timeout: config.session_timeout,
+        read_lag: config.read_lag,
         expiries,
         windows,
     }
@@ -1260,10 +1388,10 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind, who: usize) -> Lock {
 ///
 /// Returns the session and the instant its expiry was confirmed, when it
 /// was.
-async fn expire(server: &TestingServer, contender: &Contender) -> Option<(i64, Instant)> {
+async fn expire(target: Target<'_>, contender: &Contender) -> Option<(i64, Instant)> {
     let framework = &contender.framework;
     let silent_since = Instant::now();
-    contender.proxy.blackhole(true);
+    contender.blackhole(true);
     let silent = async {
         let mut states = framework.state_watcher();
         let _ = states
@@ -1276,15 +1404,19 @@ async fn expire(server: &TestingServer, contender: &Contender) -> Option<(i64, I
     tokio::time::sleep_until(silent_since + framework_session_timeout(contender)).await;
     let mut expired = None;
     if let Some(session) = framework.current_session() {
-        let done = match server.as_embedded() {
+        let done = match target.embedded() {
             Some(embedded) => embedded.expire_session(session.id()),
-            None => zk_curator_testing::expire_session(&server.connect_string(), session.client())
-                .await
-                .is_ok(),
+            None => zk_curator_testing::expire_session_within(
+                &target.connect_string(),
+                session.client(),
+                Duration::from_secs(5),
+            )
+            .await
+            .is_ok(),
         };
         expired = done.then(|| (session.id(), Instant::now()));
     }
-    contender.proxy.blackhole(false);
+    contender.blackhole(false);
     expired
 }
 
