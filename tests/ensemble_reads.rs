@@ -20,7 +20,7 @@ use common::{
     bounded, eventually, framework_with, leads, requests_with, started_latch, unique_path, PATIENCE,
 };
 use futures::StreamExt as _;
-use zk_curator::{LeaderElection, LeaderLatch, LeaderObserver, Observation};
+use zk_curator::{Framework, LeaderElection, LeaderLatch, LeaderObserver, Observation};
 use zk_curator_testing::backend::Prerequisite;
 use zk_curator_testing::proxy::opcode;
 use zk_curator_testing::{FaultProxy, TestingCluster};
@@ -34,6 +34,47 @@ const CLUSTER_BOUND: Duration = Duration::from_secs(240);
 /// 50 ticks of 100 ms: a stalled follower serves the past for up to 5 s.
 const SYNC_LIMIT: u32 = 50;
 
+/// A real 3-node ensemble with its peer links through proxies and local
+/// sessions on, a member that can be made to lag, and an election at
+/// `path` where A leads and B waits (both on the ensemble's leader).
+struct Lagging {
+    cluster: TestingCluster,
+    leader: usize,
+    /// The follower to stall.
+    lagging: usize,
+    path: String,
+    a: (Framework, LeaderLatch),
+    b: (Framework, LeaderLatch),
+}
+
+impl Lagging {
+    /// With `sync_limit` ticks of 100 ms: how long a stalled follower
+    /// serves the past.
+    async fn start(sync_limit: u32) -> Lagging {
+        let cluster = TestingCluster::builder()
+            .quorum_through_proxies(true)
+            .local_sessions(true)
+            .sync_limit(sync_limit)
+            .start_async()
+            .await
+            .unwrap();
+        let leader = cluster.wait_until_serving_async(PATIENCE).await.unwrap();
+        let path = unique_path("ensemble-reads");
+        let on_leader = cluster.connect_string_of(leader);
+        let a = started_latch(&on_leader, &path, "a").await;
+        leads(&a.1, PATIENCE).await;
+        let b = started_latch(&on_leader, &path, "b").await;
+        Lagging {
+            leader,
+            lagging: (leader + 1) % 3,
+            cluster,
+            path,
+            a,
+            b,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_follower_answers_the_cheap_read_from_the_past_and_the_synced_one_never() {
     if !Prerequisite::ZooKeeper.check("ensemble_reads") {
@@ -41,22 +82,14 @@ async fn a_lagging_follower_answers_the_cheap_read_from_the_past_and_the_synced_
     }
     let _serial = SERIAL.lock().await;
     bounded(CLUSTER_BOUND, async {
-        let cluster = TestingCluster::builder()
-            .quorum_through_proxies(true)
-            .local_sessions(true)
-            .sync_limit(SYNC_LIMIT)
-            .start_async()
-            .await
-            .unwrap();
-        let leader = cluster.wait_until_serving_async(PATIENCE).await.unwrap();
-        let lagging = (leader + 1) % 3;
-        let path = unique_path("ensemble-reads");
-
-        // A leads, B waits: both on the ensemble's leader.
-        let on_leader = cluster.connect_string_of(leader);
-        let (fa, a) = started_latch(&on_leader, &path, "a").await;
-        leads(&a, PATIENCE).await;
-        let (fb, b) = started_latch(&on_leader, &path, "b").await;
+        let Lagging {
+            cluster,
+            lagging,
+            path,
+            a: (fa, a),
+            b: (fb, b),
+            ..
+        } = Lagging::start(SYNC_LIMIT).await;
 
         // The reader's only server is the lagging member, seen through a
         // proxy that shows when its sync is on the way.
@@ -124,21 +157,14 @@ async fn an_observer_whose_session_moves_to_a_lagging_follower_never_reports_an_
     bounded(CLUSTER_BOUND, async {
         // The follower serves the past for up to 15 s: room for a session
         // to be lost and replaced on it meanwhile.
-        let cluster = TestingCluster::builder()
-            .quorum_through_proxies(true)
-            .local_sessions(true)
-            .sync_limit(3 * SYNC_LIMIT)
-            .start_async()
-            .await
-            .unwrap();
-        let leader = cluster.wait_until_serving_async(PATIENCE).await.unwrap();
-        let lagging = (leader + 1) % 3;
-        let path = unique_path("ensemble-observer");
-
-        let on_leader = cluster.connect_string_of(leader);
-        let (fa, a) = started_latch(&on_leader, &path, "a").await;
-        leads(&a, PATIENCE).await;
-        let (fb, b) = started_latch(&on_leader, &path, "b").await;
+        let Lagging {
+            cluster,
+            leader,
+            lagging,
+            path,
+            a: (fa, a),
+            b: (fb, b),
+        } = Lagging::start(3 * SYNC_LIMIT).await;
 
         // The observer knows two servers: the leader (through `up`) and the
         // member that will lag (through `late`, silent until the session

@@ -225,6 +225,43 @@ fn signal(child: &Child, signal: &str) {
     assert!(sent.success(), "kill {signal} {pid}");
 }
 
+/// The lines a child prints on stdout.
+type OutputLines = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// `locks <path> --json --watch` started (through `proxy`, if given), and
+/// its output's lines.
+fn watch_locks(path: &str, proxy: Option<&FaultProxy>) -> (Child, OutputLines) {
+    let mut command = zkc(&["locks", path, "--json", "--watch"]);
+    if let Some(proxy) = proxy {
+        command.env("ZK_CONNECT", proxy.connect_string());
+    }
+    let mut watch = command.spawn().unwrap();
+    let lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    (watch, lines)
+}
+
+/// Ends a `--watch` with Ctrl-C (SIGINT): it exits 0.
+async fn interrupt(mut watch: Child) {
+    signal(&watch, "-INT");
+    let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// The opcodes of the requests `proxy` has seen, in order.
+fn request_opcodes(proxy: &FaultProxy) -> Vec<i32> {
+    proxy
+        .traffic()
+        .into_iter()
+        .filter_map(|t| match t {
+            zk_curator_testing::Traffic::Request { opcode, .. } => Some(opcode),
+            zk_curator_testing::Traffic::Reply { .. } => None,
+        })
+        .collect()
+}
+
 /// The processes whose parent is `pid` (from `/proc/*/stat`).
 fn children_of(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
@@ -923,8 +960,7 @@ async fn server_serves_zookeeper_client_and_kazoo() {
 async fn locks_watch_prints_again_on_every_change() {
     bounded(async {
         let path = unique("watch");
-        let mut watch = zkc(&["locks", &path, "--json", "--watch"]).spawn().unwrap();
-        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let (watch, mut lines) = watch_locks(&path, None);
         let count = |line: &str| {
             let parsed: Value = serde_json::from_str(line).unwrap();
             parsed["participants"].as_array().unwrap().len()
@@ -960,12 +996,7 @@ async fn locks_watch_prints_again_on_every_change() {
                 .unwrap();
             seen = count(&line);
         }
-        signal(&watch, "-INT");
-        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(status.success(), "{status:?}");
+        interrupt(watch).await;
     })
     .await;
 }
@@ -1813,11 +1844,7 @@ async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
     bounded(async {
         let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
         let path = unique("watch-lost");
-        let mut watch = zkc(&["locks", &path, "--json", "--watch"])
-            .env("ZK_CONNECT", proxy.connect_string())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let (watch, mut lines) = watch_locks(&path, Some(&proxy));
         let first = next_json(&mut lines, "the first listing").await;
         assert_eq!(first["participants"].as_array().unwrap().len(), 0);
         // The connection breaks and new ones hang: reported at once.
@@ -1842,12 +1869,7 @@ async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
             0,
             "{again}"
         );
-        signal(&watch, "-INT");
-        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(status.success(), "{status:?}");
+        interrupt(watch).await;
     })
     .await;
 }
@@ -1861,20 +1883,15 @@ async fn locks_watch_reports_a_lost_connection_and_the_reconnection() {
 async fn locks_watch_syncs_once_per_session() {
     use zk_curator_testing::proxy::opcode::SYNC;
     let syncs = |proxy: &FaultProxy| {
-        proxy
-            .traffic()
+        request_opcodes(proxy)
             .iter()
-            .filter(|t| matches!(t, zk_curator_testing::Traffic::Request { opcode, .. } if *opcode == SYNC))
+            .filter(|&&op| op == SYNC)
             .count()
     };
     bounded(async {
         let proxy = FaultProxy::start(server().connect_string()).await.unwrap();
         let path = unique("watch-sync");
-        let mut watch = zkc(&["locks", &path, "--json", "--watch"])
-            .env("ZK_CONNECT", proxy.connect_string())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let (watch, mut lines) = watch_locks(&path, Some(&proxy));
         next_json(&mut lines, "the first listing").await;
         assert_eq!(syncs(&proxy), 1, "the first listing is synced");
         // A change on the same session: listed again, without a sync.
@@ -1898,12 +1915,7 @@ async fn locks_watch_syncs_once_per_session() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(syncs(&proxy), 2);
-        signal(&watch, "-INT");
-        let status = tokio::time::timeout(WAIT_LIMIT, watch.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(status.success(), "{status:?}");
+        interrupt(watch).await;
     })
     .await;
 }
@@ -2531,14 +2543,7 @@ async fn one_shot_reads_sync_before_they_list() {
                 .output()
                 .await
                 .unwrap();
-            let opcodes: Vec<i32> = proxy
-                .traffic()
-                .into_iter()
-                .filter_map(|t| match t {
-                    zk_curator_testing::Traffic::Request { opcode, .. } => Some(opcode),
-                    zk_curator_testing::Traffic::Reply { .. } => None,
-                })
-                .collect();
+            let opcodes = request_opcodes(&proxy);
             let sync = opcodes.iter().position(|op| *op == SYNC);
             let listing = opcodes.iter().position(|op| LISTINGS.contains(op));
             assert!(
