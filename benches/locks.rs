@@ -6,11 +6,20 @@
 //! cargo bench --bench locks                                   # full run, ~10 min
 //! cargo bench --bench locks -- --plot benches/handoffs.svg    # and write the plot
 //! cargo bench --bench locks -- --quick                        # CI smoke run, ~1.5 min
+//! cargo bench --bench locks -- --ensemble 3                   # on a 3-member ensemble
 //! ```
 //!
 //! With `ZK_CONNECT` set it uses that ensemble; otherwise it starts one
 //! Apache ZooKeeper configured like a production server (`locks/server.rs`:
-//! forceSync=yes, ZooKeeper's default 1000 MB heap).
+//! forceSync=yes, ZooKeeper's default 1000 MB heap). With `--ensemble N`
+//! (issue 32) it starts N such servers as one replicated ensemble
+//! (`locks/ensemble.rs`) and runs the uncontended, contended, tasks (with
+//! the cohort curve) and failover workloads there, every contender with the
+//! full connect string; it also measures the ensemble's own ceiling, the
+//! create+delete pairs/s of pipelined `zookeeper-client` sessions
+//! (`locks/ceiling.rs`), and gives each contended row as a share of it.
+//! The other workloads need the standalone server and are skipped (named in
+//! `--only`, they are an error).
 //!
 //! Contenders, all on the same server, in the same run:
 //! * zk-curator's `InterProcessMutex` (guard API: `lock()`, `release()`);
@@ -59,7 +68,8 @@
 //! `main` and the run order):
 //! * options and the run's frame: `options.rs` (the command line and the
 //!   sizes it leads to), `target.rs` (the server under test), `server.rs`
-//!   (starting our own ZooKeeper), `header.rs` (the lines at the top);
+//!   (starting our own ZooKeeper), `ensemble.rs` (our own ensemble,
+//!   `--ensemble`), `header.rs` (the lines at the top);
 //! * the contenders: `contenders.rs` (the rows and their two measurements),
 //!   `sessions.rs` (opening a framework or client, plain or TLS),
 //!   `in_process.rs` (the in-process acquire/release and hand-off loop),
@@ -73,15 +83,20 @@
 //!   SVG plot), `findings.rs` (what the workloads keep for the verdict),
 //!   `verdict.rs` (the issue targets at the end);
 //! * the workloads, in run order: `warm_up.rs`, `uncontended.rs`,
-//!   `latency.rs`, `contended.rs`, `tasks.rs` (with `cohort.rs`),
-//!   `failover.rs`, `observe.rs`, `tls.rs`, `scale.rs`.
+//!   `latency.rs`, `ceiling.rs` (`--ensemble` only), `contended.rs`,
+//!   `tasks.rs` (with `cohort.rs`), `failover.rs`, `observe.rs`, `tls.rs`,
+//!   `scale.rs`.
 
+#[path = "locks/ceiling.rs"]
+mod ceiling;
 #[path = "locks/cohort.rs"]
 mod cohort;
 #[path = "locks/contended.rs"]
 mod contended;
 #[path = "locks/contenders.rs"]
 mod contenders;
+#[path = "locks/ensemble.rs"]
+mod ensemble;
 #[path = "locks/failover.rs"]
 mod failover;
 #[path = "locks/figures.rs"]
@@ -135,6 +150,7 @@ mod warm_up;
 
 use std::time::{Duration, Instant};
 
+use ceiling::ceiling_phase;
 use contended::contended_phase;
 use contenders::start_contenders;
 use failover::failover_phase;
@@ -150,7 +166,7 @@ use target::{remove_tree, Target};
 use tasks::tasks_phase;
 use tls::tls_phase;
 use uncontended::uncontended_phase;
-use verdict::print_targets;
+use verdict::{print_ensemble_summary, print_targets};
 use warm_up::warm_up;
 
 fn main() -> Result<(), BoxError> {
@@ -177,7 +193,7 @@ async fn run() -> Result<(), BoxError> {
     let config = Config::from_args()?;
     let run_started = Instant::now();
 
-    let Some(mut target) = Target::from_env().await? else {
+    let Some(mut target) = Target::from_env(config.ensemble).await? else {
         return Ok(());
     };
     let root = format!(
@@ -200,6 +216,18 @@ async fn run() -> Result<(), BoxError> {
         ..Findings::default()
     };
     warm_up(&config, &target, &root, &mut contenders).await;
+    if let (Some(_), Some(addrs)) = (&target.ensemble, &target.four_letter) {
+        // How the contenders' clients spread their sessions over the members.
+        let counts: Vec<String> = mntr::connections(addrs)
+            .await
+            .iter()
+            .map(|c| c.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.0}")))
+            .collect();
+        println!(
+            "client connections per member after the warm-up (the members in myid order): {}",
+            counts.join(", ")
+        );
+    }
     let idle = idle_rate(&config, target.four_letter.as_deref()).await;
     // Each workload that runs (`--only`), in order, on the same contenders.
     macro_rules! workload {
@@ -219,6 +247,10 @@ async fn run() -> Result<(), BoxError> {
     }
     workload!("uncontended", uncontended_phase);
     workload!("latency", latency_phase);
+    // On the ensemble, its ceiling, before the workloads that compare with it.
+    if config.ensemble.is_some() && (config.runs("contended") || config.runs("tasks")) {
+        ceiling_phase(&config, &target, &root, idle, &mut findings).await;
+    }
     workload!("contended", contended_phase);
     workload!("tasks", tasks_phase);
     workload!("failover", failover_phase);
@@ -232,9 +264,14 @@ async fn run() -> Result<(), BoxError> {
     if config.runs("scale") {
         scale_phase(&config, &mut target, &root, &java, &python, &mut findings).await;
     }
-    print_targets(&config, &findings);
+    if config.ensemble.is_some() {
+        // The issue targets were set for the standalone server.
+        print_ensemble_summary(&findings);
+    } else {
+        print_targets(&config, &findings);
+    }
 
-    if target.server.is_none() {
+    if !target.is_own() {
         // A shared ensemble keeps the persistent parents some recipes
         // leave, so remove them.
         if let Err(err) =

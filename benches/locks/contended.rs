@@ -1,6 +1,8 @@
 //! The contended workload: N sessions, one task each, hand one lock around
 //! for a window; hand-offs/s, and the requests and watch notifications a
-//! hand-off costs the server, for each N; then the plot (`--plot`).
+//! hand-off costs the server, for each N; then the plot (`--plot`). On the
+//! bench's ensemble (`--ensemble`) each row also gives its hand-offs/s as a
+//! share of the ensemble's ceiling (`ceiling.rs`).
 
 use super::contenders::Contender;
 use super::figures::{per, Handoffs};
@@ -28,6 +30,23 @@ pub(crate) async fn contended_phase(
     println!("   hand-offs/s = holds begun within the window / window; req = requests the server received per");
     println!("   hand-off; watches = NodeDeleted + NodeChildrenChanged notifications per hand-off (a herd: ~N-1);");
     println!("   switched = share of holds taken by another session than the previous hold's");
+    // On the ensemble: the share of its ceiling (median, and the reps' range).
+    let ceiling = findings.ceiling.filter(|_| config.ensemble.is_some());
+    if let Some(c) = ceiling {
+        println!(
+            "   % ceil = hand-offs/s as a share of the ensemble's ceiling ({:.0} create+delete pairs/s), median (min–max)",
+            c.median
+        );
+    }
+    let share = |rate: Option<Spread>| match (rate, ceiling) {
+        (Some(r), Some(c)) if c.median > 0.0 => format!(
+            "{:.1}% ({:.1}–{:.1})",
+            100.0 * r.median / c.median,
+            100.0 * r.min / c.median,
+            100.0 * r.max / c.median
+        ),
+        _ => "n/a".to_owned(),
+    };
     let mut series: Vec<plot::Series> = contenders
         .iter()
         .map(|c| plot::Series {
@@ -56,11 +75,16 @@ pub(crate) async fn contended_phase(
             .collect();
         println!();
         println!(
-            "N = {n}\n{} {:>7} {:>8} {:>9}  note",
+            "N = {n}\n{} {:>7} {:>8} {:>9}{}  note",
             lead_header("hand-offs/s"),
             "req",
             "watches",
-            "switched"
+            "switched",
+            if config.ensemble.is_some() {
+                format!(" {:>20}", "% ceil")
+            } else {
+                String::new()
+            }
         );
         let mut row = Vec::new();
         for (i, c) in contenders.iter().enumerate() {
@@ -74,12 +98,17 @@ pub(crate) async fn contended_phase(
                     .then(|| 100.0 * s.figures.switches as f64 / s.figures.holds as f64)
             });
             println!(
-                "{:<34} {} {:>7} {:>8} {:>9}  {}{}",
+                "{:<34} {} {:>7} {:>8} {:>9}{}  {}{}",
                 c.label,
                 lead_columns(&rates, i, 0),
                 opt(req, 2),
                 opt(watches, 2),
                 switched.map_or_else(|| "n/a".to_owned(), |s| format!("{:.0}%", s.median)),
+                if config.ensemble.is_some() {
+                    format!(" {:>20}", share(rates[i]))
+                } else {
+                    String::new()
+                },
                 noise_note(&rates, i),
                 failures(&reps[i])
                     .map(|f| format!(" {f}"))
@@ -93,8 +122,17 @@ pub(crate) async fn contended_phase(
         findings.contended.push((n, row));
     }
     if let Some(path) = &config.plot {
+        let title = match config.ensemble {
+            Some(n) => format!(
+                "Contended hand-offs/s against N sessions (a {n}-member ZooKeeper 3.8 ensemble, forceSync=yes)"
+            ),
+            None => {
+                "Contended hand-offs/s against N sessions (one ZooKeeper 3.8, forceSync=yes)"
+                    .to_owned()
+            }
+        };
         let svg = plot::handoffs_svg(
-            "Contended hand-offs/s against N sessions (one ZooKeeper 3.8, forceSync=yes)",
+            &title,
             &format!(
                 "{} rep(s) of {} s, contenders interleaved; {}",
                 config.reps,

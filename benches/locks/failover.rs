@@ -32,6 +32,14 @@
 //!    shows as its counts of ephemeral nodes and of set watches (`mntr`) back
 //!    where they were before the kill. The requests and the watch
 //!    notifications the proxies saw over that whole change are its cost.
+//!
+//! On the bench's ensemble (`--ensemble`), a participant has a proxy to
+//! each member, its connect string names all of them (its client picks a
+//! member as it would among the members themselves), and a kill pauses all
+//! of them; the session is closed through any member, and the server's
+//! counts are summed over the members. No member is stopped: what is
+//! measured stays the leader's session ending and the next one taking
+//! over, now with a quorum round in each write.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -327,11 +335,12 @@ impl Change {
     }
 }
 
-/// The session grant the leader's proxy saw for the leader of `armed`.
-pub(crate) fn leader_grant(leader_proxy: &FaultProxy, armed: &Armed) -> Measured<SessionGrant> {
-    leader_proxy
-        .granted_sessions()
-        .into_iter()
+/// The session grant the leader's proxies (one per member it may connect
+/// to) saw for the leader of `armed`.
+pub(crate) fn leader_grant(leader_proxies: &[FaultProxy], armed: &Armed) -> Measured<SessionGrant> {
+    leader_proxies
+        .iter()
+        .flat_map(FaultProxy::granted_sessions)
         .find(|g| g.session_id == armed.session_id)
         .ok_or_else(|| {
             format!(
@@ -352,21 +361,24 @@ pub(crate) struct Killed {
     pub(crate) killed_at: SystemTime,
 }
 
-/// Kills the leader of `armed` as if its process died: its proxy stops
-/// forwarding, and its session (`grant`) is closed on the server. Returns
-/// once another participant leads. The proxy forwards again at the end, so
-/// the killed participant learns that its session is gone and queues
-/// again.
+/// Kills the leader of `armed` as if its process died: its proxies (one per
+/// member it may connect to) stop forwarding, and its session (`grant`) is
+/// closed on the server. Returns once another participant leads. The
+/// proxies forward again at the end, so the killed participant learns that
+/// its session is gone and queues again.
 pub(crate) async fn kill_leader(
     election: &mut Election<'_>,
     armed: Armed,
     target: &Target,
-    leader_proxy: &FaultProxy,
+    leader_proxies: &[FaultProxy],
     grant: &SessionGrant,
 ) -> Measured<Killed> {
     let old = armed.leader;
-    // The leader's process dies: nothing in or out of it from now on.
-    leader_proxy.set_paused(true);
+    // The leader's process dies: nothing in or out of it from now on, to
+    // any member.
+    for proxy in leader_proxies {
+        proxy.set_paused(true);
+    }
     let started = Instant::now();
     let killed_at = SystemTime::now();
     let outcome = async {
@@ -386,7 +398,9 @@ pub(crate) async fn kill_leader(
     }
     .await;
     // It comes back: it learns that its session is gone, and queues again.
-    leader_proxy.set_paused(false);
+    for proxy in leader_proxies {
+        proxy.set_paused(false);
+    }
     let (next, led_at) = outcome?;
     if next == old {
         return Err("the killed leader led again first".to_owned());
@@ -399,28 +413,30 @@ pub(crate) async fn kill_leader(
     })
 }
 
+/// One failover; `groups[i]` are participant i's proxies, one per member.
 async fn failover(
     election: &mut Election<'_>,
     target: &Target,
-    proxies: &[FaultProxy],
+    groups: &[Vec<FaultProxy>],
 ) -> Measured<Change> {
     let armed = election.arm().await?;
-    let leader_proxy = proxies.get(armed.leader).ok_or("the leader has no proxy")?;
-    let grant = leader_grant(leader_proxy, &armed)?;
+    let leader_proxies = groups.get(armed.leader).ok_or("the leader has no proxy")?;
+    let grant = leader_grant(leader_proxies, &armed)?;
+    let proxies: Vec<&FaultProxy> = groups.iter().flatten().collect();
     // The waits park, and the previous change's tail is over.
     settle().await;
     let addr = target.four_letter.as_deref();
     let before = counters(addr).await;
-    for proxy in proxies {
+    for proxy in &proxies {
         proxy.clear_traffic();
     }
-    let accepted: usize = proxies.iter().map(FaultProxy::accepted_connections).sum();
+    let accepted: usize = proxies.iter().map(|p| p.accepted_connections()).sum();
     let Killed {
         led_at,
         started,
         killed_at,
         ..
-    } = kill_leader(election, armed, target, leader_proxy, &grant).await?;
+    } = kill_leader(election, armed, target, leader_proxies, &grant).await?;
     let failover = led_at
         .duration_since(killed_at)
         .map_err(|_| "the wall clock went back during a failover".to_owned())?;
@@ -433,7 +449,7 @@ async fn failover(
     };
     let mut requests = BTreeMap::new();
     let mut notifications = 0;
-    for frame in proxies.iter().flat_map(FaultProxy::traffic) {
+    for frame in proxies.iter().flat_map(|p| p.traffic()) {
         match frame {
             Traffic::Request { opcode, .. } => *requests.entry(opcode).or_default() += 1,
             Traffic::Reply { xid, .. } if xid == NOTIFICATION_XID => notifications += 1,
@@ -442,7 +458,7 @@ async fn failover(
     }
     let handshakes = proxies
         .iter()
-        .map(FaultProxy::accepted_connections)
+        .map(|p| p.accepted_connections())
         .sum::<usize>()
         .saturating_sub(accepted);
     Ok(Change {
@@ -484,12 +500,12 @@ pub(crate) async fn whole_again(
 async fn failovers(
     election: &mut Election<'_>,
     target: &Target,
-    proxies: &[FaultProxy],
+    groups: &[Vec<FaultProxy>],
     count: usize,
 ) -> Measured<Vec<Change>> {
     let mut changes = Vec::with_capacity(count);
     for _ in 0..count {
-        changes.push(failover(election, target, proxies).await?);
+        changes.push(failover(election, target, groups).await?);
     }
     Ok(changes)
 }
@@ -559,20 +575,35 @@ pub(crate) async fn start_proxies(
     upstream: String,
     count: usize,
 ) -> Result<(tokio::runtime::Runtime, Vec<FaultProxy>), BoxError> {
+    let (runtime, groups) = start_proxy_groups(vec![upstream], count).await?;
+    Ok((runtime, groups.into_iter().flatten().collect()))
+}
+
+/// `count` groups of counting proxies, one proxy in front of each of
+/// `upstreams` in every group (a participant's group: its way to every
+/// member of an ensemble), on a runtime of their own as [`start_proxies`].
+pub(crate) async fn start_proxy_groups(
+    upstreams: Vec<String>,
+    count: usize,
+) -> Result<(tokio::runtime::Runtime, Vec<Vec<FaultProxy>>), BoxError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("failover-proxy")
         .enable_all()
         .build()?;
     let started = runtime.spawn(async move {
-        let mut proxies = Vec::with_capacity(count);
+        let mut groups = Vec::with_capacity(count);
         for _ in 0..count {
-            proxies.push(FaultProxy::start(upstream.as_str()).await?);
+            let mut group = Vec::with_capacity(upstreams.len());
+            for upstream in &upstreams {
+                group.push(FaultProxy::start(upstream.as_str()).await?);
+            }
+            groups.push(group);
         }
-        Ok::<_, zk_curator_testing::Error>(proxies)
+        Ok::<_, zk_curator_testing::Error>(groups)
     });
     let reason = match within(CONNECT_LIMIT, started).await {
-        Ok(Ok(Ok(proxies))) => return Ok((runtime, proxies)),
+        Ok(Ok(Ok(groups))) => return Ok((runtime, groups)),
         Ok(Ok(Err(err))) => err.to_string(),
         Ok(Err(join)) => join.to_string(),
         Err(err) => err.to_string(),
@@ -615,12 +646,25 @@ pub(crate) async fn failover_phase(
     println!("   the old leader, its proxy open again, queued again on a new session (the server's ephemeral node and");
     println!("   watch counts back to before); req = requests per change through the proxies (the new leader's, the old");
     println!("   one's reconnects and re-entry; pings left out); watches = watch notifications per change (1 = no herd)");
-    let Some(upstream) = first_host(&target.connect) else {
-        println!("n/a (no host in {})", target.connect);
-        return;
+    // Each participant reaches the server through a proxy of its own; on
+    // the bench's ensemble, through a proxy of its own to each member, and
+    // its connect string names them all, so that its client picks a member
+    // as it would among the members themselves.
+    let upstreams = match &target.ensemble {
+        Some(ensemble) => ensemble.addresses(),
+        None => match first_host(&target.connect) {
+            Some(upstream) => vec![upstream],
+            None => {
+                println!("n/a (no host in {})", target.connect);
+                return;
+            }
+        },
     };
-    // A proxy per participant of each election.
-    let (proxy_runtime, mut proxies) = match start_proxies(upstream, 2 * k).await {
+    if upstreams.len() > 1 {
+        println!("   (on the ensemble: each participant has a proxy to every member; its connect string names all of them)");
+    }
+    // A group of proxies per participant of each election.
+    let (proxy_runtime, mut proxies) = match start_proxy_groups(upstreams, 2 * k).await {
         Ok(started) => started,
         Err(err) => {
             println!("n/a (proxies: {err})");
@@ -635,7 +679,16 @@ pub(crate) async fn failover_phase(
     let mut ready: Vec<Measured<()>> = Vec::new();
     for (i, election) in elections.iter_mut().enumerate() {
         let path = format!("{root}/failover/{}", shorts[i]);
-        let connects: Vec<String> = proxies[i].iter().map(FaultProxy::connect_string).collect();
+        let connects: Vec<String> = proxies[i]
+            .iter()
+            .map(|group| {
+                group
+                    .iter()
+                    .map(FaultProxy::connect_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
         ready.push(election.start(&connects, &path).await);
     }
     println!(

@@ -30,6 +30,8 @@ pub(crate) struct Findings {
     pub(crate) scale: Vec<(usize, &'static str, Measured<ScaleFigures>)>,
     /// The TLS workload's rates and round trips.
     pub(crate) tls: Option<TlsFindings>,
+    /// The ensemble's create+delete pairs/s (`--ensemble`, `ceiling.rs`).
+    pub(crate) ceiling: Option<Spread>,
 }
 
 /// The cohort row of the tasks table (T tasks on one session).

@@ -1,8 +1,8 @@
 //! The lines at the top of a run's output: the machine, the server under
 //! test, and the method (warm-up, reps, the noise rule).
 
-use super::mntr::mntr;
-use super::options::Config;
+use super::mntr::{first_host, mntr};
+use super::options::{Config, ENSEMBLE_WORKLOADS};
 use super::server;
 use super::target::Target;
 
@@ -20,8 +20,8 @@ pub(crate) async fn print_header(config: &Config, target: &Target) {
                 .map(|model| model.trim().to_owned())
         })
         .unwrap_or_else(|| "unknown CPU".to_owned());
-    let version = match &target.four_letter {
-        Some(addr) => mntr(addr)
+    let version = match target.four_letter.as_deref().and_then(first_host) {
+        Some(addr) => mntr(&addr)
             .await
             .ok()
             .and_then(|m| m.get("zk_version").cloned())
@@ -44,7 +44,16 @@ pub(crate) async fn print_header(config: &Config, target: &Target) {
     println!(
         "machine:   {nproc} CPUs (nproc), Linux {kernel}, {cpu}; load average at start {load}"
     );
-    if target.server.is_some() {
+    if let Some(ensemble) = &target.ensemble {
+        println!(
+            "ZooKeeper: {version} ensemble of {} members on {}, started by this run: {}, -Xmx{} each, default GC/JIT",
+            ensemble.size(),
+            target.connect,
+            ensemble.describe(),
+            server::HEAP
+        );
+        println!("           every contender connects with the full connect string; requests, watches and fsyncs are summed over the members");
+    } else if target.server.is_some() {
         println!(
             "ZooKeeper: {version} standalone on {}, started by this run: forceSync=yes, -Xmx{}, default GC/JIT",
             target.connect,
@@ -69,5 +78,12 @@ pub(crate) async fn print_header(config: &Config, target: &Target) {
     println!("           \"within noise\" = the min–max ranges overlap");
     if !config.only.is_empty() {
         println!("workloads: only {} (--only)", config.only.join(", "));
+    }
+    if config.ensemble.is_some() {
+        println!(
+            "workloads: on the ensemble (--ensemble): {}, and the ensemble's ceiling; latency, observe, tls and scale",
+            ENSEMBLE_WORKLOADS.join(", ")
+        );
+        println!("           run on the standalone server only and are skipped");
     }
 }

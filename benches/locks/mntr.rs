@@ -1,7 +1,10 @@
 //! The server's four-letter words: `ruok` (is it alive), `mntr` (its version
 //! and running totals), and the difference of two `mntr` readings, which is
 //! how every request, watch and fsync in the tables is counted: on the
-//! server, the same way for every contender.
+//! server, the same way for every contender. On the bench's ensemble
+//! (`--ensemble`) the counts are read from every member and summed: a
+//! client's request reaches the one member it is connected to, and each
+//! member counts its own clients' requests and watches and its own fsyncs.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -58,20 +61,44 @@ pub(crate) struct Counters {
     /// server's fsync-time summary, one sample per `FileChannel.force` of
     /// the log, ZooKeeper 3.6+), if the server reports it.
     pub(crate) fsyncs: Option<f64>,
+    /// The servers read (1, or the members of the bench's ensemble): each
+    /// `mntr` connection is one packet of its server's.
+    pub(crate) sources: f64,
 }
 
-/// The server's running totals, if it answers `mntr`.
+/// The server's running totals, if it answers `mntr`; with several
+/// comma-separated addresses (the bench's ensemble), the sums over all of
+/// them, if every one answers. Every member has the whole tree, so the
+/// summed ephemerals are N times the ensemble's, and equal to an earlier
+/// sum only when every member is back to where it was.
 pub(crate) async fn counters(addr: Option<&str>) -> Option<Counters> {
-    let metrics = mntr(addr?).await.ok()?;
-    let get = |key: &str| metrics.get(key).and_then(|v| v.parse::<f64>().ok());
-    Some(Counters {
-        packets: get("zk_packets_received")?,
-        deleted: get("zk_sum_node_deleted_watch_count")?,
-        children: get("zk_sum_node_children_watch_count")?,
-        ephemerals: get("zk_ephemerals_count")?,
-        watches_set: get("zk_watch_count")?,
-        fsyncs: get("zk_cnt_fsynctime"),
-    })
+    let mut total: Option<Counters> = None;
+    for one in addr?.split(',') {
+        let metrics = mntr(one).await.ok()?;
+        let get = |key: &str| metrics.get(key).and_then(|v| v.parse::<f64>().ok());
+        let read = Counters {
+            packets: get("zk_packets_received")?,
+            deleted: get("zk_sum_node_deleted_watch_count")?,
+            children: get("zk_sum_node_children_watch_count")?,
+            ephemerals: get("zk_ephemerals_count")?,
+            watches_set: get("zk_watch_count")?,
+            fsyncs: get("zk_cnt_fsynctime"),
+            sources: 1.0,
+        };
+        total = Some(match total {
+            None => read,
+            Some(t) => Counters {
+                packets: t.packets + read.packets,
+                deleted: t.deleted + read.deleted,
+                children: t.children + read.children,
+                ephemerals: t.ephemerals + read.ephemerals,
+                watches_set: t.watches_set + read.watches_set,
+                fsyncs: t.fsyncs.zip(read.fsyncs).map(|(a, b)| a + b),
+                sources: t.sources + 1.0,
+            },
+        });
+    }
+    total
 }
 
 /// What the server saw during one measurement.
@@ -95,9 +122,24 @@ impl Traffic {
     ) -> Option<Traffic> {
         let (b, a) = (before?, after?);
         Some(Traffic {
-            requests: (a.packets - b.packets - 1.0 - idle * elapsed.as_secs_f64()).max(0.0),
+            requests: (a.packets - b.packets - a.sources - idle * elapsed.as_secs_f64()).max(0.0),
             watches: (a.deleted - b.deleted) + (a.children - b.children),
             fsyncs: a.fsyncs.zip(b.fsyncs).map(|(a, b)| a - b),
         })
     }
+}
+
+/// The client connections each of the comma-separated servers has open
+/// (`zk_num_alive_connections`), `None` for one that does not answer.
+pub(crate) async fn connections(addrs: &str) -> Vec<Option<f64>> {
+    let mut counts = Vec::new();
+    for addr in addrs.split(',') {
+        counts.push(
+            mntr(addr)
+                .await
+                .ok()
+                .and_then(|m| m.get("zk_num_alive_connections")?.parse().ok()),
+        );
+    }
+    counts
 }

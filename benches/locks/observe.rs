@@ -302,7 +302,7 @@ async fn change(
         .participants
         .get(armed.leader)
         .ok_or("the leader has no proxy")?;
-    let grant = leader_grant(leader_proxy, &armed)?;
+    let grant = leader_grant(std::slice::from_ref(leader_proxy), &armed)?;
     observers.catch_up(&old_leader, CATCH_UP_LIMIT).await?;
     // The waits park, and the previous change's tail is over.
     settle().await;
@@ -317,7 +317,14 @@ async fn change(
         led_at,
         started,
         killed_at,
-    } = kill_leader(election, armed, target, leader_proxy, &grant).await?;
+    } = kill_leader(
+        election,
+        armed,
+        target,
+        std::slice::from_ref(leader_proxy),
+        &grant,
+    )
+    .await?;
     let new_session = match election {
         Election::Rust(Some(rust)) => {
             let fw = rust.frameworks.get(next).ok_or("no such participant")?;

@@ -21,6 +21,11 @@ const WORKLOADS: [&str; 8] = [
     "scale",
 ];
 
+/// The workloads that run on an ensemble (`--ensemble`); the others need
+/// the one standalone server (a proxy in front of it, a second server, a
+/// server the workload may kill) and are skipped.
+pub(crate) const ENSEMBLE_WORKLOADS: [&str; 4] = ["uncontended", "contended", "tasks", "failover"];
+
 /// The sizes of one run.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -67,6 +72,14 @@ pub(crate) struct Config {
     pub(crate) plot: Option<PathBuf>,
     /// The workloads to run (`--only`); all of them when empty.
     pub(crate) only: Vec<String>,
+    /// `--ensemble N`: the members of the ensemble the bench starts and
+    /// runs on, instead of one standalone server.
+    pub(crate) ensemble: Option<usize>,
+    /// The ensemble's ceiling (`--ensemble`): pipelined sessions (spread
+    /// evenly over the members), and the create+delete pairs each keeps in
+    /// flight.
+    pub(crate) ceiling_sessions: usize,
+    pub(crate) ceiling_depth: usize,
 }
 
 impl Config {
@@ -75,7 +88,8 @@ impl Config {
         // `--only <workloads>`, `--reps <k>`, `--sessions <n,...>`,
         // `--scale <k,...>` (the scale workload's waiter counts),
         // `--observers <n>` and `--observer-sessions <s>` (the observe
-        // workload's) matter here.
+        // workload's), `--ensemble <n>`, and `--ceiling-sessions <s>` and
+        // `--ceiling-depth <d>` (the ensemble's ceiling) matter here.
         let args: Vec<String> = std::env::args().skip(1).collect();
         let quick = args.iter().any(|arg| arg == "--quick");
         let value = |flag: &str| {
@@ -114,6 +128,42 @@ impl Config {
             .iter()
             .map(|v| positive("--sessions", v))
             .collect::<Result<Vec<usize>, _>>()?;
+        let ensemble = value("--ensemble")
+            .map(|v| positive("--ensemble", v))
+            .transpose()?;
+        let ceiling_sessions = value("--ceiling-sessions")
+            .map(|v| positive("--ceiling-sessions", v))
+            .transpose()?;
+        let ceiling_depth = value("--ceiling-depth")
+            .map(|v| positive("--ceiling-depth", v))
+            .transpose()?;
+        if ensemble.is_none() && args.iter().any(|arg| arg == "--ensemble") {
+            return Err("--ensemble: expected the number of members, e.g. --ensemble 3".into());
+        }
+        if let Some(n) = ensemble {
+            if n < 3 {
+                return Err(format!(
+                    "--ensemble: a replicated ensemble has at least 3 members, not {n}"
+                )
+                .into());
+            }
+            if std::env::var("ZK_CONNECT").is_ok_and(|v| !v.is_empty()) {
+                return Err(
+                    "--ensemble starts an ensemble of its own; unset ZK_CONNECT to use it".into(),
+                );
+            }
+            if let Some(other) = only
+                .iter()
+                .find(|w| !ENSEMBLE_WORKLOADS.contains(&w.as_str()))
+            {
+                return Err(format!(
+                    "--ensemble: the {other} workload runs on the standalone server only; \
+                     on an ensemble the bench runs {}",
+                    ENSEMBLE_WORKLOADS.join(", ")
+                )
+                .into());
+            }
+        }
         let scale = list("--scale")
             .iter()
             .map(|v| positive("--scale", v))
@@ -127,10 +177,10 @@ impl Config {
             latency_cycles: if quick { 30 } else { 300 },
             delay: Duration::from_millis(1),
             contend: Duration::from_secs(if quick { 1 } else { 3 }),
-            sessions: if sessions.is_empty() {
-                vec![2, 8, 32]
-            } else {
-                sessions
+            sessions: match sessions {
+                _ if !sessions.is_empty() => sessions,
+                _ if ensemble.is_some() => vec![8, 32],
+                _ => vec![2, 8, 32],
             },
             tasks: if quick { 100 } else { 1000 },
             task_sessions: 32,
@@ -154,12 +204,18 @@ impl Config {
             scale_rss_cap_mib: 3072,
             plot,
             only,
+            ensemble,
+            // Two sessions on each member.
+            ceiling_sessions: ceiling_sessions.unwrap_or(2 * ensemble.unwrap_or(1)),
+            ceiling_depth: ceiling_depth.unwrap_or(128),
         })
     }
 
     /// Whether the workload `name` runs (`--only`, or every workload).
+    /// On an ensemble, only the [`ENSEMBLE_WORKLOADS`] run.
     pub(crate) fn runs(&self, name: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|w| w == name)
+        let chosen = self.only.is_empty() || self.only.iter().any(|w| w == name);
+        chosen && (self.ensemble.is_none() || ENSEMBLE_WORKLOADS.contains(&name))
     }
 
     /// The bound on one measurement of one contender.

@@ -98,7 +98,7 @@ pub(crate) async fn idle_rate(config: &Config, addr: Option<&str>) -> f64 {
     tokio::time::sleep(window).await;
     let after = counters(addr).await;
     let rate = match (before, after) {
-        (Some(b), Some(a)) => ((a.packets - b.packets - 1.0) / window.as_secs_f64()).max(0.0),
+        (Some(b), Some(a)) => ((a.packets - b.packets - a.sources) / window.as_secs_f64()).max(0.0),
         _ => 0.0,
     };
     println!(

@@ -19,7 +19,7 @@
 //! first one runs ZooKeeper's default (NIO).
 
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,41 +90,13 @@ impl BenchServer {
             );
         }
         std::fs::write(&config, settings)?;
-        let classpath = match std::env::var(zk_curator_testing::server::CLASSPATH_ENV) {
-            Ok(cp) if !cp.trim().is_empty() => cp,
-            _ => {
-                let mut cp = "/usr/share/java/zookeeper.jar".to_owned();
-                // zookeeper.jar's manifest leaves out netty-codec, which
-                // Netty's SslHandler extends: without it every handshake fails.
-                if tls.is_some() {
-                    cp += ":/usr/share/java/netty-codec.jar";
-                }
-                if let Some(binding) = ["slf4j-nop.jar", "slf4j-simple.jar"]
-                    .iter()
-                    .map(|jar| PathBuf::from("/usr/share/java").join(jar))
-                    .find(|path| path.is_file())
-                {
-                    cp += &format!(":{}", binding.display());
-                }
-                cp
-            }
-        };
-        let log = std::fs::File::create(dir.path().join("server.log"))?;
-        let child = Command::new("java")
-            .arg(format!("-Xmx{HEAP}"))
-            .args([
-                "-XX:+ExitOnOutOfMemoryError",
-                "-XX:-UsePerfData",
-                "-Djava.awt.headless=true",
-                "-cp",
-                &classpath,
-                "org.apache.zookeeper.server.ZooKeeperServerMain",
-            ])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+        let classpath = classpath(tls.is_some());
+        let child = spawn_jvm(
+            &classpath,
+            STANDALONE_MAIN,
+            &config,
+            &dir.path().join("server.log"),
+        )?;
         let mut server = BenchServer {
             child,
             dir,
@@ -173,15 +145,7 @@ impl BenchServer {
 
     /// The last line of the server's log that says why it stopped, if any.
     pub(crate) fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
-        log.lines()
-            .rev()
-            .find(|l| l.contains("OutOfMemory") || l.contains("Exception") || l.contains("Error"))
-            .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))
-            .unwrap_or("(empty log)")
-            .chars()
-            .take(200)
-            .collect()
+        log_tail(&self.dir.path().join("server.log"))
     }
 }
 
@@ -193,7 +157,7 @@ impl Drop for BenchServer {
 }
 
 /// A four-letter word, answered within 5 s, or `None`.
-fn four_letter_blocking(addr: &str, word: &str) -> Option<String> {
+pub(crate) fn four_letter_blocking(addr: &str, word: &str) -> Option<String> {
     use std::io::{Read, Write};
     let addr: std::net::SocketAddr = addr.parse().ok()?;
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
@@ -202,4 +166,73 @@ fn four_letter_blocking(addr: &str, word: &str) -> Option<String> {
     let mut reply = String::new();
     stream.read_to_string(&mut reply).ok()?;
     Some(reply)
+}
+
+/// The main class of a standalone server.
+const STANDALONE_MAIN: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
+
+/// The class path of a bench server: `ZOOKEEPER_CLASSPATH` when set, else
+/// Debian's `zookeeper.jar` (with netty-codec for TLS) and a quiet slf4j
+/// binding if one is installed.
+pub(crate) fn classpath(tls: bool) -> String {
+    match std::env::var(zk_curator_testing::server::CLASSPATH_ENV) {
+        Ok(cp) if !cp.trim().is_empty() => cp,
+        _ => {
+            let mut cp = "/usr/share/java/zookeeper.jar".to_owned();
+            // zookeeper.jar's manifest leaves out netty-codec, which
+            // Netty's SslHandler extends: without it every handshake fails.
+            if tls {
+                cp += ":/usr/share/java/netty-codec.jar";
+            }
+            if let Some(binding) = ["slf4j-nop.jar", "slf4j-simple.jar"]
+                .iter()
+                .map(|jar| PathBuf::from("/usr/share/java").join(jar))
+                .find(|path| path.is_file())
+            {
+                cp += &format!(":{}", binding.display());
+            }
+            cp
+        }
+    }
+}
+
+/// Starts one ZooKeeper JVM with the bench's flags (the heap of
+/// `zkServer.sh`, exit on OutOfMemoryError, default GC and JIT) running
+/// `main_class` on `config`, its output into `log`.
+pub(crate) fn spawn_jvm(
+    classpath: &str,
+    main_class: &str,
+    config: &Path,
+    log: &Path,
+) -> std::io::Result<Child> {
+    let log = std::fs::File::create(log)?;
+    Command::new("java")
+        .arg(format!("-Xmx{HEAP}"))
+        .args([
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            "-cp",
+            classpath,
+            main_class,
+        ])
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+}
+
+/// The last line of the log at `path` that says why a server stopped, else
+/// its last line.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    log.lines()
+        .rev()
+        .find(|l| l.contains("OutOfMemory") || l.contains("Exception") || l.contains("Error"))
+        .or_else(|| log.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("(empty log)")
+        .chars()
+        .take(200)
+        .collect()
 }

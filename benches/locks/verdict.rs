@@ -111,3 +111,32 @@ pub(crate) fn print_targets(config: &Config, f: &Findings) {
     cohort::print_targets(config, f);
     tls::print_targets(f);
 }
+
+/// The end of a run on the ensemble (`--ensemble`): its ceiling, and every
+/// contender's contended hand-offs/s as a share of it. It prints; it
+/// asserts nothing (the issue targets above were set on one server).
+pub(crate) fn print_ensemble_summary(f: &Findings) {
+    println!();
+    println!("== On the ensemble: contended hand-offs/s as a share of its ceiling ==");
+    let Some(ceiling) = f.ceiling.filter(|c| c.median > 0.0) else {
+        println!("ceiling: n/a (not measured)");
+        return;
+    };
+    println!(
+        "ceiling: {:.0} create+delete pairs/s ({}), pipelined zookeeper-client sessions",
+        ceiling.median,
+        ceiling.range(0)
+    );
+    for (n, row) in &f.contended {
+        let shares: Vec<String> = f
+            .labels
+            .iter()
+            .zip(row)
+            .map(|(label, [rate, _, _])| match rate {
+                Some(r) => format!("{label} {:.1}%", 100.0 * r.median / ceiling.median),
+                None => format!("{label} n/a"),
+            })
+            .collect();
+        println!("N = {n}: {}", shares.join("; "));
+    }
+}
