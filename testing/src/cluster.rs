@@ -885,6 +885,17 @@ impl TestingCluster {
         node.spec.mode()
     }
 
+    /// Sends node `index` a four-letter command (`mntr`, `srvr`, `cons`...; every one is
+    /// allowed) and returns its whole reply. Blocks for at most about a second and a half.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the node cannot be reached or does not answer in time (it is
+    /// stopped, say).
+    pub fn four_letter(&self, index: usize, word: &str) -> Result<String, Error> {
+        four_letter(self.address_of(index), word)
+            .map_err(|err| Error::io(format!("four-letter word {word} to node {index}"), err))
+    }
+
     /// Returns the index of the node that reports being the leader, if any serves as such.
     pub fn leader(&self) -> Option<usize> {
         (0..self.size()).find(|&i| self.mode_of(i) == Some(NodeMode::Leader))

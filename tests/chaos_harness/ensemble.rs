@@ -223,3 +223,39 @@ pub(super) async fn heal(cluster: &TestingCluster) {
         tracing::warn!(%err, "the ensemble does not serve again");
     }
 }
+
+/// The sessions the ensemble holds, from `mntr`: the global ones (as the
+/// leader counts them) and every member's local ones. `None` if a member
+/// does not answer.
+fn sessions(cluster: &TestingCluster) -> Option<usize> {
+    let leader = cluster.leader()?;
+    let count = |member: usize, key: &str| -> Option<usize> {
+        let reply = cluster.four_letter(member, "mntr").ok()?;
+        reply
+            .lines()
+            .find_map(|line| line.strip_prefix(key)?.trim().parse().ok())
+    };
+    let global = count(leader, "zk_global_sessions")?;
+    let mut local = 0;
+    for member in 0..cluster.size() {
+        local += count(member, "zk_local_sessions")?;
+    }
+    Some(global + local)
+}
+
+/// The sessions left on the ensemble besides the harness's own `kept`
+/// ones, once the frameworks have closed: counted again for up to a second
+/// (a close is acknowledged before every member has counted it), which is
+/// shorter than any session timeout of the run, so a session its framework
+/// did not close is still there.
+pub(super) async fn leftover_sessions(cluster: &TestingCluster, kept: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let left = tokio::task::block_in_place(|| sessions(cluster))
+            .map_or(usize::MAX, |n| n.saturating_sub(kept));
+        if left == 0 || Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

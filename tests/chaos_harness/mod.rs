@@ -1258,20 +1258,41 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         let _ = tokio::time::timeout(Duration::from_secs(30), observer).await;
     }
     // What is left: participants under every lock path, and sessions.
+    // On an ensemble `raw`'s session is a local one, lost if its member
+    // was killed: the nodes are listed through a session made now.
+    let checker = match target {
+        Target::Server(_) => raw.clone(),
+        Target::Ensemble(_) => zk::Client::connector()
+            .with_session_timeout(Duration::from_secs(20))
+            .connect(&target.connect_string())
+            .await
+            .unwrap(),
+    };
     let mut leftover_nodes = Vec::new();
     for dir in lock_dirs(&root) {
-        // As of now: on an ensemble, `raw`'s server may lag.
-        let _ = raw.sync(&dir).await;
-        if let Ok(children) = raw.list_children(&dir).await {
-            leftover_nodes.extend(children.into_iter().map(|c| format!("{dir}/{c}")));
+        // As of now: on an ensemble, the checker's server may lag.
+        let _ = checker.sync(&dir).await;
+        match checker.list_children(&dir).await {
+            Ok(children) => {
+                leftover_nodes.extend(children.into_iter().map(|c| format!("{dir}/{c}")));
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(err) => leftover_nodes.push(format!("{dir}: not listed ({err})")),
         }
     }
-    let leftover_sessions = target.embedded().map_or(0, |e| {
-        e.session_ids()
-            .into_iter()
-            .filter(|&id| id != raw.session_id().0)
-            .count()
-    });
+    let leftover_sessions = match target {
+        Target::Ensemble(cluster) => {
+            // The harness's own sessions end with their clients.
+            drop((checker, raw));
+            ensemble::leftover_sessions(cluster, 0).await
+        }
+        Target::Server(server) => server.as_embedded().map_or(0, |e| {
+            e.session_ids()
+                .into_iter()
+                .filter(|&id| id != raw.session_id().0)
+                .count()
+        }),
+    };
     let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
     let windows = std::mem::take(&mut *shared.windows.lock().unwrap());
     Report {
