@@ -33,7 +33,7 @@
 
 use std::future::Future;
 
-use zk_curator_framework::{Error, Framework, Result};
+use zk_curator_framework::{Error, Framework, Result, Session};
 
 /// How many sessions a synced read tries before it gives up: the read runs
 /// again only if the session changed between its sync and its answer.
@@ -63,12 +63,7 @@ where
 {
     for _ in 0..SESSIONS {
         let session = framework.session().await?;
-        framework
-            .call_on_session(&session, |client| {
-                let path = path.to_owned();
-                async move { client.sync(&path).await }
-            })
-            .await?;
+        sync_server(framework, &session, path).await?;
         let value = read().await?;
         if framework
             .current_session()
@@ -82,4 +77,21 @@ where
         );
     }
     Err(Error::SessionExpired)
+}
+
+/// Syncs `session`'s server with the ensemble's leader for `path`: once it
+/// answers, that server has applied every write the leader had committed
+/// when the sync reached it. Fails as a request on `session` does (it is
+/// not retried on another session).
+pub(crate) async fn sync_server(
+    framework: &Framework,
+    session: &Session,
+    path: &str,
+) -> Result<()> {
+    framework
+        .call_on_session(session, |client| {
+            let path = path.to_owned();
+            async move { client.sync(&path).await }
+        })
+        .await
 }

@@ -286,13 +286,7 @@ impl Observing {
         // reported. Once per session: ZooKeeper keeps a session's own
         // reads in order, on whichever server it reconnects to.
         if self.synced != Some(session.generation()) {
-            let synced = framework
-                .call_on_session(&session, |client| {
-                    let path = path.clone();
-                    async move { client.sync(&path).await }
-                })
-                .await;
-            if let Err(err) = synced {
+            if let Err(err) = crate::fresh::sync_server(framework, &session, &path).await {
                 return failed(err);
             }
             self.synced = Some(session.generation());
