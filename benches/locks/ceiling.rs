@@ -25,9 +25,8 @@ use super::findings::Findings;
 use super::limits::{bounded, BoxError, Measured, Scoped};
 use super::mntr::{counters, Traffic};
 use super::options::Config;
-use super::reps::settle;
+use super::reps::{settle, spread};
 use super::sessions::raw_client;
-use super::stats::Spread;
 use super::table::opt;
 use super::target::Target;
 
@@ -100,14 +99,7 @@ pub(crate) async fn ceiling_phase(
         }));
     }
     drop(clients);
-    let spread_of = |f: &dyn Fn(&Rep) -> Option<f64>| {
-        let values: Vec<f64> = reps
-            .iter()
-            .filter_map(|r| r.as_ref().ok())
-            .filter_map(f)
-            .collect();
-        Spread::of(&values)
-    };
+    let spread_of = |f: &dyn Fn(&Rep) -> Option<f64>| spread(&reps, f);
     let rate = spread_of(&|r| Some(r.per_s));
     let requests = spread_of(&|r| r.requests);
     let fsyncs = spread_of(&|r| r.fsyncs);

@@ -758,12 +758,7 @@ pub(crate) async fn failover_phase(
     proxy_runtime.shutdown_background();
 
     let spread_of = |reps: &[Measured<RepFigures>], f: &dyn Fn(&RepFigures) -> Option<f64>| {
-        let values: Vec<f64> = reps
-            .iter()
-            .filter_map(|r| r.as_ref().ok())
-            .filter_map(f)
-            .collect();
-        Spread::of(&values)
+        super::reps::spread(reps, f)
     };
     let p50: Vec<Option<Spread>> = reps
         .iter()

@@ -23,8 +23,8 @@ pub(crate) type Reps<T> = Vec<Vec<Measured<Sample<T>>>>;
 
 /// The spread of one figure over a contender's successful reps.
 pub(crate) fn spread<T>(
-    reps: &[Measured<Sample<T>>],
-    figure: impl Fn(&Sample<T>) -> Option<f64>,
+    reps: &[Measured<T>],
+    figure: impl Fn(&T) -> Option<f64>,
 ) -> Option<Spread> {
     let values: Vec<f64> = reps
         .iter()
