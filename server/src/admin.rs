@@ -123,13 +123,8 @@ fn configuration(config: &Config) -> String {
 /// One line per connection, in connection order (`full` adds the session details `cons`
 /// shows).
 fn connections(state: &State, full: bool) -> String {
-    let mut ids: Vec<_> = state.conns.keys().copied().collect();
-    ids.sort_unstable();
     let mut out = String::new();
-    for id in ids {
-        let Some(c) = state.conns.get(&id) else {
-            continue;
-        };
+    for c in state.conns.values() {
         let queued = c.outbox.queued();
         let _ = write!(
             out,
@@ -206,6 +201,7 @@ fn registrations(state: &State) -> Vec<(i64, String)> {
 
 fn watch_summary(state: &State) -> String {
     let all = registrations(state);
+    // Only counted: their order does not matter.
     let sessions: HashSet<i64> = all.iter().map(|(s, _)| *s).collect();
     let paths: HashSet<&str> = all.iter().map(|(_, p)| p.as_str()).collect();
     format!(

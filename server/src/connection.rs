@@ -1,14 +1,21 @@
 //! One client connection: the TLS handshake on a secure port, framing, the session
 //! handshake, requests applied under the state lock, four-letter words, and the backpressure
 //! that keeps a connection's memory bounded. Everything after the TLS handshake is one code
-//! path over any byte stream, so a TLS connection behaves as a plain one.
+//! path over any byte stream, so a TLS connection behaves as a plain one, and so does a stream
+//! the server did not accept itself ([`EmbeddedServer::serve_connection`]). Every connection,
+//! however it arrived, is registered by [`admit`].
+//!
+//! [`EmbeddedServer::serve_connection`]: crate::EmbeddedServer::serve_connection
 
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::runtime::Handle;
 use tracing::{debug, info};
 
 use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
@@ -26,6 +33,55 @@ const SESSIONLESS_TIMEOUT: Duration = Duration::from_secs(10);
 /// not read beyond `limit` (and one reply is at most about `jute.maxbuffer`).
 fn hard_cap(limit: usize) -> usize {
     limit.saturating_mul(2).saturating_add(4 * MAX_PACKET)
+}
+
+/// Registers a connection from `peer` and spawns, on `runtime`, the task that serves it:
+/// `serve`, given the connection's id, makes that task's work. This is where a connection is
+/// counted against `max_connections` and becomes one that `drop_connections` closes, for the
+/// accept loops and for streams handed over by the caller alike.
+///
+/// A connection over the limit, or arriving while the server is stopped, is refused: `serve`
+/// is dropped uncalled, and with it the stream it owns, which closes it. Returns whether the
+/// connection is served.
+pub(crate) fn admit<F, Fut>(
+    shared: &Arc<Shared>,
+    runtime: &Handle,
+    peer: SocketAddr,
+    tls: bool,
+    serve: F,
+) -> bool
+where
+    F: FnOnce(ConnId) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
+    let mut connections = shared.connections();
+    // Read under the connections lock: `stop` sets the flag before it takes the lock to drop
+    // every connection, so a connection is either refused here or dropped there.
+    if shared.stopped.load(Ordering::SeqCst) {
+        debug!(id, %peer, "embedded server stopped; closing the new connection");
+        return false;
+    }
+    let max = shared.settings.max_connections;
+    if connections.len() >= max {
+        debug!(id, %peer, max, "too many connections; closing the new one");
+        return false;
+    }
+    debug!(id, %peer, tls, "embedded server accepted connection");
+    let work = serve(id);
+    let guarded = shared.clone();
+    let task = runtime.spawn(async move {
+        // Unregisters the connection however the task ends: close, failure, abort. Made on
+        // the task's first poll, so a task dropped unpolled never runs it (its `Drop` takes
+        // the connections lock, which is held here until the task is recorded).
+        let _guard = ConnGuard {
+            id,
+            shared: guarded,
+        };
+        work.await;
+    });
+    connections.insert(id, task.abort_handle());
+    true
 }
 
 /// Unregisters a connection when its task ends or is aborted.
@@ -100,9 +156,10 @@ impl Transport {
     }
 }
 
-/// Serves one accepted connection until it closes: the TLS handshake first when `transport`
-/// asks for one (here, in the connection's own task, so that a slow or failing handshake
-/// holds up no other connection), then the protocol.
+/// Serves one connection accepted on one of the server's ports until it closes (in the task
+/// [`admit`] spawns): the TLS handshake first when `transport` asks for one (here, in the
+/// connection's own task, so that a slow or failing handshake holds up no other connection),
+/// then the protocol.
 pub(crate) async fn run_connection(
     id: ConnId,
     stream: TcpStream,
@@ -110,11 +167,6 @@ pub(crate) async fn run_connection(
     shared: Arc<Shared>,
     transport: Transport,
 ) {
-    // Unregisters the connection however the task ends: handshake failure, close, abort.
-    let _guard = ConnGuard {
-        id,
-        shared: shared.clone(),
-    };
     let _ = stream.set_nodelay(true);
     match transport {
         Transport::Plain => serve_connection(id, stream, peer, &shared).await,
@@ -129,11 +181,16 @@ pub(crate) async fn run_connection(
     }
 }
 
-/// The protocol on one connection, over any byte stream (plain TCP or TLS): reads and writes
-/// never overlap (a write happens in a branch's handler, after the read future is dropped),
-/// so the stream is used whole, unsplit.
-async fn serve_connection<S>(id: ConnId, mut stream: S, peer: SocketAddr, shared: &Shared)
-where
+/// The protocol on one connection, over any byte stream (plain TCP, TLS, or whatever a caller
+/// of `EmbeddedServer::serve_connection` hands over): reads and writes never overlap (a write
+/// happens in a branch's handler, after the read future is dropped), so the stream is used
+/// whole, unsplit.
+pub(crate) async fn serve_connection<S>(
+    id: ConnId,
+    mut stream: S,
+    peer: SocketAddr,
+    shared: &Shared,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let limit = shared.settings.max_outstanding_bytes;
@@ -261,7 +318,10 @@ async fn write_queued<W: AsyncWrite + Unpin>(
         // A client that lets its notifications pile up past the hard cap is not waited for.
         // The flush matters for TLS, which may keep the end of a write in its buffer; on TCP
         // it does nothing.
+        // Biased, like every `select!` here: the branches are polled in a fixed order, not in
+        // one drawn from tokio's own generator.
         let written = tokio::select! {
+            biased;
             written = async {
                 writer.write_all(&batch).await?;
                 writer.flush().await

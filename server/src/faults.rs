@@ -203,7 +203,9 @@ impl Faults {
             let until = *rx.borrow_and_update();
             match until {
                 Some(until) if until > Instant::now() => {
+                    // Biased: a fixed order of polling, nothing drawn from tokio's generator.
                     tokio::select! {
+                        biased;
                         _ = tokio::time::sleep_until(until) => {}
                         changed = rx.changed() => {
                             if changed.is_err() {

@@ -48,6 +48,16 @@
 //!   builder's `# Memory` section for the bound.
 //! * **Fault injection**: [`EmbeddedServer::expire_session`], [`drop_connections`],
 //!   [`stall`], [`lose_reply_to_next`].
+//! * **Connections accepted elsewhere**:
+//!   [`EmbeddedServerBuilder::start_without_listener`] starts a server that binds nothing,
+//!   and [`EmbeddedServer::serve_connection`] serves any byte stream its caller accepted (a
+//!   simulated network's, an in-memory pipe), counted and dropped like the server's own.
+//! * **Replayable under a seed**: the server's only randomness (session ids and passwords,
+//!   the order of unsorted children) comes from `fastrand`'s thread-local generator, and no
+//!   hash-map order decides what is sent or the order of events (expiry, notifications,
+//!   ephemeral deletion, the admin words' lists). Seeded on the thread that runs the server
+//!   (`fastrand::seed`, as a deterministic simulation does), a run repeats itself; node
+//!   times and TTLs follow the runtime's clock from the wall-clock time the server started.
 //! * **TLS** (feature `tls`): ZooKeeper's `secureClientPort`, the same protocol inside TLS,
 //!   either on the server's only port or on a second port beside the plaintext one, with
 //!   client certificates optionally required and checked against a CA (mutual TLS, like
@@ -73,8 +83,9 @@
 //! The codec (`codec`) and the state (`tree`, `watch`, `session`, `acl`) stay apart from the
 //! request handling, which `state` splits by family of requests (reads, writes, multi,
 //! watches, sessions, auth/ACL); `admin` answers the four-letter words; `server` holds the
-//! handle, the builder, the accept loop and the timers; `connection` serves one socket with
-//! its backpressure (`outbox`); both take the settings and the shared state from `shared`
+//! handle, the builder, the accept loop and the timers; `connection` registers every
+//! connection (accepted or handed over) and serves one stream with its backpressure
+//! (`outbox`); both take the settings and the shared state from `shared`
 //! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks.
 //!
 //! # TLS

@@ -8,11 +8,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::connection::{run_connection, Transport};
+use crate::connection::{admit, run_connection, serve_connection, Transport};
 use crate::error::Error;
 use crate::faults::{LostReplyHandle, RequestMatcher};
 use crate::shared::{Settings, Shared};
@@ -81,9 +82,10 @@ impl EmbeddedServerBuilder {
     }
 
     /// Lists children sorted by name. By default they come in no particular order, like
-    /// ZooKeeper's (which keeps them in a hash set): clients must sort what they need sorted,
-    /// and the default shows a client that forgets to. Turn this on only for a test that
-    /// needs a stable order.
+    /// ZooKeeper's (which keeps them in a hash set): each listing is shuffled, with
+    /// `fastrand`'s thread-local generator (so a simulation that seeds it gets the same
+    /// listings on every run). Clients must sort what they need sorted, and the default shows
+    /// a client that forgets to. Turn this on only for a test that needs a stable order.
     pub fn sorted_children(mut self, sorted: bool) -> Self {
         self.settings.sorted_children = sorted;
         self
@@ -165,28 +167,56 @@ impl EmbeddedServerBuilder {
         self.launch(handle, Some(runtime))
     }
 
+    /// Starts the server's state and timers (session expiry, the container and TTL reaper)
+    /// on the current tokio runtime, exactly as [`start`](Self::start) does, but binds no
+    /// socket and accepts nothing: the caller accepts connections on a listener of its own
+    /// (a simulated network's, for instance) and hands each to
+    /// [`EmbeddedServer::serve_connection`]. `address` is the address that listener serves;
+    /// [`EmbeddedServer::address`], [`EmbeddedServer::connect_string`] and the `conf` word
+    /// report it, and the builder's [`port`](Self::port) is not used.
+    ///
+    /// Nothing is bound, so [`EmbeddedServer::restart`] has nothing to bind again: it only
+    /// gives sessions a fresh timeout and lets connections in again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for unusable settings, and for TLS settings (`tls_only` or
+    /// `secure_client_port`, feature `tls`), which need a port of the server's own;
+    /// [`Error::Io`] when called outside a tokio runtime.
+    pub fn start_without_listener(self, address: SocketAddr) -> Result<EmbeddedServer, Error> {
+        let s = self.settings;
+        check_settings(&s)?;
+        if has_tls(&s) {
+            return Err(Error::InvalidConfig(
+                "TLS needs a port of the server's own; a server without a listener serves \
+                 only plaintext connections"
+                    .to_owned(),
+            ));
+        }
+        let handle = tokio::runtime::Handle::try_current().map_err(|err| {
+            Error::io(
+                "an embedded server without a listener starts on the current tokio runtime",
+                std::io::Error::other(err),
+            )
+        })?;
+        let shared = Arc::new(Shared::new(s, Some(address.port()), None));
+        info!(%address, "embedded ZooKeeper server started without a listener");
+        Ok(EmbeddedServer::assemble(
+            address,
+            Vec::new(),
+            shared,
+            Vec::new(),
+            handle,
+            None,
+        ))
+    }
+
     fn launch(
         self,
         handle: tokio::runtime::Handle,
         runtime: Option<tokio::runtime::Runtime>,
     ) -> Result<EmbeddedServer, Error> {
         let s = self.settings;
-        if s.tick_time.is_zero() || s.container_check_interval.is_zero() {
-            return Err(Error::InvalidConfig(
-                "tick time and container check interval must be positive".to_owned(),
-            ));
-        }
-        if s.max_connections == 0 || s.max_outstanding_bytes == 0 {
-            return Err(Error::InvalidConfig(
-                "max connections and max outstanding bytes must be positive".to_owned(),
-            ));
-        }
-        if s.min_session_timeout > s.max_session_timeout {
-            return Err(Error::InvalidConfig(format!(
-                "min session timeout {:?} exceeds max session timeout {:?}",
-                s.min_session_timeout, s.max_session_timeout
-            )));
-        }
+        check_settings(&s)?;
         let main = bind(SocketAddr::from((Ipv4Addr::LOCALHOST, s.port)))
             .map_err(|err| Error::io("cannot bind embedded server", err))?;
         let address = main
@@ -208,7 +238,7 @@ impl EmbeddedServerBuilder {
                 .find(|l| l.transport.is_tls() == tls)
                 .map(|l| l.address.port())
         };
-        let shared = Arc::new(Shared::new(s.clone(), port_of(false), port_of(true)));
+        let shared = Arc::new(Shared::new(s, port_of(false), port_of(true)));
         let acceptors = bound
             .into_iter()
             .zip(&listeners)
@@ -220,10 +250,6 @@ impl EmbeddedServerBuilder {
                 ))
             })
             .collect();
-        let timers = vec![
-            handle.spawn(expiry_loop(shared.clone(), s.tick_time)),
-            handle.spawn(reaper_loop(shared.clone(), s.container_check_interval)),
-        ];
         for listener in &listeners {
             info!(
                 address = %listener.address,
@@ -231,16 +257,43 @@ impl EmbeddedServerBuilder {
                 "embedded ZooKeeper server started"
             );
         }
-        Ok(EmbeddedServer {
-            address,
-            listeners,
-            shared,
-            acceptors: Mutex::new(acceptors),
-            timers,
-            handle,
-            runtime,
-        })
+        Ok(EmbeddedServer::assemble(
+            address, listeners, shared, acceptors, handle, runtime,
+        ))
     }
+}
+
+/// Refuses settings the server cannot run with.
+fn check_settings(s: &Settings) -> Result<(), Error> {
+    if s.tick_time.is_zero() || s.container_check_interval.is_zero() {
+        return Err(Error::InvalidConfig(
+            "tick time and container check interval must be positive".to_owned(),
+        ));
+    }
+    if s.max_connections == 0 || s.max_outstanding_bytes == 0 {
+        return Err(Error::InvalidConfig(
+            "max connections and max outstanding bytes must be positive".to_owned(),
+        ));
+    }
+    if s.min_session_timeout > s.max_session_timeout {
+        return Err(Error::InvalidConfig(format!(
+            "min session timeout {:?} exceeds max session timeout {:?}",
+            s.min_session_timeout, s.max_session_timeout
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the settings ask for TLS.
+#[cfg(feature = "tls")]
+fn has_tls(s: &Settings) -> bool {
+    s.tls.is_some()
+}
+
+/// Without the `tls` feature, settings never ask for TLS.
+#[cfg(not(feature = "tls"))]
+fn has_tls(_s: &Settings) -> bool {
+    false
 }
 
 /// Binds a non-blocking listener, ready for tokio.
@@ -298,7 +351,9 @@ struct Listener {
     transport: Transport,
 }
 
-/// An in-process, single-node server speaking ZooKeeper's client protocol on `127.0.0.1`.
+/// An in-process, single-node server speaking ZooKeeper's client protocol on `127.0.0.1`, or,
+/// started [without a listener](EmbeddedServerBuilder::start_without_listener), on the
+/// connections its caller hands to [`serve_connection`](Self::serve_connection).
 ///
 /// Real clients (`zookeeper-client`, Curator, kazoo) talk to it as to Apache ZooKeeper 3.8; see
 /// the [crate docs](crate) for what it implements. Its tasks run on the tokio runtime that
@@ -330,6 +385,35 @@ impl fmt::Debug for EmbeddedServer {
 }
 
 impl EmbeddedServer {
+    /// The handle of a server whose state, listeners and accept loops are ready: starts its
+    /// timers on `handle`'s runtime.
+    fn assemble(
+        address: SocketAddr,
+        listeners: Vec<Listener>,
+        shared: Arc<Shared>,
+        acceptors: Vec<JoinHandle<()>>,
+        handle: tokio::runtime::Handle,
+        runtime: Option<tokio::runtime::Runtime>,
+    ) -> EmbeddedServer {
+        let settings = &shared.settings;
+        let timers = vec![
+            handle.spawn(expiry_loop(shared.clone(), settings.tick_time)),
+            handle.spawn(reaper_loop(
+                shared.clone(),
+                settings.container_check_interval,
+            )),
+        ];
+        EmbeddedServer {
+            address,
+            listeners,
+            shared,
+            acceptors: Mutex::new(acceptors),
+            timers,
+            handle,
+            runtime,
+        }
+    }
+
     /// Now, on the clock of the runtime the server runs on (which its connections and timers
     /// read), whichever runtime, if any, the caller runs on: paused with it under tokio's
     /// `test-util`, `std`'s monotonic clock otherwise.
@@ -399,6 +483,33 @@ impl EmbeddedServer {
             .iter()
             .find(|l| l.transport.is_tls())
             .map(|l| l.address)
+    }
+
+    /// Serves one connection the caller accepted (on a listener of its own, such as a
+    /// simulated network's; see
+    /// [`start_without_listener`](EmbeddedServerBuilder::start_without_listener)), from
+    /// `peer`, in a task of its own on the server's runtime. It counts as any connection: it
+    /// is refused (dropped, which closes it) past
+    /// [`max_connections`](EmbeddedServerBuilder::max_connections) or while the server is
+    /// [stopped](Self::stop), and [`drop_connections`](Self::drop_connections), `stop` and
+    /// dropping the server close it. `peer`'s address is the connection's `ip` identity.
+    ///
+    /// The stream carries the plain protocol, even on a server that speaks TLS on its own
+    /// ports, and no TCP option is set on it. Returns whether the connection is served.
+    pub fn serve_connection<S>(&self, stream: S, peer: SocketAddr) -> bool
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        admit(
+            &self.shared,
+            &self.handle,
+            peer,
+            false,
+            move |id| async move {
+                serve_connection(id, stream, peer, &shared).await;
+            },
+        )
     }
 
     /// Number of open client connections.
@@ -479,8 +590,10 @@ impl EmbeddedServer {
     }
 
     /// Stops listening and closes every connection, keeping the data and sessions (which do
-    /// not expire while stopped). [`restart`](Self::restart) serves again on the same port
-    /// (ports, with a TLS one beside).
+    /// not expire while stopped); connections handed to
+    /// [`serve_connection`](Self::serve_connection) meanwhile are refused.
+    /// [`restart`](Self::restart) serves again on the same port (ports, with a TLS one
+    /// beside).
     pub fn stop(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
         for acceptor in self
@@ -495,7 +608,9 @@ impl EmbeddedServer {
     }
 
     /// Serves again on the same port (ports) after [`stop`](Self::stop) (or restarts a
-    /// running server); every session gets a full timeout from now.
+    /// running server); every session gets a full timeout from now. A server started
+    /// [without a listener](EmbeddedServerBuilder::start_without_listener) binds nothing and
+    /// takes connections through [`serve_connection`](Self::serve_connection) again.
     ///
     /// # Errors
     /// A port could not be bound again within about a second.
@@ -567,6 +682,7 @@ async fn accept_loop(listener: std::net::TcpListener, transport: Transport, shar
             return;
         }
     };
+    let runtime = tokio::runtime::Handle::current();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -576,22 +692,10 @@ async fn accept_loop(listener: std::net::TcpListener, transport: Transport, shar
                 continue;
             }
         };
-        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        let mut connections = shared.connections();
-        if connections.len() >= shared.settings.max_connections {
-            debug!(id, %peer, max = shared.settings.max_connections, "too many connections; closing the new one");
-            drop(stream);
-            continue;
-        }
-        debug!(id, %peer, tls = transport.is_tls(), "embedded server accepted connection");
-        let task = tokio::spawn(run_connection(
-            id,
-            stream,
-            peer,
-            shared.clone(),
-            transport.clone(),
-        ));
-        connections.insert(id, task.abort_handle());
+        let (served, tls) = (shared.clone(), transport.clone());
+        admit(&shared, &runtime, peer, tls.is_tls(), move |id| {
+            run_connection(id, stream, peer, served, tls)
+        });
     }
 }
 
@@ -612,7 +716,7 @@ async fn reaper_loop(shared: Arc<Shared>, every: Duration) {
     loop {
         interval.tick().await;
         if !shared.stopped.load(Ordering::SeqCst) {
-            shared.state().reap();
+            shared.state().reap(tokio::time::Instant::now());
         }
     }
 }

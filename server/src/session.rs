@@ -4,14 +4,26 @@
 //! clock of the runtime it runs on, given as `tokio::time::Instant::into_std`): with that
 //! runtime's clock paused (tokio's `test-util`), sessions expire as paused time is advanced,
 //! together with every other timer. A caller of this module's functions should read its `now`
-//! the same way. Session ids start from the wall clock (`SystemTime`), as ZooKeeper's do.
+//! the same way.
+//!
+//! Ids and passwords come from `fastrand`'s thread-local generator, read once, when
+//! [`Sessions::new`] runs: ids count up from a random base laid out like ZooKeeper's (whose
+//! base is the wall clock), and passwords are a keyed hash of the id under a random key. In
+//! production that generator is seeded from the operating system, so two servers hand out
+//! different ids; a deterministic simulation that seeds it (`fastrand::seed`) on the thread
+//! that starts the server gets the same ids and passwords on every run with that seed.
 
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hasher};
+use std::time::{Duration, Instant};
 
 use crate::watch::ConnId;
+
+/// Bits of an id below its random base: the low 16, ZooKeeper's room for the counter.
+const COUNTER_BITS: u32 = 16;
+/// Bits of the random base; with the counter, they leave the top byte (ZooKeeper's server
+/// id, 0 here) clear, so every id is positive.
+const BASE_BITS: u32 = 40;
 
 /// `now + timeout`, saturating far in the future instead of overflowing.
 pub fn deadline(now: Instant, timeout: Duration) -> Instant {
@@ -31,12 +43,15 @@ pub struct Session {
     pub conn: Option<ConnId>,
 }
 
-/// Every live session.
+/// Every live session, by id.
 #[derive(Debug)]
 pub struct Sessions {
-    map: HashMap<i64, Session>,
+    /// Ordered by id, so that whatever walks the sessions (expiry, the admin words) does so
+    /// in the same order on every run.
+    map: BTreeMap<i64, Session>,
     next_id: i64,
-    secret: RandomState,
+    /// The key of the passwords' hash.
+    secret: [u64; 2],
 }
 
 impl Default for Sessions {
@@ -46,18 +61,16 @@ impl Default for Sessions {
 }
 
 impl Sessions {
-    /// No sessions; ids start from the clock, like ZooKeeper's (server id 0).
+    /// No sessions. The first id is a random base from `fastrand` (see the [module
+    /// docs](self)): a 40-bit random part above 16 bits of counter, with the top byte clear
+    /// as in ZooKeeper's ids (`(time << 24) >>> 8` there), so ids are positive and, counting
+    /// up one at a time, unique for the server's life.
     pub fn new() -> Sessions {
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(1);
-        // ZooKeeper: (time << 24) >>> 8, i.e. the high byte (server id) stays zero.
-        let next_id = ((millis << 24) >> 8) as i64;
+        let base = fastrand::u64(1..1 << BASE_BITS) << COUNTER_BITS;
         Sessions {
-            map: HashMap::new(),
-            next_id: next_id.max(1),
-            secret: RandomState::new(),
+            map: BTreeMap::new(),
+            next_id: i64::try_from(base).unwrap_or(1),
+            secret: [fastrand::u64(..), fastrand::u64(..)],
         }
     }
 
@@ -76,11 +89,14 @@ impl Sessions {
         id
     }
 
-    /// The 16-byte password of session `id` (a keyed hash of the id).
+    /// The 16-byte password of session `id`: a keyed hash of the id (std's `DefaultHasher`,
+    /// which hashes alike on every run of a program, keyed with the random secret).
     pub fn password(&self, id: i64) -> [u8; 16] {
         let mut out = [0u8; 16];
         for (half, chunk) in out.chunks_exact_mut(8).enumerate() {
-            let mut h = self.secret.build_hasher();
+            let mut h = DefaultHasher::new();
+            h.write_u64(self.secret[0]);
+            h.write_u64(self.secret[1]);
             h.write_i64(id);
             h.write_usize(half);
             chunk.copy_from_slice(&h.finish().to_be_bytes());
@@ -121,22 +137,55 @@ impl Sessions {
         self.map.remove(&id)
     }
 
-    /// Sessions whose deadline has passed.
+    /// Sessions whose deadline has passed, by id (the order they are expired in).
     pub fn due(&self, now: Instant) -> Vec<i64> {
-        let mut due: Vec<i64> = self
-            .map
+        self.map
             .iter()
             .filter(|(_, s)| s.deadline <= now)
             .map(|(id, _)| *id)
-            .collect();
-        due.sort_unstable();
-        due
+            .collect()
     }
 
-    /// Ids of every live session.
+    /// Ids of every live session, in order.
     pub fn ids(&self) -> Vec<i64> {
-        let mut ids: Vec<i64> = self.map.keys().copied().collect();
-        ids.sort_unstable();
-        ids
+        self.map.keys().copied().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first id, the id after it and the first password of fresh sessions made after
+    /// seeding this thread's generator with `seed`.
+    fn first_of(seed: u64) -> (i64, i64, [u8; 16]) {
+        fastrand::seed(seed);
+        let mut sessions = Sessions::new();
+        let now = Instant::now();
+        let first = sessions.create(Duration::from_secs(1), 1, now);
+        let second = sessions.create(Duration::from_secs(1), 2, now);
+        (first, second, sessions.password(first))
+    }
+
+    #[test]
+    fn ids_and_passwords_follow_the_seed() {
+        let (first, second, password) = first_of(7);
+        // The wall clock moves on between the two servers; a clock-based base would differ.
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(first_of(7), (first, second, password));
+        let (other, _, other_password) = first_of(8);
+        assert_ne!(other, first);
+        assert_ne!(other_password, password);
+    }
+
+    #[test]
+    fn ids_are_positive_count_up_and_keep_the_top_byte_clear() {
+        for seed in 0..64 {
+            let (first, second, _) = first_of(seed);
+            assert!(first > 0, "{first:#x}");
+            assert_eq!(second, first + 1);
+            assert_eq!(first & ((1 << COUNTER_BITS) - 1), 0, "{first:#x}");
+            assert_eq!(first >> (COUNTER_BITS + BASE_BITS), 0, "{first:#x}");
+        }
     }
 }

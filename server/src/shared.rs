@@ -2,7 +2,7 @@
 //! settings chosen through the builder and the [`Shared`] state behind one `Arc`. Both
 //! `server` and `connection` build on this module; neither needs the other's insides.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -77,7 +77,9 @@ pub(crate) struct Shared {
     /// The port serving TLS, if any (for `conf`).
     pub(crate) secure_client_port: Option<u16>,
     pub(crate) faults: Faults,
-    pub(crate) connections: Mutex<HashMap<ConnId, AbortHandle>>,
+    /// The task serving each connection, by id: `drop_connections` aborts them, and so
+    /// wakes whatever waits on them, in that order.
+    pub(crate) connections: Mutex<BTreeMap<ConnId, AbortHandle>>,
     pub(crate) next_conn: AtomicU64,
     pub(crate) stopped: AtomicBool,
 }
@@ -103,7 +105,7 @@ impl Shared {
             client_port,
             secure_client_port,
             faults: Faults::default(),
-            connections: Mutex::new(HashMap::new()),
+            connections: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
         }
@@ -125,7 +127,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn connections(&self) -> MutexGuard<'_, HashMap<ConnId, AbortHandle>> {
+    pub(crate) fn connections(&self) -> MutexGuard<'_, BTreeMap<ConnId, AbortHandle>> {
         self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -1,7 +1,8 @@
 //! The data tree: nodes with data, ACL and persisted stat, plus the indexes ZooKeeper keeps
 //! beside them (ephemerals by session, containers, TTL nodes).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
 
 use crate::acl::perms;
 use crate::codec::{Acl, Id, Stat};
@@ -79,9 +80,11 @@ pub struct Node {
     pub acl: Vec<Acl>,
     /// Its stored stat.
     pub stat: StatPersisted,
-    /// Names of its children, in no particular order (like ZooKeeper's `HashSet`: a client
-    /// must not rely on the order the server lists them in).
-    pub children: HashSet<String>,
+    /// Names of its children, kept in name order so that nothing about them depends on a
+    /// hash seed. Clients still get them in no particular order unless the server sorts them
+    /// (the server shuffles each listing, as ZooKeeper's `HashSet` scrambles it; see
+    /// [`sorted_children`](crate::EmbeddedServerBuilder::sorted_children)).
+    pub children: BTreeSet<String>,
 }
 
 impl Node {
@@ -101,7 +104,7 @@ impl Node {
                 ephemeral_owner: owner,
                 pzxid: zxid,
             },
-            children: HashSet::new(),
+            children: BTreeSet::new(),
         }
     }
 
@@ -194,7 +197,11 @@ pub fn is_special(path: &str) -> bool {
 /// The nodes and their indexes.
 #[derive(Debug)]
 pub struct DataTree {
-    nodes: HashMap<String, Node>,
+    /// Ordered by path: [`paths`](Self::paths) walks them in the same order on every run,
+    /// and a node's descendants are one range.
+    nodes: BTreeMap<String, Node>,
+    /// Only looked up by session, never walked; each session's paths are ordered (the
+    /// order its ephemerals are deleted in when it ends).
     ephemerals: HashMap<i64, BTreeSet<String>>,
     containers: BTreeSet<String>,
     ttls: BTreeSet<String>,
@@ -217,7 +224,7 @@ impl DataTree {
             },
         };
         let mut tree = DataTree {
-            nodes: HashMap::new(),
+            nodes: BTreeMap::new(),
             ephemerals: HashMap::new(),
             containers: BTreeSet::new(),
             ttls: BTreeSet::new(),
@@ -336,10 +343,13 @@ impl DataTree {
             return self.nodes.len().saturating_sub(1);
         }
         let prefix = format!("{path}/");
-        self.nodes.keys().filter(|k| k.starts_with(&prefix)).count()
+        self.nodes
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .count()
     }
 
-    /// Every path in the tree (for checks in tests).
+    /// Every path in the tree, sorted (for checks in tests).
     pub fn paths(&self) -> impl Iterator<Item = &String> {
         self.nodes.keys()
     }
@@ -379,6 +389,20 @@ mod tests {
         ] {
             assert!(!valid_path(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn descendants_are_the_paths_under_a_node() {
+        let mut tree = DataTree::new();
+        for path in ["/a", "/a/b", "/a/b/c", "/a-x", "/ab", "/b"] {
+            tree.put(path, Node::default());
+        }
+        assert_eq!(tree.descendants("/a"), 2);
+        assert_eq!(tree.descendants("/a/b"), 1);
+        assert_eq!(tree.descendants("/ab"), 0);
+        assert_eq!(tree.descendants("/"), tree.len() - 1);
+        let paths: Vec<&String> = tree.paths().collect();
+        assert!(paths.windows(2).all(|w| w[0] < w[1]), "{paths:?}");
     }
 
     #[test]

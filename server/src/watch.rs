@@ -6,7 +6,7 @@
 //! Standard watches are one-shot; persistent ones stay; recursive ones also fire for every
 //! descendant.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::tree::parent_of;
 
@@ -23,13 +23,17 @@ pub const RECURSIVE: u8 = 4;
 /// One table of watches.
 #[derive(Debug, Default)]
 pub struct WatchTable {
-    by_path: HashMap<String, HashMap<ConnId, u8>>,
-    by_conn: HashMap<ConnId, BTreeSet<String>>,
+    /// Watchers of each path. Paths are only looked up (and counted), never walked; each
+    /// path's watchers are ordered by connection, the order in which they are notified.
+    by_path: HashMap<String, BTreeMap<ConnId, u8>>,
+    /// The paths each connection watches, by connection (the admin words list them).
+    by_conn: BTreeMap<ConnId, BTreeSet<String>>,
     recursive: usize,
 }
 
 impl WatchTable {
-    /// Every (connection, path) registration, in no particular order (for the admin words).
+    /// Every (connection, path) registration, by connection and then path (for the admin
+    /// words).
     pub fn registrations(&self) -> impl Iterator<Item = (ConnId, &str)> + '_ {
         self.by_conn
             .iter()
@@ -112,9 +116,10 @@ impl WatchTable {
 
     /// Fires the watches an event on `path` triggers: every watch on `path` itself (one-shot
     /// ones are consumed) and recursive watches on its ancestors. Watchers in `suppress` are
-    /// consumed but not returned.
-    pub fn trigger(&mut self, path: &str, suppress: &HashSet<ConnId>) -> HashSet<ConnId> {
-        let mut fired = HashSet::new();
+    /// consumed but not returned. The watchers come in connection order, the order they are
+    /// notified in.
+    pub fn trigger(&mut self, path: &str, suppress: &BTreeSet<ConnId>) -> BTreeSet<ConnId> {
+        let mut fired = BTreeSet::new();
         let mut consumed = Vec::new();
         if let Some(watchers) = self.by_path.get(path) {
             for (&conn, &modes) in watchers {
@@ -146,7 +151,7 @@ impl WatchTable {
 
     /// Number of (path, connection) registrations.
     pub fn len(&self) -> usize {
-        self.by_path.values().map(HashMap::len).sum()
+        self.by_path.values().map(BTreeMap::len).sum()
     }
 
     /// Whether there is no watch at all.
@@ -181,9 +186,9 @@ mod tests {
         let mut t = WatchTable::default();
         t.add("/a", 1, STANDARD);
         t.add("/a", 2, PERSISTENT);
-        let none = HashSet::new();
-        assert_eq!(t.trigger("/a", &none), HashSet::from([1, 2]));
-        assert_eq!(t.trigger("/a", &none), HashSet::from([2]));
+        let none = BTreeSet::new();
+        assert_eq!(t.trigger("/a", &none), BTreeSet::from([1, 2]));
+        assert_eq!(t.trigger("/a", &none), BTreeSet::from([2]));
         assert!(t.remove("/a", 2, PERSISTENT));
         assert!(t.is_empty());
     }
@@ -193,12 +198,12 @@ mod tests {
         let mut t = WatchTable::default();
         t.add("/a", 1, RECURSIVE);
         t.add("/a/b", 2, STANDARD);
-        let none = HashSet::new();
-        assert_eq!(t.trigger("/a/b/c", &none), HashSet::from([1]));
-        assert_eq!(t.trigger("/a/b", &HashSet::from([2])), HashSet::from([1]));
+        let none = BTreeSet::new();
+        assert_eq!(t.trigger("/a/b/c", &none), BTreeSet::from([1]));
+        assert_eq!(t.trigger("/a/b", &BTreeSet::from([2])), BTreeSet::from([1]));
         assert!(!t.contains("/a/b", 2, STANDARD));
         t.remove_conn(1);
         assert!(t.is_empty());
-        assert_eq!(t.trigger("/a/b/c", &none), HashSet::new());
+        assert_eq!(t.trigger("/a/b/c", &none), BTreeSet::new());
     }
 }

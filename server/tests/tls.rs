@@ -592,3 +592,28 @@ fn unusable_pem_is_refused_with_a_clear_error() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
 }
+
+#[tokio::test]
+async fn no_tls_without_a_listener_and_handed_connections_are_plain() {
+    let ca = Ca::new("CA");
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, 2181));
+    for builder in [
+        EmbeddedServer::builder().tls_only(server_tls(&ca)),
+        EmbeddedServer::builder().secure_client_port(0, server_tls(&ca)),
+    ] {
+        let err = builder.start_without_listener(address).unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+    }
+    // A connection handed to a TLS-only server speaks the plain protocol.
+    let server = EmbeddedServer::builder()
+        .tls_only(server_tls(&ca))
+        .start()
+        .await
+        .unwrap();
+    let (mut ours, theirs) = tokio::io::duplex(4096);
+    assert!(server.serve_connection(theirs, address));
+    bounded(ours.write_all(b"ruok")).await.unwrap();
+    let mut answer = Vec::new();
+    bounded(ours.read_to_end(&mut answer)).await.unwrap();
+    assert_eq!(answer, b"imok");
+}

@@ -122,11 +122,58 @@ use zk_curator_testing::{FaultProxy, TestingCluster, TestingServer};
 pub mod ensemble;
 
 /// What a run is aimed at: one server, or a replicated ensemble (whose own
-/// faults join the schedule: see [`ensemble`]).
+/// faults join the schedule: see [`ensemble`]), or a server on a simulated
+/// network (`zk-curator-sim`: one thread, a simulated clock and TCP).
 #[derive(Clone, Copy)]
 pub enum Target<'a> {
     Server(&'a TestingServer),
     Ensemble(&'a TestingCluster),
+    Sim(&'a dyn SimServer),
+}
+
+/// A server on a simulated network, as the harness needs it: the network
+/// gives each contender a [`Link`] of its own where a real run starts a
+/// [`FaultProxy`].
+pub trait SimServer {
+    /// The server's connect string on the simulated network.
+    fn connect_string(&self) -> String;
+    /// A link to the server for one more contender (or observer).
+    fn link(&self) -> Box<dyn Link>;
+    /// Expires a session at the server, as ZooKeeper would after silence.
+    fn expire_session(&self, id: i64) -> bool;
+    /// The sessions the server holds now.
+    fn session_ids(&self) -> Vec<i64>;
+}
+
+/// A contender's way to the server, and the faults the harness injects on
+/// it: a [`FaultProxy`] in a real run.
+pub trait Link {
+    /// Where the contender connects.
+    fn connect_string(&self) -> String;
+    /// Silence both ways (`true`), or traffic again.
+    fn blackhole(&self, on: bool);
+    /// Closes every connection through the link.
+    fn drop_connections(&self);
+    /// Connections open through the link now.
+    fn active_connections(&self) -> usize;
+}
+
+impl Link for FaultProxy {
+    fn connect_string(&self) -> String {
+        FaultProxy::connect_string(self)
+    }
+
+    fn blackhole(&self, on: bool) {
+        FaultProxy::blackhole(self, on);
+    }
+
+    fn drop_connections(&self) {
+        FaultProxy::drop_connections(self);
+    }
+
+    fn active_connections(&self) -> usize {
+        FaultProxy::active_connections(self)
+    }
 }
 
 impl Target<'_> {
@@ -137,6 +184,7 @@ impl Target<'_> {
             Target::Ensemble(cluster) => {
                 (0..cluster.size()).map(|i| cluster.address_of(i)).collect()
             }
+            Target::Sim(_) => Vec::new(),
         }
     }
 
@@ -144,13 +192,14 @@ impl Target<'_> {
         match self {
             Target::Server(server) => server.connect_string(),
             Target::Ensemble(cluster) => cluster.connect_string(),
+            Target::Sim(sim) => sim.connect_string(),
         }
     }
 
     fn embedded(&self) -> Option<&zk_curator_testing::EmbeddedServer> {
         match self {
             Target::Server(server) => server.as_embedded(),
-            Target::Ensemble(_) => None,
+            Target::Ensemble(_) | Target::Sim(_) => None,
         }
     }
 }
@@ -468,6 +517,72 @@ impl Report {
 }
 
 impl Report {
+    /// What happened in the run, one line per event, every instant as the
+    /// time since the run began (a simulation's replay gives the same lines
+    /// for the same seed; `zk-curator-sim` hashes them).
+    pub fn event_log(&self) -> Vec<String> {
+        let Some(zero) = self.started else {
+            return Vec::new();
+        };
+        let at = |i: Instant| i.saturating_duration_since(zero).as_micros();
+        let mut lines = Vec::new();
+        for (when, fault, who) in &self.timeline {
+            lines.push(format!("{} fault {fault} on {who}", at(*when)));
+        }
+        for (session, when) in &self.expiries {
+            lines.push(format!("{} expired {session:#x}", at(*when)));
+        }
+        for (kind, log) in &self.logs {
+            for i in &log.intervals {
+                lines.push(format!(
+                    "{kind:?} hold by {}.{} token {:?} node {:?} from {} to {} loss {:?} obeyed {}",
+                    i.who,
+                    i.task,
+                    i.token,
+                    i.node,
+                    at(i.start),
+                    at(i.end),
+                    i.loss,
+                    i.obeyed
+                ));
+            }
+            for a in &log.accepted {
+                lines.push(format!(
+                    "{kind:?} write {} token {:?} lost before {}",
+                    a.value, a.token, a.lost_before
+                ));
+            }
+            for seen in &log.observed {
+                lines.push(format!(
+                    "{kind:?} observed {:?} asked {} at {}",
+                    seen.what,
+                    at(seen.asked),
+                    at(seen.at)
+                ));
+            }
+            lines.push(format!(
+                "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} late writes {}/{} losses {:?}",
+                log.acquired,
+                log.timed_out,
+                log.acquire_errors,
+                log.refused,
+                log.interference,
+                log.pauses,
+                log.late_accepted,
+                log.late_writes,
+                log.losses
+            ));
+        }
+        lines.push(format!(
+            "end {} leftover nodes {:?} sessions {} passes {:?}",
+            self.elapsed.as_micros(),
+            self.leftover_nodes,
+            self.leftover_sessions,
+            self.passes
+        ));
+        lines
+    }
+
     /// What an election's observer got wrong: each report of a leader
     /// that was stale by one of the three rules of the module's notes ("The
     /// observer's contract"), and an observer that never named a leader.
@@ -971,7 +1086,7 @@ impl Lock {
 struct Contender {
     /// One fault proxy per server (in member order): the client's faults
     /// are on all of them at once.
-    proxies: Vec<FaultProxy>,
+    proxies: Vec<Box<dyn Link>>,
     framework: Framework,
 }
 
@@ -984,19 +1099,22 @@ impl Contender {
         config: &Config,
         cohort: Option<CohortPolicy>,
     ) -> Contender {
-        let mut proxies = Vec::new();
+        let mut proxies: Vec<Box<dyn Link>> = Vec::new();
         for address in target.addresses() {
-            proxies.push(FaultProxy::start(address).await.unwrap());
+            proxies.push(Box::new(FaultProxy::start(address).await.unwrap()));
+        }
+        if let Target::Sim(sim) = target {
+            proxies.push(sim.link());
         }
         let connect = proxies
             .iter()
-            .map(FaultProxy::connect_string)
+            .map(|p| p.connect_string())
             .collect::<Vec<_>>()
             .join(",");
         // On an ensemble, a silent server is given up sooner, so that a
         // session moves within the faults' windows.
         let connection_timeout = match target {
-            Target::Server(_) => Duration::from_secs(3),
+            Target::Server(_) | Target::Sim(_) => Duration::from_secs(3),
             Target::Ensemble(_) => Duration::from_secs(1),
         };
         let framework = Framework::builder()
@@ -1020,7 +1138,7 @@ impl Contender {
     }
 
     fn drop_connections(&self) {
-        self.proxies.iter().for_each(FaultProxy::drop_connections);
+        self.proxies.iter().for_each(|p| p.drop_connections());
     }
 }
 
@@ -1058,10 +1176,9 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
 /// faults join the schedule ([`ensemble::Fault`]).
 pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     let started = Instant::now();
-    let root = format!(
-        "/chaos-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    );
+    // Drawn from the thread's generator: unique among runs sharing a
+    // server, and the same for the same seed in a simulation.
+    let root = format!("/chaos-{:012x}", fastrand::u64(..) >> 16);
     let mut contenders = Vec::new();
     for _ in 0..config.contenders {
         contenders.push(Contender::connect(target, &config, config.cohort).await);
@@ -1261,7 +1378,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // On an ensemble `raw`'s session is a local one, lost if its member
     // was killed: the nodes are listed through a session made now.
     let checker = match target {
-        Target::Server(_) => raw.clone(),
+        Target::Server(_) | Target::Sim(_) => raw.clone(),
         Target::Ensemble(_) => zk::Client::connector()
             .with_session_timeout(Duration::from_secs(20))
             .connect(&target.connect_string())
@@ -1286,6 +1403,11 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
             drop((checker, raw));
             ensemble::leftover_sessions(cluster, 0).await
         }
+        Target::Sim(sim) => sim
+            .session_ids()
+            .into_iter()
+            .filter(|&id| id != raw.session_id().0)
+            .count(),
         Target::Server(server) => server.as_embedded().map_or(0, |e| {
             e.session_ids()
                 .into_iter()
@@ -1425,9 +1547,10 @@ async fn expire(target: Target<'_>, contender: &Contender) -> Option<(i64, Insta
     tokio::time::sleep_until(silent_since + framework_session_timeout(contender)).await;
     let mut expired = None;
     if let Some(session) = framework.current_session() {
-        let done = match target.embedded() {
-            Some(embedded) => embedded.expire_session(session.id()),
-            None => zk_curator_testing::expire_session_within(
+        let done = match (target, target.embedded()) {
+            (Target::Sim(sim), _) => sim.expire_session(session.id()),
+            (_, Some(embedded)) => embedded.expire_session(session.id()),
+            (_, None) => zk_curator_testing::expire_session_within(
                 &target.connect_string(),
                 session.client(),
                 Duration::from_secs(5),

@@ -24,7 +24,7 @@ mod txn;
 mod watches;
 mod writes;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -105,19 +105,22 @@ pub struct State {
     pub sessions: Sessions,
     /// Last zxid handed out.
     pub zxid: i64,
-    /// Open connections.
-    pub conns: HashMap<ConnId, Conn>,
+    /// Open connections, by id: the order the admin words list them in.
+    pub conns: BTreeMap<ConnId, Conn>,
     /// Settings.
     pub limits: Limits,
     /// Requests answered (for the four-letter words).
     pub received: u64,
+    /// The wall clock (ms since the epoch) when the state was made, and the server's clock
+    /// then: node times are the one plus what the other has advanced since.
+    epoch: (i64, Instant),
 }
 
-fn now_millis() -> i64 {
+/// The wall clock in ms since the epoch (0 if it reads before the epoch).
+fn wall_clock_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn error_reply(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
@@ -132,10 +135,22 @@ impl State {
             watches: Watches::default(),
             sessions: Sessions::new(),
             zxid: 0,
-            conns: HashMap::new(),
+            conns: BTreeMap::new(),
             limits,
             received: 0,
+            epoch: (wall_clock_millis(), Instant::now()),
         }
+    }
+
+    /// The time, in ms since the epoch, that writes stamp on nodes (`ctime`, `mtime`) and
+    /// that TTL nodes expire by, at `now` on the server's clock. It advances with that clock
+    /// (tokio's, paused and advanced with it in a simulation), not with the wall clock, which
+    /// is read only once, when the state is made.
+    fn time_millis(&self, now: Instant) -> i64 {
+        let elapsed = now.saturating_duration_since(self.epoch.1).as_millis();
+        self.epoch
+            .0
+            .saturating_add(i64::try_from(elapsed).unwrap_or(i64::MAX))
     }
 
     fn next_zxid(&mut self) -> i64 {
@@ -219,8 +234,8 @@ impl State {
             .unwrap_or_default();
         match req {
             Request::Read(read) => self.read(conn, session, xid, read, &auth),
-            Request::Write(op) => self.write(session, auth, xid, op),
-            Request::Multi(ops) => self.multi(session, auth, xid, &ops),
+            Request::Write(op) => self.write(session, auth, xid, op, now),
+            Request::Multi(ops) => self.multi(session, auth, xid, &ops, now),
             Request::Watch(watch) => self.watch(conn, xid, watch),
             Request::Session(request) => self.session_request(session, xid, request),
             Request::Auth(request) => self.auth_request(conn, xid, request, &auth),
@@ -229,8 +244,76 @@ impl State {
 
     /// Paths of all nodes (sorted), for tests.
     pub fn paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self.tree.paths().cloned().collect();
-        paths.sort();
-        paths
+        self.tree.paths().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::{child_path, Node};
+
+    /// A fresh server's state with forty children under `/p`, listing them sorted or not.
+    fn forty_children(sorted_children: bool) -> State {
+        let mut state = State::new(Limits {
+            sorted_children,
+            ..Limits::default()
+        });
+        let acl = state
+            .tree
+            .get("/")
+            .map(|n| n.acl.clone())
+            .unwrap_or_default();
+        let mut parent = Node::new(None, acl.clone(), 1, 0, 0);
+        for i in 0..40 {
+            let name = format!("c{i:02}");
+            state.tree.put(
+                &child_path("/p", &name),
+                Node::new(None, acl.clone(), 1, 0, 0),
+            );
+            parent.children.insert(name);
+        }
+        state.tree.put("/p", parent);
+        state
+    }
+
+    /// The names the server lists for `/p`, with this thread's generator seeded with `seed`
+    /// just before.
+    fn listed(state: &State, seed: u64) -> Vec<String> {
+        fastrand::seed(seed);
+        match state.read_children("/p", &[]) {
+            Ok((children, _)) => children,
+            Err(code) => panic!("getChildren failed with {code}"),
+        }
+    }
+
+    #[test]
+    fn unsorted_children_are_a_shuffle_that_follows_the_seed() {
+        let names: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
+        // Two servers, each with its own sets of children (a hash set would order them by
+        // its own random keys, a different order each time).
+        let first = listed(&forty_children(false), 7);
+        assert_eq!(listed(&forty_children(false), 7), first);
+        // Unsorted for real (in name order with probability 1/40!), and another seed
+        // shuffles them otherwise.
+        assert_ne!(first, names);
+        assert_ne!(listed(&forty_children(false), 8), first);
+        let mut sorted = first.clone();
+        sorted.sort();
+        assert_eq!(sorted, names);
+        // With sorted children, every seed lists them in name order.
+        assert_eq!(listed(&forty_children(true), 7), names);
+        assert_eq!(listed(&forty_children(true), 8), names);
+    }
+
+    #[test]
+    fn node_times_follow_the_servers_clock() {
+        let state = State::new(Limits::default());
+        let start = state.epoch.1;
+        let later = start + Duration::from_secs(3600);
+        assert_eq!(
+            state.time_millis(later) - state.time_millis(start),
+            3_600_000
+        );
     }
 }

@@ -1,21 +1,24 @@
 //! The `multi` family: several writes as one transaction, answered with one result per
 //! operation (or, on failure, which operation failed and why), encoded as ZooKeeper does.
 
+use tokio::time::Instant;
+
 use crate::codec::{code, op, Id, WriteOp, Writer};
 
 use super::txn::OpResult;
 use super::{Reply, State};
 
 impl State {
-    /// Applies a `multi` and answers it.
+    /// Applies a `multi`, at `now` on the server's clock, and answers it.
     pub(super) fn multi(
         &mut self,
         session: i64,
         auth: Vec<Id>,
         xid: i32,
         ops: &[WriteOp],
+        now: Instant,
     ) -> Reply {
-        let outcome = self.transaction(session, auth, ops, true);
+        let outcome = self.transaction(session, auth, ops, true, now);
         let mut w = Writer::reply(xid, self.zxid, code::OK);
         match outcome {
             Ok(results) => {

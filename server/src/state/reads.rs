@@ -138,14 +138,21 @@ impl State {
         Ok((node.data.clone(), node.stat()))
     }
 
-    /// The children of `path` in the server's order: arbitrary (as ZooKeeper's), or sorted
-    /// when the server was built with sorted children.
-    fn read_children(&self, path: &str, auth: &[Id]) -> Result<(Vec<String>, Stat), i32> {
+    /// The children of `path` in the server's order: sorted when the server was built with
+    /// sorted children; otherwise in no particular order, as ZooKeeper lists them, here a
+    /// shuffle drawn from `fastrand`'s thread-local generator (random in production, the same
+    /// on every run of a simulation that seeds it).
+    pub(super) fn read_children(
+        &self,
+        path: &str,
+        auth: &[Id],
+    ) -> Result<(Vec<String>, Stat), i32> {
         self.readable(path, auth)?;
         let node = self.tree.get(path).ok_or(code::NO_NODE)?;
+        // The node keeps its children in name order.
         let mut children: Vec<String> = node.children.iter().cloned().collect();
-        if self.limits.sorted_children {
-            children.sort_unstable();
+        if !self.limits.sorted_children {
+            fastrand::shuffle(&mut children);
         }
         Ok((children, node.stat()))
     }

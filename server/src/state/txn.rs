@@ -2,12 +2,13 @@
 //! reaping of containers and TTL nodes): one new zxid, all operations or none (a `multi`
 //! journals the nodes it touches to roll back), and watch triggers dispatched only on commit.
 
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::codec::{code, Acl, Id, Stat, WriteOp};
 use crate::tree::{kind_of, name_of, Kind, Node};
 
-use super::{now_millis, State};
+use super::State;
 
 /// A watch trigger recorded by a write, dispatched once the write commits.
 #[derive(Debug)]
@@ -54,18 +55,20 @@ pub(super) struct Txn {
 
 impl State {
     /// Runs write operations as one transaction with one new zxid: all apply, or (on the first
-    /// failure) none, and the error says which operation failed with what.
+    /// failure) none, and the error says which operation failed with what. `now` (on the
+    /// server's clock) dates the nodes it writes.
     pub(super) fn transaction(
         &mut self,
         session: i64,
         auth: Vec<Id>,
         ops: &[WriteOp],
         multi: bool,
+        now: Instant,
     ) -> Result<Vec<OpResult>, (usize, i32)> {
         let zxid = self.next_zxid();
         let mut txn = Txn {
             zxid,
-            time: now_millis(),
+            time: self.time_millis(now),
             session,
             auth,
             journal: multi.then(Vec::new),
@@ -130,9 +133,10 @@ impl State {
     }
 
     /// Deletes empty containers that once had children and expired TTL nodes without
-    /// children, each as its own `deleteContainer` transaction.
-    pub fn reap(&mut self) {
-        let now = now_millis();
+    /// children, each as its own `deleteContainer` transaction; TTLs run on the server's
+    /// clock, read as `now`.
+    pub fn reap(&mut self, now: Instant) {
+        let time = self.time_millis(now);
         let mut candidates: Vec<String> = Vec::new();
         for path in self.tree.containers() {
             if let Some(node) = self.tree.get(path) {
@@ -144,7 +148,10 @@ impl State {
         for path in self.tree.ttls() {
             if let Some(node) = self.tree.get(path) {
                 if let Kind::Ttl(ttl) = kind_of(node.stat.ephemeral_owner) {
-                    if node.children.is_empty() && ttl != 0 && now - node.stat.mtime > ttl {
+                    if node.children.is_empty()
+                        && ttl != 0
+                        && time.saturating_sub(node.stat.mtime) > ttl
+                    {
                         candidates.push(path.clone());
                     }
                 }
@@ -156,7 +163,7 @@ impl State {
                 version: -1,
                 container: true,
             };
-            if let Err((_, err)) = self.transaction(0, Vec::new(), &[op], false) {
+            if let Err((_, err)) = self.transaction(0, Vec::new(), &[op], false, now) {
                 debug!(path, err, "container/TTL node not reaped");
             }
         }

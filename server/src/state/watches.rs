@@ -1,7 +1,7 @@
 //! The watch family: `checkWatches`/`removeWatches`, `setWatches(2)` on reconnect,
 //! `addWatch`, and the dispatch of notifications when a write commits.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use crate::acl::{self, perms};
 use crate::codec::{self, code, event, SetWatches, WatchRequest, Writer};
@@ -104,7 +104,7 @@ impl State {
 
     /// Sends the notifications for committed triggers.
     pub(super) fn dispatch(&mut self, triggers: Vec<Trigger>) {
-        let none = HashSet::new();
+        let none = BTreeSet::new();
         for t in triggers {
             let (event_type, fired) = match t.kind {
                 TriggerKind::Created => (
@@ -130,9 +130,8 @@ impl State {
                 continue;
             }
             let frame = codec::notification(event_type, &t.path);
-            let mut targets: Vec<ConnId> = fired.into_iter().collect();
-            targets.sort_unstable();
-            for conn in targets {
+            // In connection order: the order the watchers' tasks are woken in.
+            for conn in fired {
                 let Some(c) = self.conns.get(&conn) else {
                     continue;
                 };

@@ -1,6 +1,8 @@
 //! The write family: `create` (all kinds), `delete`, `setData`, `setACL` and `check`, each
 //! applied inside a transaction (see `txn`).
 
+use tokio::time::Instant;
+
 use crate::acl::{self, perms};
 use crate::codec::{code, op, CreateOp, Id, WriteOp, Writer};
 use crate::tree::{
@@ -12,10 +14,17 @@ use super::txn::{next_version, OpResult, Trigger, TriggerKind, Txn};
 use super::{error_reply, Reply, State};
 
 impl State {
-    /// Applies a single write and answers it.
-    pub(super) fn write(&mut self, session: i64, auth: Vec<Id>, xid: i32, op: WriteOp) -> Reply {
+    /// Applies a single write, at `now` on the server's clock, and answers it.
+    pub(super) fn write(
+        &mut self,
+        session: i64,
+        auth: Vec<Id>,
+        xid: i32,
+        op: WriteOp,
+        now: Instant,
+    ) -> Reply {
         let single = [op];
-        match self.transaction(session, auth, &single, false) {
+        match self.transaction(session, auth, &single, false, now) {
             Ok(mut results) => {
                 let mut w = Writer::reply(xid, self.zxid, code::OK);
                 match results.pop() {

@@ -62,7 +62,12 @@ impl Depot {
 
     /// Error out ongoing operations except authes.
     pub fn error(&mut self, err: &Error) {
-        self.written_operations.drain().for_each(|(_, operation)| {
+        // In the order they were sent (xid order), not the map's: the order
+        // their callers are woken in must not depend on a per-process hash
+        // seed (zk-curator's `ordered-drains.patch`).
+        let mut written: Vec<_> = self.written_operations.drain().collect();
+        written.sort_unstable_by_key(|(xid, _)| *xid);
+        written.into_iter().for_each(|(_, operation)| {
             if operation.request.get_code() == OpCode::Auth {
                 self.pending_authes.push(operation);
                 return;
@@ -78,7 +83,9 @@ impl Depot {
                 operation.responser.send(Err(err.clone()));
             }
         });
-        self.unwatching_paths.drain().for_each(|(_, operation)| {
+        let mut unwatching: Vec<_> = self.unwatching_paths.drain().collect();
+        unwatching.sort_unstable_by(|(a, _), (b, _)| a.0.cmp(b.0).then((a.1 as i32).cmp(&(b.1 as i32))));
+        unwatching.into_iter().for_each(|(_, operation)| {
             operation.responser.send(Err(err.clone()));
         });
         self.writing_slices.clear();

@@ -354,7 +354,11 @@ impl WatchManager {
     pub fn dispatch_session_state(&mut self, state: SessionState) {
         let _event = WatchedEvent::new_session(state);
         let event = _event.to_ref();
-        self.watches.values_mut().for_each(|watch| {
+        // Path by path, in order, so that the order watchers hear of the
+        // session's state does not depend on a per-process hash seed.
+        let mut watches: Vec<_> = self.watches.iter_mut().collect();
+        watches.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        watches.into_iter().for_each(|(_, watch)| {
             watch.send(&event, &mut self.watching_paths);
         });
         if event.session_state.is_terminated() {
@@ -436,7 +440,11 @@ impl WatchManager {
         let mut paths = [vec![], vec![], vec![], vec![], vec![]];
         let mut index = 0;
         let mut bytes = 0;
-        for (path, watch) in self.watches.iter() {
+        // Path by path, in order: the SetWatches requests are then the same
+        // for the same watches, whatever the process's hash seed.
+        let mut watches: Vec<_> = self.watches.iter().collect();
+        watches.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        for (path, watch) in watches {
             let mut contains = [false; 5];
             for watcher in watch.iter() {
                 let i = watcher.kind.set_watches_index();

@@ -1,0 +1,273 @@
+//! The simulated network's parts: the server's host, one link host per
+//! contender (a forwarder with the faults of the harness's fault proxy), and
+//! the dialer that sends every client of the simulation's thread over
+//! turmoil's TCP.
+
+use std::cell::{Cell, RefCell};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use turmoil::net::{TcpListener, TcpStream};
+use zk_curator::framework::zk;
+use zk_curator_server::EmbeddedServer;
+
+use crate::chaos_harness::{Link, SimServer};
+
+/// The port every simulated host serves on.
+pub const PORT: u16 = 2181;
+/// The server's host name.
+pub const SERVER: &str = "zk";
+
+/// Dials turmoil's TCP: set as the thread's dialer, it carries every
+/// ZooKeeper client of the simulation.
+#[derive(Debug)]
+pub struct TurmoilDialer;
+
+impl zk::Dialer for TurmoilDialer {
+    fn dial(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> BoxFuture<'static, std::io::Result<Box<dyn zk::DialedStream>>> {
+        let host = host.to_owned();
+        Box::pin(async move {
+            let stream = TcpStream::connect((host, port)).await?;
+            Ok(Box::new(stream) as Box<dyn zk::DialedStream>)
+        })
+    }
+}
+
+/// The server, once its host has started it.
+pub type ServerSlot = Rc<RefCell<Option<Arc<EmbeddedServer>>>>;
+
+/// The server host's software: the embedded server, fed by a turmoil
+/// listener. Children come back unsorted (in a seeded order), as from
+/// ZooKeeper.
+pub async fn serve(slot: ServerSlot) -> turmoil::Result {
+    let address = SocketAddr::from((Ipv4Addr::UNSPECIFIED, PORT));
+    let server = EmbeddedServer::builder()
+        .sorted_children(false)
+        .start_without_listener(address)?;
+    let server = Arc::new(server);
+    *slot.borrow_mut() = Some(server.clone());
+    let listener = TcpListener::bind(address).await?;
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        server.serve_connection(stream, peer);
+    }
+}
+
+/// What the harness has asked of a link.
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkState {
+    blackhole: bool,
+    /// Bumped to close every connection through the link.
+    generation: u64,
+}
+
+/// A link host's controls, shared with the harness.
+#[derive(Clone, Debug)]
+pub struct LinkControl {
+    host: String,
+    state: Arc<watch::Sender<LinkState>>,
+    /// Connections carried now.
+    open: Arc<AtomicUsize>,
+}
+
+impl LinkControl {
+    pub fn new(host: String) -> Self {
+        LinkControl {
+            host,
+            state: Arc::new(watch::channel(LinkState::default()).0),
+            open: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+}
+
+impl Link for LinkControl {
+    fn connect_string(&self) -> String {
+        format!("{}:{PORT}", self.host)
+    }
+
+    fn blackhole(&self, on: bool) {
+        self.state.send_modify(|s| s.blackhole = on);
+    }
+
+    fn drop_connections(&self) {
+        self.state.send_modify(|s| s.generation += 1);
+    }
+
+    fn active_connections(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+}
+
+/// A link host's software: accepts the contender's connections and carries
+/// each to the server, holding its bytes while blackholed, closing it when
+/// the link's connections are dropped.
+pub async fn forward(control: LinkControl) -> turmoil::Result {
+    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, PORT)).await?;
+    loop {
+        let (down, _) = listener.accept().await?;
+        let open = control.open.clone();
+        open.fetch_add(1, Ordering::SeqCst);
+        let state = control.state.subscribe();
+        tokio::task::spawn_local(async move {
+            carry(down, state).await;
+            open.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+async fn carry(down: TcpStream, mut state: watch::Receiver<LinkState>) {
+    let generation = state.borrow().generation;
+    let Ok(up) = TcpStream::connect((SERVER, PORT)).await else {
+        return;
+    };
+    let (down_read, down_write) = down.into_split();
+    let (up_read, up_write) = up.into_split();
+    tokio::select! {
+        () = pump(down_read, up_write, state.clone(), generation) => {}
+        () = pump(up_read, down_write, state.clone(), generation) => {}
+        _ = state.wait_for(move |s| s.generation != generation) => {}
+    }
+}
+
+async fn pump(
+    mut from: turmoil::net::tcp::OwnedReadHalf,
+    mut to: turmoil::net::tcp::OwnedWriteHalf,
+    mut state: watch::Receiver<LinkState>,
+    generation: u64,
+) {
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // Held while blackholed: the bytes go on when it ends, as over a
+        // partition TCP outlives.
+        match state
+            .wait_for(|s| !s.blackhole || s.generation != generation)
+            .await
+        {
+            Ok(s) if s.generation == generation => {}
+            _ => return,
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The harness's view of the simulated server and its links.
+#[derive(Debug)]
+pub struct SimTarget {
+    pub server: ServerSlot,
+    pub links: Vec<LinkControl>,
+    pub next_link: Cell<usize>,
+}
+
+impl SimServer for SimTarget {
+    fn connect_string(&self) -> String {
+        format!("{SERVER}:{PORT}")
+    }
+
+    fn link(&self) -> Box<dyn Link> {
+        let i = self.next_link.get();
+        self.next_link.set(i + 1);
+        // The world makes enough links for the contenders and observers
+        // of any scenario; more would be a bug of the simulator's.
+        let link = self
+            .links
+            .get(i)
+            .unwrap_or_else(|| panic!("link {i} was not made"));
+        Box::new(link.clone())
+    }
+
+    fn expire_session(&self, id: i64) -> bool {
+        self.server
+            .borrow()
+            .as_ref()
+            .is_some_and(|s| s.expire_session(id))
+    }
+
+    fn session_ids(&self) -> Vec<i64> {
+        self.server
+            .borrow()
+            .as_ref()
+            .map(|s| s.session_ids())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Dials with tokio's TCP, counting its dials.
+    #[derive(Clone, Debug, Default)]
+    struct Counting(Arc<AtomicUsize>);
+
+    impl zk::Dialer for Counting {
+        fn dial(
+            &self,
+            host: &str,
+            port: u16,
+        ) -> BoxFuture<'static, std::io::Result<Box<dyn zk::DialedStream>>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            let address = format!("{host}:{port}");
+            Box::pin(async move {
+                let stream = tokio::net::TcpStream::connect(address).await?;
+                Ok(Box::new(stream) as Box<dyn zk::DialedStream>)
+            })
+        }
+    }
+
+    /// The client's connections on a thread with a dialer are the dialer's;
+    /// without one, tokio's own.
+    #[tokio::test]
+    async fn a_thread_dialer_carries_the_clients_connections() {
+        let server = EmbeddedServer::start().await.expect("server");
+        let dials = Counting::default();
+        let before = zk::set_thread_dialer(Some(Arc::new(dials.clone())));
+        assert!(before.is_none());
+        let client = zk::Client::connect(&server.connect_string())
+            .await
+            .expect("connect");
+        client
+            .create(
+                "/dialed",
+                b"x",
+                &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .expect("create");
+        assert_eq!(
+            dials.0.load(Ordering::SeqCst),
+            1,
+            "the dialer opened the connection"
+        );
+        assert!(zk::set_thread_dialer(None).is_some());
+        let plain = zk::Client::connect(&server.connect_string())
+            .await
+            .expect("connect");
+        assert_eq!(plain.get_data("/dialed").await.expect("read").0, b"x");
+        assert_eq!(
+            dials.0.load(Ordering::SeqCst),
+            1,
+            "without a dialer, tokio's TCP"
+        );
+    }
+}

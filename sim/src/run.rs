@@ -1,0 +1,239 @@
+//! One seed: a scenario drawn from it, a world of simulated hosts, the
+//! chaos harness against the world's server, faults of the network's own,
+//! and the harness's verdict with the run's event log.
+
+use std::cell::{Cell, RefCell};
+use std::hash::{DefaultHasher, Hasher};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zk_curator::framework::zk;
+use zk_curator::CohortPolicy;
+
+use crate::chaos_harness::{self, Config, Target};
+use crate::net::{self, LinkControl, SimTarget, SERVER};
+
+/// Bugs planted on purpose, to show that the checks catch them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Breaks {
+    /// Holders write without their fence.
+    pub fence: bool,
+    /// Holders ignore the loss signal.
+    pub loss: bool,
+    /// Observers' reports are handed out late, as if just read.
+    pub observer: bool,
+}
+
+/// What one seed runs, drawn from it.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub contenders: usize,
+    pub session_timeout: Duration,
+    pub cohort: bool,
+    pub duration: Duration,
+    /// The network's message latency, lowest and highest.
+    pub latency: (Duration, Duration),
+}
+
+impl Scenario {
+    /// The scenario of `seed`, running for `duration` of simulated time.
+    pub fn of(seed: u64, duration: Duration) -> Scenario {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5ce0_a210);
+        let low = rng.u64(0..=2);
+        Scenario {
+            contenders: rng.usize(2..=4),
+            session_timeout: Duration::from_millis(rng.u64(1500..=4000)),
+            cohort: rng.u8(0..4) == 0,
+            duration,
+            latency: (
+                Duration::from_millis(low),
+                Duration::from_millis(low + rng.u64(0..=8)),
+            ),
+        }
+    }
+
+    fn config(&self, seed: u64, breaks: Breaks) -> Config {
+        let mut config = Config {
+            duration: self.duration,
+            contenders: self.contenders,
+            session_timeout: self.session_timeout,
+            seed: seed | 1,
+            break_fence: breaks.fence,
+            break_loss: breaks.loss,
+            break_observer: breaks.observer,
+            cohort: None,
+            tasks: 1,
+            read_lag: Duration::ZERO,
+        };
+        if self.cohort {
+            config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);
+        }
+        config
+    }
+
+    /// Links to make: one per contender and per observer (two elections).
+    fn links(&self) -> usize {
+        self.contenders + 2
+    }
+}
+
+/// How a seed's run went.
+#[derive(Debug)]
+pub struct Outcome {
+    pub seed: u64,
+    pub scenario: Scenario,
+    /// Broken rules, or why the run did not finish; empty when it passed.
+    pub violations: Vec<String>,
+    /// The run's events, one per line.
+    pub log: Vec<String>,
+    /// A hash of `log`.
+    pub hash: u64,
+}
+
+/// Runs `seed` on this thread.
+pub fn run(seed: u64, duration: Duration, breaks: Breaks) -> Outcome {
+    let scenario = Scenario::of(seed, duration);
+    // The one source of randomness of this thread, and the client's way
+    // onto the simulated network.
+    fastrand::seed(seed); // TODO random::seed
+    zk::set_thread_dialer(Some(Arc::new(net::TurmoilDialer)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        simulate(seed, &scenario, breaks)
+    }));
+    zk::set_thread_dialer(None);
+    let (mut log, violations) = match result {
+        Ok(Ok((log, violations))) => (log, violations),
+        Ok(Err((log, err))) => (log, vec![format!("the simulation failed: {err}")]),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            (Vec::new(), vec![format!("panicked: {what}")])
+        }
+    };
+    log.extend(violations.iter().map(|v| format!("violation: {v}")));
+    let mut hasher = DefaultHasher::new();
+    for line in &log {
+        hasher.write(line.as_bytes());
+        hasher.write_u8(b'\n');
+    }
+    Outcome {
+        seed,
+        scenario,
+        violations,
+        hash: hasher.finish(),
+        log,
+    }
+}
+
+type Simulated = Result<(Vec<String>, Vec<String>), (Vec<String>, String)>;
+
+fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
+    let config = scenario.config(seed, breaks);
+    // Room for the harness's wind-down (its waits are bounded at 30 s each).
+    let limit = scenario.duration + Duration::from_secs(240);
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .simulation_duration(limit)
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(scenario.latency.0)
+        .max_message_latency(scenario.latency.1)
+        .enable_random_order()
+        .build();
+    let server: net::ServerSlot = Rc::new(RefCell::new(None));
+    let slot = server.clone();
+    sim.host(SERVER, move || net::serve(slot.clone()));
+    let links: Vec<LinkControl> = (0..scenario.links())
+        .map(|i| LinkControl::new(format!("link{i}")))
+        .collect();
+    for link in &links {
+        let control = link.clone();
+        sim.host(link.host(), move || net::forward(control.clone()));
+    }
+    let target = SimTarget {
+        server: server.clone(),
+        links: links.clone(),
+        next_link: Cell::new(0),
+    };
+    let report = Rc::new(RefCell::new(None));
+    let out = report.clone();
+    sim.client("harness", async move {
+        // The server's host starts first: its first tick runs before ours.
+        let made = chaos_harness::run_on(Target::Sim(&target), config).await;
+        *out.borrow_mut() = Some(made);
+        Ok(())
+    });
+
+    // The network's own faults, from a generator of their own.
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x0ddf_a017);
+    let mut log = Vec::new();
+    let mut next = Duration::from_millis(rng.u64(500..3000));
+    let mut held: Option<(usize, Duration)> = None;
+    loop {
+        let finished = match sim.step() {
+            Ok(finished) => finished,
+            Err(err) => return Err((log, err.to_string())),
+        };
+        if finished {
+            break;
+        }
+        let now = sim.elapsed();
+        if let Some((link, until)) = held {
+            if now >= until {
+                sim.release(links[link].host(), SERVER);
+                log.push(format!("{} net release link{link}", now.as_micros()));
+                held = None;
+            }
+        }
+        if now < next || now >= scenario.duration {
+            continue;
+        }
+        next = now + Duration::from_millis(rng.u64(500..3000));
+        match rng.u8(0..3) {
+            0 if held.is_none() => {
+                let link = rng.usize(0..links.len());
+                let length = Duration::from_millis(rng.u64(50..2500));
+                sim.hold(links[link].host(), SERVER);
+                log.push(format!(
+                    "{} net hold link{link} for {}",
+                    now.as_micros(),
+                    length.as_millis()
+                ));
+                held = Some((link, now + length));
+            }
+            1 => {
+                let length = Duration::from_millis(rng.u64(100..1500));
+                if let Some(server) = server.borrow().as_ref() {
+                    server.stall(length);
+                }
+                log.push(format!(
+                    "{} net stall server for {}",
+                    now.as_micros(),
+                    length.as_millis()
+                ));
+            }
+            _ => {
+                let link = rng.usize(0..links.len());
+                let latency = Duration::from_millis(rng.u64(0..40));
+                sim.set_link_max_message_latency(
+                    links[link].host(),
+                    SERVER,
+                    latency.max(scenario.latency.0),
+                );
+                log.push(format!(
+                    "{} net latency link{link} up to {}",
+                    now.as_micros(),
+                    latency.as_millis()
+                ));
+            }
+        }
+    }
+    let Some(report) = report.borrow_mut().take() else {
+        return Err((log, "the harness ended without a report".to_owned()));
+    };
+    log.extend(report.event_log());
+    Ok((log, report.violations()))
+}
