@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 #[path = "../../tests/chaos_harness/mod.rs"]
 mod chaos_harness;
 mod net;
+mod regressions;
 mod run;
 
-use run::{Breaks, Outcome};
+use run::{Breaks, Outcome, Plan};
 
 /// What the command line asked for.
 #[derive(Debug)]
@@ -40,10 +41,13 @@ struct Options {
     breaks: Breaks,
     duration: Duration,
     threads: usize,
+    /// Save the shrunk schedule of a failing seed even when a bug was
+    /// planted (without one, it is always saved).
+    save: bool,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer]... [--secs D] [--threads T]";
+[--break fence|loss|observer]... [--secs D] [--threads T] [--save]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -52,6 +56,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         breaks: Breaks::default(),
         duration: Duration::from_secs(15),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        save: false,
     };
     let mut from = 0;
     let mut count = 20;
@@ -81,6 +86,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     }
                 }
             }
+            "--save" => options.save = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -156,7 +162,7 @@ fn relaunch(args: &[String]) -> ExitCode {
 
 /// One seed, its event log printed, the log's hash on the last line.
 fn replay(seed: u64, options: &Options) -> ExitCode {
-    let outcome = run::run(seed, options.duration, options.breaks);
+    let outcome = run::run(seed, options.duration, options.breaks, &Plan::default());
     println!("seed {seed}: {:?}", outcome.scenario);
     for line in &outcome.log {
         println!("{line}");
@@ -176,9 +182,12 @@ fn replay(seed: u64, options: &Options) -> ExitCode {
 /// printed; one seed in fifty run twice, its two hashes compared.
 fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
+    // The regressions first: each a shrunk schedule that once failed.
+    let regressions_failed = regressions::run_all();
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     let twice = AtomicU64::new(0);
+    let differed = AtomicU64::new(0);
     std::thread::scope(|scope| {
         for _ in 0..options.threads {
             scope.spawn(|| loop {
@@ -186,11 +195,13 @@ fn batch(options: &Options) -> ExitCode {
                 if seed >= options.seeds.end {
                     return;
                 }
-                let mut outcome = run::run(seed, options.duration, options.breaks);
+                let whole = Plan::default();
+                let mut outcome = run::run(seed, options.duration, options.breaks, &whole);
                 if seed % 50 == 0 {
-                    let again = run::run(seed, options.duration, options.breaks);
+                    let again = run::run(seed, options.duration, options.breaks, &whole);
                     twice.fetch_add(1, Ordering::SeqCst);
                     if again.hash != outcome.hash {
+                        differed.fetch_add(1, Ordering::SeqCst);
                         outcome.violations.push(format!(
                             "not deterministic: hash {:016x} then {:016x} (real time or real randomness leaked in)",
                             outcome.hash, again.hash
@@ -213,15 +224,35 @@ fn batch(options: &Options) -> ExitCode {
     let mut seeds: Vec<u64> = failed.iter().map(|o| o.seed).collect();
     seeds.sort_unstable();
     println!(
-        "{ran} seeds ({}..{}) in {:.1} s on {} threads: {:.0} seeds/min; {} run twice, same hash; failing: {seeds:?}",
+        "{ran} seeds ({}..{}) in {:.1} s on {} threads: {:.0} seeds/min; {} run twice, {} of them with another hash the second time; failing: {seeds:?}",
         options.seeds.start,
         options.seeds.end,
         started.elapsed().as_secs_f64(),
         options.threads,
         ran as f64 / minutes.max(1e-9),
         twice.load(Ordering::SeqCst),
+        differed.load(Ordering::SeqCst),
     );
     let broken = options.breaks.fence || options.breaks.loss || options.breaks.observer;
+    if let Some(&first) = seeds.first() {
+        let (plan, outcome) = regressions::shrink(first, options.duration, options.breaks);
+        println!(
+            "seed {first} shrunk: harness faults {:?} and network faults {:?} left out still fail: {}",
+            plan.harness,
+            plan.net,
+            outcome.violations.first().map_or("", String::as_str)
+        );
+        if !broken || options.save {
+            match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
+                Ok(path) => println!("saved as {}", path.display()),
+                Err(err) => println!("not saved: {err}"),
+            }
+        }
+    }
+    if regressions_failed > 0 {
+        println!("{regressions_failed} regression(s) failed");
+        return ExitCode::FAILURE;
+    }
     match (broken, seeds.is_empty()) {
         // A planted bug must be caught.
         (true, true) => {

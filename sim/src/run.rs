@@ -3,6 +3,7 @@
 //! and the harness's verdict with the run's event log.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hasher};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,6 +24,14 @@ pub struct Breaks {
     pub loss: bool,
     /// Observers' reports are handed out late, as if just read.
     pub observer: bool,
+}
+
+/// Faults left out of a seed's schedule, by their number in the run: the
+/// harness's own, and the network's. Empty: the whole schedule.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub harness: BTreeSet<u64>,
+    pub net: BTreeSet<u64>,
 }
 
 /// What one seed runs, drawn from it.
@@ -53,7 +62,7 @@ impl Scenario {
         }
     }
 
-    fn config(&self, seed: u64, breaks: Breaks) -> Config {
+    fn config(&self, seed: u64, breaks: Breaks, plan: &Plan) -> Config {
         let mut config = Config {
             duration: self.duration,
             contenders: self.contenders,
@@ -65,6 +74,7 @@ impl Scenario {
             cohort: None,
             tasks: 1,
             read_lag: Duration::ZERO,
+            skip_faults: plan.harness.clone(),
         };
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);
@@ -89,21 +99,27 @@ pub struct Outcome {
     pub log: Vec<String>,
     /// A hash of `log`.
     pub hash: u64,
+    /// The faults the harness and the network drew (skipped ones included).
+    pub drawn: (u64, u64),
 }
 
 /// Runs `seed` on this thread.
-pub fn run(seed: u64, duration: Duration, breaks: Breaks) -> Outcome {
+pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcome {
     let scenario = Scenario::of(seed, duration);
     // The one source of randomness of this thread, and the client's way
     // onto the simulated network.
     fastrand::seed(seed); // TODO random::seed
     zk::set_thread_dialer(Some(Arc::new(net::TurmoilDialer)));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        simulate(seed, &scenario, breaks)
+        simulate(seed, &scenario, breaks, plan)
     }));
     zk::set_thread_dialer(None);
+    let mut drawn = (0, 0);
     let (mut log, violations) = match result {
-        Ok(Ok((log, violations))) => (log, violations),
+        Ok(Ok(run)) => {
+            drawn = run.drawn;
+            (run.log, run.violations)
+        }
         Ok(Err((log, err))) => (log, vec![format!("the simulation failed: {err}")]),
         Err(panic) => {
             let what = panic
@@ -126,13 +142,21 @@ pub fn run(seed: u64, duration: Duration, breaks: Breaks) -> Outcome {
         violations,
         hash: hasher.finish(),
         log,
+        drawn,
     }
 }
 
-type Simulated = Result<(Vec<String>, Vec<String>), (Vec<String>, String)>;
+/// A run that finished: its log, its verdict, the faults drawn.
+struct Finished {
+    log: Vec<String>,
+    violations: Vec<String>,
+    drawn: (u64, u64),
+}
 
-fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
-    let config = scenario.config(seed, breaks);
+type Simulated = Result<Finished, (Vec<String>, String)>;
+
+fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks, plan: &Plan) -> Simulated {
+    let config = scenario.config(seed, breaks, plan);
     // Room for the harness's wind-down (its waits are bounded at 30 s each).
     let limit = scenario.duration + Duration::from_secs(240);
     let mut sim = turmoil::Builder::new()
@@ -172,6 +196,7 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
     let mut log = Vec::new();
     let mut next = Duration::from_millis(rng.u64(500..3000));
     let mut held: Option<(usize, Duration)> = None;
+    let mut drawn = 0u64;
     loop {
         let finished = match sim.step() {
             Ok(finished) => finished,
@@ -192,10 +217,15 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
             continue;
         }
         next = now + Duration::from_millis(rng.u64(500..3000));
-        match rng.u8(0..3) {
+        let fault = rng.u8(0..3);
+        let (link, length) = (rng.usize(0..links.len()), rng.u64(50..2500));
+        drawn += 1;
+        if plan.net.contains(&(drawn - 1)) {
+            continue;
+        }
+        match fault {
             0 if held.is_none() => {
-                let link = rng.usize(0..links.len());
-                let length = Duration::from_millis(rng.u64(50..2500));
+                let length = Duration::from_millis(length);
                 sim.hold(links[link].host(), SERVER);
                 log.push(format!(
                     "{} net hold link{link} for {}",
@@ -205,7 +235,7 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
                 held = Some((link, now + length));
             }
             1 => {
-                let length = Duration::from_millis(rng.u64(100..1500));
+                let length = Duration::from_millis(length.min(1500));
                 if let Some(server) = server.borrow().as_ref() {
                     server.stall(length);
                 }
@@ -216,8 +246,7 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
                 ));
             }
             _ => {
-                let link = rng.usize(0..links.len());
-                let latency = Duration::from_millis(rng.u64(0..40));
+                let latency = Duration::from_millis(length / 60);
                 sim.set_link_max_message_latency(
                     links[link].host(),
                     SERVER,
@@ -235,5 +264,16 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks) -> Simulated {
         return Err((log, "the harness ended without a report".to_owned()));
     };
     log.extend(report.event_log());
-    Ok((log, report.violations()))
+    let harness = report
+        .faults
+        .iter()
+        .filter(|(name, _)| **name != "pause+expiry")
+        .map(|(_, n)| n)
+        .sum::<u64>()
+        + plan.harness.len() as u64;
+    Ok(Finished {
+        log,
+        violations: report.violations(),
+        drawn: (harness, drawn),
+    })
 }

@@ -225,6 +225,10 @@ pub struct Config {
     /// How far behind the ensemble's leader an observer's server may
     /// answer (zero on one server): see "The observer's contract".
     pub read_lag: Duration,
+    /// The harness's own faults to leave out, by their number in the run
+    /// (0 for the first): a simulation shrinks a failing schedule with it.
+    /// The faults are still drawn, so the others keep their place.
+    pub skip_faults: std::collections::BTreeSet<u64>,
 }
 
 impl Config {
@@ -255,6 +259,7 @@ impl Config {
             cohort: None,
             tasks: 1,
             read_lag: Duration::ZERO,
+            skip_faults: std::collections::BTreeSet::new(),
         }
     }
 
@@ -1263,6 +1268,12 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     let t = config.session_timeout;
     let mut next = Instant::now() + rng.millis(700, 2000);
     let mut ensemble_faults = rng.below(5);
+    // The harness's faults drawn so far (`Config::skip_faults` numbers them).
+    let mut drawn = 0u64;
+    let mut skip = |config: &Config| {
+        drawn += 1;
+        config.skip_faults.contains(&(drawn - 1))
+    };
     loop {
         if Instant::now() >= end {
             break;
@@ -1296,6 +1307,9 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
                 .get(aimed)
                 .map(|watcher| (&contenders[holders + aimed], watcher));
             ensemble_faults += 1;
+            if skip(&config) {
+                continue;
+            }
             let start = Instant::now();
             timeline.push((start, fault.name(), usize::MAX));
             fault.inject(cluster, &mut rng, observer, t).await;
@@ -1313,6 +1327,9 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         };
         let contender = &contenders[who];
         let fault = rng.below(4);
+        if skip(&config) {
+            continue;
+        }
         let start = Instant::now();
         timeline.push((
             start,
