@@ -89,6 +89,7 @@ pub mod lock_internals;
 mod loss;
 mod packet;
 pub mod path;
+pub mod random;
 pub mod retry;
 mod state;
 pub mod telemetry;

@@ -22,7 +22,7 @@
 //! anyway; the flush is what removes persistent ones.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -55,7 +55,7 @@ pub(super) const FLUSH_LIMIT: Duration = Duration::from_secs(2);
 const FLUSH_ROUNDS: usize = 4;
 
 /// A node to delete in the background. Also the key of the cleaner's map.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum CleanupJob {
     /// A node whose path is known.
     Node {
@@ -85,7 +85,9 @@ struct Entry {
 
 /// The cleaner's state: pending jobs and the seed of their jitter.
 struct Queue {
-    jobs: HashMap<CleanupJob, Entry>,
+    /// Ordered, so that the due jobs are tried in the same order on every
+    /// run (a simulation replays them).
+    jobs: BTreeMap<CleanupJob, Entry>,
     seed: u64,
 }
 
@@ -93,9 +95,9 @@ impl Queue {
     fn new() -> Self {
         // Per-process randomness for the jitter, so that two processes
         // cleaning the same lock do not retry in step.
-        let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+        let seed = crate::random::bits();
         Queue {
-            jobs: HashMap::new(),
+            jobs: BTreeMap::new(),
             seed,
         }
     }

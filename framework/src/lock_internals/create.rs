@@ -47,7 +47,7 @@ pub(super) async fn create_ours(
     let name_prefix = format!(
         "{}{}-{}",
         path::PROTECTED_PREFIX,
-        uuid::Uuid::new_v4(),
+        crate::random::node_id(),
         lock.lock_name
     );
     let (create_name, mode) = match &node_kind {

@@ -27,6 +27,12 @@
 //! has no effect on the result and the policies stay pure; the time budget is
 //! the job of `RetryUntilElapsed`, which gets `elapsed` from its caller.
 //!
+//! `backoff` would also randomise each pause, with a generator of its own
+//! that nobody can seed. Its randomisation is switched off here (factor 0):
+//! the schedule gives the nominal pause, and the jitter is drawn from the
+//! framework's one source of randomness ([`crate::random`]), so that a
+//! simulation that seeds it replays every retry's pause.
+//!
 //! `backoff` works in `f64` nanoseconds and its float-to-integer conversions
 //! saturate, so huge durations cannot make it panic; the result is clamped to
 //! the cap afterwards because the randomised pause may otherwise exceed it by
@@ -64,10 +70,13 @@ pub(crate) fn exponential_delay(
         return Duration::ZERO;
     }
 
+    // The schedule's own randomisation is off (it draws from a generator
+    // nobody can seed): the jitter is applied below, drawn from the
+    // framework's one source (`crate::random`).
     let mut schedule = backoff::ExponentialBackoffBuilder::new()
         .with_initial_interval(start)
         .with_multiplier(2.0)
-        .with_randomization_factor(jitter)
+        .with_randomization_factor(0.0)
         .with_max_interval(cap)
         .with_max_elapsed_time(None)
         .build();
@@ -84,7 +93,17 @@ pub(crate) fn exponential_delay(
     if jitter <= 0.0 {
         return nominal;
     }
-    schedule.next_backoff().unwrap_or(nominal).min(cap)
+    spread(nominal, jitter, crate::random::unit()).min(cap)
+}
+
+/// `nominal` spread by `jitter` with the draw `unit` in `[0, 1)`: uniform
+/// in `[nominal * (1 - jitter), nominal * (1 + jitter)]` as `unit` is.
+fn spread(nominal: Duration, jitter: f64, unit: f64) -> Duration {
+    let nanos = nominal.as_nanos() as f64;
+    let low = nanos * (1.0 - jitter);
+    let width = nanos * 2.0 * jitter;
+    // Saturating, like `backoff`'s own conversions: never a panic.
+    Duration::try_from_secs_f64((low + width * unit) / 1e9).unwrap_or(Duration::MAX)
 }
 
 #[cfg(test)]
@@ -122,6 +141,21 @@ mod tests {
         assert_eq!(exponential_delay(ms(100), ms(300), 1, 0.0), ms(200));
         assert_eq!(exponential_delay(ms(100), ms(300), 2, 0.0), ms(300));
         assert_eq!(exponential_delay(ms(100), ms(250), 2, 0.0), ms(250));
+    }
+
+    /// The jitter comes from the seeded source: the same seed, the same
+    /// pauses (it would not with `backoff`'s own randomisation).
+    #[test]
+    fn a_seeded_thread_gets_the_same_jittered_pauses() {
+        let pauses = |seed: u64| {
+            crate::random::seed(seed);
+            (0..8)
+                .map(|n| exponential_delay(ms(100), ms(60_000), n, 0.5))
+                .collect::<Vec<_>>()
+        };
+        let first = pauses(11);
+        assert_eq!(first, pauses(11));
+        assert_ne!(first, pauses(12));
     }
 
     #[test]
