@@ -164,6 +164,19 @@ pub fn shrink(seed: u64, duration: Duration, breaks: Breaks) -> (Plan, Outcome) 
     (plan, failing)
 }
 
+/// The first broken rule, on one line of at most 200 characters.
+fn why(outcome: &Outcome) -> String {
+    let first = outcome
+        .violations
+        .first()
+        .map_or("", String::as_str)
+        .replace('\n', " ");
+    match first.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &first[..cut]),
+        None => first,
+    }
+}
+
 /// Saves a shrunk schedule under `sim/regressions/`.
 pub fn save(
     seed: u64,
@@ -187,11 +200,7 @@ pub fn save(
     };
     let mut text = format!(
         "# why: {}\nseed {seed}\nsecs {}\n",
-        outcome
-            .violations
-            .first()
-            .map_or("", String::as_str)
-            .replace('\n', " "),
+        why(outcome),
         duration.as_secs()
     );
     if !kinds.is_empty() {
