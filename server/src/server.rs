@@ -82,10 +82,11 @@ impl EmbeddedServerBuilder {
     }
 
     /// Lists children sorted by name. By default they come in no particular order, like
-    /// ZooKeeper's (which keeps them in a hash set): each listing is shuffled, with
-    /// `fastrand`'s thread-local generator (so a simulation that seeds it gets the same
-    /// listings on every run). Clients must sort what they need sorted, and the default shows
-    /// a client that forgets to. Turn this on only for a test that needs a stable order.
+    /// ZooKeeper's (which keeps them in a hash set): in the order of a hash of their names
+    /// under a key the server draws when it starts, from `fastrand`'s thread-local generator
+    /// (so a simulation that seeds it gets the same listings on every run); the same set comes
+    /// in the same order each time. Clients must sort what they need sorted, and the default
+    /// shows a client that forgets to. Turn this on only for a test that needs name order.
     pub fn sorted_children(mut self, sorted: bool) -> Self {
         self.settings.sorted_children = sorted;
         self

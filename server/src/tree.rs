@@ -82,7 +82,7 @@ pub struct Node {
     pub stat: StatPersisted,
     /// Names of its children, kept in name order so that nothing about them depends on a
     /// hash seed. Clients still get them in no particular order unless the server sorts them
-    /// (the server shuffles each listing, as ZooKeeper's `HashSet` scrambles it; see
+    /// (the server orders each listing by a keyed hash, as ZooKeeper's `HashSet` does; see
     /// [`sorted_children`](crate::EmbeddedServerBuilder::sorted_children)).
     pub children: BTreeSet<String>,
 }

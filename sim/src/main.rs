@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[allow(dead_code, missing_debug_implementations)]
+#[allow(missing_debug_implementations)]
 #[path = "../../tests/chaos_harness/mod.rs"]
 mod chaos_harness;
 mod net;

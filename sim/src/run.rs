@@ -75,6 +75,9 @@ impl Scenario {
             tasks: 1,
             read_lag: Duration::ZERO,
             skip_faults: plan.harness.clone(),
+            // The contenders' connection timeout on one server (see
+            // `Config::release_bound`).
+            release_bound: Duration::from_secs(3),
         };
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);

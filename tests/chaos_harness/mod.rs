@@ -114,8 +114,8 @@ use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
-    LeaderObserver, LeaderSelector, LeaderTerm, Lease, LockLoss, MutexGuard, Observation,
-    WriteGuard, WriteLock,
+    LeaderObserver, LeaderSelector, LeaderTerm, Leadership, Lease, LockLoss, MutexGuard,
+    Observation, WriteGuard, WriteLock,
 };
 use zk_curator_testing::{FaultProxy, TestingCluster, TestingServer};
 
@@ -229,6 +229,12 @@ pub struct Config {
     /// (0 for the first): a simulation shrinks a failing schedule with it.
     /// The faults are still drawn, so the others keep their place.
     pub skip_faults: std::collections::BTreeSet<u64>,
+    /// How long the release of a hold already lost may take, per lock
+    /// released. It never waits for a new session (`LockInternals::release`):
+    /// it deletes what is left of the node if connected, waiting for the
+    /// answer at most the framework's connection timeout (the contenders'
+    /// is 3 s on one server), and in the background if not.
+    pub release_bound: Duration,
 }
 
 impl Config {
@@ -260,6 +266,7 @@ impl Config {
             tasks: 1,
             read_lag: Duration::ZERO,
             skip_faults: std::collections::BTreeSet::new(),
+            release_bound: Duration::from_secs(3),
         }
     }
 
@@ -394,6 +401,13 @@ struct Log {
     observed: Vec<Seen>,
     /// When a holder saw its hold end with [`LockLoss::Stale`], and who.
     stale_losses: Vec<(usize, Instant)>,
+    /// Terms the participants' leadership-changes streams handed out.
+    handed_out: u64,
+    /// ... of which had already ended when handed out, with why.
+    ended_handouts: Vec<String>,
+    /// Releases of a hold already lost that took longer than
+    /// [`Config::release_bound`], with how long.
+    slow_releases: Vec<Duration>,
 }
 
 /// One report of an election's observer, as the harness received it.
@@ -434,6 +448,8 @@ pub struct Report {
     session_timeout: Duration,
     /// [`Config::read_lag`].
     read_lag: Duration,
+    /// [`Config::release_bound`].
+    release_bound: Duration,
     /// Sessions the server expired, each with the instant its expiry was
     /// confirmed (its ephemeral nodes gone by then).
     expiries: Vec<(i64, Instant)>,
@@ -492,6 +508,21 @@ impl Report {
             }
             if log.acquired == 0 {
                 found.push(format!("{kind:?}: never acquired (the run proved nothing)"));
+            }
+            if !log.slow_releases.is_empty() {
+                found.push(format!(
+                    "{kind:?}: {} release(s) of a lost hold took longer than {:?}: {:?}",
+                    log.slow_releases.len(),
+                    self.release_bound,
+                    log.slow_releases
+                ));
+            }
+            if !log.ended_handouts.is_empty() {
+                found.push(format!(
+                    "{kind:?}: the leadership-changes stream handed out {} ended term(s): {:?}",
+                    log.ended_handouts.len(),
+                    log.ended_handouts
+                ));
             }
             if kind.is_election() {
                 found.extend(
@@ -565,6 +596,10 @@ impl Report {
                     at(seen.at)
                 ));
             }
+            lines.push(format!(
+                "{kind:?} handed out {} ended {:?}",
+                log.handed_out, log.ended_handouts
+            ));
             lines.push(format!(
                 "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} late writes {}/{} losses {:?}",
                 log.acquired,
@@ -951,6 +986,7 @@ enum Taken {
 /// the contender gives leadership up (a closed latch cannot start again).
 /// A term that is lost is not given up: the latch queues again by itself.
 struct LatchSlot {
+    shared: Arc<Shared>,
     framework: Framework,
     path: String,
     id: String,
@@ -958,12 +994,19 @@ struct LatchSlot {
 }
 
 impl LatchSlot {
-    fn start(framework: &Framework, path: &str, id: String) -> Arc<LatchSlot> {
+    fn start(
+        shared: &Arc<Shared>,
+        framework: &Framework,
+        path: &str,
+        id: String,
+    ) -> Arc<LatchSlot> {
         let latch = LeaderLatch::new(framework.clone(), path, id.clone())
             .unwrap()
             .with_value(value_of(&id));
         latch.start().unwrap();
+        watch_leadership(shared.clone(), Kind::Latch, latch.leadership_changes());
         Arc::new(LatchSlot {
+            shared: shared.clone(),
             framework: framework.clone(),
             path: path.to_owned(),
             id,
@@ -983,6 +1026,7 @@ impl LatchSlot {
             .unwrap()
             .with_value(value_of(&self.id));
         next.start().unwrap();
+        watch_leadership(self.shared.clone(), Kind::Latch, next.leadership_changes());
         *self.current.lock().unwrap() = next;
     }
 }
@@ -1226,7 +1270,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
                     selectors.push(start_selector(shared, who, framework, rng, &root));
                     continue;
                 }
-                let lock = lock_of(&contender.framework, &root, kind, who);
+                let lock = lock_of(&shared, &contender.framework, &root, kind, who);
                 tasks.push(tokio::spawn(contend(
                     shared,
                     (who, task),
@@ -1446,6 +1490,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         timeline,
         session_timeout: config.session_timeout,
         read_lag: config.read_lag,
+        release_bound: config.release_bound,
         expiries,
         windows,
     }
@@ -1504,7 +1549,13 @@ fn lock_dirs(root: &str) -> Vec<String> {
     ]
 }
 
-fn lock_of(framework: &Framework, root: &str, kind: Kind, who: usize) -> Lock {
+fn lock_of(
+    shared: &Arc<Shared>,
+    framework: &Framework,
+    root: &str,
+    kind: Kind,
+    who: usize,
+) -> Lock {
     let fw = framework.clone();
     match kind {
         Kind::MutexGuard => {
@@ -1529,6 +1580,7 @@ fn lock_of(framework: &Framework, root: &str, kind: Kind, who: usize) -> Lock {
             .unwrap(),
         ),
         Kind::Latch => Lock::Latch(LatchSlot::start(
+            shared,
             framework,
             &format!("{root}/latch"),
             format!("contender-{who}"),
@@ -1667,7 +1719,15 @@ async fn contend(
         let late = (!kind.is_election() && rng.below(4) == 0)
             .then(|| taken.fence().ok())
             .flatten();
+        let lost = taken.loss().is_some();
+        let releasing = Instant::now();
         taken.release().await;
+        let took = releasing.elapsed();
+        // A multi-lock releases its two locks one after the other.
+        let locks = if kind == Kind::MultiLock { 2 } else { 1 };
+        if lost && took > shared.config.release_bound * locks {
+            shared.log(kind, |log| log.slow_releases.push(took));
+        }
         if let Some(fence) = late {
             let late_path = format!("{root}/data/late");
             let accepted = fence.set_data(&late_path, b"late", None).await.is_ok();
@@ -1691,6 +1751,7 @@ fn start_selector(
     rng: Rng,
     root: &str,
 ) -> LeaderSelector {
+    let seat_shared = shared.clone();
     let seat = Arc::new(Seat {
         shared,
         who,
@@ -1728,7 +1789,35 @@ fn start_selector(
         .with_value(value_of(&id));
     selector.auto_requeue(true);
     selector.start().unwrap();
+    watch_leadership(seat_shared, Kind::Selector, selector.leadership_changes());
     selector
+}
+
+/// Reads a participant's leadership-changes stream to its end: a term it
+/// hands out must not have ended already. Its end by a lease gone stale
+/// ([`LockLoss::Stale`]) is left out: it follows from time alone, and real
+/// time passes between the stream's look and this one.
+fn watch_leadership(
+    shared: Arc<Shared>,
+    kind: Kind,
+    changes: impl futures::Stream<Item = Leadership> + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let mut changes = std::pin::pin!(changes);
+        while let Some(change) = changes.next().await {
+            let Leadership::Leader(term) = change else {
+                continue;
+            };
+            let ended = term.loss().filter(|loss| *loss != LockLoss::Stale);
+            shared.log(kind, |log| {
+                log.handed_out += 1;
+                if let Some(loss) = ended {
+                    log.ended_handouts
+                        .push(format!("{} ended by {loss:?}", term.path()));
+                }
+            });
+        }
+    });
 }
 
 /// One hold, or one leader's term, as its holder lives it: logged as an

@@ -114,6 +114,9 @@ pub struct State {
     /// The wall clock (ms since the epoch) when the state was made, and the server's clock
     /// then: node times are the one plus what the other has advanced since.
     epoch: (i64, Instant),
+    /// The key of the server's unsorted child order (see `read_children`), drawn once
+    /// from fastrand's thread-local generator.
+    order_key: u64,
 }
 
 /// The wall clock in ms since the epoch (0 if it reads before the epoch).
@@ -139,6 +142,7 @@ impl State {
             limits,
             received: 0,
             epoch: (wall_clock_millis(), Instant::now()),
+            order_key: fastrand::u64(..),
         }
     }
 
@@ -277,33 +281,38 @@ mod tests {
         state
     }
 
-    /// The names the server lists for `/p`, with this thread's generator seeded with `seed`
-    /// just before.
-    fn listed(state: &State, seed: u64) -> Vec<String> {
+    /// The names a server made with this thread's generator seeded with `seed` lists for
+    /// `/p`, twice.
+    fn listed(sorted: bool, seed: u64) -> Vec<String> {
         fastrand::seed(seed);
-        match state.read_children("/p", &[]) {
+        let state = forty_children(sorted);
+        let list = || match state.read_children("/p", &[]) {
             Ok((children, _)) => children,
             Err(code) => panic!("getChildren failed with {code}"),
-        }
+        };
+        let first = list();
+        // The same set, the same order, as from ZooKeeper's hash set.
+        assert_eq!(list(), first);
+        first
     }
 
     #[test]
-    fn unsorted_children_are_a_shuffle_that_follows_the_seed() {
+    fn unsorted_children_are_in_an_order_that_follows_the_seed() {
         let names: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
         // Two servers, each with its own sets of children (a hash set would order them by
         // its own random keys, a different order each time).
-        let first = listed(&forty_children(false), 7);
-        assert_eq!(listed(&forty_children(false), 7), first);
+        let first = listed(false, 7);
+        assert_eq!(listed(false, 7), first);
         // Unsorted for real (in name order with probability 1/40!), and another seed
-        // shuffles them otherwise.
+        // orders them otherwise.
         assert_ne!(first, names);
-        assert_ne!(listed(&forty_children(false), 8), first);
+        assert_ne!(listed(false, 8), first);
         let mut sorted = first.clone();
         sorted.sort();
         assert_eq!(sorted, names);
         // With sorted children, every seed lists them in name order.
-        assert_eq!(listed(&forty_children(true), 7), names);
-        assert_eq!(listed(&forty_children(true), 8), names);
+        assert_eq!(listed(true, 7), names);
+        assert_eq!(listed(true, 8), names);
     }
 
     #[test]

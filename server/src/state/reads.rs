@@ -1,6 +1,8 @@
 //! The read family: `exists`, `getData`, `getChildren(2)`, `sync`, `multiRead`,
 //! `getEphemerals`, `getAllChildrenNumber`.
 
+use std::hash::{Hash, Hasher};
+
 use crate::acl::{self, perms};
 use crate::codec::{code, op, Id, ReadOp, ReadRequest, Stat, Writer};
 use crate::watch::{ConnId, STANDARD};
@@ -139,9 +141,11 @@ impl State {
     }
 
     /// The children of `path` in the server's order: sorted when the server was built with
-    /// sorted children; otherwise in no particular order, as ZooKeeper lists them, here a
-    /// shuffle drawn from `fastrand`'s thread-local generator (random in production, the same
-    /// on every run of a simulation that seeds it).
+    /// sorted children; otherwise in no particular order, as ZooKeeper lists them from its
+    /// hash set: here by a hash of each name under a key the server drew when it started
+    /// (from fastrand's thread-local generator: random in production, the same on every run
+    /// of a simulation that seeds it). As from ZooKeeper, the same set of children comes in
+    /// the same order every time it is listed.
     pub(super) fn read_children(
         &self,
         path: &str,
@@ -152,7 +156,11 @@ impl State {
         // The node keeps its children in name order.
         let mut children: Vec<String> = node.children.iter().cloned().collect();
         if !self.limits.sorted_children {
-            fastrand::shuffle(&mut children);
+            children.sort_by_cached_key(|name| {
+                let mut hasher = std::hash::DefaultHasher::new();
+                (self.order_key, name).hash(&mut hasher);
+                hasher.finish()
+            });
         }
         Ok((children, node.stat()))
     }
