@@ -78,6 +78,9 @@ impl Scenario {
             // The contenders' connection timeout on one server (see
             // `Config::release_bound`).
             release_bound: Duration::from_secs(3),
+            // One thread: no real time between a stream's look and the
+            // harness's (see `Config::probe_leadership`).
+            probe_leadership: true,
         };
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);

@@ -235,6 +235,11 @@ pub struct Config {
     /// answer at most the framework's connection timeout (the contenders'
     /// is 3 s on one server), and in the background if not.
     pub release_bound: Duration,
+    /// Also read, now and then, the first value of a fresh leadership
+    /// stream, and check it as the long-lived one. On in a simulation; off
+    /// in real time, where another thread may end a term between the
+    /// stream's look and the check (a false report).
+    pub probe_leadership: bool,
 }
 
 impl Config {
@@ -267,6 +272,7 @@ impl Config {
             read_lag: Duration::ZERO,
             skip_faults: std::collections::BTreeSet::new(),
             release_bound: Duration::from_secs(3),
+            probe_leadership: false,
         }
     }
 
@@ -1004,7 +1010,10 @@ impl LatchSlot {
             .unwrap()
             .with_value(value_of(&id));
         latch.start().unwrap();
-        watch_leadership(shared.clone(), Kind::Latch, latch.leadership_changes());
+        let watched = latch.clone();
+        watch_leadership(shared.clone(), Kind::Latch, move || {
+            watched.leadership_changes()
+        });
         Arc::new(LatchSlot {
             shared: shared.clone(),
             framework: framework.clone(),
@@ -1026,7 +1035,10 @@ impl LatchSlot {
             .unwrap()
             .with_value(value_of(&self.id));
         next.start().unwrap();
-        watch_leadership(self.shared.clone(), Kind::Latch, next.leadership_changes());
+        let watched = next.clone();
+        watch_leadership(self.shared.clone(), Kind::Latch, move || {
+            watched.leadership_changes()
+        });
         *self.current.lock().unwrap() = next;
     }
 }
@@ -1789,33 +1801,60 @@ fn start_selector(
         .with_value(value_of(&id));
     selector.auto_requeue(true);
     selector.start().unwrap();
-    watch_leadership(seat_shared, Kind::Selector, selector.leadership_changes());
+    let watched = selector.clone();
+    watch_leadership(seat_shared, Kind::Selector, move || {
+        watched.leadership_changes()
+    });
     selector
 }
 
-/// Reads a participant's leadership-changes stream to its end: a term it
-/// hands out must not have ended already. Its end by a lease gone stale
-/// ([`LockLoss::Stale`]) is left out: it follows from time alone, and real
-/// time passes between the stream's look and this one.
-fn watch_leadership(
-    shared: Arc<Shared>,
-    kind: Kind,
-    changes: impl futures::Stream<Item = Leadership> + Send + 'static,
-) {
+/// Reads a participant's leadership-changes stream to its end, slowly (a
+/// pause after each value, so that changes pile up between two reads), and
+/// with [`Config::probe_leadership`] now and then the first value of a
+/// fresh one: a term handed out must not
+/// have ended already. Its end by a lease gone stale ([`LockLoss::Stale`])
+/// is left out: it follows from time alone, and real time passes between
+/// the stream's look and this one.
+fn watch_leadership<S>(shared: Arc<Shared>, kind: Kind, changes: impl Fn() -> S + Send + 'static)
+where
+    S: futures::Stream<Item = Leadership> + Send + 'static,
+{
+    let check = move |shared: &Shared, change: Option<Leadership>, from: &str| {
+        let Some(Leadership::Leader(term)) = change else {
+            return;
+        };
+        let ended = term.loss().filter(|loss| *loss != LockLoss::Stale);
+        shared.log(kind, |log| {
+            log.handed_out += 1;
+            if let Some(loss) = ended {
+                log.ended_handouts
+                    .push(format!("{} ended by {loss:?} ({from})", term.path()));
+            }
+        });
+    };
+    let stream = changes();
+    let reader = shared.clone();
     tokio::spawn(async move {
-        let mut changes = std::pin::pin!(changes);
-        while let Some(change) = changes.next().await {
-            let Leadership::Leader(term) = change else {
-                continue;
-            };
-            let ended = term.loss().filter(|loss| *loss != LockLoss::Stale);
-            shared.log(kind, |log| {
-                log.handed_out += 1;
-                if let Some(loss) = ended {
-                    log.ended_handouts
-                        .push(format!("{} ended by {loss:?}", term.path()));
-                }
-            });
+        let mut stream = std::pin::pin!(stream);
+        while let Some(change) = stream.next().await {
+            check(&reader, Some(change), "stream");
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..40))).await;
+        }
+    });
+    if !shared.config.probe_leadership {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(50..400))).await;
+            if shared.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let mut fresh = std::pin::pin!(changes());
+            match fresh.next().await {
+                None => return,
+                change => check(&shared, change, "probe"),
+            }
         }
     });
 }
