@@ -15,7 +15,7 @@
 //! cargo run -p zk-curator-sim --release -- --seeds 300 --break fence
 //! ```
 //!
-//! See `sim/README.md` and DESIGN.md ("Simulation") for what it proves and
+//! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
 //! what it does not.
 #![forbid(unsafe_code)]
 
