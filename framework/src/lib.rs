@@ -15,6 +15,9 @@
 //! * [`lock_internals`] is the acquire loop every lock shares, generic over a
 //!   [`LockInternalsDriver`](lock_internals::LockInternalsDriver) you can
 //!   implement yourself.
+//! * [`random`] is the one source of every random draw the framework and
+//!   the recipes make; a deterministic simulation seeds it
+//!   ([`random::seed`]) to replay a run.
 //!
 //! Runtime: tokio. [`Framework::start`] spawns its tasks on the current
 //! runtime, and `zookeeper-client` must be built with its `tokio` feature

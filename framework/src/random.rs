@@ -33,7 +33,9 @@ thread_local! {
 ///
 /// For simulations and tests that run everything on one thread (a
 /// current-thread runtime); the worker threads of a multi-threaded runtime
-/// are not seeded by it. A program never needs to call it.
+/// (and `spawn_blocking` threads) are not seeded by it. A program never
+/// needs to call it. Seeding fastrand directly (`fastrand::seed`) does not
+/// mark the thread: node-name ids then still come from the OS.
 pub fn seed(seed: u64) {
     fastrand::seed(seed);
     SEEDED.with(|seeded| seeded.set(true));
@@ -74,39 +76,63 @@ mod tests {
         (0..4).map(|_| node_id()).collect()
     }
 
-    /// Each test runs on a thread of its own, unseeded until it seeds it.
-    #[test]
-    fn a_seeded_thread_draws_the_same_ids_again() {
-        assert!(!is_seeded());
-        let first = ids(7);
-        assert_eq!(first, ids(7));
-        assert_ne!(first, ids(8));
-        for id in first {
-            assert_eq!(id.get_version_num(), 4);
+    /// Runs `test` on a thread of its own: a fresh thread is unseeded,
+    /// whichever way the test harness runs the tests.
+    fn on_a_fresh_thread(test: impl FnOnce() + Send + 'static) {
+        if let Err(panic) = std::thread::spawn(test).join() {
+            std::panic::resume_unwind(panic);
         }
     }
 
-    #[test]
-    fn an_unseeded_thread_draws_v4_ids_from_the_os() {
-        assert!(!is_seeded());
-        fastrand::seed(7);
-        let a = node_id();
-        fastrand::seed(7);
-        let b = node_id();
-        // Not from fastrand: the same fastrand seed gives different ids.
-        assert_ne!(a, b);
-        let name = format!("{}{}-lock-0000000001", path::PROTECTED_PREFIX, a);
+    fn assert_protected(id: uuid::Uuid) {
+        assert_eq!(id.get_version_num(), 4, "{id}");
+        let name = format!("{}{}-lock-0000000001", path::PROTECTED_PREFIX, id);
         assert!(path::is_protected(&name), "{name}");
     }
 
     #[test]
+    fn a_seeded_thread_draws_the_same_ids_again() {
+        on_a_fresh_thread(|| {
+            assert!(!is_seeded());
+            let first = ids(7);
+            assert!(is_seeded());
+            assert_eq!(first, ids(7));
+            assert_ne!(first, ids(8));
+            // Still well-formed v4 ids, taken as protected names.
+            for id in first {
+                assert_protected(id);
+            }
+        });
+    }
+
+    #[test]
+    fn an_unseeded_thread_draws_v4_ids_from_the_os() {
+        on_a_fresh_thread(|| {
+            assert!(!is_seeded());
+            fastrand::seed(7);
+            let a = node_id();
+            fastrand::seed(7);
+            let b = node_id();
+            // Not from fastrand: the same fastrand seed gives different ids.
+            assert_ne!(a, b);
+            assert_protected(a);
+            assert_protected(b);
+        });
+    }
+
+    #[test]
     fn other_draws_follow_the_seed() {
-        seed(3);
-        let first: Vec<u64> = (0..4).map(|_| bits()).collect();
-        let unit_first = unit();
-        seed(3);
-        let again: Vec<u64> = (0..4).map(|_| bits()).collect();
-        assert_eq!(first, again);
-        assert_eq!(unit_first, unit());
+        on_a_fresh_thread(|| {
+            seed(3);
+            let first: Vec<u64> = (0..4).map(|_| bits()).collect();
+            let unit_first = unit();
+            assert!((0.0..1.0).contains(&unit_first));
+            seed(3);
+            let again: Vec<u64> = (0..4).map(|_| bits()).collect();
+            assert_eq!(first, again);
+            assert_eq!(unit_first, unit());
+            seed(4);
+            assert_ne!(first, (0..4).map(|_| bits()).collect::<Vec<_>>());
+        });
     }
 }

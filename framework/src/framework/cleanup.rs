@@ -94,7 +94,8 @@ struct Queue {
 impl Queue {
     fn new() -> Self {
         // Per-process randomness for the jitter, so that two processes
-        // cleaning the same lock do not retry in step.
+        // cleaning the same lock do not retry in step; from the one source
+        // (`crate::random`), so a seeded simulation replays it.
         let seed = crate::random::bits();
         Queue {
             jobs: BTreeMap::new(),
@@ -137,10 +138,28 @@ impl Queue {
         }
     }
 
+    /// Marks as running, and returns, up to `limit` jobs that are not
+    /// running and are due at `now`, in the map's (the jobs') order: the
+    /// same jobs in the same order on every run, whatever order they were
+    /// handed over in, so a simulation replays the requests they send.
+    fn take_due(&mut self, now: Instant, limit: usize) -> Vec<CleanupJob> {
+        self.jobs
+            .iter_mut()
+            .filter(|(_, e)| !e.running && e.due <= now)
+            .take(limit)
+            .map(|(job, e)| {
+                e.running = true;
+                job.clone()
+            })
+            .collect()
+    }
+
     /// The pause after the `failures`-th failure of `job` ([`JOB_BACKOFF`]),
     /// jittered by a draw derived from the job, the attempt count and the
     /// process seed.
     fn backoff(&self, job: &CleanupJob, failures: u32) -> Duration {
+        // `DefaultHasher::new()` has fixed keys (unlike a map's
+        // `RandomState`): the draw depends on the seed and the job only.
         let mut hasher = DefaultHasher::new();
         (self.seed, job, failures).hash(&mut hasher);
         JOB_BACKOFF.jittered(failures.saturating_sub(1), hasher.finish())
@@ -245,17 +264,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut handovers: mpsc::UnboundedReceive
                 }
             }
             _ = sleep_until_opt(next_due) => {
-                let now = Instant::now();
-                let due: Vec<CleanupJob> = queue
-                    .jobs
-                    .iter_mut()
-                    .filter(|(_, e)| !e.running && e.due <= now)
-                    .take(MAX_IN_FLIGHT - running.len())
-                    .map(|(job, e)| {
-                        e.running = true;
-                        job.clone()
-                    })
-                    .collect();
+                let due = queue.take_due(Instant::now(), MAX_IN_FLIGHT - running.len());
                 for job in due {
                     let inner = inner.clone();
                     running.push(async move {
@@ -427,5 +436,90 @@ mod tests {
             })
             .collect();
         assert!(spread.len() > 10, "{spread:?}");
+    }
+
+    fn node(i: usize) -> CleanupJob {
+        CleanupJob::Node {
+            path: format!("/locks/{i:02}"),
+        }
+    }
+
+    fn protected(i: usize) -> CleanupJob {
+        CleanupJob::Protected {
+            parent: "/locks".into(),
+            name_prefix: format!("_c_{i:02}-lock-"),
+        }
+    }
+
+    /// A queue holding `jobs`, added in the given order, all due at `due`.
+    fn queue_of(jobs: impl IntoIterator<Item = CleanupJob>, due: Instant) -> Queue {
+        let mut queue = Queue::new();
+        for job in jobs {
+            queue.jobs.insert(
+                job,
+                Entry {
+                    failures: 0,
+                    due,
+                    running: false,
+                },
+            );
+        }
+        queue
+    }
+
+    /// The due jobs come out in one order (the jobs' own), whatever order
+    /// they were handed over in, and a limit takes the first of that order.
+    #[test]
+    fn due_jobs_are_taken_in_a_deterministic_order() {
+        let now = Instant::now();
+        let jobs: Vec<CleanupJob> = (0..24).map(node).chain((0..24).map(protected)).collect();
+        let mut sorted = jobs.clone();
+        sorted.sort();
+        let mut reversed = jobs.clone();
+        reversed.reverse();
+        // An interleaving: every seventh job (mod 48), the rest of the way.
+        let stepped: Vec<CleanupJob> = (0..jobs.len())
+            .map(|i| jobs[i * 7 % jobs.len()].clone())
+            .collect();
+        for order in [jobs, reversed, stepped] {
+            let mut queue = queue_of(order.clone(), now);
+            let first = queue.take_due(now, 10);
+            assert_eq!(first, sorted[..10], "handed over as {order:?}");
+            // Those are running now: the next pick goes on from there.
+            assert_eq!(queue.take_due(now, usize::MAX), sorted[10..]);
+            assert!(queue.take_due(now, usize::MAX).is_empty());
+        }
+    }
+
+    /// Only jobs due by `now` are taken; running ones are skipped.
+    #[test]
+    fn only_waiting_due_jobs_are_taken() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(1);
+        let mut queue = queue_of((0..4).map(node), now);
+        if let Some(entry) = queue.jobs.get_mut(&node(1)) {
+            entry.due = later;
+        }
+        if let Some(entry) = queue.jobs.get_mut(&node(2)) {
+            entry.running = true;
+        }
+        assert_eq!(queue.take_due(now, usize::MAX), [node(0), node(3)]);
+        assert_eq!(queue.take_due(later, usize::MAX), [node(1)]);
+    }
+
+    /// The cleaner's seed comes from the one source: a seeded thread gets
+    /// the same jitter again.
+    #[test]
+    fn the_cleaners_jitter_follows_the_seed() {
+        let pauses = |seed: u64| {
+            crate::random::seed(seed);
+            let queue = Queue::new();
+            (1..12)
+                .map(|failures| queue.backoff(&node(failures as usize), failures))
+                .collect::<Vec<_>>()
+        };
+        let first = pauses(5);
+        assert_eq!(first, pauses(5));
+        assert_ne!(first, pauses(6));
     }
 }

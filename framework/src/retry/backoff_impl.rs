@@ -158,6 +158,34 @@ mod tests {
         assert_ne!(first, pauses(12));
     }
 
+    /// The draw maps onto the whole band, linearly: 0 gives its low end,
+    /// a draw near 1 its high end, ½ the nominal pause (the distribution is
+    /// uniform on the band because the draw is uniform on `[0, 1)`).
+    #[test]
+    fn the_draw_spans_the_band_linearly() {
+        let nominal = ms(800);
+        for (jitter, low, high) in [(0.5, 400, 1200), (0.25, 600, 1000), (1.0, 0, 1600)] {
+            assert_eq!(spread(nominal, jitter, 0.0), ms(low), "jitter {jitter}");
+            assert_eq!(spread(nominal, jitter, 0.5), nominal, "jitter {jitter}");
+            let top = spread(nominal, jitter, 1.0 - f64::EPSILON);
+            assert!(
+                ms(high) - top <= Duration::from_nanos(1),
+                "{jitter}: {top:?}"
+            );
+            let quarter = spread(nominal, jitter, 0.25)
+                .as_nanos()
+                .abs_diff(ms(low).as_nanos() + (ms(high) - ms(low)).as_nanos() / 4);
+            assert!(quarter <= 1, "jitter {jitter}: off by {quarter} ns");
+        }
+        // At the cap, the upper half of the band is clamped to the cap.
+        crate::random::seed(1);
+        let pauses: Vec<Duration> = (0..64)
+            .map(|_| exponential_delay(ms(800), ms(800), 9, 0.5))
+            .collect();
+        assert!(pauses.iter().all(|p| *p >= ms(400) && *p <= ms(800)));
+        assert!(pauses.contains(&ms(800)), "{pauses:?}");
+    }
+
     #[test]
     fn degenerate_inputs_do_not_panic() {
         assert_eq!(

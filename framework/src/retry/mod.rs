@@ -51,7 +51,8 @@ pub use self::pause::{Backoff, Pauses};
 ///
 /// Implementations must be pure: the answer depends only on the arguments
 /// and the policy's own configuration (plus, for jittered policies, a random
-/// draw). They must not sleep or read the clock.
+/// draw, which the ready-made policies take from [`crate::random`]). They
+/// must not sleep or read the clock.
 pub trait RetryPolicy: Send + Sync + std::fmt::Debug + 'static {
     /// Returns the pause to take before the next attempt, or `None` to give
     /// up.

@@ -12,7 +12,10 @@
 //! The exponential policies spread their pauses with random jitter so that
 //! many clients that lost the same server do not all come back at the same
 //! instant. The schedule itself lives in the private `backoff_impl` module,
-//! the one place that depends on the `backoff` crate.
+//! the one place that depends on the `backoff` crate; the jitter is drawn
+//! from the framework's one source of randomness ([`crate::random`]), so a
+//! thread seeded with [`random::seed`](crate::random::seed) gets the same
+//! pauses again.
 
 use std::time::Duration;
 
