@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{bounded, eventually, persistent, retrying};
+use common::{bounded, connect_request, eventually, frame, persistent, retrying};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::TcpListener;
 use zk_curator_server::{EmbeddedServer, Error};
@@ -25,26 +25,6 @@ fn peer() -> SocketAddr {
 /// An in-memory connection: the test's end, and the end handed to the server.
 fn pipe() -> (DuplexStream, DuplexStream) {
     tokio::io::duplex(64 * 1024)
-}
-
-/// `body` with its length in front.
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut framed = i32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
-    framed.extend_from_slice(body);
-    framed
-}
-
-/// A connect request for a new session, framed.
-fn connect_request() -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
-    body.extend_from_slice(&0i64.to_be_bytes()); // session id
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0; 16]); // password
-    body.push(0); // read only
-    frame(&body)
 }
 
 /// A `getData` of `/` without a watch, framed.

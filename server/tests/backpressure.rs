@@ -6,8 +6,11 @@
 //! peak, and the growth; run with `--nocapture` to see it.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{connect_request, frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use zk_curator_server::EmbeddedServer;
@@ -22,24 +25,6 @@ fn rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = (body.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(body);
-    out
-}
-
-fn handshake() -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
-    body.extend_from_slice(&0i64.to_be_bytes()); // session id
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0; 16]); // password
-    body.push(0); // read only
-    frame(&body)
 }
 
 fn get_data(xid: i32, path: &str) -> Vec<u8> {
@@ -78,7 +63,7 @@ async fn a_slow_reader_cannot_grow_the_server() {
     let before = rss_bytes();
 
     let mut stream = TcpStream::connect(server.connect_string()).await.unwrap();
-    stream.write_all(&handshake()).await.unwrap();
+    stream.write_all(&connect_request()).await.unwrap();
     let _ = read_frame(&mut stream).await;
     let (mut reader, mut writer) = stream.into_split();
     // Sending may block once the server stops reading: send from a task of its own.
@@ -155,12 +140,12 @@ async fn connections_beyond_the_cap_are_closed() {
     let mut open = Vec::new();
     for _ in 0..2 {
         let mut stream = TcpStream::connect(server.connect_string()).await.unwrap();
-        stream.write_all(&handshake()).await.unwrap();
+        stream.write_all(&connect_request()).await.unwrap();
         let _ = read_frame(&mut stream).await;
         open.push(stream);
     }
     let mut extra = TcpStream::connect(server.connect_string()).await.unwrap();
-    let _ = extra.write_all(&handshake()).await;
+    let _ = extra.write_all(&connect_request()).await;
     let mut buf = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf))
         .await
@@ -175,7 +160,7 @@ async fn connections_beyond_the_cap_are_closed() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut again = TcpStream::connect(server.connect_string()).await.unwrap();
-    again.write_all(&handshake()).await.unwrap();
+    again.write_all(&connect_request()).await.unwrap();
     assert!(read_frame(&mut again).await.len() >= 20);
 }
 
@@ -190,7 +175,7 @@ async fn a_watcher_that_never_reads_is_closed_past_the_hard_cap() {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut watcher = socket.connect(server.address()).await.unwrap();
-    watcher.write_all(&handshake()).await.unwrap();
+    watcher.write_all(&connect_request()).await.unwrap();
     let _ = read_frame(&mut watcher).await;
     let mut add_watch = Vec::new();
     add_watch.extend_from_slice(&1i32.to_be_bytes());

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{bounded, connect, persistent, retrying, STEP};
+use common::{bounded, connect, connect_request, frame, persistent, retrying, STEP};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
@@ -141,13 +141,6 @@ async fn four_letter_word_over_tls(address: SocketAddr, ca: &Ca, word: &[u8; 4])
     String::from_utf8(answer).unwrap()
 }
 
-/// `body` with its length in front.
-fn frame(body: &[u8]) -> Vec<u8> {
-    let mut framed = (body.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(body);
-    framed
-}
-
 /// A `getData` request without a watch.
 fn get_data_request(xid: i32, path: &str) -> Vec<u8> {
     let mut body = Vec::new();
@@ -166,19 +159,6 @@ async fn read_frame<R: AsyncReadExt + Unpin>(stream: &mut R) -> Vec<u8> {
     let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
     bounded(stream.read_exact(&mut body)).await.unwrap();
     body
-}
-
-/// A ZooKeeper connect request, framed, as a plaintext client sends it first.
-fn plaintext_connect_request() -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
-    body.extend_from_slice(&0i64.to_be_bytes()); // session id
-    body.extend_from_slice(&16i32.to_be_bytes());
-    body.extend_from_slice(&[0; 16]); // password
-    body.push(0); // read only
-    frame(&body)
 }
 
 /// Reads until the server closes the connection (EOF or a reset), failing the test if it
@@ -394,9 +374,7 @@ async fn plaintext_on_the_tls_port_is_closed() {
 
     // A ZooKeeper connect request in plaintext.
     let mut raw = bounded(TcpStream::connect(server.address())).await.unwrap();
-    bounded(raw.write_all(&plaintext_connect_request()))
-        .await
-        .unwrap();
+    bounded(raw.write_all(&connect_request())).await.unwrap();
     let answer = read_until_closed(&mut raw, Duration::from_secs(5)).await;
     // At most a TLS alert record (content type 21), never a ZooKeeper answer.
     assert!(answer.is_empty() || answer[0] == 21, "{answer:?}");
@@ -509,9 +487,7 @@ async fn backpressure_over_tls() {
 
     // A raw TLS client pipelines reads of the big node and does not read the replies.
     let mut raw = raw_tls(server.address(), &ca).await;
-    bounded(raw.write_all(&plaintext_connect_request()))
-        .await
-        .unwrap();
+    bounded(raw.write_all(&connect_request())).await.unwrap();
     bounded(raw.flush()).await.unwrap();
     let answer = read_frame(&mut raw).await;
     assert!(answer.len() >= 36, "{answer:?}");

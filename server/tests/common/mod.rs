@@ -86,3 +86,27 @@ pub async fn wait_state(client: &Client, wanted: SessionState) {
     .await;
     let _ = states.state();
 }
+
+/// `body` with its length in front, as every message of the protocol is sent.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut framed = i32::try_from(body.len())
+        .expect("a test frame fits an i32")
+        .to_be_bytes()
+        .to_vec();
+    framed.extend_from_slice(body);
+    framed
+}
+
+/// A connect request for a new session (10 s timeout), framed: what a plaintext client
+/// sends first.
+pub fn connect_request() -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
+    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
+    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
+    body.extend_from_slice(&0i64.to_be_bytes()); // session id
+    body.extend_from_slice(&16i32.to_be_bytes());
+    body.extend_from_slice(&[0; 16]); // password
+    body.push(0); // read only
+    frame(&body)
+}
