@@ -138,24 +138,24 @@ pub fn run_all() -> usize {
     failed
 }
 
-/// Shrinks failing `seed`'s schedule: each fault, in turn, is left out if
-/// the run still fails without it (a schedule from which no single fault
-/// can be removed). Returns the plan and its run.
+/// Shrinks failing `seed`'s schedule in one pass: each fault in turn (the
+/// harness's, then the network's) is left out if the run still fails
+/// without it. Returns the plan and its run.
 pub fn shrink(seed: u64, duration: Duration, breaks: Breaks) -> (Plan, Outcome) {
     let mut plan = Plan::default();
     let mut failing = run::run(seed, duration, breaks, &plan);
     let (harness, net) = failing.drawn;
-    for i in 0..harness {
+    let faults = (0..harness)
+        .map(|i| (true, i))
+        .chain((0..net).map(|i| (false, i)));
+    for (of_harness, i) in faults {
         let mut trial = plan.clone();
-        trial.harness.insert(i);
-        let outcome = run::run(seed, duration, breaks, &trial);
-        if !outcome.violations.is_empty() {
-            (plan, failing) = (trial, outcome);
-        }
-    }
-    for i in 0..net {
-        let mut trial = plan.clone();
-        trial.net.insert(i);
+        let left_out = if of_harness {
+            &mut trial.harness
+        } else {
+            &mut trial.net
+        };
+        left_out.insert(i);
         let outcome = run::run(seed, duration, breaks, &trial);
         if !outcome.violations.is_empty() {
             (plan, failing) = (trial, outcome);
