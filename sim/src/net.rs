@@ -4,13 +4,16 @@
 //! turmoil's TCP.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::watch;
 use turmoil::net::{TcpListener, TcpStream};
 use zk_curator::framework::zk;
@@ -24,9 +27,22 @@ pub const PORT: u16 = 2181;
 pub const SERVER: &str = "zk";
 
 /// Dials turmoil's TCP: set as the thread's dialer, it carries every
-/// ZooKeeper client of the simulation.
-#[derive(Debug)]
-pub struct TurmoilDialer;
+/// ZooKeeper client of the simulation. A connection to a link host is
+/// read through a [`Tap`] that tells the link what its client was told.
+#[derive(Debug, Default)]
+pub struct TurmoilDialer {
+    /// Each link host's record, by host name.
+    taps: Mutex<BTreeMap<String, Told>>,
+}
+
+impl TurmoilDialer {
+    /// Taps the connections to `link`'s host into its record.
+    pub fn tap(&self, link: &LinkControl) {
+        if let Ok(mut taps) = self.taps.lock() {
+            taps.insert(link.host.clone(), link.told.clone());
+        }
+    }
+}
 
 impl zk::Dialer for TurmoilDialer {
     fn dial(
@@ -34,11 +50,128 @@ impl zk::Dialer for TurmoilDialer {
         host: &str,
         port: u16,
     ) -> BoxFuture<'static, std::io::Result<Box<dyn zk::DialedStream>>> {
+        let told = self
+            .taps
+            .lock()
+            .ok()
+            .and_then(|taps| taps.get(host).cloned());
         let host = host.to_owned();
         Box::pin(async move {
             let stream = TcpStream::connect((host, port)).await?;
-            Ok(Box::new(stream) as Box<dyn zk::DialedStream>)
+            Ok(match told {
+                Some(told) => Box::new(Tap::new(stream, told)) as Box<dyn zk::DialedStream>,
+                None => Box::new(stream),
+            })
         })
+    }
+}
+
+/// What a link's connections told their clients: each node whose deletion
+/// a watch notification announced, with the harness's
+/// [`sequence`](crate::chaos_harness::sequence) number of the moment the
+/// client was handed it.
+type Told = Arc<Mutex<Vec<(String, u64)>>>;
+
+/// A client's side of a connection, reading the server's frames as the
+/// client is handed them (it changes nothing): the client dispatches each
+/// notification as it reads it, so the moment it is handed one is the
+/// moment its watchers know.
+struct Tap<S> {
+    stream: S,
+    /// Bytes handed to the client that do not make a whole frame yet.
+    partial: Vec<u8>,
+    /// The first frame (the handshake's answer, without a reply header)
+    /// is behind.
+    handshaken: bool,
+    told: Told,
+}
+
+/// ZooKeeper's event type for a deleted node.
+const NODE_DELETED: i32 = 2;
+/// The xid of a watch notification.
+const NOTIFICATION: i32 = -1;
+
+impl<S> Tap<S> {
+    fn new(stream: S, told: Told) -> Self {
+        Tap {
+            stream,
+            partial: Vec::new(),
+            handshaken: false,
+            told,
+        }
+    }
+
+    /// Reads the whole frames among the bytes handed out so far.
+    fn read_frames(&mut self) {
+        let mut at = 0;
+        while let Some(frame) = frame_at(&self.partial[at..]) {
+            at += 4 + frame.len();
+            if !self.handshaken {
+                self.handshaken = true;
+            } else if let Some(path) = deleted_node(frame) {
+                let seq = crate::chaos_harness::sequence();
+                if let Ok(mut told) = self.told.lock() {
+                    told.push((path, seq));
+                }
+            }
+        }
+        self.partial.drain(..at);
+    }
+}
+
+/// The frame at the start of `bytes` (after its length), if it is whole.
+fn frame_at(bytes: &[u8]) -> Option<&[u8]> {
+    let len = i32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+    bytes.get(4..4 + usize::try_from(len).ok()?)
+}
+
+/// The path of the node a frame says was deleted, if it is that
+/// notification: reply header (xid, zxid, error), then the event (type,
+/// state, path).
+fn deleted_node(frame: &[u8]) -> Option<String> {
+    let int = |at: usize| -> Option<i32> {
+        Some(i32::from_be_bytes(frame.get(at..at + 4)?.try_into().ok()?))
+    };
+    if int(0)? != NOTIFICATION || int(16)? != NODE_DELETED {
+        return None;
+    }
+    let len = usize::try_from(int(24)?).ok()?;
+    let path = frame.get(28..28 + len)?;
+    String::from_utf8(path.to_vec()).ok()
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = read {
+            let this = &mut *self;
+            this.partial.extend_from_slice(&buf.filled()[before..]);
+            this.read_frames();
+        }
+        read
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -77,6 +210,8 @@ pub struct LinkControl {
     state: Arc<watch::Sender<LinkState>>,
     /// Connections carried now.
     open: Arc<AtomicUsize>,
+    /// What its connections told their clients (see [`Tap`]).
+    told: Told,
 }
 
 impl LinkControl {
@@ -85,6 +220,7 @@ impl LinkControl {
             host,
             state: Arc::new(watch::channel(LinkState::default()).0),
             open: Arc::new(AtomicUsize::new(0)),
+            told: Told::default(),
         }
     }
 
@@ -108,6 +244,13 @@ impl Link for LinkControl {
 
     fn active_connections(&self) -> usize {
         self.open.load(Ordering::SeqCst)
+    }
+
+    fn deletions_told(&self) -> Vec<(String, u64)> {
+        self.told
+            .lock()
+            .map(|told| told.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -233,6 +376,57 @@ mod tests {
                 Ok(Box::new(stream) as Box<dyn zk::DialedStream>)
             })
         }
+    }
+
+    /// Dials with tokio's TCP through a [`Tap`].
+    #[derive(Clone, Debug, Default)]
+    struct Tapped(Told);
+
+    impl zk::Dialer for Tapped {
+        fn dial(
+            &self,
+            host: &str,
+            port: u16,
+        ) -> BoxFuture<'static, std::io::Result<Box<dyn zk::DialedStream>>> {
+            let address = format!("{host}:{port}");
+            let told = self.0.clone();
+            Box::pin(async move {
+                let stream = tokio::net::TcpStream::connect(address).await?;
+                Ok(Box::new(Tap::new(stream, told)) as Box<dyn zk::DialedStream>)
+            })
+        }
+    }
+
+    /// A tapped client is told of a deletion it watched, before its watcher
+    /// wakes, and of nothing else (not a change of data, nor a deletion it
+    /// did not watch).
+    #[tokio::test]
+    async fn a_tap_records_the_deletions_its_client_is_told() {
+        let server = EmbeddedServer::start().await.expect("server");
+        let other = zk::Client::connect(&server.connect_string())
+            .await
+            .expect("connect");
+        let tapped = Tapped::default();
+        zk::set_thread_dialer(Some(Arc::new(tapped.clone())));
+        let client = zk::Client::connect(&server.connect_string()).await;
+        zk::set_thread_dialer(None);
+        let client = client.expect("connect");
+        let mode = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        for path in ["/watched", "/changed", "/unwatched"] {
+            other.create(path, b"x", &mode).await.expect("create");
+        }
+        let (_, _, deleted) = client.get_and_watch_data("/watched").await.expect("watch");
+        let (_, _, changed) = client.get_and_watch_data("/changed").await.expect("watch");
+        other.set_data("/changed", b"y", None).await.expect("set");
+        other.delete("/unwatched", None).await.expect("delete");
+        other.delete("/watched", None).await.expect("delete");
+        changed.changed().await;
+        deleted.changed().await;
+        let woke = crate::chaos_harness::sequence();
+        let told = tapped.0.lock().expect("told").clone();
+        let paths: Vec<&str> = told.iter().map(|(path, _)| path.as_str()).collect();
+        assert_eq!(paths, ["/watched"], "{told:?}");
+        assert!(told[0].1 < woke, "told before the watcher woke: {told:?}");
     }
 
     /// The client's connections on a thread with a dialer are the dialer's;

@@ -115,9 +115,10 @@ pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcom
     // The one source of randomness of this thread, and the client's way
     // onto the simulated network.
     zk_curator::framework::random::seed(seed);
-    zk::set_thread_dialer(Some(Arc::new(net::TurmoilDialer)));
+    let dialer = Arc::new(net::TurmoilDialer::default());
+    zk::set_thread_dialer(Some(dialer.clone()));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        simulate(seed, &scenario, breaks, plan)
+        simulate(seed, &scenario, breaks, plan, &dialer)
     }));
     zk::set_thread_dialer(None);
     let mut drawn = (0, 0);
@@ -164,7 +165,13 @@ const CALM: Duration = Duration::from_millis(500);
 
 type Simulated = Result<Finished, (Vec<String>, String)>;
 
-fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks, plan: &Plan) -> Simulated {
+fn simulate(
+    seed: u64,
+    scenario: &Scenario,
+    breaks: Breaks,
+    plan: &Plan,
+    dialer: &net::TurmoilDialer,
+) -> Simulated {
     let config = scenario.config(seed, breaks, plan);
     // Room for the harness's wind-down (its waits are bounded at 30 s each).
     let limit = scenario.duration + Duration::from_secs(240);
@@ -185,6 +192,7 @@ fn simulate(seed: u64, scenario: &Scenario, breaks: Breaks, plan: &Plan) -> Simu
     for link in &links {
         let control = link.clone();
         sim.host(link.host(), move || net::forward(control.clone()));
+        dialer.tap(link);
     }
     let target = SimTarget {
         server: server.clone(),

@@ -68,6 +68,19 @@
 //! read): rule 1 must then find stale reports. The reports per kind
 //! (leader / no leader / unknown) are in the report's table.
 //!
+//! A fifth rule needs to know what the observer's client had read, so only
+//! the simulator checks it (its links' [`Link::deletions_told`]; a fault
+//! proxy in real time tells nothing): 5. once the observer's connection
+//! has handed its client the notification that node N was deleted, the
+//! observer never reports N. ZooKeeper sends a watch's notification before
+//! the reply to any read it serves later, and the client dispatches each
+//! notification as it reads it, so an observer that checks its watch after
+//! each read it reports from cannot break it; one that reports from a read
+//! answered after the notification (a new value arriving with the leader's
+//! departure) does. Exact in the simulation: there a host's tasks all run
+//! before the next bytes arrive, so a report is stamped (by [`sequence`])
+//! before any notification that reaches the client after its decision.
+//!
 //! # Stale losses: flaps?
 //!
 //! A hold ends with [`LockLoss::Stale`] when the server has not been heard
@@ -156,6 +169,21 @@ pub trait Link {
     fn drop_connections(&self);
     /// Connections open through the link now.
     fn active_connections(&self) -> usize;
+    /// Each node whose deletion a watch notification through this link
+    /// told its client, with the [`sequence`] number of the moment the
+    /// client was handed it (rule 5 of "The observer's contract"). A link
+    /// that does not read the traffic tells nothing.
+    fn deletions_told(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
+
+/// The next number of one process-wide sequence: it orders an observer's
+/// reports against what its links handed its client (rule 5 of "The
+/// observer's contract").
+pub fn sequence() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst)
 }
 
 impl Link for FaultProxy {
@@ -390,6 +418,9 @@ struct Accepted {
 #[derive(Debug, Default)]
 struct Log {
     intervals: Vec<Interval>,
+    /// The election's observer's links' [`Link::deletions_told`]: each
+    /// node, with the first moment its client was told of its deletion.
+    deletions_told: BTreeMap<String, u64>,
     accepted: Vec<Accepted>,
     refused: u64,
     interference: u64,
@@ -424,6 +455,8 @@ struct Seen {
     asked: Instant,
     /// When the stream handed it out.
     at: Instant,
+    /// The [`sequence`] number of that moment.
+    seq: u64,
     what: Observation,
 }
 
@@ -639,7 +672,7 @@ impl Report {
     }
 
     /// What an election's observer got wrong: each report of a leader
-    /// that was stale by one of the three rules of the module's notes ("The
+    /// that was stale by one of the rules of the module's notes ("The
     /// observer's contract"), and an observer that never named a leader.
     fn observer_violations(&self, log: &Log) -> Vec<String> {
         let Some(zero) = self.started else {
@@ -703,6 +736,17 @@ impl Report {
             }
             if highest.is_none_or(|(before, _)| before < zxid) {
                 highest = Some((zxid, seen.at));
+            }
+            // Rule 5: the observer's client had been told the node was
+            // deleted (simulated links only).
+            if log
+                .deletions_told
+                .get(&*leader.node_path)
+                .is_some_and(|told| *told < seen.seq)
+            {
+                stale.push(format!(
+                    "{named}: the observer's client had been told of the node's deletion before"
+                ));
             }
             // Rule 4: a proclaimed value is the named participant's own.
             if leader.proclaimed && leader.value != value_of(&leader.id).as_bytes() {
@@ -1310,8 +1354,10 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // faults reach them too).
     let mut observers = Vec::new();
     let mut watchers = Vec::new();
+    let mut observer_seats = Vec::new();
     for kind in config.kinds().into_iter().filter(|k| k.is_election()) {
         let observer = Contender::connect(target, &config, None).await;
+        observer_seats.push((kind, contenders.len()));
         let path = match kind {
             Kind::Latch => format!("{root}/latch"),
             _ => format!("{root}/selector"),
@@ -1522,6 +1568,19 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
                 .count()
         }),
     };
+    for (kind, seat) in observer_seats {
+        let told: Vec<(String, u64)> = contenders[seat]
+            .proxies
+            .iter()
+            .flat_map(|link| link.deletions_told())
+            .collect();
+        shared.log(kind, |log| {
+            for (node, seq) in told {
+                let first = log.deletions_told.entry(node).or_insert(seq);
+                *first = (*first).min(seq);
+            }
+        });
+    }
     let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
     let windows = std::mem::take(&mut *shared.windows.lock().unwrap());
     Report {
@@ -1559,12 +1618,14 @@ async fn observe(shared: Arc<Shared>, kind: Kind, observer: LeaderObserver) {
         let mut seen = Seen {
             asked,
             at: Instant::now(),
+            seq: sequence(),
             what,
         };
         if shared.config.break_observer {
             tokio::time::sleep(OBSERVER_BREAK_DELAY).await;
             seen.asked = Instant::now();
             seen.at = seen.asked;
+            seen.seq = sequence();
         }
         shared.log(kind, |log| log.observed.push(seen));
     }
