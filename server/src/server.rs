@@ -92,6 +92,19 @@ impl EmbeddedServerBuilder {
         self
     }
 
+    /// The wall-clock time node times (`ctime`, `mtime`, and TTLs' ends) count from: a
+    /// write `d` after the server started is stamped with this time plus `d` of the
+    /// server's clock (tokio's). Defaults to the wall clock read when the server starts.
+    /// A simulation gives a fixed time, so that nothing the server answers depends on when
+    /// it ran. A time before the epoch counts as the epoch.
+    pub fn node_time_origin(mut self, origin: std::time::SystemTime) -> Self {
+        let since = origin
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        self.settings.node_time_origin = Some(i64::try_from(since.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
+
     /// Serves at most this many client connections at once; further connections are closed
     /// as soon as they are accepted (ZooKeeper's `maxClientCnxns`, here for all addresses
     /// together). Defaults to [`DEFAULT_MAX_CONNECTIONS`]; must be positive.

@@ -32,6 +32,8 @@ pub(crate) struct Settings {
     pub(crate) port: u16,
     pub(crate) extended_types: bool,
     pub(crate) sorted_children: bool,
+    /// What node times count from (ms since the epoch); `None`: the wall clock at start.
+    pub(crate) node_time_origin: Option<i64>,
     pub(crate) max_connections: usize,
     pub(crate) max_outstanding_bytes: usize,
     /// Where TLS is served, if anywhere.
@@ -60,6 +62,7 @@ impl Default for Settings {
             port: 0,
             extended_types: false,
             sorted_children: false,
+            node_time_origin: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_outstanding_bytes: DEFAULT_MAX_OUTSTANDING_BYTES,
             #[cfg(feature = "tls")]
@@ -98,6 +101,7 @@ impl Shared {
             super_digest: settings.super_user.clone(),
             extended_types: settings.extended_types,
             sorted_children: settings.sorted_children,
+            node_time_origin: settings.node_time_origin,
         };
         Shared {
             state: Mutex::new(State::new(limits)),

@@ -32,3 +32,22 @@ async fn the_same_seed_hands_out_the_same_first_session_id() {
     assert_eq!(first_session_id(7).await, first);
     assert_ne!(first_session_id(8).await, first);
 }
+
+/// A server given an origin for node times stamps its nodes from it, whatever the wall
+/// clock says (a simulation's nodes then carry the same times on every run).
+#[tokio::test]
+async fn node_times_count_from_the_origin_given() {
+    let origin = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let server = EmbeddedServer::builder()
+        .node_time_origin(origin)
+        .start()
+        .await
+        .unwrap();
+    let client = connect(&server).await;
+    let mode =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    let (stat, _) = client.create("/stamped", b"", &mode).await.unwrap();
+    // Milliseconds since the origin: the server has run for less than a minute.
+    let since = stat.ctime - 1_000_000_000;
+    assert!((0..60_000).contains(&since), "ctime {}", stat.ctime);
+}

@@ -175,16 +175,21 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
     }
 }
 
+/// What the simulated server's node times count from, whatever the wall
+/// clock says: 2027-01-15T08:00:00Z, in seconds since the epoch.
+const NODE_TIME_ORIGIN: u64 = 1_800_000_000;
+
 /// The server, once its host has started it.
 pub type ServerSlot = Rc<RefCell<Option<Arc<EmbeddedServer>>>>;
 
 /// The server host's software: the embedded server, fed by a turmoil
 /// listener. Children come back unsorted (in a seeded order), as from
-/// ZooKeeper.
+/// ZooKeeper; node times count from a fixed origin.
 pub async fn serve(slot: ServerSlot) -> turmoil::Result {
     let address = SocketAddr::from((Ipv4Addr::UNSPECIFIED, PORT));
     let server = EmbeddedServer::builder()
         .sorted_children(false)
+        .node_time_origin(std::time::UNIX_EPOCH + std::time::Duration::from_secs(NODE_TIME_ORIGIN))
         .start_without_listener(address)?;
     let server = Arc::new(server);
     *slot.borrow_mut() = Some(server.clone());

@@ -80,6 +80,9 @@ pub struct Limits {
     pub extended_types: bool,
     /// Whether children are listed sorted (otherwise in no particular order).
     pub sorted_children: bool,
+    /// The time (ms since the epoch) node times count from; `None`: the wall clock when the
+    /// state is made.
+    pub node_time_origin: Option<i64>,
 }
 
 impl Default for Limits {
@@ -90,6 +93,7 @@ impl Default for Limits {
             super_digest: None,
             extended_types: false,
             sorted_children: false,
+            node_time_origin: None,
         }
     }
 }
@@ -133,6 +137,7 @@ fn error_reply(xid: i32, zxid: i64, err: i32) -> Vec<u8> {
 impl State {
     /// An empty server.
     pub fn new(limits: Limits) -> State {
+        let origin = limits.node_time_origin.unwrap_or_else(wall_clock_millis);
         State {
             tree: DataTree::new(),
             watches: Watches::default(),
@@ -141,7 +146,7 @@ impl State {
             conns: BTreeMap::new(),
             limits,
             received: 0,
-            epoch: (wall_clock_millis(), Instant::now()),
+            epoch: (origin, Instant::now()),
             order_key: fastrand::u64(..),
         }
     }
@@ -149,7 +154,7 @@ impl State {
     /// The time, in ms since the epoch, that writes stamp on nodes (`ctime`, `mtime`) and
     /// that TTL nodes expire by, at `now` on the server's clock. It advances with that clock
     /// (tokio's, paused and advanced with it in a simulation), not with the wall clock, which
-    /// is read only once, when the state is made.
+    /// is read only once, when the state is made (unless `Limits::node_time_origin` is set).
     fn time_millis(&self, now: Instant) -> i64 {
         let elapsed = now.saturating_duration_since(self.epoch.1).as_millis();
         self.epoch
@@ -313,6 +318,17 @@ mod tests {
         // With sorted children, every seed lists them in name order.
         assert_eq!(listed(true, 7), names);
         assert_eq!(listed(true, 8), names);
+    }
+
+    #[test]
+    fn node_times_count_from_the_origin_given() {
+        let state = State::new(Limits {
+            node_time_origin: Some(1_000),
+            ..Limits::default()
+        });
+        let start = state.epoch.1;
+        assert_eq!(state.time_millis(start), 1_000);
+        assert_eq!(state.time_millis(start + Duration::from_millis(250)), 1_250);
     }
 
     #[test]
