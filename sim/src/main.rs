@@ -44,10 +44,12 @@ struct Options {
     /// Save the shrunk schedule of a failing seed even when a bug was
     /// planted (without one, it is always saved).
     save: bool,
+    /// One seed in this many runs twice (its two hashes compared).
+    twice_every: u64,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer]... [--secs D] [--threads T] [--save]";
+[--break fence|loss|observer]... [--secs D] [--threads T] [--twice-every K] [--save]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -57,6 +59,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         duration: Duration::from_secs(15),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         save: false,
+        twice_every: 50,
     };
     let mut from = 0;
     let mut count = 20;
@@ -73,6 +76,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--seed" => options.replay = Some(value("--seed")?),
             "--secs" => options.duration = Duration::from_secs(value("--secs")?.max(1)),
             "--threads" => options.threads = (value("--threads")? as usize).max(1),
+            "--twice-every" => options.twice_every = value("--twice-every")?.max(1),
             "--break" => {
                 let kind = args.next().ok_or("--break needs a kind")?;
                 match kind.as_str() {
@@ -178,6 +182,20 @@ fn replay(seed: u64, options: &Options) -> ExitCode {
     }
 }
 
+/// Where two event logs of one seed part: the first line that differs,
+/// as each run had it.
+fn first_difference(first: &[String], second: &[String]) -> String {
+    let missing = "(no line)".to_owned();
+    let at = (0..first.len().max(second.len()))
+        .find(|&i| first.get(i) != second.get(i))
+        .unwrap_or(0);
+    format!(
+        "first at line {at}: {:?}, then {:?}",
+        first.get(at).unwrap_or(&missing),
+        second.get(at).unwrap_or(&missing)
+    )
+}
+
 /// Seeds `options.seeds` on `options.threads` threads; every failing seed
 /// printed; one seed in fifty run twice, its two hashes compared.
 fn batch(options: &Options) -> ExitCode {
@@ -197,14 +215,16 @@ fn batch(options: &Options) -> ExitCode {
                 }
                 let whole = Plan::default();
                 let mut outcome = run::run(seed, options.duration, options.breaks, &whole);
-                if seed % 50 == 0 {
+                if seed % options.twice_every == 0 {
                     let again = run::run(seed, options.duration, options.breaks, &whole);
                     twice.fetch_add(1, Ordering::SeqCst);
                     if again.hash != outcome.hash {
                         differed.fetch_add(1, Ordering::SeqCst);
                         outcome.violations.push(format!(
-                            "not deterministic: hash {:016x} then {:016x} (real time or real randomness leaked in)",
-                            outcome.hash, again.hash
+                            "not deterministic: hash {:016x} then {:016x} (real time or real randomness leaked in); {}",
+                            outcome.hash,
+                            again.hash,
+                            first_difference(&outcome.log, &again.log)
                         ));
                     }
                 }
