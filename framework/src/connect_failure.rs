@@ -195,19 +195,32 @@ const CLIENT_HELLO: [u8; 99] = [
 /// Whether the plaintext `endpoint` (`tcp://host:port`) answers a TLS
 /// ClientHello with a TLS record (a handshake message or an alert) within
 /// [`PROBE_LIMIT`]: then it speaks TLS only, as a `secureClientPort` does.
-/// One short connection; nothing of ZooKeeper's is sent.
+/// One short connection, made the way the client's own are made
+/// ([`zk::dial`]: a simulation's network when the thread has a dialer);
+/// nothing of ZooKeeper's is sent.
 pub(crate) async fn speaks_tls(endpoint: &str) -> bool {
-    let Some(address) = endpoint.strip_prefix("tcp://") else {
+    let Some((host, port)) = endpoint.strip_prefix("tcp://").and_then(host_and_port) else {
         return false;
     };
     let probe = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        let mut stream = zk::dial(host, port).await?;
         stream.write_all(&CLIENT_HELLO).await?;
         let mut header = [0u8; 3];
         stream.read_exact(&mut header).await?;
         io::Result::Ok(is_tls_record(header))
     };
     matches!(tokio::time::timeout(PROBE_LIMIT, probe).await, Ok(Ok(true)))
+}
+
+/// The host (without an IPv6 address's brackets) and the port of
+/// `host:port`.
+fn host_and_port(address: &str) -> Option<(&str, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Some((host, port.parse().ok()?))
 }
 
 /// Whether a record starts so: an alert or a handshake message, in a TLS
@@ -357,6 +370,60 @@ mod tests {
         refusals.found_only_tls("tcp://a:1");
         assert_eq!(refusals.probe_once("tcp://a:1"), Some(true));
         assert_eq!(refusals.probe_once("tcp://b:1"), None);
+    }
+
+    #[test]
+    fn an_endpoints_host_and_port() {
+        assert_eq!(host_and_port("zk-1:2181"), Some(("zk-1", 2181)));
+        assert_eq!(host_and_port("[::1]:2281"), Some(("::1", 2281)));
+        assert_eq!(host_and_port("zk-1"), None);
+        assert_eq!(host_and_port("zk-1:port"), None);
+    }
+
+    /// Hands out one end of an in-memory pipe whose other end answers a
+    /// hello with a TLS alert, and names what it was asked to dial.
+    #[derive(Clone, Default)]
+    struct AnswersTls(Arc<Mutex<Vec<(String, u16)>>>);
+
+    impl zk::Dialer for AnswersTls {
+        fn dial(
+            &self,
+            host: &str,
+            port: u16,
+        ) -> futures::future::BoxFuture<'static, io::Result<Box<dyn zk::DialedStream>>> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((host.to_owned(), port));
+            Box::pin(async {
+                let (ours, mut theirs) = tokio::io::duplex(1024);
+                tokio::spawn(async move {
+                    let mut hello = [0u8; 5];
+                    if theirs.read_exact(&mut hello).await.is_ok() {
+                        let _ = theirs
+                            .write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 2, 40])
+                            .await;
+                    }
+                });
+                Ok(Box::new(ours) as Box<dyn zk::DialedStream>)
+            })
+        }
+    }
+
+    /// The probe goes the way the client's connections go: through the
+    /// thread's dialer when it has one (a simulation's network), not to a
+    /// host name resolved on a real thread.
+    #[tokio::test]
+    async fn the_probe_dials_through_the_threads_dialer() {
+        let dialer = AnswersTls::default();
+        let before = zk::set_thread_dialer(Some(Arc::new(dialer.clone())));
+        let only_tls = speaks_tls("tcp://simulated-host:2181").await;
+        zk::set_thread_dialer(before);
+        assert!(only_tls, "the dialer's end answered as TLS");
+        assert_eq!(
+            *dialer.0.lock().unwrap_or_else(|e| e.into_inner()),
+            [("simulated-host".to_owned(), 2181)]
+        );
     }
 
     #[test]

@@ -114,9 +114,38 @@ fn main() -> ExitCode {
     if !cfg!(tokio_unstable) {
         return relaunch(&args);
     }
+    trace_if_asked();
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
+    }
+}
+
+/// `ZK_SIM_TRACE=FILTER` (a `tracing` filter, e.g. `debug`): every event
+/// on stderr, stamped with the simulated time and the host it ran on, and
+/// no wall-clock time, so that two runs' traces can be compared line by
+/// line.
+fn trace_if_asked() {
+    let Ok(filter) = std::env::var("ZK_SIM_TRACE") else {
+        return;
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_timer(SimTime)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The simulated time of the host running now, for the trace.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        match turmoil::sim_elapsed() {
+            Some(elapsed) => write!(w, "{:>10}", elapsed.as_micros()),
+            None => write!(w, "{:>10}", "-"),
+        }
     }
 }
 

@@ -48,7 +48,7 @@ mod util;
 
 pub use self::acl::{Acl, Acls, AuthId, AuthUser, Permission};
 pub use self::error::Error;
-pub use self::tokio_io::{set_thread_dialer, DialedStream, Dialer};
+pub use self::tokio_io::{dial, set_thread_dialer, DialedStream, Dialer};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use self::tls::{TlsCa, TlsCerts, TlsCertsBuilder, TlsCertsOptions, TlsDynamicCerts, TlsIdentity, TlsOptions};

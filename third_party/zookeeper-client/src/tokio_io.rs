@@ -56,6 +56,19 @@ fn thread_dialer() -> Option<Arc<dyn Dialer>> {
     DIALER.with(|slot| slot.borrow().clone())
 }
 
+/// Connects to `host:port` the way the client's own connections go from the
+/// calling thread: through the thread's [`Dialer`] if it has one, else with
+/// tokio's TCP (resolving `host`). For a connection a program makes beside
+/// the client, to the same server (a probe of its port), so that it takes
+/// the same way: under a simulation, the simulated network.
+pub async fn dial(host: &str, port: u16) -> Result<Box<dyn DialedStream>> {
+    if let Some(dialer) = thread_dialer() {
+        return dialer.dial(host, port).await;
+    }
+    let stream = tokio::net::TcpStream::connect((host, port)).await?;
+    Ok(Box::new(stream))
+}
+
 /// A tokio TCP stream (or a thread dialer's stream), readable and writable
 /// through `futures::io`.
 pub enum TcpStream {
