@@ -61,6 +61,14 @@ fn thread_dialer() -> Option<Arc<dyn Dialer>> {
 /// tokio's TCP (resolving `host`). For a connection a program makes beside
 /// the client, to the same server (a probe of its port), so that it takes
 /// the same way: under a simulation, the simulated network.
+///
+/// # Errors
+/// The dialer's error, or tokio's: `host` not resolved, every address
+/// refusing or unreachable.
+///
+/// # Cancel safety
+/// Cancel safe: dropped before it returns, it leaves no connection behind
+/// (a half-open attempt is dropped with it).
 pub async fn dial(host: &str, port: u16) -> Result<Box<dyn DialedStream>> {
     if let Some(dialer) = thread_dialer() {
         return dialer.dial(host, port).await;
