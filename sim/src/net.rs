@@ -83,6 +83,8 @@ struct Tap<S> {
     /// The first frame (the handshake's answer, without a reply header)
     /// is behind.
     handshaken: bool,
+    /// The stream showed a negative frame length: nothing more is read.
+    unreadable: bool,
     told: Told,
 }
 
@@ -97,12 +99,20 @@ impl<S> Tap<S> {
             stream,
             partial: Vec::new(),
             handshaken: false,
+            unreadable: false,
             told,
         }
     }
 
-    /// Reads the whole frames among the bytes handed out so far.
+    /// Reads the whole frames among the bytes handed out so far. A stream
+    /// with a negative frame length is no ZooKeeper stream (the client drops
+    /// it on the same bytes): it is no longer read, nor kept.
     fn read_frames(&mut self) {
+        if self.partial.len() >= 4 && self.partial[0] & 0x80 != 0 {
+            self.partial = Vec::new();
+            self.unreadable = true;
+            return;
+        }
         let mut at = 0;
         while let Some(frame) = frame_at(&self.partial[at..]) {
             at += 4 + frame.len();
@@ -148,7 +158,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let read = Pin::new(&mut self.stream).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = read {
+        if let (Poll::Ready(Ok(())), false) = (&read, self.unreadable) {
             let this = &mut *self;
             this.partial.extend_from_slice(&buf.filled()[before..]);
             this.read_frames();
@@ -432,6 +442,24 @@ mod tests {
         let paths: Vec<&str> = told.iter().map(|(path, _)| path.as_str()).collect();
         assert_eq!(paths, ["/watched"], "{told:?}");
         assert!(told[0].1 < woke, "told before the watcher woke: {told:?}");
+    }
+
+    /// A stream that shows a negative frame length is let go: the tap keeps
+    /// none of what follows (the client drops such a stream).
+    #[tokio::test]
+    async fn a_tap_keeps_nothing_of_a_stream_it_cannot_read() {
+        let (near, mut far) = tokio::io::duplex(1 << 16);
+        let mut tap = Tap::new(near, Told::default());
+        let mut bytes = vec![0, 0, 0, 1, 7];
+        bytes.extend_from_slice(&(-5i32).to_be_bytes());
+        bytes.extend(std::iter::repeat_n(9u8, 40_000));
+        far.write_all(&bytes).await.expect("write");
+        drop(far);
+        let mut sink = Vec::new();
+        tap.read_to_end(&mut sink).await.expect("read");
+        assert_eq!(sink, bytes, "the client gets every byte");
+        assert!(tap.handshaken && tap.unreadable);
+        assert!(tap.partial.is_empty(), "{} bytes kept", tap.partial.len());
     }
 
     /// The client's connections on a thread with a dialer are the dialer's;
