@@ -11,15 +11,16 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use turmoil::net::{TcpListener, TcpStream};
 use zk_curator::framework::zk;
 use zk_curator_server::EmbeddedServer;
 
-use crate::chaos_harness::{Link, SimServer};
+use crate::chaos_harness::{Link, Place, SimServer};
 
 /// The port every simulated host serves on.
 pub const PORT: u16 = 2181;
@@ -210,6 +211,134 @@ pub async fn serve(slot: ServerSlot) -> turmoil::Result {
     }
 }
 
+/// A contender's host: it runs what the harness starts there (its
+/// framework, its recipes, its holders: see [`Place`]) on a runtime and a
+/// clock of its own, and its link's forwarder, through which the
+/// framework (dialing the host's own name, a loopback connection) reaches
+/// the server.
+#[derive(Debug)]
+pub struct ContenderHost {
+    /// The host's name (its link's).
+    name: String,
+    jobs: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
+    inbox: Mutex<Option<mpsc::UnboundedReceiver<BoxFuture<'static, ()>>>>,
+    /// A pause asked for (see [`Place::pause`]): its length, and whom to
+    /// tell when the host is continued. The world's driver carries it out.
+    pause: Mutex<Option<(Duration, Continued)>>,
+}
+
+/// Told when a paused host is continued.
+#[derive(Debug)]
+struct Continued(Vec<oneshot::Sender<()>>);
+
+/// The world's driver's side of [`Place::pause`]: after each step, it stops
+/// the hosts whose pauses were asked for, and continues those whose pauses
+/// are over (their clocks then jump: see `turmoil::Sim::pause`).
+#[derive(Debug, Default)]
+pub struct Stops {
+    /// Each host stopped now: which, until when, whom to tell.
+    stopped: Vec<(usize, Duration, Continued)>,
+}
+
+impl Stops {
+    /// Carries out the pauses of `hosts` at `now` (the simulation's time,
+    /// between two steps), with a line in `log` for each stop and each
+    /// continuation.
+    pub fn carry_out(
+        &mut self,
+        sim: &mut turmoil::Sim<'_>,
+        now: Duration,
+        hosts: &[Arc<ContenderHost>],
+        log: &mut Vec<String>,
+    ) {
+        for (i, host) in hosts.iter().enumerate() {
+            if let Some((length, continued)) = host.take_pause() {
+                sim.pause(host.name());
+                log.push(format!(
+                    "{} pause {} for {}",
+                    now.as_micros(),
+                    host.name(),
+                    length.as_millis()
+                ));
+                self.stopped.push((i, now + length, continued));
+            }
+        }
+        while let Some(due) = self.stopped.iter().position(|(_, until, _)| now >= *until) {
+            let (i, _, continued) = self.stopped.swap_remove(due);
+            sim.resume(hosts[i].name());
+            for waiter in continued.0 {
+                let _ = waiter.send(());
+            }
+            log.push(format!("{} continue {}", now.as_micros(), hosts[i].name()));
+        }
+    }
+}
+
+impl ContenderHost {
+    pub fn new(name: String) -> Arc<Self> {
+        let (jobs, inbox) = mpsc::unbounded_channel();
+        Arc::new(ContenderHost {
+            name,
+            jobs,
+            inbox: Mutex::new(Some(inbox)),
+            pause: Mutex::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The pause asked for since the last look, if any.
+    fn take_pause(&self) -> Option<(Duration, Continued)> {
+        self.pause.lock().ok()?.take()
+    }
+
+    /// The host's software: `link`'s forwarder, and each job it is given
+    /// as a task of its runtime. It runs until the world ends (a host whose
+    /// software ended would no longer be ticked, and its tasks with it).
+    pub fn software(
+        &self,
+        link: LinkControl,
+    ) -> impl std::future::Future<Output = turmoil::Result> + 'static {
+        let inbox = self.inbox.lock().ok().and_then(|mut inbox| inbox.take());
+        let jobs = async move {
+            if let Some(mut inbox) = inbox {
+                while let Some(job) = inbox.recv().await {
+                    drop(tokio::spawn(job));
+                }
+            }
+            std::future::pending().await
+        };
+        async move {
+            tokio::select! {
+                forwarded = forward(link) => forwarded,
+                ended = jobs => ended,
+            }
+        }
+    }
+}
+
+impl Place for ContenderHost {
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        // Unsent only once the host's software is gone, with the world.
+        let _ = self.jobs.send(task);
+    }
+
+    fn pause(&self, length: Duration) -> Option<BoxFuture<'static, ()>> {
+        let (tell, told) = oneshot::channel();
+        let mut pause = self.pause.lock().ok()?;
+        // Two tasks of the host asking in the same instant: one pause, the
+        // longer, and both told.
+        let (asked, mut waiters) = pause.take().map_or((length, Vec::new()), |(l, c)| (l, c.0));
+        waiters.push(tell);
+        *pause = Some((asked.max(length), Continued(waiters)));
+        Some(Box::pin(async move {
+            let _ = told.await;
+        }))
+    }
+}
+
 /// What the harness has asked of a link.
 #[derive(Clone, Copy, Debug, Default)]
 struct LinkState {
@@ -227,6 +356,8 @@ pub struct LinkControl {
     open: Arc<AtomicUsize>,
     /// What its connections told their clients (see [`Tap`]).
     told: Told,
+    /// The host of the contender on this link.
+    contender: Option<Arc<ContenderHost>>,
 }
 
 impl LinkControl {
@@ -236,7 +367,14 @@ impl LinkControl {
             state: Arc::new(watch::channel(LinkState::default()).0),
             open: Arc::new(AtomicUsize::new(0)),
             told: Told::default(),
+            contender: None,
         }
+    }
+
+    /// The link of the contender that runs on `host`.
+    pub fn serving(mut self, host: Arc<ContenderHost>) -> Self {
+        self.contender = Some(host);
+        self
     }
 
     pub fn host(&self) -> &str {
@@ -266,6 +404,10 @@ impl Link for LinkControl {
             .lock()
             .map(|told| told.clone())
             .unwrap_or_default()
+    }
+
+    fn place(&self) -> Option<Arc<dyn Place>> {
+        self.contender.clone().map(|host| host as Arc<dyn Place>)
     }
 }
 
@@ -460,6 +602,131 @@ mod tests {
         assert_eq!(sink, bytes, "the client gets every byte");
         assert!(tap.handshaken && tap.unreadable);
         assert!(tap.partial.is_empty(), "{} bytes kept", tap.partial.len());
+    }
+
+    /// A world of one contender host, `c0`, with a 1 ms tick.
+    fn one_host(sim: &mut turmoil::Sim<'_>) -> Arc<ContenderHost> {
+        let host = ContenderHost::new("c0".to_owned());
+        let link = LinkControl::new("c0".to_owned()).serving(host.clone());
+        let software = host.clone();
+        sim.host("c0", move || software.software(link.clone()));
+        host
+    }
+
+    fn world() -> turmoil::Sim<'static> {
+        turmoil::Builder::new()
+            .tick_duration(Duration::from_millis(1))
+            .simulation_duration(Duration::from_secs(10))
+            .build()
+    }
+
+    /// What the harness starts at a contender's place runs on the
+    /// contender's host: a port it listens on is reached at that host's
+    /// name (not at the harness's).
+    #[test]
+    fn a_job_given_to_a_contender_host_runs_there() {
+        let mut sim = world();
+        let place: Arc<dyn Place> = one_host(&mut sim);
+        sim.client("harness", async move {
+            place.spawn(Box::pin(async {
+                let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 9000))
+                    .await
+                    .expect("bind");
+                let (mut stream, _) = listener.accept().await.expect("accept");
+                stream.write_all(b"here").await.expect("write");
+            }));
+            // The job starts at the host's next tick: a bounded wait.
+            let mut dialed = None;
+            for _ in 0..100 {
+                if let Ok(stream) = TcpStream::connect(("c0", 9000)).await {
+                    dialed = Some(stream);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let mut stream = dialed.expect("the job listens on c0");
+            let mut said = [0; 4];
+            stream.read_exact(&mut said).await?;
+            assert_eq!(&said, b"here");
+            Ok(())
+        });
+        sim.run().expect("the world runs");
+    }
+
+    /// A host paused through its place runs nothing while the others go on;
+    /// continued, its clock has jumped: every timer that came due meanwhile
+    /// fires at the same instant, and the pause's future ends.
+    #[test]
+    fn a_paused_host_does_nothing_then_its_timers_fire_together() {
+        type Seen = Arc<Mutex<Vec<(&'static str, Duration)>>>;
+        let seen: Seen = Seen::default();
+        let note = |seen: &Seen, what| {
+            let at = turmoil::sim_elapsed().expect("on a host");
+            seen.lock().expect("seen").push((what, at));
+        };
+        let mut sim = world();
+        let host = one_host(&mut sim);
+        let place: Arc<dyn Place> = host.clone();
+        let ticker = seen.clone();
+        place.spawn(Box::pin(async move {
+            for _ in 0..100 {
+                note(&ticker, "tick");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }));
+        for after in [150, 250, 350] {
+            let sleeper = seen.clone();
+            place.spawn(Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                note(&sleeper, "due");
+            }));
+        }
+        let (pauser, stopper) = (seen.clone(), place.clone());
+        place.spawn(Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            note(&pauser, "asked");
+            let continued = stopper.pause(Duration::from_millis(300)).expect("a host stops");
+            continued.await;
+            note(&pauser, "continued");
+        }));
+        let other = seen.clone();
+        sim.client("other", async move {
+            for _ in 0..60 {
+                note(&other, "other");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(())
+        });
+        let (mut stops, mut log) = (Stops::default(), Vec::new());
+        for _ in 0..2_000 {
+            if sim.step().expect("a step") {
+                break;
+            }
+            let now = sim.elapsed();
+            stops.carry_out(&mut sim, now, &[host.clone()], &mut log);
+        }
+        let seen = seen.lock().expect("seen").clone();
+        let at = |what| -> Vec<u128> {
+            seen.iter()
+                .filter(|(w, _)| *w == what)
+                .map(|(_, at)| at.as_millis())
+                .collect()
+        };
+        assert_eq!(at("asked"), [100]);
+        assert_eq!(log, ["101000 pause c0 for 300", "401000 continue c0"]);
+        let continued = at("continued");
+        assert_eq!(continued, [401], "{seen:?}");
+        assert!(
+            at("tick").iter().all(|&t| t <= 100 || t >= 401),
+            "a tick while stopped: {:?}",
+            at("tick")
+        );
+        assert!(at("tick").iter().any(|&t| t > 401), "ticks again after");
+        assert_eq!(at("due"), [401, 401, 401], "due together at the jump");
+        assert!(
+            at("other").iter().any(|&t| (101..401).contains(&t)),
+            "the other host went on"
+        );
     }
 
     /// The client's connections on a thread with a dialer are the dialer's;

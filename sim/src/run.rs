@@ -13,7 +13,7 @@ use zk_curator::framework::zk;
 use zk_curator::CohortPolicy;
 
 use crate::chaos_harness::{self, Config, Target};
-use crate::net::{self, LinkControl, SimTarget, SERVER};
+use crate::net::{self, ContenderHost, LinkControl, SimTarget, SERVER};
 
 /// Bugs planted on purpose, to show that the checks catch them.
 #[derive(Clone, Copy, Debug, Default)]
@@ -121,6 +121,8 @@ pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcom
         simulate(seed, &scenario, breaks, plan, &dialer)
     }));
     zk::set_thread_dialer(None);
+    chaos_harness::set_clock(None);
+    CLOCK_BASE.with(|b| b.set(None));
     let mut drawn = (0, 0);
     let (mut log, violations) = match result {
         Ok(Ok(run)) => {
@@ -151,6 +153,22 @@ pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcom
         log,
         drawn,
     }
+}
+
+thread_local! {
+    /// The harness host's clock at the simulation's start.
+    static CLOCK_BASE: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
+}
+
+/// The harness's clock, read on any host: the harness host's start plus
+/// the simulated time since, which every host reads alike. (Each host's
+/// tokio clock has a base of its own: the real instant its runtime was
+/// made.)
+fn harness_now() -> tokio::time::Instant {
+    let base = CLOCK_BASE
+        .with(Cell::get)
+        .unwrap_or_else(tokio::time::Instant::now);
+    base + turmoil::sim_elapsed().unwrap_or_default()
 }
 
 /// A run that finished: its log, its verdict, the faults drawn.
@@ -186,13 +204,20 @@ fn simulate(
     let server: net::ServerSlot = Rc::new(RefCell::new(None));
     let slot = server.clone();
     sim.host(SERVER, move || net::serve(slot.clone()));
-    let links: Vec<LinkControl> = (0..scenario.links())
-        .map(|i| LinkControl::new(format!("link{i}")))
-        .collect();
-    for link in &links {
+    // Each contender and observer on a host of its own, which reaches the
+    // server through its link (a forwarder on the same host, with the
+    // harness's faults).
+    let mut links = Vec::new();
+    let mut hosts = Vec::new();
+    for i in 0..scenario.links() {
+        let host = ContenderHost::new(format!("link{i}"));
+        let link = LinkControl::new(format!("link{i}")).serving(host.clone());
         let control = link.clone();
-        sim.host(link.host(), move || net::forward(control.clone()));
-        dialer.tap(link);
+        let software = host.clone();
+        sim.host(link.host(), move || software.software(control.clone()));
+        dialer.tap(&link);
+        links.push(link);
+        hosts.push(host);
     }
     let target = SimTarget {
         server: server.clone(),
@@ -202,6 +227,10 @@ fn simulate(
     let report = Rc::new(RefCell::new(None));
     let out = report.clone();
     sim.client("harness", async move {
+        // The harness's stamps, read on any host, on this host's clock.
+        let base = tokio::time::Instant::now() - turmoil::sim_elapsed().unwrap_or_default();
+        CLOCK_BASE.with(|b| b.set(Some(base)));
+        chaos_harness::set_clock(Some(harness_now));
         // The server's host starts first: its first tick runs before ours.
         let made = chaos_harness::run_on(Target::Sim(&target), config).await;
         *out.borrow_mut() = Some(made);
@@ -215,6 +244,8 @@ fn simulate(
     let mut held: Option<(usize, Duration)> = None;
     let mut drawn = 0u64;
     let mut healed = false;
+    // Hosts stopped as paused processes, as their holders ask.
+    let mut stops = net::Stops::default();
     loop {
         let finished = match sim.step() {
             Ok(finished) => finished,
@@ -224,6 +255,7 @@ fn simulate(
             break;
         }
         let now = sim.elapsed();
+        stops.carry_out(&mut sim, now, &hosts, &mut log);
         if let Some((link, until)) = held {
             if now >= until {
                 sim.release(links[link].host(), SERVER);

@@ -114,13 +114,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
@@ -176,6 +177,54 @@ pub trait Link {
     fn deletions_told(&self) -> Vec<(String, u64)> {
         Vec::new()
     }
+    /// Where the contender on this link runs (see [`Place`]).
+    fn place(&self) -> Option<Arc<dyn Place>> {
+        None
+    }
+}
+
+/// Where a contender's framework, and every task that uses it, runs: in a
+/// simulation, a host of the contender's own (its session task, its
+/// recipes' timers and its holders on one runtime, with that host's clock).
+/// A link without one leaves them on the harness's runtime.
+pub trait Place: Send + Sync {
+    /// Starts `task` there.
+    fn spawn(&self, task: BoxFuture<'static, ()>);
+    /// Stops everything that runs there for `length` once the current
+    /// instant is over, as a process that is stopped and later continued:
+    /// its tasks, its framework's session and timers, its link. The future
+    /// ends when it is continued. `None`: the place cannot be stopped.
+    fn pause(&self, length: Duration) -> Option<BoxFuture<'static, ()>> {
+        let _ = length;
+        None
+    }
+}
+
+thread_local! {
+    /// This thread's clock for the harness's stamps, when not tokio's.
+    static CLOCK: std::cell::Cell<Option<fn() -> Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets the clock that stamps this thread's events (`None`: tokio's). A
+/// simulation gives one that reads the same on all its hosts: each host's
+/// tokio clock has a base of its own, so an instant read on one host means
+/// nothing on another.
+pub fn set_clock(clock: Option<fn() -> Instant>) {
+    CLOCK.with(|c| c.set(clock));
+}
+
+/// Now, on the harness's clock: every stamp and every measured span of the
+/// harness is read here. In a simulation it is an instant of the harness's
+/// own host, and is only compared, never slept until, elsewhere.
+pub fn now() -> Instant {
+    CLOCK
+        .with(|c| c.get())
+        .map_or_else(Instant::now, |clock| clock())
+}
+
+/// How long since `then`, on the harness's clock.
+fn since(then: Instant) -> Duration {
+    now().saturating_duration_since(then)
 }
 
 /// The next number of one process-wide sequence: it orders an observer's
@@ -403,6 +452,10 @@ struct Interval {
     end: Instant,
     /// The holder watched the loss signal throughout (no simulated pause).
     obeyed: bool,
+    /// The holder's place was stopped between its asking and its seeing
+    /// the hold ([`Place::pause`]): the hold may have been granted before
+    /// the stop, so `start` is only its latest bound.
+    seen_late: bool,
 }
 
 /// A write the server accepted.
@@ -430,6 +483,8 @@ struct Log {
     acquire_errors: u64,
     late_acquires: Vec<Duration>,
     pauses: u64,
+    /// ... of which stopped the contender's whole host (see [`Place::pause`]).
+    host_pauses: u64,
     /// Writes tried through a fence taken before the release, after it.
     late_writes: u64,
     /// ... of which the server accepted (each a stale write).
@@ -649,13 +704,14 @@ impl Report {
                 log.handed_out, log.ended_handouts
             ));
             lines.push(format!(
-                "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} late writes {}/{} losses {:?}",
+                "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} ({} of the host) late writes {}/{} losses {:?}",
                 log.acquired,
                 log.timed_out,
                 log.acquire_errors,
                 log.refused,
                 log.interference,
                 log.pauses,
+                log.host_pauses,
                 log.late_accepted,
                 log.late_writes,
                 log.losses
@@ -930,23 +986,26 @@ impl fmt::Display for Report {
 /// its election node) must belong to one contender, and a term that began
 /// after another must have a greater token.
 fn term_order_violations(intervals: &[Interval]) -> Vec<String> {
-    let mut terms: BTreeMap<FencingToken, (Instant, usize)> = BTreeMap::new();
     let mut found = Vec::new();
+    // A term seen late (see `Interval::seen_late`) has no start to order.
+    let mut terms: BTreeMap<FencingToken, (Option<Instant>, usize)> = BTreeMap::new();
     for section in intervals {
-        let term = terms
-            .entry(section.token)
-            .or_insert((section.start, section.who));
+        let start = (!section.seen_late).then_some(section.start);
+        let term = terms.entry(section.token).or_insert((start, section.who));
         if term.1 != section.who {
             found.push(format!(
                 "term {} led by #{} and #{}",
                 section.token, term.1, section.who
             ));
         }
-        term.0 = term.0.min(section.start);
+        term.0 = match (term.0, start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
     let mut by_start: Vec<(Instant, FencingToken)> = terms
         .iter()
-        .map(|(token, (start, _))| (*start, *token))
+        .filter_map(|(token, (start, _))| start.map(|start| (start, *token)))
         .collect();
     by_start.sort();
     let regressions: Vec<String> = by_start
@@ -967,11 +1026,12 @@ fn term_order_violations(intervals: &[Interval]) -> Vec<String> {
 /// a token of its own (a node, or a pass of one), and a hold that began
 /// after another has a greater token, compared whole (zxid, then pass
 /// count). Holds whose token could not be read (lost before the holder
-/// looked: token 0) are left out.
+/// looked: token 0), and holds seen late (their holder's place was stopped
+/// while it waited: see [`Interval::seen_late`]), are left out.
 fn hold_order_violations(intervals: &[Interval]) -> Vec<String> {
     let mut holds: Vec<(Instant, FencingToken, usize, usize)> = intervals
         .iter()
-        .filter(|i| i.token != FencingToken::new(0))
+        .filter(|i| i.token != FencingToken::new(0) && !i.seen_late)
         .map(|i| (i.start, i.token, i.who, i.task))
         .collect();
     holds.sort();
@@ -1202,6 +1262,8 @@ struct Contender {
     /// are on all of them at once.
     proxies: Vec<Box<dyn Link>>,
     framework: Framework,
+    /// Where its framework and the tasks that use it run (its link's).
+    place: Option<Arc<dyn Place>>,
 }
 
 impl Contender {
@@ -1231,19 +1293,48 @@ impl Contender {
             Target::Server(_) | Target::Sim(_) => Duration::from_secs(3),
             Target::Ensemble(_) => Duration::from_secs(1),
         };
-        let framework = Framework::builder()
-            .connect_string(connect)
-            .session_timeout(config.session_timeout)
-            .connection_timeout(connection_timeout)
-            .cohort(cohort)
-            .build()
-            .unwrap();
-        framework.start().unwrap();
-        framework
-            .block_until_connected(Duration::from_secs(20))
-            .await
-            .unwrap();
-        Contender { proxies, framework }
+        let session_timeout = config.session_timeout;
+        let place = proxies.iter().find_map(|p| p.place());
+        // Started where it runs: its session task is spawned by `start`.
+        let framework = run_at(place.as_ref(), async move {
+            let framework = Framework::builder()
+                .connect_string(connect)
+                .session_timeout(session_timeout)
+                .connection_timeout(connection_timeout)
+                .cohort(cohort)
+                .build()
+                .unwrap();
+            framework.start().unwrap();
+            framework
+                .block_until_connected(Duration::from_secs(20))
+                .await
+                .unwrap();
+            framework
+        })
+        .await
+        .expect("the contender's place dropped its start");
+        Contender {
+            proxies,
+            framework,
+            place,
+        }
+    }
+
+    /// Starts `task` where the contender runs; its output comes through
+    /// the receiver (an error if it was dropped unfinished).
+    fn spawn<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> oneshot::Receiver<T> {
+        spawn_at(self.place.as_ref(), task)
+    }
+
+    /// Runs `task` where the contender runs, and waits for it.
+    async fn run<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        run_at(self.place.as_ref(), task).await
     }
 
     /// Silence on every server's link (`true`), or traffic again.
@@ -1256,6 +1347,30 @@ impl Contender {
     }
 }
 
+/// Starts `task` at `place` (the caller's runtime without one).
+fn spawn_at<T: Send + 'static>(
+    place: Option<&Arc<dyn Place>>,
+    task: impl Future<Output = T> + Send + 'static,
+) -> oneshot::Receiver<T> {
+    let (tx, rx) = oneshot::channel();
+    let task = async move {
+        let _ = tx.send(task.await);
+    };
+    match place {
+        Some(place) => place.spawn(task.boxed()),
+        None => drop(tokio::spawn(task)),
+    }
+    rx
+}
+
+/// Runs `task` at `place` and waits for its output (`None`: dropped).
+async fn run_at<T: Send + 'static>(
+    place: Option<&Arc<dyn Place>>,
+    task: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    spawn_at(place, task).await.ok()
+}
+
 struct Shared {
     config: Config,
     stop: AtomicBool,
@@ -1264,6 +1379,11 @@ struct Shared {
     rounds: AtomicU64,
     /// The faults injected on the contenders, process pauses included.
     windows: Mutex<Vec<FaultWindow>>,
+    /// Where each contender runs (see [`Place`]).
+    places: Vec<Option<Arc<dyn Place>>>,
+    /// Each stop of a contender's whole place ([`Place::pause`]): who, from
+    /// when, until when (`None`: not continued yet).
+    host_pauses: Mutex<Vec<(usize, Instant, Option<Instant>)>>,
 }
 
 impl Shared {
@@ -1271,9 +1391,20 @@ impl Shared {
         f(self.logs.lock().unwrap().entry(kind).or_default());
     }
 
+    /// Whether contender `who`'s place was stopped at some time since
+    /// `since` ([`Place::pause`]): none of its holders could watch or act
+    /// then, those that obey the loss signal included.
+    fn host_paused_since(&self, who: usize, since: Instant) -> bool {
+        self.host_pauses
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|&(w, _, end)| w == who && end.is_none_or(|end| end >= since))
+    }
+
     /// Records a fault on contender `who` from `start` until now.
     fn window(&self, who: usize, start: Instant) {
-        let end = Instant::now();
+        let end = now();
         self.windows
             .lock()
             .unwrap()
@@ -1289,7 +1420,7 @@ pub async fn run(server: &TestingServer, config: Config) -> Report {
 /// Runs the chaos against `target` and reports. On an ensemble, its own
 /// faults join the schedule ([`ensemble::Fault`]).
 pub async fn run_on(target: Target<'_>, config: Config) -> Report {
-    let started = Instant::now();
+    let started = now();
     // Drawn from the thread's generator: unique among runs sharing a
     // server, and the same for the same seed in a simulation.
     let root = format!("/chaos-{:012x}", fastrand::u64(..) >> 16);
@@ -1320,6 +1451,8 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         pause_requests: pause_tx,
         rounds: AtomicU64::new(0),
         windows: Mutex::new(Vec::new()),
+        places: contenders.iter().map(|c| c.place.clone()).collect(),
+        host_pauses: Mutex::new(Vec::new()),
     });
     let mut tasks = Vec::new();
     let mut selectors = Vec::new();
@@ -1331,20 +1464,21 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
                     ^ ((who as u64 + 1) << 32)
                     ^ ((task as u64) << 16)
                     ^ (kind as u64 + 1));
+                let root = root.clone();
+                // Made where the contender runs: a recipe may start tasks
+                // of its own, and its timers read that host's clock.
                 if kind == Kind::Selector {
-                    selectors.push(start_selector(shared, who, framework, rng, &root));
+                    let selector = contender
+                        .run(async move { start_selector(shared, who, framework, rng, &root) })
+                        .await
+                        .expect("the contender's place dropped its selector");
+                    selectors.push((who, selector));
                     continue;
                 }
-                let lock = lock_of(&shared, &contender.framework, &root, kind, who);
-                tasks.push(tokio::spawn(contend(
-                    shared,
-                    (who, task),
-                    kind,
-                    framework,
-                    lock,
-                    rng,
-                    root.clone(),
-                )));
+                tasks.push(contender.spawn(async move {
+                    let lock = lock_of(&shared, &framework, &root, kind, who);
+                    contend(shared, (who, task), kind, framework, lock, rng, root).await;
+                }));
             }
         }
     }
@@ -1364,7 +1498,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         };
         let watching = LeaderObserver::new(observer.framework.clone(), &path).unwrap();
         watchers.push(watching.clone());
-        observers.push(tokio::spawn(observe(shared.clone(), kind, watching)));
+        observers.push(observer.spawn(observe(shared.clone(), kind, watching)));
         contenders.push(observer);
     }
     let holders = config.contenders;
@@ -1377,7 +1511,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     let mut rng = Rng(config.seed);
     let end = started + config.duration;
     let t = config.session_timeout;
-    let mut next = Instant::now() + rng.millis(700, 2000);
+    let mut next = now() + rng.millis(700, 2000);
     let mut ensemble_faults = rng.below(5);
     // The harness's faults drawn so far (`Config::skip_faults` numbers them).
     let mut drawn = 0u64;
@@ -1386,12 +1520,12 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         config.skip_faults.contains(&(drawn - 1))
     };
     loop {
-        if Instant::now() >= end {
+        if now() >= end {
             break;
         }
         tokio::select! {
             Some(who) = pause_rx.recv() => {
-                let start = Instant::now();
+                let start = now();
                 timeline.push((start, "pause+expiry", who));
                 expiries.extend(expire(target, &contenders[who]).await);
                 shared.window(who, start);
@@ -1400,10 +1534,10 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
             }
             _ = tokio::time::sleep_until(next.min(end)) => {}
         }
-        if Instant::now() >= end {
+        if now() >= end {
             break;
         }
-        next = Instant::now() + rng.millis(700, 2000);
+        next = now() + rng.millis(700, 2000);
         // On an ensemble, every other fault is the ensemble's own (see
         // `ensemble::Fault::nth` for the order), aimed at the observers in
         // turn. (Cohort runs have no elections, so no observers.)
@@ -1421,7 +1555,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
             if skip(&config) {
                 continue;
             }
-            let start = Instant::now();
+            let start = now();
             timeline.push((start, fault.name(), usize::MAX));
             fault.inject(cluster, &mut rng, observer, t).await;
             *faults.entry(fault.name()).or_default() += 1;
@@ -1441,7 +1575,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         if skip(&config) {
             continue;
         }
-        let start = Instant::now();
+        let start = now();
         timeline.push((
             start,
             ["blackhole", "reset", "stall", "expiry"][fault as usize],
@@ -1488,8 +1622,10 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     });
     // A selector's function stops at its next critical section; closing
     // the selector cancels the one running.
-    for selector in &selectors {
-        let _ = tokio::time::timeout(Duration::from_secs(30), selector.close()).await;
+    for (who, selector) in &selectors {
+        let selector = selector.clone();
+        let close = contenders[*who].run(async move { selector.close().await });
+        let _ = tokio::time::timeout(Duration::from_secs(30), close).await;
     }
     // Every contender ends its round; a round is bounded by its deadlines.
     for task in tasks {
@@ -1500,12 +1636,16 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // can still be healing here. Its close must end the session it has.
     let mut closed_sessions = Vec::new();
     for contender in &contenders {
-        let _ = contender
-            .framework
-            .block_until_connected(Duration::from_secs(10))
-            .await;
-        closed_sessions.extend(contender.framework.current_session().map(|s| s.id()));
-        contender.framework.close().await;
+        let framework = contender.framework.clone();
+        let closed = contender.run(async move {
+            let _ = framework
+                .block_until_connected(Duration::from_secs(10))
+                .await;
+            let session = framework.current_session().map(|s| s.id());
+            framework.close().await;
+            session
+        });
+        closed_sessions.extend(closed.await.flatten());
     }
     let server_sessions = |target: Target<'_>| match target {
         Target::Sim(sim) => Some(sim.session_ids()),
@@ -1589,7 +1729,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         leftover_nodes,
         leftover_sessions,
         seed: config.seed,
-        elapsed: started.elapsed(),
+        elapsed: since(started),
         passes,
         started: Some(started),
         timeline,
@@ -1611,19 +1751,19 @@ async fn observe(shared: Arc<Shared>, kind: Kind, observer: LeaderObserver) {
     // Bounded: the stream ends at the framework's close, which follows the
     // run; the count only guards against a stream that never ends.
     for _ in 0..1_000_000 {
-        let asked = Instant::now();
+        let asked = now();
         let Some(what) = changes.next().await else {
             return;
         };
         let mut seen = Seen {
             asked,
-            at: Instant::now(),
+            at: now(),
             seq: sequence(),
             what,
         };
         if shared.config.break_observer {
             tokio::time::sleep(OBSERVER_BREAK_DELAY).await;
-            seen.asked = Instant::now();
+            seen.asked = now();
             seen.at = seen.asked;
             seen.seq = sequence();
         }
@@ -1710,7 +1850,7 @@ fn lock_of(
 /// was.
 async fn expire(target: Target<'_>, contender: &Contender) -> Option<(i64, Instant)> {
     let framework = &contender.framework;
-    let silent_since = Instant::now();
+    let silent_since = now();
     contender.blackhole(true);
     let silent = async {
         let mut states = framework.state_watcher();
@@ -1735,7 +1875,7 @@ async fn expire(target: Target<'_>, contender: &Contender) -> Option<(i64, Insta
             .await
             .is_ok(),
         };
-        expired = done.then(|| (session.id(), Instant::now()));
+        expired = done.then(|| (session.id(), now()));
     }
     contender.blackhole(false);
     expired
@@ -1789,10 +1929,12 @@ async fn contend(
     };
     let shared = &seat.shared;
     while !shared.stop.load(Ordering::SeqCst) {
-        let asked = Instant::now();
+        let asked = now();
         let taken = lock.take(kind, deadline).await;
-        let waited = asked.elapsed();
-        if waited > deadline + Duration::from_millis(1500) {
+        let waited = since(asked);
+        // (A stop of the place lets no deadline fire until it ends.)
+        if waited > deadline + Duration::from_millis(1500) && !shared.host_paused_since(who, asked)
+        {
             shared.log(kind, |log| log.late_acquires.push(waited));
         }
         let taken = match taken {
@@ -1811,12 +1953,12 @@ async fn contend(
         let watch_loss = !shared.config.break_loss;
         if kind == Kind::Latch {
             let pause = rng.below(8) == 0;
-            lead_term(&seat, &taken, &mut rng, watch_loss, pause).await;
+            lead_term(&seat, &taken, Some(asked), &mut rng, watch_loss, pause).await;
         } else {
             // A pause expires the contender's session: as often per
             // contender with several tasks as with one.
             let pause = kind.holders() == 1 && rng.below(12 * shared.config.tasks as u64) == 0;
-            let mut record = Record::begin(&seat, &taken);
+            let mut record = Record::begin(&seat, &taken, Some(asked));
             let mut lost = loss_signal(&taken, watch_loss);
             section(&seat, &taken, &mut record, &mut lost, &mut rng, pause).await;
             record.finished = true;
@@ -1828,12 +1970,15 @@ async fn contend(
             .then(|| taken.fence().ok())
             .flatten();
         let lost = taken.loss().is_some();
-        let releasing = Instant::now();
+        let releasing = now();
         taken.release().await;
-        let took = releasing.elapsed();
+        let took = since(releasing);
         // A multi-lock releases its two locks one after the other.
         let locks = if kind == Kind::MultiLock { 2 } else { 1 };
-        if lost && took > shared.config.release_bound * locks {
+        if lost
+            && took > shared.config.release_bound * locks
+            && !shared.host_paused_since(who, releasing)
+        {
             shared.log(kind, |log| log.slow_releases.push(took));
         }
         if let Some(fence) = late {
@@ -1882,11 +2027,11 @@ fn start_selector(
             let break_loss = seat.shared.config.break_loss;
             if pause || break_loss {
                 let detached = async move {
-                    lead_term(&seat, &taken, &mut rng, !break_loss, pause).await;
+                    lead_term(&seat, &taken, None, &mut rng, !break_loss, pause).await;
                 };
                 let _ = tokio::spawn(detached).await;
             } else {
-                lead_term(&seat, &taken, &mut rng, false, false).await;
+                lead_term(&seat, &taken, None, &mut rng, false, false).await;
             }
         }
     };
@@ -1969,10 +2114,17 @@ struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    fn begin(seat: &'a Seat, taken: &Taken) -> Record<'a> {
+    /// A hold asked for at `asked` (when known) begins now: when its holder
+    /// sees it. If the holder's place was stopped since it asked
+    /// ([`Place::pause`]), the grant may have come before the stop (its
+    /// watch notification waiting, as in a stopped process's socket
+    /// buffer, for the process to be continued): the hold is
+    /// [`Interval::seen_late`], and did not obey (see [`Drop`]).
+    fn begin(seat: &'a Seat, taken: &Taken, asked: Option<Instant>) -> Record<'a> {
         seat.shared.rounds.fetch_add(1, Ordering::Relaxed);
         seat.shared.log(seat.kind, |log| log.acquired += 1);
-        let start = Instant::now();
+        let start = now();
+        let seen_late = asked.is_some_and(|asked| seat.shared.host_paused_since(seat.who, asked));
         Record {
             seat,
             interval: Interval {
@@ -1987,6 +2139,7 @@ impl<'a> Record<'a> {
                 start,
                 end: start,
                 obeyed: true,
+                seen_late,
             },
             finished: false,
             term: match taken {
@@ -2020,10 +2173,10 @@ impl<'a> Record<'a> {
         if std::mem::replace(&mut self.stale_noted, true) {
             return;
         }
-        let now = Instant::now();
+        let at = now();
         self.seat
             .shared
-            .log(self.seat.kind, |log| log.stale_losses.push((who, now)));
+            .log(self.seat.kind, |log| log.stale_losses.push((who, at)));
     }
 }
 
@@ -2033,7 +2186,16 @@ impl Drop for Record<'_> {
             self.stale(self.seat.who);
         }
         let mut interval = self.interval.clone();
-        interval.end = Instant::now();
+        interval.end = now();
+        // Its place stopped during the hold: it could not obey the loss
+        // signal then (only its fence protects).
+        if self
+            .seat
+            .shared
+            .host_paused_since(self.seat.who, interval.start)
+        {
+            interval.obeyed = false;
+        }
         let cancelled = !self.finished;
         self.seat.shared.log(self.seat.kind, |log| {
             if cancelled {
@@ -2060,12 +2222,19 @@ fn loss_signal(taken: &Taken, watch: bool) -> LossSignal {
 /// leads until a length of its choosing has passed (it then gives
 /// leadership up) or, with `watch_loss`, until the term is lost. Recorded
 /// as one interval. With `pause`, its first section has a process pause.
-async fn lead_term(seat: &Seat, taken: &Taken, rng: &mut Rng, watch_loss: bool, pause: bool) {
+async fn lead_term(
+    seat: &Seat,
+    taken: &Taken,
+    asked: Option<Instant>,
+    rng: &mut Rng,
+    watch_loss: bool,
+    pause: bool,
+) {
     let length = rng.millis(200, 2000);
-    let mut record = Record::begin(seat, taken);
+    let mut record = Record::begin(seat, taken, asked);
     let mut lost = loss_signal(taken, watch_loss);
     let mut pause = pause;
-    while record.interval.start.elapsed() < length && !seat.shared.stop.load(Ordering::SeqCst) {
+    while since(record.interval.start) < length && !seat.shared.stop.load(Ordering::SeqCst) {
         let paused = std::mem::take(&mut pause);
         if section(seat, taken, &mut record, &mut lost, rng, paused).await {
             break;
@@ -2124,9 +2293,43 @@ async fn section(
         // session is expired; then it writes at once.
         record.interval.obeyed = false;
         shared.log(kind, |log| log.pauses += 1);
-        let paused = Instant::now();
-        let _ = shared.pause_requests.send(who);
-        tokio::time::sleep(t * 2 + t / 2).await;
+        let paused = now();
+        let length = t * 2 + t / 2;
+        // Where the contender's place can be stopped (a simulated host),
+        // every other pause stops all of it: the framework's session and
+        // timers too, whose clock then jumps. Otherwise the harness
+        // expires the session while this holder alone waits.
+        // One place stopped at a time, so that the others make progress.
+        let place = shared.places.get(who).cloned().flatten().filter(|_| {
+            shared
+                .host_pauses
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|p| p.2.is_some())
+        });
+        let stopped = match place {
+            // Shorter or longer than the session timeout: the session
+            // outlives the stop, or the server expires it meanwhile.
+            Some(place) if rng.below(2) == 0 => {
+                let t = t.as_millis() as u64;
+                place.pause(rng.millis(t / 2, 2 * t))
+            }
+            _ => None,
+        };
+        match stopped {
+            Some(continued) => {
+                shared.log(kind, |log| log.host_pauses += 1);
+                let at = shared.host_pauses.lock().unwrap().len();
+                shared.host_pauses.lock().unwrap().push((who, paused, None));
+                continued.await;
+                shared.host_pauses.lock().unwrap()[at].2 = Some(now());
+            }
+            None => {
+                let _ = shared.pause_requests.send(who);
+                tokio::time::sleep(length).await;
+            }
+        }
         let written = write(shared, framework, taken, counter, &data, &stat, exclusive).await;
         // The pause is a fault of this contender's, until its write.
         shared.window(who, paused);
@@ -2140,6 +2343,10 @@ async fn section(
             }
         }
     };
+    // A holder whose place was stopped meanwhile could not obey either.
+    if shared.host_paused_since(who, record.interval.start) {
+        record.interval.obeyed = false;
+    }
     let obeyed = record.interval.obeyed;
     match written {
         Written::Accepted(accepted) => shared.log(kind, |log| log.accepted.push(accepted)),
