@@ -685,7 +685,9 @@ mod tests {
         place.spawn(Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
             note(&pauser, "asked");
-            let continued = stopper.pause(Duration::from_millis(300)).expect("a host stops");
+            let continued = stopper
+                .pause(Duration::from_millis(300))
+                .expect("a host stops");
             continued.await;
             note(&pauser, "continued");
         }));

@@ -6,6 +6,25 @@
 //! that sleeps between its read and its write while its session is
 //! expired: the case fencing exists for).
 //!
+//! # Places and clocks
+//!
+//! Each contender runs at its link's [`Place`]: in real time the harness's
+//! own runtime; in the simulator a host of its own, where its framework,
+//! recipes and holders run on that host's runtime and clock. There, half
+//! the process pauses stop the whole host ([`Place::pause`]): nothing of
+//! the contender runs, its session's pings stop, and when it is continued
+//! its clock has jumped, every timer due meanwhile firing at once. The other
+//! half (and every pause in real time) are the harness's: it expires the
+//! session while the holder alone sleeps. Every hold of a contender that was
+//! stopped during it counts as not obeying (it could not watch), and a hold
+//! seen only after a stop of its holder ([`Interval::seen_late`]) is left
+//! out of the token-order rules: it may have been granted before the stop.
+//!
+//! Every instant the harness records is read from [`now`]: tokio's clock in
+//! real time; in the simulator one clock for all hosts (each host's tokio
+//! clock has a base of its own). Those instants are compared, never slept
+//! until on a contender's place.
+//!
 //! The same contenders also take part in two elections under the same
 //! faults, each leader doing critical sections back to back for a term of
 //! its chosen length, through the term's fence: a [`LeaderLatch`] each (a
