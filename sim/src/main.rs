@@ -115,6 +115,8 @@ fn main() -> ExitCode {
         return relaunch(&args);
     }
     trace_if_asked();
+    // A seed's step takes milliseconds; a minute is a task that never waits.
+    run::watch_progress(Duration::from_secs(60));
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),

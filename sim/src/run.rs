@@ -6,7 +6,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hasher};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zk_curator::framework::zk;
@@ -109,8 +110,85 @@ pub struct Outcome {
     pub drawn: (u64, u64),
 }
 
+/// How far each simulation thread has got, for [`watch_progress`].
+#[derive(Debug, Default)]
+struct Progress {
+    /// The seed running (`u64::MAX`: none).
+    seed: AtomicU64,
+    /// Steps taken (of every seed): it moves while the thread makes
+    /// progress.
+    steps: AtomicU64,
+    /// The simulated time of the last step ended, in microseconds.
+    at: AtomicU64,
+}
+
+/// Every simulation thread's progress.
+static PROGRESS: Mutex<Vec<Arc<Progress>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static MINE: Arc<Progress> = {
+        let progress = Arc::new(Progress::default());
+        progress.seed.store(u64::MAX, Ordering::SeqCst);
+        PROGRESS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(progress.clone());
+        progress
+    };
+}
+
+/// Watches every simulation thread from a thread of its own: a step that
+/// has not ended after `limit` of real time means a task that never waits
+/// (it is always ready, so the host's runtime is never idle and its clock
+/// never moves: the step cannot end). Nothing on the stuck thread can
+/// interrupt it, so the seed is reported and the process exits with a
+/// failure.
+pub fn watch_progress(limit: Duration) {
+    let watcher = move || {
+        let mut seen: Vec<(u64, std::time::Instant)> = Vec::new();
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let threads = PROGRESS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            seen.resize(threads.len(), (0, std::time::Instant::now()));
+            for (progress, (steps, since)) in threads.iter().zip(seen.iter_mut()) {
+                let now = progress.steps.load(Ordering::SeqCst);
+                let seed = progress.seed.load(Ordering::SeqCst);
+                if now != *steps || seed == u64::MAX {
+                    *steps = now;
+                    *since = std::time::Instant::now();
+                } else if since.elapsed() > limit {
+                    println!(
+                        "seed {seed}: FAILED: stuck at {:?} of simulated time: a step has not ended in {:?} of real time (a task that never waits, always ready, keeps its host's clock from moving; ZK_SIM_TRACE=debug shows what ran last)",
+                        Duration::from_micros(progress.at.load(Ordering::SeqCst)),
+                        limit
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("progress".to_owned())
+        .spawn(watcher);
+}
+
+/// Notes a step of `seed` ended at `at` of simulated time.
+fn note_step(at: Duration) {
+    MINE.with(|p| {
+        p.steps.fetch_add(1, Ordering::SeqCst);
+        p.at.store(at.as_micros() as u64, Ordering::SeqCst);
+    });
+}
+
 /// Runs `seed` on this thread.
 pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcome {
+    MINE.with(|p| p.seed.store(seed, Ordering::SeqCst));
+    let outcome = run_seed(seed, duration, breaks, plan);
+    MINE.with(|p| p.seed.store(u64::MAX, Ordering::SeqCst));
+    outcome
+}
+
+fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcome {
     let scenario = Scenario::of(seed, duration);
     // The one source of randomness of this thread, and the client's way
     // onto the simulated network.
@@ -251,10 +329,11 @@ fn simulate(
             Ok(finished) => finished,
             Err(err) => return Err((log, err.to_string())),
         };
+        let now = sim.elapsed();
+        note_step(now);
         if finished {
             break;
         }
-        let now = sim.elapsed();
         stops.carry_out(&mut sim, now, &hosts, &mut log);
         if let Some((link, until)) = held {
             if now >= until {
