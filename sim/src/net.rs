@@ -705,7 +705,7 @@ mod tests {
                 break;
             }
             let now = sim.elapsed();
-            stops.carry_out(&mut sim, now, &[host.clone()], &mut log);
+            stops.carry_out(&mut sim, now, std::slice::from_ref(&host), &mut log);
         }
         let seen = seen.lock().expect("seen").clone();
         let at = |what| -> Vec<u128> {
