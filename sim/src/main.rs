@@ -115,8 +115,13 @@ fn main() -> ExitCode {
         return relaunch(&args);
     }
     trace_if_asked();
-    // A seed's step takes milliseconds; a minute is a task that never waits.
-    run::watch_progress(Duration::from_secs(60));
+    // A seed's step takes milliseconds; a minute is a task that never waits
+    // (`ZK_SIM_STUCK_SECS`: another limit).
+    let stuck = std::env::var("ZK_SIM_STUCK_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or(60);
+    run::watch_progress(Duration::from_secs(stuck));
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
