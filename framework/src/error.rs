@@ -141,6 +141,25 @@ pub enum Error {
         /// The lock's path.
         path: String,
     },
+    /// The lock's path holds participants of another family of nodes
+    /// (another library's layout, or another recipe) that cannot see ours,
+    /// nor we theirs: queueing there could give two holders, so the acquire
+    /// gave its node back and failed at once. Retrying cannot change it
+    /// while they are there. See
+    /// [`lock_internals::layout`](crate::lock_internals::layout).
+    #[error("{path} has participants of {theirs} (e.g. {node}), which would not see ours, {ours}, nor we theirs: not queueing beside them; {fix}")]
+    LayoutConflict {
+        /// The lock's path.
+        path: String,
+        /// What our lock is (its recipe and layout).
+        ours: String,
+        /// The family of the participants found.
+        theirs: crate::lock_internals::layout::Family,
+        /// One of their nodes (its name).
+        node: String,
+        /// What to do about it.
+        fix: String,
+    },
     /// The framework was closed.
     #[error("the framework is closed")]
     Closed,

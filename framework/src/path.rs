@@ -454,6 +454,20 @@ pub fn protected_id(name: &str) -> Option<&str> {
     }
 }
 
+/// The longest text of an input or a node name that a message repeats:
+/// past it, [`cut`] shortens.
+pub const MESSAGE_CUT: usize = 200;
+
+/// `text` for a message: whole when it has at most [`MESSAGE_CUT`]
+/// characters, else its first ones, an ellipsis and its length (a name or
+/// input of any size stays one short line).
+pub fn cut(text: &str) -> String {
+    match text.char_indices().nth(MESSAGE_CUT) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
+    }
+}
+
 /// The part of a protected name after its 40-byte prefix, or `name`
 /// unchanged when it is not protected.
 pub fn strip_protection(name: &str) -> &str {

@@ -34,22 +34,30 @@ use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, 
 use zk_curator_framework::path::{join, split, strip_protection};
 use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
 
-/// The name Curator gives mutex participants (`_c_<uuid>-lock-<seq>`), also
-/// used by a semaphore's internal queue and a leader selector.
-pub const LOCK_NAME: &str = "lock-";
-/// The name Curator gives read participants (`_c_<uuid>-__READ__<seq>`).
-pub const READ_LOCK_NAME: &str = "__READ__";
-/// The name Curator gives write participants (`_c_<uuid>-__WRIT__<seq>`).
-/// Both names keep the same length (Curator insists on it).
-pub const WRITE_LOCK_NAME: &str = "__WRIT__";
-/// The name Curator gives semaphore lease nodes (`_c_<uuid>-lease-<seq>`).
-pub const LEASE_NAME: &str = "lease-";
-/// The child of a semaphore's path that holds its internal queue.
-pub const LOCKS_CHILD: &str = "locks";
-/// The child of a semaphore's path that holds its lease nodes.
-pub const LEASES_CHILD: &str = "leases";
-/// The name Curator gives latch participants (`_c_<uuid>-latch-<seq>`).
-pub const LATCH_NAME: &str = "latch-";
+pub use zk_curator_framework::lock_internals::layout::{
+    check_children, check_family, kazoo_participant, Family, Layout, KAZOO_LOCK_NAME,
+    KAZOO_READ_LOCK_NAME, LATCH_NAME, LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME,
+    READ_LOCK_NAME, WRITE_LOCK_NAME,
+};
+
+/// The name a mutex's (and a leader selector's) participants carry in
+/// `layout`: Curator's `lock-` or kazoo's `__lock__`.
+pub fn mutex_lock_name(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Kazoo => KAZOO_LOCK_NAME,
+        _ => LOCK_NAME,
+    }
+}
+
+/// The names a read-write lock's readers and writers carry in `layout`:
+/// Curator's `__READ__` and `__WRIT__`, or kazoo's `__rlock__` and
+/// `__lock__` (a kazoo `WriteLock`'s nodes are named as a `Lock`'s).
+pub fn read_write_lock_names(layout: Layout) -> (&'static str, &'static str) {
+    match layout {
+        Layout::Kazoo => (KAZOO_READ_LOCK_NAME, KAZOO_LOCK_NAME),
+        _ => (READ_LOCK_NAME, WRITE_LOCK_NAME),
+    }
+}
 
 /// A lock recipe, as far as the layout of a path's children tells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,10 +128,19 @@ impl Role {
     }
 }
 
-/// The kind of a read-write lock child: a writer if its name (after the
-/// protection prefix) holds `__WRIT__` (Curator's test of a writer), else a
-/// reader if it holds `__READ__`; `None` for a name with neither.
+/// The kind of a read-write lock child: in kazoo's layout a reader if it
+/// ends in `__rlock__` and a sequence, a writer if in `__lock__` (kazoo's
+/// `Lock` and `WriteLock` alike); in Curator's, a writer if its name (after
+/// the protection prefix) holds `__WRIT__` (Curator's test of a writer),
+/// else a reader if it holds `__READ__`; `None` for a name with none.
 pub fn read_write_kind(name: &str) -> Option<Kind> {
+    if let Some((marker, _)) = kazoo_participant(name) {
+        return Some(if marker == KAZOO_READ_LOCK_NAME {
+            Kind::Read
+        } else {
+            Kind::Write
+        });
+    }
     let bare = strip_protection(name);
     if bare.contains(WRITE_LOCK_NAME) {
         Some(Kind::Write)
@@ -134,10 +151,15 @@ pub fn read_write_kind(name: &str) -> Option<Kind> {
     }
 }
 
-/// How readers and writers sort together: by the sequence after the last
-/// `__READ__` or `__WRIT__` in the name, whichever comes last (Curator's
-/// sorter strips at the last `__READ__`, then at the last `__WRIT__`).
+/// How readers and writers sort together: a kazoo participant by its
+/// sequence (as [`Layout::Kazoo`] sorts); otherwise by the sequence after
+/// the last `__READ__` or `__WRIT__` in the name, whichever comes last
+/// (Curator's sorter strips at the last `__READ__`, then at the last
+/// `__WRIT__`).
 pub fn read_write_sort_key(name: &str) -> SortKey {
+    if kazoo_participant(name).is_some() {
+        return Layout::Kazoo.sort_key(name, KAZOO_LOCK_NAME);
+    }
     let bare = strip_protection(name);
     let marker = match (bare.rfind(READ_LOCK_NAME), bare.rfind(WRITE_LOCK_NAME)) {
         (Some(read), Some(write)) if write > read => WRITE_LOCK_NAME,
@@ -522,6 +544,9 @@ pub enum ElectionRecipe {
     /// [`LeaderSelector`](crate::LeaderSelector): `lock-` nodes (a mutex's
     /// queue).
     Selector,
+    /// kazoo's `Election`, and a latch or a selector in
+    /// [`Layout::Kazoo`]: a kazoo `Lock`'s `__lock__` nodes.
+    Kazoo,
 }
 
 impl ElectionRecipe {
@@ -530,6 +555,7 @@ impl ElectionRecipe {
         match self {
             ElectionRecipe::Latch => "latch",
             ElectionRecipe::Selector => "selector",
+            ElectionRecipe::Kazoo => "kazoo election",
         }
     }
 
@@ -538,11 +564,12 @@ impl ElectionRecipe {
         match self {
             ElectionRecipe::Latch => LATCH_NAME,
             ElectionRecipe::Selector => LOCK_NAME,
+            ElectionRecipe::Kazoo => KAZOO_LOCK_NAME,
         }
     }
 
     /// The recipe that wrote the nodes named `names` (names or full paths):
-    /// a latch, unless only a selector's nodes are there.
+    /// a latch, unless only a selector's or only kazoo's nodes are there.
     pub fn of_nodes<'a>(names: impl IntoIterator<Item = &'a str> + Clone) -> Self {
         let named = |marker: &str| {
             names
@@ -550,10 +577,18 @@ impl ElectionRecipe {
                 .into_iter()
                 .any(|node| strip_protection(split(node).1).contains(marker))
         };
-        if named(LATCH_NAME) || !named(LOCK_NAME) {
+        let kazoo = names
+            .clone()
+            .into_iter()
+            .any(|node| kazoo_participant(split(node).1).is_some());
+        if named(LATCH_NAME) {
             ElectionRecipe::Latch
-        } else {
+        } else if kazoo {
+            ElectionRecipe::Kazoo
+        } else if named(LOCK_NAME) {
             ElectionRecipe::Selector
+        } else {
+            ElectionRecipe::Latch
         }
     }
 }

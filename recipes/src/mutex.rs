@@ -18,6 +18,7 @@ use crate::lock::InterProcessLock;
 use crate::reentrant::Reentrant;
 
 pub(crate) use crate::layout::LOCK_NAME;
+use crate::layout::{mutex_lock_name, Layout};
 
 struct Shared {
     internals: LockInternals,
@@ -113,6 +114,22 @@ impl fmt::Debug for InterProcessMutex {
     }
 }
 
+/// The mutex's driver: the engine's standard rule (the first participant
+/// holds, each waiter watches the node right ahead of it, one node per
+/// framework at a time) in the mutex's layout.
+#[derive(Clone, Copy, Debug)]
+struct MutexDriver(Layout);
+
+impl LockInternalsDriver for MutexDriver {
+    fn layout(&self) -> Layout {
+        self.0
+    }
+
+    fn local_turns(&self, max_leases: u32) -> Option<u32> {
+        StandardLockInternalsDriver.local_turns(max_leases)
+    }
+}
+
 impl InterProcessMutex {
     /// A mutex on `path` (its participants become children of `path`).
     ///
@@ -120,7 +137,19 @@ impl InterProcessMutex {
     /// [`Error::InvalidPath`] for a path that breaks ZooKeeper's rules, is `/`,
     /// or lies in the server's reserved `/zookeeper` tree. Nothing is sent.
     pub fn new(framework: Framework, path: &str) -> Result<Self> {
-        Self::with_driver(framework, path, Arc::new(StandardLockInternalsDriver))
+        Self::with_layout(framework, path, Layout::Curator)
+    }
+
+    /// A mutex on `path` in `layout`. In [`Layout::Kazoo`] its participants
+    /// are kazoo's: nodes named as a kazoo `Lock`'s (`<uuid hex>__lock__<seq>`),
+    /// so that a Python service's `Lock` (or `WriteLock`, or `Election`) on
+    /// the same path and this mutex exclude each other. Like a kazoo
+    /// `WriteLock`, it also waits for kazoo readers ahead of it.
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::new`].
+    pub fn with_layout(framework: Framework, path: &str, layout: Layout) -> Result<Self> {
+        Self::with_driver(framework, path, Arc::new(MutexDriver(layout)))
     }
 
     /// A mutex on `path` whose participants are created and ordered by a
@@ -133,7 +162,8 @@ impl InterProcessMutex {
         path: &str,
         driver: Arc<dyn LockInternalsDriver>,
     ) -> Result<Self> {
-        let internals = LockInternals::new(framework, path, LOCK_NAME, 1, driver)?;
+        let lock_name = mutex_lock_name(driver.layout());
+        let internals = LockInternals::new(framework, path, lock_name, 1, driver)?;
         Ok(InterProcessMutex {
             shared: Arc::new(Shared {
                 internals,

@@ -90,7 +90,7 @@ use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
 use crate::held::Held;
 
-use crate::layout::{LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME};
+use crate::layout::{check_family, Family, LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME};
 
 /// The lease-node driver: the first `max_leases` lease nodes (by sequence)
 /// hold a lease; the one waiter (the holder of the internal mutex) waits for
@@ -493,10 +493,47 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// One acquire under one hold of the internal mutex, on one session.
+    ///
+    /// The semaphore's own nodes are not children of its path, so the lock
+    /// engine's look at each listing cannot see a participant of another
+    /// recipe there (a mutex's node beside `locks` and `leases`, a kazoo
+    /// lease): the path is listed beside the internal mutex's acquire (no
+    /// round trip of its own) and checked with
+    /// [`check_family`](crate::layout::check_family).
     async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
-        match self.shared.lock.acquire(Acquire::new().wait(wait)).await? {
-            Some(mutex) => self.leases_under(&mutex, n, wait).await,
-            None => Ok(None),
+        let (beside, mutex) = futures::join!(
+            self.check_path(),
+            self.shared.lock.acquire(Acquire::new().wait(wait))
+        );
+        let Some(mutex) = mutex? else {
+            beside?;
+            return Ok(None);
+        };
+        if let Err(err) = beside {
+            tracing::warn!(%err, "not taking a lease beside participants that cannot see ours");
+            let guard = ContenderGuard::node(&self.shared.framework, mutex.path());
+            self.give_back(&mutex, guard).await;
+            return Err(err);
+        }
+        self.leases_under(&mutex, n, wait).await
+    }
+
+    /// Lists the semaphore's path and refuses participants of another
+    /// family there.
+    async fn check_path(&self) -> Result<()> {
+        let path = self.shared.path.to_string();
+        let listed = self
+            .shared
+            .framework
+            .call_with_retry(|client| {
+                let path = path.clone();
+                async move { client.list_children(&path).await }
+            })
+            .await;
+        match listed {
+            Ok(children) => check_family(Family::CuratorSemaphore, &path, &children),
+            Err(Error::NoNode { .. }) => Ok(()),
+            Err(err) => Err(err),
         }
     }
 

@@ -44,12 +44,10 @@ pub(super) async fn create_ours(
     revocation: Option<&Revocation>,
 ) -> Result<Ours> {
     let node_kind = lock.driver.participant_node();
-    let name_prefix = format!(
-        "{}{}-{}",
-        path::PROTECTED_PREFIX,
-        crate::random::node_id(),
-        lock.lock_name
-    );
+    let name_prefix = lock
+        .driver
+        .layout()
+        .node_prefix(crate::random::node_id(), &lock.lock_name);
     let (create_name, mode) = match &node_kind {
         ParticipantNode::EphemeralSequential => {
             (name_prefix.clone(), zk::CreateMode::EphemeralSequential)

@@ -10,6 +10,7 @@
 
 use std::fmt;
 
+use super::layout::Layout;
 use crate::path::{strip_protection, Sequence};
 use crate::{Error, LockLoss, Result};
 
@@ -108,10 +109,34 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
         ParticipantNode::EphemeralSequential
     }
 
+    /// Whose protocol the participant nodes follow: how they are named,
+    /// how they sort by default, and which other participants cannot see
+    /// them (see [`Layout`]). Defaults to [`Layout::Curator`].
+    fn layout(&self) -> Layout {
+        Layout::Curator
+    }
+
     /// The sort key of child `name` of a lock whose nodes are named
-    /// `lock_name`. Defaults to [`standard_sort_key`].
+    /// `lock_name`. Defaults to [`Layout::sort_key`] of the driver's
+    /// [`layout`](LockInternalsDriver::layout) ([`standard_sort_key`] for
+    /// Curator's).
     fn sort_key(&self, name: &str, lock_name: &str) -> SortKey {
-        standard_sort_key(name, lock_name)
+        self.layout().sort_key(name, lock_name)
+    }
+
+    /// Looks at every listing of the lock's `path` (its `children`, as
+    /// listed) before anything is decided, and refuses to go on where
+    /// participants are that cannot see ours. An `Err` ends the acquire
+    /// (our node is given back first). Defaults to
+    /// [`layout::check_children`](super::layout::check_children) for the
+    /// driver's layout: participants of any known family other than ours
+    /// are a [`Error::LayoutConflict`]; children carrying our `lock_name`
+    /// and a sequence, and children no known recipe writes, are left alone.
+    ///
+    /// # Errors
+    /// [`Error::LayoutConflict`], or a refusal of your own.
+    fn check_children(&self, path: &str, children: &[String], lock_name: &str) -> Result<()> {
+        super::layout::check_children(self.layout(), lock_name, path, children)
     }
 
     /// Given the children sorted by [`LockInternalsDriver::sort_key`] and our

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use super::driver::LockInternalsDriver;
 use crate::{path, Error, Framework, Result};
 
-/// The longest participant node name: the protection prefix
-/// (`_c_` + a UUID + `-`), the lock name and a ten-digit sequence.
-const PROTECTED_NAME_EXTRA: usize = 3 + 36 + 1 + 10;
+/// The longest sequence the server appends to a participant's name.
+const SEQUENCE_LEN: usize = 10;
 
 /// The shared acquire/release machinery of the lock recipes.
 #[derive(Clone)]
@@ -93,7 +92,8 @@ impl LockInternals {
     /// # Errors
     /// [`Error::RequestTooLarge`], naming the create's size and the limit.
     pub fn check_node_data(&self, data: &[u8]) -> Result<()> {
-        let name = "x".repeat(PROTECTED_NAME_EXTRA + self.lock_name.len());
+        let prefix = self.driver.layout().max_prefix_len();
+        let name = "x".repeat(prefix + self.lock_name.len() + SEQUENCE_LEN);
         let node = path::join(&self.base_path, &name);
         let acl = self.framework.acl_for_path(&node);
         let create = crate::packet::Op::create_with(

@@ -92,6 +92,17 @@ pub(super) async fn attempt(
                 LockLoss::NodeDeleted,
             )));
         }
+        // Participants that cannot see ours (another library's layout,
+        // another recipe): queueing beside them could give two holders, so
+        // our node goes at once and the acquire fails.
+        if let Err(err) = lock
+            .driver
+            .check_children(&lock.base_path, &sorted, &lock.lock_name)
+        {
+            tracing::warn!(%err, "not queueing beside participants that cannot see ours");
+            withdraw(lock, session, ours.guard, &ours.path).await;
+            return Err(Failure::Fail(err));
+        }
         // A driver's own refusal ends the acquire; it is not restarted.
         let decision = lock
             .driver
@@ -321,6 +332,8 @@ pub(super) async fn resume(lock: &LockInternals, lost: &Hold) -> Result<Option<H
                     tracing::info!(node = %node.path(), "the node is gone; nothing to resume");
                     return Ok(None);
                 }
+                lock.driver
+                    .check_children(&lock.base_path, &sorted, &lock.lock_name)?;
                 let decision = lock
                     .driver
                     .gets_the_lock(&sorted, node.name(), lock.max_leases)?;

@@ -391,3 +391,15 @@ fn protection_helpers() {
     }
     assert_eq!(PROTECTED_PREFIX, "_c_");
 }
+
+#[test]
+fn cut_keeps_short_text_and_shortens_long_text_on_a_character_boundary() {
+    assert_eq!(cut("/a/b"), "/a/b");
+    let exact = "x".repeat(MESSAGE_CUT);
+    assert_eq!(cut(&exact), exact);
+    let long = "é".repeat(100_000);
+    let shown = cut(&long);
+    assert!(shown.starts_with(&"é".repeat(MESSAGE_CUT)), "{shown}");
+    assert!(shown.ends_with("… (200000 bytes in all)"), "{shown}");
+    assert!(shown.chars().count() < MESSAGE_CUT + 40);
+}

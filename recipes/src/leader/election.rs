@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    until_held, Acquire, Hold, LockInternals, LockInternalsDriver, Wait,
+    until_held, Acquire, Hold, Layout, LockInternals, LockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, LockLoss, Result};
 
@@ -20,6 +20,7 @@ use super::participant::{read_participants, Participant};
 use super::proclaim::Proclaimer;
 use super::revocation::Revocation;
 use super::term::{LeaderTerm, Leadership};
+use crate::layout::mutex_lock_name;
 
 /// The queue discipline of an election: the lock engine's standard rule
 /// (the first participant leads; each waiter watches only the node right
@@ -28,9 +29,13 @@ use super::term::{LeaderTerm, Leadership};
 /// elections list their participants, and a candidate parked in the
 /// engine's in-process queue would be missing from that list.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ElectionDriver;
+pub(crate) struct ElectionDriver(Layout);
 
-impl LockInternalsDriver for ElectionDriver {}
+impl LockInternalsDriver for ElectionDriver {
+    fn layout(&self) -> Layout {
+        self.0
+    }
+}
 
 /// What a participant's status and its leadership streams need of a
 /// term: telling terms apart (clones of one term are equal), and whether
@@ -196,17 +201,24 @@ impl fmt::Debug for Election {
 }
 
 impl Election {
-    /// A participant on `path` whose nodes are named `lock_name` and carry
-    /// `id` (the framework's default node data when `id` is empty). Checks
-    /// everything that can be checked without sending anything.
+    /// A participant on `path` whose nodes are named `lock_name` in
+    /// Curator's layout (in kazoo's, every election's nodes are a kazoo
+    /// `Lock`'s, as kazoo's `Election` makes them) and carry `id` (the
+    /// framework's default node data when `id` is empty). Checks everything
+    /// that can be checked without sending anything.
     pub(crate) fn new(
         framework: Framework,
         path: &str,
+        layout: Layout,
         lock_name: &str,
         id: String,
     ) -> Result<Self> {
-        let internals =
-            LockInternals::new(framework, path, lock_name, 1, Arc::new(ElectionDriver))?;
+        let lock_name = match layout {
+            Layout::Curator => lock_name,
+            _ => mutex_lock_name(layout),
+        };
+        let driver = Arc::new(ElectionDriver(layout));
+        let internals = LockInternals::new(framework, path, lock_name, 1, driver)?;
         let data = id.as_bytes().to_vec();
         internals.check_node_data(&data)?;
         Ok(Election {

@@ -13,7 +13,7 @@ use super::election::{Candidate, Election, Next};
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
-use crate::layout::LATCH_NAME;
+use crate::layout::{Layout, LATCH_NAME};
 
 /// How [`LeaderLatch::close_with`] tells the latch's listeners and streams
 /// (Curator's `CloseMode`).
@@ -280,7 +280,23 @@ impl LeaderLatch {
     /// [`Error::RequestTooLarge`] for an id too long for the framework's
     /// packet limit. Nothing is sent.
     pub fn new(framework: Framework, path: &str, id: impl Into<String>) -> Result<Self> {
-        let election = Election::new(framework, path, LATCH_NAME, id.into())?;
+        Self::with_layout(framework, path, id, Layout::Curator)
+    }
+
+    /// As [`new`](Self::new), in `layout`. In [`Layout::Kazoo`] the latch
+    /// is a participant of kazoo's `Election` (its nodes are a kazoo
+    /// `Lock`'s, `<uuid hex>__lock__<seq>`): a Python service's `Election`
+    /// on the same path and this latch lead one at a time.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_layout(
+        framework: Framework,
+        path: &str,
+        id: impl Into<String>,
+        layout: Layout,
+    ) -> Result<Self> {
+        let election = Election::new(framework, path, layout, LATCH_NAME, id.into())?;
         Ok(LeaderLatch {
             inner: Arc::new(Inner {
                 core: Arc::new(Core {

@@ -19,6 +19,7 @@ use super::election::{Candidate, Election, Next};
 use super::sealed::Sealed as _;
 use super::term::{LeaderTerm, Leadership};
 use super::LeaderElection;
+use crate::layout::Layout;
 use crate::mutex::LOCK_NAME;
 
 /// Whether a selector's streams end with a last [`Leadership::NotLeader`]
@@ -209,7 +210,24 @@ impl LeaderSelector {
         id: impl Into<String>,
         listener: impl LeaderSelectorListener,
     ) -> Result<Self> {
-        let election = Election::new(framework, path, LOCK_NAME, id.into())?;
+        Self::with_layout(framework, path, id, Layout::Curator, listener)
+    }
+
+    /// As [`with_id`](Self::with_id), in `layout`. In [`Layout::Kazoo`] the
+    /// selector is a participant of kazoo's `Election` (its nodes are a
+    /// kazoo `Lock`'s): a Python service's `Election` on the same path and
+    /// this selector lead one at a time.
+    ///
+    /// # Errors
+    /// As [`with_id`](Self::with_id).
+    pub fn with_layout(
+        framework: Framework,
+        path: &str,
+        id: impl Into<String>,
+        layout: Layout,
+        listener: impl LeaderSelectorListener,
+    ) -> Result<Self> {
+        let election = Election::new(framework, path, layout, LOCK_NAME, id.into())?;
         Ok(LeaderSelector {
             inner: Arc::new(Inner {
                 core: Arc::new(Core {

@@ -26,6 +26,7 @@ use self::driver::{DowngradeDriver, ReadDriver, WriteDriver, READ_LOCK_NAME, WRI
 pub use self::guard::{ReadGuard, RwGuard, WriteGuard};
 pub use self::half::{Half, LockHalf, ReadHalf, ReadLock, WriteHalf, WriteLock};
 use crate::held::{would_deadlock, Guards, Held};
+use crate::layout::{read_write_lock_names, Layout};
 use crate::reentrant::Reentrant;
 
 /// Which half of the lock (crate-internal: the module is private).
@@ -54,6 +55,7 @@ impl Side {
 }
 
 struct Shared {
+    layout: Layout,
     data: Arc<[u8]>,
     read: Side,
     write: Side,
@@ -192,6 +194,27 @@ impl InterProcessReadWriteLock {
     /// As [`new`](Self::new); [`Error::RequestTooLarge`] for data too large
     /// for the framework's packet limit. Nothing is sent.
     pub fn with_data(framework: Framework, path: &str, data: &[u8]) -> Result<Self> {
+        Self::with_layout(framework, path, Layout::Curator, data)
+    }
+
+    /// A read-write lock on `path` in `layout`, its participant nodes
+    /// carrying `data`. In [`Layout::Kazoo`] its readers and writers are
+    /// kazoo's: a reader's node is a kazoo `ReadLock`'s
+    /// (`<uuid hex>__rlock__<seq>`), a writer's a kazoo `WriteLock`'s
+    /// (`<uuid hex>__lock__<seq>`), so a Python service's `ReadLock` and
+    /// `WriteLock` on the same path exclude ours and ours theirs. (A plain
+    /// kazoo `Lock` names its nodes as a writer does but, by kazoo's rule,
+    /// does not wait for readers: beside readers, use its `WriteLock`.)
+    ///
+    /// # Errors
+    /// As [`with_data`](Self::with_data).
+    pub fn with_layout(
+        framework: Framework,
+        path: &str,
+        layout: Layout,
+        data: &[u8],
+    ) -> Result<Self> {
+        let (read_name, write_name) = read_write_lock_names(layout);
         let side = |lock_name: &str, max_leases: u32, driver: Arc<dyn LockInternalsDriver>| {
             LockInternals::new(framework.clone(), path, lock_name, max_leases, driver).map(
                 |internals| Side {
@@ -202,12 +225,13 @@ impl InterProcessReadWriteLock {
                 },
             )
         };
-        let write = side(WRITE_LOCK_NAME, 1, Arc::new(WriteDriver))?;
-        let read = side(READ_LOCK_NAME, u32::MAX, Arc::new(ReadDriver))?;
+        let write = side(write_name, 1, Arc::new(WriteDriver(layout)))?;
+        let read = side(read_name, u32::MAX, Arc::new(ReadDriver(layout)))?;
         write.internals.check_node_data(data)?;
         read.internals.check_node_data(data)?;
         Ok(InterProcessReadWriteLock {
             shared: Arc::new(Shared {
+                layout,
                 data: data.into(),
                 read,
                 write,
@@ -313,11 +337,12 @@ impl Shared {
             // writer of this process (cohort hand-off) while we read.
             write_hold.keep_from_passing();
             let framework = self.read.internals.framework();
-            let driver = DowngradeDriver::new(write_hold.node().name())?;
+            let layout = self.layout;
+            let driver = DowngradeDriver::new(layout, write_hold.node().name())?;
             let internals = LockInternals::new(
                 framework.clone(),
                 self.path(),
-                READ_LOCK_NAME,
+                read_write_lock_names(layout).0,
                 u32::MAX,
                 Arc::new(driver),
             )?;
