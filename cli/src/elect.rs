@@ -29,7 +29,8 @@ use crate::acl::AclArgs;
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
-use crate::exit::Failure;
+use crate::exit::{shown, Failure};
+use crate::id::check_id;
 use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out, Ending};
 
 /// Options of `elect`.
@@ -38,9 +39,10 @@ pub(crate) struct ElectArgs {
     /// The election's path, e.g. /services/compactor/leader.
     pub(crate) path: String,
     /// This participant's id, stored as its node's data (Curator's
-    /// participant id; `leader` shows it): not empty, no control
-    /// characters. Without it, the node carries this host's name and this
-    /// process's id.
+    /// participant id; `leader` shows it): not empty, at most 1024 bytes,
+    /// no control characters (line breaks, tabs, escapes), as for `lock
+    /// --id`; checked before anything is sent (exit 64). Without it, the
+    /// node carries this host's name and this process's id.
     #[arg(long, value_name = "TEXT")]
     pub(crate) id: Option<String>,
     /// The value this process proclaims while it leads (its address, say):
@@ -94,28 +96,13 @@ impl ElectArgs {
                 Some(value)
             }
             (None, Some(file)) => Some(std::fs::read(file).map_err(|err| {
-                Failure::usage(format!("--value-file {}: {err}", file.display()))
+                let file = file.display().to_string();
+                Failure::usage(format!("--value-file {}: {err}", shown(&file)))
             })?),
             (None, None) => None,
         };
         Ok(())
     }
-}
-
-/// Refuses an `--id` that is empty (leave it out to get the holder
-/// identity) or holds control characters (ids are shown one per line).
-fn check_id(id: &str) -> Result<(), Failure> {
-    if id.is_empty() {
-        return Err(Failure::usage(
-            "--id is empty; leave it out to store this host's name and process id instead",
-        ));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(Failure::usage(format!(
-            "--id {id:?} holds control characters"
-        )));
-    }
-    Ok(())
 }
 
 /// The latch this run takes part with, on a framework not started yet: a
@@ -131,7 +118,7 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
                 "--id is too long ({} bytes) for a node's data: {err}",
                 id.len()
             )),
-            err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
+            err => Failure::usage(format!("cannot take part in {}: {err}", shown(&args.path))),
         })?;
     // It steps down when asked (`zk-curator revoke PATH`), as `lock`
     // releases when revoked.
@@ -166,7 +153,13 @@ async fn run_open(
     answered: &mut bool,
 ) -> Result<u8, Failure> {
     let path = args.path.as_str();
-    let joining = |err: Error| Failure::zk(format!("cannot take part in the election {path}"), err);
+    let shown_path = shown(path).to_string();
+    let joining = |err: Error| {
+        Failure::zk(
+            format!("cannot take part in the election {shown_path}"),
+            err,
+        )
+    };
     latch.start().map_err(joining)?;
     let waited = async {
         match args.timeout {
@@ -174,7 +167,7 @@ async fn run_open(
             None => latch.await_leadership().await.map(Some),
         }
     };
-    let what = format!("leadership of {path}");
+    let what = format!("leadership of {shown_path}");
     let led = tokio::select! {
         led = waited => led,
         signal = signals.recv() => {
@@ -191,7 +184,7 @@ async fn run_open(
         Err(err) => {
             // Told before leaving: a refusal by an ACL may ask the server
             // who this session is.
-            let what = format!("cannot take part in the election {path}");
+            let what = format!("cannot take part in the election {shown_path}");
             let failure = args
                 .acl
                 .refusal

@@ -23,6 +23,7 @@ mod duration;
 mod elect;
 mod exit;
 mod guard;
+mod id;
 mod leader;
 mod lock;
 mod locks;
@@ -51,8 +52,9 @@ Exit codes:
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH or ZK_SASL, a TLS file that
        cannot be read or a client certificate TLS cannot use (X.509 v1, not
-       DER, not matching --tls-key), an `elect --id` that is empty, too long
-       or holds control characters, a malformed `--acl`); nothing is sent
+       DER, not matching --tls-key), a `lock --id` or `elect --id` that is
+       empty, longer than 1024 bytes or holds control characters, a
+       malformed `--acl`); nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout, or
@@ -84,9 +86,10 @@ Exit codes:
 const LOCK_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
-  64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH, a malformed --acl); nothing
-       is sent
+  64   usage error (bad arguments or path, an --id that is empty, longer
+       than 1024 bytes or holds control characters, malformed --zk /
+       ZK_CONNECT, no ensemble given, malformed ZK_AUTH, a malformed
+       --acl); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
@@ -110,8 +113,8 @@ Exit codes:
 const ELECT_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
-  64   usage error (bad arguments or path, an --id that is empty, too long
-       or holds control characters, malformed --zk / ZK_CONNECT, no
+  64   usage error (bad arguments or path, an --id that is empty, longer
+       than 1024 bytes or holds control characters, malformed --zk / ZK_CONNECT, no
        ensemble given, malformed ZK_AUTH, a malformed --acl); nothing is
        sent
   69   ZooKeeper could not be reached within the connection timeout, or
@@ -371,18 +374,40 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("zk-curator: {}", failure.message);
+                let inputs = user_inputs();
+                let message = exit::cut_inputs(&failure.message, inputs.iter().map(String::as_str));
+                eprintln!("zk-curator: {message}");
             }
             ExitCode::from(failure.code)
         }
     }
 }
 
+/// What the user gave: the arguments (and the value of each `--flag=value`)
+/// and `ZK_CONNECT`, for [`exit::cut_inputs`].
+fn user_inputs() -> Vec<String> {
+    let mut inputs: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let values: Vec<String> = inputs
+        .iter()
+        .filter(|arg| arg.starts_with("--"))
+        .filter_map(|arg| arg.split_once('=').map(|(_, value)| value.to_owned()))
+        .collect();
+    inputs.extend(values);
+    inputs.extend(std::env::var("ZK_CONNECT"));
+    // The longest first, so that an input inside another is not cut apart
+    // before the one holding it.
+    inputs.sort_by_key(|input| std::cmp::Reverse(input.len()));
+    inputs
+}
+
 /// Refuses a malformed path (of a lock, of an election: `what`) before
 /// anything is sent.
 fn check_path(path: &str, what: &str) -> Result<(), Failure> {
     validate_recipe_path(path)
-        .map_err(|err| Failure::usage(format!("bad {what} path {path:?}: {err}")))
+        .map_err(|err| Failure::usage(format!("bad {what} path {:?}: {err}", exit::shown(path))))
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
@@ -390,6 +415,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Server(args) => server::run(args).await,
         Command::Lock(mut args) => {
             check_path(&args.path, "lock")?;
+            if let Some(id) = &args.id {
+                id::check_id(id)?;
+            }
             let mut settings = connect::Settings::from_args(&args.connect)?;
             settings.set_node_acl(args.acl.settle(settings.identity())?);
             // Signals are taken over before connecting, so that an interrupt
@@ -408,6 +436,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Elect(mut args) => {
             check_path(&args.path, "election")?;
+            if let Some(id) = &args.id {
+                id::check_id(id)?;
+            }
             args.read_value()?;
             let mut settings = connect::Settings::from_args(&args.connect)?;
             settings.set_node_acl(args.acl.settle(settings.identity())?);

@@ -1,0 +1,154 @@
+//! A command line that never misleads (issue 44): signals end `lock` and
+//! `elect` at every stage, values and ids over the limits are refused before
+//! anything is sent, a host that does not resolve is named, a session
+//! timeout the server changed is told, and long inputs are cut in messages.
+//!
+//! Servers here are the test server (embedded by default) or plain
+//! listeners of the test's own: one that never accepts (its connections
+//! wait in the backlog, unanswered), which also tells whether anything
+//! connected at all.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::net::TcpListener;
+use std::process::{Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use zk_curator_testing::TestingServer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
+/// The bound on one wait for a condition or a process.
+const WAIT_LIMIT: Duration = Duration::from_secs(20);
+
+fn server() -> &'static TestingServer {
+    static SERVER: OnceLock<TestingServer> = OnceLock::new();
+    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
+}
+
+/// `zk-curator args` against `hosts`; output captured, killed if dropped.
+fn zkc(hosts: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("ZK_CONNECT", hosts)
+        .env_remove("ZK_AUTH")
+        .env_remove("ZK_SASL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn finish(child: Child) -> Output {
+    tokio::time::timeout(WAIT_LIMIT, child.wait_with_output())
+        .await
+        .expect("zk-curator did not exit")
+        .unwrap()
+}
+
+async fn output(hosts: &str, args: &[&str]) -> Output {
+    finish(zkc(hosts, args).spawn().unwrap()).await
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A listener on 127.0.0.1 that never accepts: a connection to it is made
+/// by the kernel and then waits, never read, never answered.
+struct Silent(TcpListener);
+
+impl Silent {
+    fn new() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Silent(listener)
+    }
+
+    fn address(&self) -> String {
+        self.0.local_addr().unwrap().to_string()
+    }
+
+    /// Whether a connection waits in its backlog (taken, so asked once).
+    fn was_connected(&self) -> bool {
+        self.0.accept().is_ok()
+    }
+}
+
+/// Item 5: user input echoed in an error is cut to a sane length, which
+/// the message states.
+#[tokio::test(flavor = "multi_thread")]
+async fn long_inputs_are_cut_in_messages() {
+    let long = "a".repeat(100_000);
+    let path = format!("/{long}");
+    let path_in_zookeeper = format!("/zookeeper/{long}");
+    let host = format!("{long}:notaport");
+    let silent = Silent::new();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["locks", &long],
+        vec!["locks", &path],
+        vec!["leader", &path_in_zookeeper],
+        vec!["lock", &long, "--", "true"],
+        vec!["elect", &path, "--id", &long, "--", "true"],
+        vec!["lock", "/x", "--id", &long, "--", "true"],
+        vec!["revoke", "/x", "--node", &path],
+        vec!["locks", "/x", "--zk", &host],
+    ];
+    for args in cases {
+        let out = output(&silent.address(), &args).await;
+        let err = stderr(&out);
+        let what = format!("{:?}", args[0]);
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{what}: {}",
+            &err[..err.len().min(500)]
+        );
+        assert!(
+            err.len() < 1_000,
+            "{what}: {} bytes: {}",
+            err.len(),
+            &err[..500]
+        );
+        assert!(err.contains("characters"), "{what}: {err}");
+    }
+    assert!(!silent.was_connected(), "a connection was tried");
+}
+
+/// Item 6: `lock --id` and `elect --id` follow one rule, checked before
+/// anything is sent: not empty, no control characters, not too long.
+#[tokio::test(flavor = "multi_thread")]
+async fn ids_follow_one_rule_for_lock_and_elect() {
+    let long = "i".repeat(2_000);
+    for verb in ["lock", "elect"] {
+        for id in ["", "two\nlines", "esc\x1b[31mred", long.as_str()] {
+            let silent = Silent::new();
+            let args = [
+                verb,
+                "/limits/ids",
+                "--id",
+                id,
+                "--connection-timeout",
+                "2s",
+                "--",
+                "true",
+            ];
+            let out = output(&silent.address(), &args).await;
+            let err = stderr(&out);
+            let what = format!("{verb} --id {:?}", &id[..id.len().min(20)]);
+            assert_eq!(out.status.code(), Some(64), "{what}: {err}");
+            assert!(err.contains("--id"), "{what}: {err}");
+            assert!(!silent.was_connected(), "{what}: a connection was tried");
+        }
+        // The rule's edge: an id at the limit is taken.
+        let fits = "i".repeat(1_024);
+        let out = output(
+            &server().connect_string(),
+            &[verb, "/limits/ids-fit", "--id", &fits, "--", "true"],
+        )
+        .await;
+        assert!(out.status.success(), "{verb}: {}", stderr(&out));
+    }
+}
