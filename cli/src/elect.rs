@@ -199,8 +199,16 @@ async fn run_open(
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
         // command's run below reports.
-        if let Err(err) = term.proclaim(value.as_slice()).await {
-            tracing::warn!(%err, "the value could not be proclaimed");
+        tokio::select! {
+            proclaimed = term.proclaim(value.as_slice()) => {
+                if let Err(err) = proclaimed {
+                    tracing::warn!(%err, "the value could not be proclaimed");
+                }
+            }
+            signal = signals.recv() => {
+                give_back(latch.close(), term.path(), answered).await;
+                return Ok(gave_up_waiting(signal, &what));
+            }
         }
     }
 

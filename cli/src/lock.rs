@@ -231,10 +231,13 @@ async fn run_open(
     mut signals: Signals,
     answered: &mut bool,
 ) -> Result<u8, Failure> {
-    warn_of_other_recipes(framework, &args).await;
     let revoked = Arc::new(Notify::new());
+    let acquiring = async {
+        warn_of_other_recipes(framework, &args).await;
+        acquire(framework, &args, &revoked).await
+    };
     let acquired = tokio::select! {
-        acquired = acquire(framework, &args, &revoked) => acquired,
+        acquired = acquiring => acquired,
         // Dropping the acquire deletes our node: we leave the queue.
         signal = signals.recv() => {
             return Ok(gave_up_waiting(signal, &shown(&args.path).to_string()));
@@ -275,6 +278,12 @@ async fn run_open(
 /// (128 + N, as a shell gives for a command ended by signal N).
 pub(crate) fn gave_up_waiting(signal: Signal, path: &str) -> u8 {
     eprintln!("zk-curator: {signal} received while waiting for {path}; gave up");
+    signal_code(signal)
+}
+
+/// The code for giving up on `signal`: 128 + N, as a shell gives for a
+/// command ended by signal N.
+pub(crate) fn signal_code(signal: Signal) -> u8 {
     u8::try_from(128 + signal as i32).unwrap_or(OTHER)
 }
 

@@ -77,8 +77,9 @@ Exit codes:
   126  `lock`, `elect`: the command could not be executed
   127  `lock`, `elect`: the command was not found
   128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
-        or zk-curator got signal N while still waiting for the lock or for
-        leadership
+        or zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for the lock
+        or for leadership; it then ends at once, leaving nothing behind
   141  `locks`, `leader`, `revoke`: whoever read the output stopped reading
        (`| head -1`); ends quietly, as SIGPIPE ends other commands";
 
@@ -107,7 +108,9 @@ Exit codes:
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
-        zk-curator got signal N while still waiting for the lock";
+        zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for the
+        lock; it then ends at once, leaving nothing queued";
 
 /// The exit codes of `elect`.
 const ELECT_EXIT_CODES: &str = "\
@@ -134,7 +137,9 @@ Exit codes:
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
-        zk-curator got signal N while still waiting for leadership";
+        zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for
+        leadership; it then ends at once, leaving the election";
 
 /// The exit codes of `leader`.
 const LEADER_EXIT_CODES: &str = "\
@@ -370,7 +375,11 @@ fn main() -> ExitCode {
     };
     // `run` is driven on this thread, which lives as long as the process
     // (the commands' death signal depends on it: see `child`).
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // What is left on the runtime (a connection attempt, a name being
+    // resolved) is not waited for: the process ends now.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if !failure.message.is_empty() {
@@ -403,6 +412,24 @@ fn user_inputs() -> Vec<String> {
     inputs
 }
 
+/// Starts `framework` (see [`connect::start`]) unless SIGINT, SIGTERM or
+/// SIGHUP comes first: then gives up at once with 128 + the signal's
+/// number. Nothing was created yet, so nothing is left behind; a session
+/// half made ends with the process.
+async fn start_unless_signalled(
+    framework: &zk_curator::Framework,
+    settings: &connect::Settings,
+    signals: &mut child::Signals,
+) -> Result<(), Failure> {
+    tokio::select! {
+        started = connect::start(framework, settings) => started,
+        signal = signals.recv() => Err(Failure::new(
+            lock::signal_code(signal),
+            format!("{signal} received while connecting to ZooKeeper; gave up"),
+        )),
+    }
+}
+
 /// Refuses a malformed path (of a lock, of an election: `what`) before
 /// anything is sent.
 fn check_path(path: &str, what: &str) -> Result<(), Failure> {
@@ -420,10 +447,12 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             }
             let mut settings = connect::Settings::from_args(&args.connect)?;
             settings.set_node_acl(args.acl.settle(settings.identity())?);
-            // Signals are taken over before connecting, so that an interrupt
-            // during the wait for the lock withdraws from the queue cleanly.
-            let signals = child::Signals::new()?;
-            let framework = connect::connect(&settings, args.id.as_deref()).await?;
+            // Signals are taken over before connecting: SIGINT or SIGTERM
+            // while connecting ends the run at once, and while waiting for
+            // the lock withdraws from the queue cleanly.
+            let mut signals = child::Signals::new()?;
+            let framework = connect::build(&settings, args.id.as_deref())?;
+            start_unless_signalled(&framework, &settings, &mut signals).await?;
             lock::run(&framework, args, signals).await
         }
         Command::Locks(args) => {
@@ -445,10 +474,11 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             let framework = connect::build(&settings, None)?;
             // Made before connecting, so that a bad --id sends nothing.
             let latch = elect::latch(&framework, &args)?;
-            // Signals are taken over before connecting, so that an interrupt
-            // during the wait for leadership leaves the election cleanly.
-            let signals = child::Signals::new()?;
-            connect::start(&framework, &settings).await?;
+            // Signals are taken over before connecting: SIGINT or SIGTERM
+            // while connecting ends the run at once, and while waiting for
+            // leadership leaves the election cleanly.
+            let mut signals = child::Signals::new()?;
+            start_unless_signalled(&framework, &settings, &mut signals).await?;
             elect::run(latch, args, signals).await
         }
         Command::Leader(args) => {

@@ -12,7 +12,7 @@
 use std::net::TcpListener;
 use std::process::{Output, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 use zk_curator_testing::TestingServer;
@@ -71,9 +71,95 @@ impl Silent {
         self.0.local_addr().unwrap().to_string()
     }
 
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().port()
+    }
+
     /// Whether a connection waits in its backlog (taken, so asked once).
     fn was_connected(&self) -> bool {
         self.0.accept().is_ok()
+    }
+
+    /// Whether the kernel holds an established connection to it (one not
+    /// accepted yet counts), read from `/proc/net/tcp`.
+    fn has_connection(&self) -> bool {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        let local = format!("0100007F:{:04X}", self.port());
+        table.lines().skip(1).any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"01")
+        })
+    }
+}
+
+/// Whether process `pid` catches `signal` (its handler is installed), from
+/// `SigCgt` in `/proc/PID/status`.
+fn catches(pid: u32, signal: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Item 1: SIGINT and SIGTERM end `lock` and `elect` at once while they
+/// still wait for ZooKeeper to answer, with 128 + the signal, and the
+/// command never runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn signals_end_lock_and_elect_while_connecting() {
+    for verb in ["lock", "elect"] {
+        for (name, code) in [("-INT", 130), ("-TERM", 143)] {
+            let silent = Silent::new();
+            let dir = tempfile::tempdir().unwrap();
+            let ran = dir.path().join("ran");
+            let script = format!("touch {}", ran.display());
+            let args = [
+                verb,
+                "/limits/connecting",
+                "--connection-timeout",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ];
+            let child = zkc(&silent.address(), &args).spawn().unwrap();
+            let pid = child.id().unwrap();
+            wait_for("the signal handlers", || {
+                catches(pid, 2) && catches(pid, 15)
+            })
+            .await;
+            wait_for("the connection to the silent listener", || {
+                silent.has_connection()
+            })
+            .await;
+            let sent = std::process::Command::new("kill")
+                .args([name, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+            let began = Instant::now();
+            let out = finish(child).await;
+            let took = began.elapsed();
+            let what = format!("{verb} {name}");
+            assert_eq!(out.status.code(), Some(code), "{what}: {}", stderr(&out));
+            assert!(took < Duration::from_secs(1), "{what}: took {took:?}");
+            assert!(!ran.exists(), "{what}: the command ran");
+            assert!(
+                stderr(&out).contains("connecting"),
+                "{what}: {}",
+                stderr(&out)
+            );
+        }
     }
 }
 
