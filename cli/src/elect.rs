@@ -48,7 +48,10 @@ pub(crate) struct ElectArgs {
     /// The value this process proclaims while it leads (its address, say):
     /// written through the term's fence into the election path's data, as
     /// each term begins, before the command runs. `leader` and `leader
-    /// --watch` show it; the node's data stays the id.
+    /// --watch` show it; the node's data stays the id. It must fit in one
+    /// ZooKeeper request with the election path (about 1 MiB, less some
+    /// 500 bytes and twice the path): a larger one is refused before
+    /// anything is sent (exit 64).
     #[arg(long, value_name = "TEXT")]
     pub(crate) value: Option<String>,
     /// --value read from FILE (`-`: standard input), whole, when
@@ -105,11 +108,48 @@ impl ElectArgs {
     }
 }
 
+/// What a proclamation's write carries beside the value, at most, apart
+/// from the election path: the request's and the multi's headers, the
+/// fence's check of the term's node, the data's marker naming the term (and
+/// a step-down request's target, kept when one waits), in bytes. Generous:
+/// the write's exact size depends on names made only once leading.
+const PROCLAIM_OVERHEAD: usize = 512;
+
+/// Refuses a value to proclaim that cannot fit in one request to
+/// ZooKeeper (the framework's packet limit, `jute.maxbuffer`), before
+/// anything is sent: it would otherwise fail only once leading, after the
+/// command had started without it.
+fn check_value(framework: &Framework, path: &str, value: &[u8], flag: &str) -> Result<(), Failure> {
+    let limit = framework.max_packet_size();
+    // The path is written twice: the fence's check of the term's node
+    // below it, and the write of its own data.
+    let paths = 2 * (framework.namespace().map_or(0, str::len) + path.len());
+    let most = limit.saturating_sub(PROCLAIM_OVERHEAD + paths);
+    if value.len() > most {
+        return Err(Failure::usage(format!(
+            "{flag}: the value is {} bytes, too large to proclaim: ZooKeeper takes at most \
+             {limit} bytes in one request, which leaves at most {most} bytes for a value \
+             proclaimed on {}; nothing was sent",
+            value.len(),
+            shown(path)
+        )));
+    }
+    Ok(())
+}
+
 /// The latch this run takes part with, on a framework not started yet: a
 /// path or an id the latch refuses is a usage error, and nothing is sent.
 pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLatch, Failure> {
     if let Some(id) = &args.id {
         check_id(id)?;
+    }
+    if let Some(value) = &args.proclaimed {
+        let flag = if args.value.is_some() {
+            "--value"
+        } else {
+            "--value-file"
+        };
+        check_value(framework, &args.path, value, flag)?;
     }
     let id = args.id.clone().unwrap_or_default();
     let latch =
@@ -274,6 +314,23 @@ mod tests {
         let failure = refusal(&"x".repeat(0x10_0000));
         assert_eq!(failure.code, USAGE, "{}", failure.message);
         assert!(failure.message.contains("too long"), "{}", failure.message);
+    }
+
+    /// The bound on a value is the packet limit less what the write
+    /// carries beside it: a value at the bound is taken, one byte more is
+    /// refused, naming both sizes.
+    #[test]
+    fn a_value_over_the_packet_limit_is_a_usage_error() {
+        let cli =
+            Cli::try_parse_from(["elect", "/e", "--zk", "127.0.0.1:1", "--", "true"]).unwrap();
+        let settings = Settings::from_args(&cli.args.connect).unwrap();
+        let framework = build(&settings, None).unwrap();
+        let most = framework.max_packet_size() - PROCLAIM_OVERHEAD - 2 * "/e".len();
+        assert!(check_value(&framework, "/e", &vec![0; most], "--value").is_ok());
+        let failure = check_value(&framework, "/e", &vec![0; most + 1], "--value").unwrap_err();
+        assert_eq!(failure.code, USAGE);
+        let size = format!("{} bytes", most + 1);
+        assert!(failure.message.contains(&size), "{}", failure.message);
     }
 
     #[test]

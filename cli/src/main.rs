@@ -53,8 +53,10 @@ Exit codes:
        no ensemble given, malformed ZK_AUTH or ZK_SASL, a TLS file that
        cannot be read or a client certificate TLS cannot use (X.509 v1, not
        DER, not matching --tls-key), a `lock --id` or `elect --id` that is
-       empty, longer than 1024 bytes or holds control characters, a
-       malformed `--acl`); nothing is sent
+       empty, longer than 1024 bytes or holds control characters, an
+       `elect --value` or `--value-file` too large for one ZooKeeper
+       request (the message gives both sizes), a malformed `--acl`);
+       nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout, or
@@ -117,9 +119,10 @@ const ELECT_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
   64   usage error (bad arguments or path, an --id that is empty, longer
-       than 1024 bytes or holds control characters, malformed --zk / ZK_CONNECT, no
-       ensemble given, malformed ZK_AUTH, a malformed --acl); nothing is
-       sent
+       than 1024 bytes or holds control characters, a --value or
+       --value-file too large for one ZooKeeper request (the message gives
+       both sizes), malformed --zk / ZK_CONNECT, no ensemble given,
+       malformed ZK_AUTH, a malformed --acl); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or

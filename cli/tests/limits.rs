@@ -163,6 +163,33 @@ async fn signals_end_lock_and_elect_while_connecting() {
     }
 }
 
+/// Item 2: a value too large for one request is refused before anything is
+/// sent, naming its size and the limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_value_over_the_packet_limit_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("value");
+    std::fs::write(&file, vec![b'v'; 2 * 1024 * 1024]).unwrap();
+    let silent = Silent::new();
+    let file = file.display().to_string();
+    let args = [
+        "elect",
+        "/limits/value",
+        "--value-file",
+        &file,
+        "--connection-timeout",
+        "2s",
+        "--",
+        "true",
+    ];
+    let out = output(&silent.address(), &args).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("2097152 bytes"), "{err}");
+    assert!(err.contains("1048575 bytes"), "the limit: {err}");
+    assert!(!silent.was_connected(), "a connection was tried");
+}
+
 /// Item 5: user input echoed in an error is cut to a sane length, which
 /// the message states.
 #[tokio::test(flavor = "multi_thread")]
