@@ -190,6 +190,42 @@ async fn a_value_over_the_packet_limit_is_a_usage_error() {
     assert!(!silent.was_connected(), "a connection was tried");
 }
 
+/// Item 4: a session timeout the server changed is told, once; one it
+/// granted is not mentioned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_timeout_the_server_changed_is_told() {
+    let hosts = server().connect_string();
+    for asked in ["1ms", "100h"] {
+        let out = output(
+            &hosts,
+            &[
+                "lock",
+                "/limits/session-timeout",
+                "--session-timeout",
+                asked,
+                "--",
+                "true",
+            ],
+        )
+        .await;
+        let err = stderr(&out);
+        assert!(out.status.success(), "{asked}: {err}");
+        let told = format!("not the {asked} asked for");
+        assert_eq!(err.matches(&told).count(), 1, "{asked}: {err}");
+        assert!(
+            err.contains("the server gave a session timeout of"),
+            "{err}"
+        );
+    }
+    let out = output(&hosts, &["lock", "/limits/session-timeout", "--", "true"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("session timeout"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Item 5: user input echoed in an error is cut to a sane length, which
 /// the message states.
 #[tokio::test(flavor = "multi_thread")]

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use zk_curator::{ConnectionState, Framework};
 
+use crate::duration::show_duration;
 use crate::exit::{Failure, UNAVAILABLE};
 use settings::Sasl;
 pub(crate) use settings::{without_credentials, ConnectArgs, Settings};
@@ -123,7 +124,26 @@ pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<
             ),
         ));
     }
+    tell_session_timeout(framework, settings);
     Ok(())
+}
+
+/// Says on stderr, once, when the server gave the first session another
+/// timeout than the one asked for (it keeps it between its own minimum and
+/// maximum): how soon a lost connection ends a hold depends on it.
+fn tell_session_timeout(framework: &Framework, settings: &Settings) {
+    let Some(session) = framework.current_session() else {
+        return;
+    };
+    let given = session.client().session_timeout();
+    let asked = settings.session_timeout;
+    if given.as_millis() != asked.as_millis() {
+        eprintln!(
+            "zk-curator: the server gave a session timeout of {}, not the {} asked for",
+            show_duration(given),
+            show_duration(asked)
+        );
+    }
 }
 
 /// Closes the framework without waiting long for a server that may be gone.

@@ -53,7 +53,9 @@ pub(crate) struct ConnectArgs {
     /// A namespace (chroot) every path is relative to.
     #[arg(long, value_name = "PATH")]
     pub(crate) namespace: Option<String>,
-    /// The ZooKeeper session timeout asked for.
+    /// The ZooKeeper session timeout asked for. The server keeps it within
+    /// its own bounds (by default 2 to 20 ticks: 4s to 40s); when it gives
+    /// another, zk-curator says so on stderr.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = parse_duration)]
     pub(crate) session_timeout: Duration,
     /// How long to wait for a connection before giving up (exit 69).
