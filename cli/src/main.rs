@@ -62,8 +62,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...);
        `lock`, `elect`: at once when a node's ACL refuses them, the
        message naming the path and the identity used
@@ -96,8 +97,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   refused by the ACL of the lock path (or of a node above it), or an
        ACL the server calls invalid (`auth` with no identity): at once,
        the message naming the path and the identity used; any other error
@@ -126,8 +128,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   refused by the ACL of the election path (or of a node above it), or
        an ACL the server calls invalid (`auth` with no identity): at once,
        the message naming the path and the identity used; any other error
@@ -154,8 +157,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -167,8 +171,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `revoke`.
@@ -182,8 +187,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `server`.

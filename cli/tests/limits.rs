@@ -190,6 +190,38 @@ async fn a_value_over_the_packet_limit_is_a_usage_error() {
     assert!(!silent.was_connected(), "a connection was tried");
 }
 
+/// Item 3: a host name that does not resolve is said so: at once when no
+/// host of the ensemble resolves, among the reasons at the timeout when
+/// another host resolves but does not answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_does_not_resolve_is_named() {
+    let began = Instant::now();
+    let out = output(
+        "no-such-host.invalid:2181",
+        &["locks", "/x", "--connection-timeout", "10s"],
+    )
+    .await;
+    let took = began.elapsed();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(
+        err.contains("no-such-host.invalid") && err.contains("does not resolve"),
+        "{err}"
+    );
+    assert!(!err.contains("timed out"), "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}: {err}");
+
+    let silent = Silent::new();
+    let hosts = format!("no-such-host.invalid:2181,{}", silent.address());
+    let out = output(&hosts, &["locks", "/x", "--connection-timeout", "1s"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(
+        err.contains("no-such-host.invalid") && err.contains("does not resolve"),
+        "{err}"
+    );
+}
+
 /// Item 4: a session timeout the server changed is told, once; one it
 /// granted is not mentioned.
 #[tokio::test(flavor = "multi_thread")]
