@@ -29,7 +29,8 @@ use crate::acl::AclArgs;
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
-use crate::exit::Failure;
+use crate::exit::{shown, Failure};
+use crate::id::check_id;
 use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out, Ending};
 
 /// Options of `elect`.
@@ -38,15 +39,19 @@ pub(crate) struct ElectArgs {
     /// The election's path, e.g. /services/compactor/leader.
     pub(crate) path: String,
     /// This participant's id, stored as its node's data (Curator's
-    /// participant id; `leader` shows it): not empty, no control
-    /// characters. Without it, the node carries this host's name and this
-    /// process's id.
+    /// participant id; `leader` shows it): not empty, at most 1024 bytes,
+    /// no control characters (line breaks, tabs, escapes), as for `lock
+    /// --id`; checked before anything is sent (exit 64). Without it, the
+    /// node carries this host's name and this process's id.
     #[arg(long, value_name = "TEXT")]
     pub(crate) id: Option<String>,
     /// The value this process proclaims while it leads (its address, say):
     /// written through the term's fence into the election path's data, as
     /// each term begins, before the command runs. `leader` and `leader
-    /// --watch` show it; the node's data stays the id.
+    /// --watch` show it; the node's data stays the id. It must fit in one
+    /// ZooKeeper request with the election path (about 1 MiB, less some
+    /// 500 bytes and twice the path): a larger one is refused before
+    /// anything is sent (exit 64).
     #[arg(long, value_name = "TEXT")]
     pub(crate) value: Option<String>,
     /// --value read from FILE (`-`: standard input), whole, when
@@ -94,7 +99,8 @@ impl ElectArgs {
                 Some(value)
             }
             (None, Some(file)) => Some(std::fs::read(file).map_err(|err| {
-                Failure::usage(format!("--value-file {}: {err}", file.display()))
+                let file = file.display().to_string();
+                Failure::usage(format!("--value-file {}: {err}", shown(&file)))
             })?),
             (None, None) => None,
         };
@@ -102,17 +108,30 @@ impl ElectArgs {
     }
 }
 
-/// Refuses an `--id` that is empty (leave it out to get the holder
-/// identity) or holds control characters (ids are shown one per line).
-fn check_id(id: &str) -> Result<(), Failure> {
-    if id.is_empty() {
-        return Err(Failure::usage(
-            "--id is empty; leave it out to store this host's name and process id instead",
-        ));
-    }
-    if id.chars().any(char::is_control) {
+/// What a proclamation's write carries beside the value, at most, apart
+/// from the election path: the request's and the multi's headers, the
+/// fence's check of the term's node, the data's marker naming the term (and
+/// a step-down request's target, kept when one waits), in bytes. Generous:
+/// the write's exact size depends on names made only once leading.
+const PROCLAIM_OVERHEAD: usize = 512;
+
+/// Refuses a value to proclaim that cannot fit in one request to
+/// ZooKeeper (the framework's packet limit, `jute.maxbuffer`), before
+/// anything is sent: it would otherwise fail only once leading, after the
+/// command had started without it.
+fn check_value(framework: &Framework, path: &str, value: &[u8], flag: &str) -> Result<(), Failure> {
+    let limit = framework.max_packet_size();
+    // The path is written twice: the fence's check of the term's node
+    // below it, and the write of its own data.
+    let paths = 2 * (framework.namespace().map_or(0, str::len) + path.len());
+    let most = limit.saturating_sub(PROCLAIM_OVERHEAD + paths);
+    if value.len() > most {
         return Err(Failure::usage(format!(
-            "--id {id:?} holds control characters"
+            "{flag}: the value is {} bytes, too large to proclaim: ZooKeeper takes at most \
+             {limit} bytes in one request, which leaves at most {most} bytes for a value \
+             proclaimed on {}; nothing was sent",
+            value.len(),
+            shown(path)
         )));
     }
     Ok(())
@@ -124,6 +143,14 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
     if let Some(id) = &args.id {
         check_id(id)?;
     }
+    if let Some(value) = &args.proclaimed {
+        let flag = if args.value.is_some() {
+            "--value"
+        } else {
+            "--value-file"
+        };
+        check_value(framework, &args.path, value, flag)?;
+    }
     let id = args.id.clone().unwrap_or_default();
     let latch =
         LeaderLatch::new(framework.clone(), &args.path, id.as_str()).map_err(|err| match err {
@@ -131,7 +158,7 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
                 "--id is too long ({} bytes) for a node's data: {err}",
                 id.len()
             )),
-            err => Failure::usage(format!("cannot take part in {}: {err}", args.path)),
+            err => Failure::usage(format!("cannot take part in {}: {err}", shown(&args.path))),
         })?;
     // It steps down when asked (`zk-curator revoke PATH`), as `lock`
     // releases when revoked.
@@ -166,7 +193,13 @@ async fn run_open(
     answered: &mut bool,
 ) -> Result<u8, Failure> {
     let path = args.path.as_str();
-    let joining = |err: Error| Failure::zk(format!("cannot take part in the election {path}"), err);
+    let shown_path = shown(path).to_string();
+    let joining = |err: Error| {
+        Failure::zk(
+            format!("cannot take part in the election {shown_path}"),
+            err,
+        )
+    };
     latch.start().map_err(joining)?;
     let waited = async {
         match args.timeout {
@@ -174,7 +207,7 @@ async fn run_open(
             None => latch.await_leadership().await.map(Some),
         }
     };
-    let what = format!("leadership of {path}");
+    let what = format!("leadership of {shown_path}");
     let led = tokio::select! {
         led = waited => led,
         signal = signals.recv() => {
@@ -191,7 +224,7 @@ async fn run_open(
         Err(err) => {
             // Told before leaving: a refusal by an ACL may ask the server
             // who this session is.
-            let what = format!("cannot take part in the election {path}");
+            let what = format!("cannot take part in the election {shown_path}");
             let failure = args
                 .acl
                 .refusal
@@ -206,8 +239,16 @@ async fn run_open(
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
         // command's run below reports.
-        if let Err(err) = term.proclaim(value.as_slice()).await {
-            tracing::warn!(%err, "the value could not be proclaimed");
+        tokio::select! {
+            proclaimed = term.proclaim(value.as_slice()) => {
+                if let Err(err) = proclaimed {
+                    tracing::warn!(%err, "the value could not be proclaimed");
+                }
+            }
+            signal = signals.recv() => {
+                give_back(latch.close(), term.path(), answered).await;
+                return Ok(gave_up_waiting(signal, &what));
+            }
         }
     }
 
@@ -273,6 +314,23 @@ mod tests {
         let failure = refusal(&"x".repeat(0x10_0000));
         assert_eq!(failure.code, USAGE, "{}", failure.message);
         assert!(failure.message.contains("too long"), "{}", failure.message);
+    }
+
+    /// The bound on a value is the packet limit less what the write
+    /// carries beside it: a value at the bound is taken, one byte more is
+    /// refused, naming both sizes.
+    #[test]
+    fn a_value_over_the_packet_limit_is_a_usage_error() {
+        let cli =
+            Cli::try_parse_from(["elect", "/e", "--zk", "127.0.0.1:1", "--", "true"]).unwrap();
+        let settings = Settings::from_args(&cli.args.connect).unwrap();
+        let framework = build(&settings, None).unwrap();
+        let most = framework.max_packet_size() - PROCLAIM_OVERHEAD - 2 * "/e".len();
+        assert!(check_value(&framework, "/e", &vec![0; most], "--value").is_ok());
+        let failure = check_value(&framework, "/e", &vec![0; most + 1], "--value").unwrap_err();
+        assert_eq!(failure.code, USAGE);
+        let size = format!("{} bytes", most + 1);
+        assert!(failure.message.contains(&size), "{}", failure.message);
     }
 
     #[test]

@@ -35,6 +35,70 @@ pub(crate) const CANNOT_EXECUTE: u8 = 126;
 /// The command was not found (the shell's code).
 pub(crate) const NOT_FOUND: u8 = 127;
 
+/// The most characters of one user input (a path, an id, a host, a value)
+/// a message shows; a longer one is cut, and its full length said.
+pub(crate) const SHOWN_CHARS: usize = 200;
+
+/// A user input as messages show it: `{}` writes it as it is, `{:?}`
+/// quoted and escaped, both cut after [`SHOWN_CHARS`] characters with an
+/// ellipsis and the input's full length. Every input a message echoes
+/// goes through this (or through [`cut_inputs`], which uses it).
+#[derive(Clone, Copy)]
+pub(crate) struct Shown<'a>(&'a str);
+
+/// `input` as messages show it (see [`Shown`]).
+pub(crate) fn shown(input: &str) -> Shown<'_> {
+    Shown(input)
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match cut_at(self.0) {
+            None => f.write_str(self.0),
+            Some((end, count)) => write!(f, "{}… ({count} characters in all)", &self.0[..end]),
+        }
+    }
+}
+
+impl fmt::Debug for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match cut_at(self.0) {
+            None => write!(f, "{:?}", self.0),
+            Some((end, count)) => {
+                write!(f, "{:?}… ({count} characters in all)", &self.0[..end])
+            }
+        }
+    }
+}
+
+/// Where `input` is cut (a byte offset) and its length in characters, when
+/// it is longer than [`SHOWN_CHARS`].
+fn cut_at(input: &str) -> Option<(usize, usize)> {
+    let (end, _) = input.char_indices().nth(SHOWN_CHARS)?;
+    Some((end, input.chars().count()))
+}
+
+/// `message` with every input of `inputs` too long to show whole (in its
+/// quoted form or as it is) replaced by its [`Shown`] form: the last guard
+/// against an input that reaches a message whole, through a library's
+/// error text or a message that forgot [`shown`].
+pub(crate) fn cut_inputs<'a>(message: &str, inputs: impl IntoIterator<Item = &'a str>) -> String {
+    let mut message = message.to_owned();
+    for input in inputs {
+        if cut_at(input).is_none() {
+            continue;
+        }
+        let quoted = format!("{input:?}");
+        if message.contains(&quoted) {
+            message = message.replace(&quoted, &format!("{:?}", shown(input)));
+        }
+        if message.contains(input) {
+            message = message.replace(input, &shown(input).to_string());
+        }
+    }
+    message
+}
+
 /// A failure to report on stderr, with its exit code.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -87,4 +151,34 @@ pub(crate) fn out(line: impl fmt::Display) -> Result<(), Failure> {
             std::io::ErrorKind::BrokenPipe => Failure::quiet(CLOSED_OUTPUT),
             _ => Failure::new(OTHER, format!("cannot write to standard output: {err}")),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_input_is_cut_and_its_length_said() {
+        let long = "é".repeat(SHOWN_CHARS + 1);
+        let plain = shown(&long).to_string();
+        assert!(plain.starts_with(&"é".repeat(SHOWN_CHARS)), "{plain}");
+        assert!(plain.ends_with("… (201 characters in all)"), "{plain}");
+        let quoted = format!("{:?}", shown(&long));
+        assert!(
+            quoted.starts_with('"') && quoted.contains("\"…"),
+            "{quoted}"
+        );
+        let short = "a\nb";
+        assert_eq!(shown(short).to_string(), short);
+        assert_eq!(format!("{:?}", shown(short)), format!("{short:?}"));
+    }
+
+    #[test]
+    fn inputs_are_cut_wherever_a_message_echoes_them() {
+        let long = "x".repeat(1_000);
+        let message = format!("bad path {long:?}: path {long:?} is wrong; {long}/a");
+        let cut = cut_inputs(&message, [long.as_str(), "short"]);
+        assert!(cut.len() < 1_000, "{cut}");
+        assert_eq!(cut.matches("(1000 characters in all)").count(), 3, "{cut}");
+    }
 }

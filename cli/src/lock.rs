@@ -37,7 +37,7 @@ use crate::acl::AclArgs;
 use crate::child::{self, run_under, status_code, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
-use crate::exit::{Failure, LOST, OTHER, REVOKED, TIMEOUT};
+use crate::exit::{shown, Failure, LOST, OTHER, REVOKED, TIMEOUT};
 use crate::guard;
 
 /// Options of `lock`.
@@ -58,7 +58,10 @@ pub(crate) struct LockArgs {
     /// Take one lease of a semaphore admitting N holders.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) leases: Option<u32>,
-    /// A label stored with host and pid in the lock node (shown by `locks`).
+    /// A label stored with host and pid in the lock node (shown by
+    /// `locks`): not empty, at most 1024 bytes, no control characters
+    /// (line breaks, tabs, escapes), as for `elect --id`; checked before
+    /// anything is sent (exit 64).
     #[arg(long, value_name = "TEXT")]
     pub(crate) id: Option<String>,
     /// After a loss or revocation, how long the command's process group has
@@ -196,7 +199,7 @@ async fn warn_of_other_recipes(framework: &Framework, args: &LockArgs) {
         eprintln!(
             "zk-curator: warning: {} already has participants of a {}; they and this {} do \
              not exclude each other",
-            args.path,
+            shown(&args.path),
             others.join(" and a "),
             asked.as_str()
         );
@@ -228,18 +231,23 @@ async fn run_open(
     mut signals: Signals,
     answered: &mut bool,
 ) -> Result<u8, Failure> {
-    warn_of_other_recipes(framework, &args).await;
     let revoked = Arc::new(Notify::new());
+    let acquiring = async {
+        warn_of_other_recipes(framework, &args).await;
+        acquire(framework, &args, &revoked).await
+    };
     let acquired = tokio::select! {
-        acquired = acquire(framework, &args, &revoked) => acquired,
+        acquired = acquiring => acquired,
         // Dropping the acquire deletes our node: we leave the queue.
-        signal = signals.recv() => return Ok(gave_up_waiting(signal, &args.path)),
+        signal = signals.recv() => {
+            return Ok(gave_up_waiting(signal, &shown(&args.path).to_string()));
+        }
     };
     let held = match acquired {
         Ok(Some(held)) => held,
-        Ok(None) => return Err(timed_out(args.timeout, &args.path)),
+        Ok(None) => return Err(timed_out(args.timeout, &shown(&args.path).to_string())),
         Err(err) => {
-            let what = format!("cannot acquire {}", args.path);
+            let what = format!("cannot acquire {}", shown(&args.path));
             let refusal = &args.acl.refusal;
             return Err(refusal.failure(framework, &what, &args.path, err).await);
         }
@@ -247,7 +255,7 @@ async fn run_open(
     let hold = held.hold().clone();
     tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired");
 
-    let what = format!("the lock {}", hold.path());
+    let what = format!("the lock {}", shown(hold.path()));
     let ending = run_command(
         &args.command,
         &hold,
@@ -265,10 +273,17 @@ async fn run_open(
     code
 }
 
-/// Says that a signal came while waiting, and returns the code for it
+/// Says that a signal came while waiting for `path` (as messages show
+/// it), and returns the code for it
 /// (128 + N, as a shell gives for a command ended by signal N).
 pub(crate) fn gave_up_waiting(signal: Signal, path: &str) -> u8 {
     eprintln!("zk-curator: {signal} received while waiting for {path}; gave up");
+    signal_code(signal)
+}
+
+/// The code for giving up on `signal`: 128 + N, as a shell gives for a
+/// command ended by signal N.
+pub(crate) fn signal_code(signal: Signal) -> u8 {
     u8::try_from(128 + signal as i32).unwrap_or(OTHER)
 }
 
@@ -315,8 +330,9 @@ pub(crate) async fn give_back(
         Err(_) => {
             *answered = false;
             eprintln!(
-                "zk-curator: ZooKeeper did not confirm the release of {node} within {}; \
+                "zk-curator: ZooKeeper did not confirm the release of {} within {}; \
                  the node goes when the session ends",
+                shown(node),
                 humantime::format_duration(RELEASE_LIMIT)
             );
         }
@@ -358,7 +374,7 @@ pub(crate) async fn run_command(
             () = revocation => {
                 eprintln!(
                     "zk-curator: revocation of {} requested; stopping the command",
-                    hold.path()
+                    shown(hold.path())
                 );
                 Ending::Revoked
             }

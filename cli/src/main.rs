@@ -23,6 +23,7 @@ mod duration;
 mod elect;
 mod exit;
 mod guard;
+mod id;
 mod leader;
 mod lock;
 mod locks;
@@ -51,15 +52,19 @@ Exit codes:
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
        no ensemble given, malformed ZK_AUTH or ZK_SASL, a TLS file that
        cannot be read or a client certificate TLS cannot use (X.509 v1, not
-       DER, not matching --tls-key), an `elect --id` that is empty, too long
-       or holds control characters, a malformed `--acl`); nothing is sent
+       DER, not matching --tls-key), a `lock --id` or `elect --id` that is
+       empty, longer than 1024 bytes or holds control characters, an
+       `elect --value` or `--value-file` too large for one ZooKeeper
+       request (the message gives both sizes), a malformed `--acl`);
+       nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
        `revoke PATH` (an election): it has no leader
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...);
        `lock`, `elect`: at once when a node's ACL refuses them, the
        message naming the path and the identity used
@@ -75,8 +80,9 @@ Exit codes:
   126  `lock`, `elect`: the command could not be executed
   127  `lock`, `elect`: the command was not found
   128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
-        or zk-curator got signal N while still waiting for the lock or for
-        leadership
+        or zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for the lock
+        or for leadership; it then ends at once, leaving nothing behind
   141  `locks`, `leader`, `revoke`: whoever read the output stopped reading
        (`| head -1`); ends quietly, as SIGPIPE ends other commands";
 
@@ -84,14 +90,16 @@ Exit codes:
 const LOCK_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
-  64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH, a malformed --acl); nothing
-       is sent
+  64   usage error (bad arguments or path, an --id that is empty, longer
+       than 1024 bytes or holds control characters, malformed --zk /
+       ZK_CONNECT, no ensemble given, malformed ZK_AUTH, a malformed
+       --acl); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   refused by the ACL of the lock path (or of a node above it), or an
        ACL the server calls invalid (`auth` with no identity): at once,
        the message naming the path and the identity used; any other error
@@ -104,21 +112,25 @@ Exit codes:
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
-        zk-curator got signal N while still waiting for the lock";
+        zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for the
+        lock; it then ends at once, leaving nothing queued";
 
 /// The exit codes of `elect`.
 const ELECT_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran; its own status is passed through
-  64   usage error (bad arguments or path, an --id that is empty, too long
-       or holds control characters, malformed --zk / ZK_CONNECT, no
-       ensemble given, malformed ZK_AUTH, a malformed --acl); nothing is
-       sent
+  64   usage error (bad arguments or path, an --id that is empty, longer
+       than 1024 bytes or holds control characters, a --value or
+       --value-file too large for one ZooKeeper request (the message gives
+       both sizes), malformed --zk / ZK_CONNECT, no ensemble given,
+       malformed ZK_AUTH, a malformed --acl); nothing is sent
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   refused by the ACL of the election path (or of a node above it), or
        an ACL the server calls invalid (`auth` with no identity): at once,
        the message naming the path and the identity used; any other error
@@ -131,7 +143,9 @@ Exit codes:
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
-        zk-curator got signal N while still waiting for leadership";
+        zk-curator got signal N (SIGINT, SIGTERM, SIGHUP) before the
+        command ran: while connecting to ZooKeeper or waiting for
+        leadership; it then ends at once, leaving the election";
 
 /// The exit codes of `leader`.
 const LEADER_EXIT_CODES: &str = "\
@@ -143,8 +157,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -156,8 +171,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `revoke`.
@@ -171,8 +187,9 @@ Exit codes:
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
-       speaks only TLS, credentials); the message says which ('connection
-       refused' when nothing listens, at the timeout)
+       speaks only TLS, credentials, a host name that does not resolve);
+       the message says which, and names every host whose name does not
+       resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `server`.
@@ -367,14 +384,58 @@ fn main() -> ExitCode {
     };
     // `run` is driven on this thread, which lives as long as the process
     // (the commands' death signal depends on it: see `child`).
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // What is left on the runtime (a connection attempt, a name being
+    // resolved) is not waited for: the process ends now.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("zk-curator: {}", failure.message);
+                let inputs = user_inputs();
+                let message = exit::cut_inputs(&failure.message, inputs.iter().map(String::as_str));
+                eprintln!("zk-curator: {message}");
             }
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// What the user gave: the arguments (and the value of each `--flag=value`)
+/// and `ZK_CONNECT`, for [`exit::cut_inputs`].
+fn user_inputs() -> Vec<String> {
+    let mut inputs: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let values: Vec<String> = inputs
+        .iter()
+        .filter(|arg| arg.starts_with("--"))
+        .filter_map(|arg| arg.split_once('=').map(|(_, value)| value.to_owned()))
+        .collect();
+    inputs.extend(values);
+    inputs.extend(std::env::var("ZK_CONNECT"));
+    // The longest first, so that an input inside another is not cut apart
+    // before the one holding it.
+    inputs.sort_by_key(|input| std::cmp::Reverse(input.len()));
+    inputs
+}
+
+/// Starts `framework` (see [`connect::start`]) unless SIGINT, SIGTERM or
+/// SIGHUP comes first: then gives up at once with 128 + the signal's
+/// number. Nothing was created yet, so nothing is left behind; a session
+/// half made ends with the process.
+async fn start_unless_signalled(
+    framework: &zk_curator::Framework,
+    settings: &connect::Settings,
+    signals: &mut child::Signals,
+) -> Result<(), Failure> {
+    tokio::select! {
+        started = connect::start(framework, settings) => started,
+        signal = signals.recv() => Err(Failure::new(
+            lock::signal_code(signal),
+            format!("{signal} received while connecting to ZooKeeper; gave up"),
+        )),
     }
 }
 
@@ -382,7 +443,7 @@ fn main() -> ExitCode {
 /// anything is sent.
 fn check_path(path: &str, what: &str) -> Result<(), Failure> {
     validate_recipe_path(path)
-        .map_err(|err| Failure::usage(format!("bad {what} path {path:?}: {err}")))
+        .map_err(|err| Failure::usage(format!("bad {what} path {:?}: {err}", exit::shown(path))))
 }
 
 async fn run(cli: Cli) -> Result<u8, Failure> {
@@ -390,12 +451,17 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Server(args) => server::run(args).await,
         Command::Lock(mut args) => {
             check_path(&args.path, "lock")?;
+            if let Some(id) = &args.id {
+                id::check_id(id)?;
+            }
             let mut settings = connect::Settings::from_args(&args.connect)?;
             settings.set_node_acl(args.acl.settle(settings.identity())?);
-            // Signals are taken over before connecting, so that an interrupt
-            // during the wait for the lock withdraws from the queue cleanly.
-            let signals = child::Signals::new()?;
-            let framework = connect::connect(&settings, args.id.as_deref()).await?;
+            // Signals are taken over before connecting: SIGINT or SIGTERM
+            // while connecting ends the run at once, and while waiting for
+            // the lock withdraws from the queue cleanly.
+            let mut signals = child::Signals::new()?;
+            let framework = connect::build(&settings, args.id.as_deref())?;
+            start_unless_signalled(&framework, &settings, &mut signals).await?;
             lock::run(&framework, args, signals).await
         }
         Command::Locks(args) => {
@@ -408,16 +474,20 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Elect(mut args) => {
             check_path(&args.path, "election")?;
+            if let Some(id) = &args.id {
+                id::check_id(id)?;
+            }
             args.read_value()?;
             let mut settings = connect::Settings::from_args(&args.connect)?;
             settings.set_node_acl(args.acl.settle(settings.identity())?);
             let framework = connect::build(&settings, None)?;
             // Made before connecting, so that a bad --id sends nothing.
             let latch = elect::latch(&framework, &args)?;
-            // Signals are taken over before connecting, so that an interrupt
-            // during the wait for leadership leaves the election cleanly.
-            let signals = child::Signals::new()?;
-            connect::start(&framework, &settings).await?;
+            // Signals are taken over before connecting: SIGINT or SIGTERM
+            // while connecting ends the run at once, and while waiting for
+            // leadership leaves the election cleanly.
+            let mut signals = child::Signals::new()?;
+            start_unless_signalled(&framework, &settings, &mut signals).await?;
             elect::run(latch, args, signals).await
         }
         Command::Leader(args) => {

@@ -488,19 +488,26 @@ impl Held {
             .await;
     }
 
-    /// A queued waiter, interrupted, exits 130 and leaves the queue; the
-    /// holder keeps its hold.
+    /// A queued waiter, interrupted (SIGINT) or told to end (SIGTERM),
+    /// exits 130 or 143 and leaves the queue; the holder keeps its hold.
     async fn a_waiter_is_interrupted(&self) {
         let verb = self.verb;
-        let waiter = verb.spawn(&self.path, &["--id", "waiter"], &self.waiter_script());
-        verb.wait_listing(&self.path, 2, "the waiter queued").await;
-        signal(&waiter, "-INT");
-        let output = finish(waiter).await;
-        assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
-        verb.wait_listing(&self.path, 1, "the interrupted waiter gone")
-            .await;
-        let holder = verb.holder(&self.path).await;
-        assert_eq!(verb.id_of(&holder), "holder", "{holder}");
+        for (name, code) in [("-INT", 130), ("-TERM", 143)] {
+            let waiter = verb.spawn(&self.path, &["--id", "waiter"], &self.waiter_script());
+            verb.wait_listing(&self.path, 2, "the waiter queued").await;
+            signal(&waiter, name);
+            let output = finish(waiter).await;
+            assert_eq!(
+                output.status.code(),
+                Some(code),
+                "{name}: {}",
+                stderr(&output)
+            );
+            verb.wait_listing(&self.path, 1, "the interrupted waiter gone")
+                .await;
+            let holder = verb.holder(&self.path).await;
+            assert_eq!(verb.id_of(&holder), "holder", "{holder}");
+        }
     }
 
     /// Lets the holder's command end: it exits 0, and no waiter that gave

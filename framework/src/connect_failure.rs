@@ -54,6 +54,13 @@ pub enum ConnectFailure {
     /// is retried until the connection timeout).
     #[error("nothing listens on this port (connection refused)")]
     ConnectionRefused,
+    /// The host's name does not resolve to an address (the resolver's
+    /// words follow): a typo, a host not (or no longer) in DNS. Retrying
+    /// cannot help unless the resolver itself failed for the moment
+    /// ("Temporary failure in name resolution"), which is retried until
+    /// the connection timeout.
+    #[error("the host name does not resolve ({0})")]
+    UnresolvedHost(String),
     /// Any other TLS failure.
     #[error("TLS failed: {0}")]
     Tls(String),
@@ -73,14 +80,16 @@ impl ConnectFailure {
 
     /// Whether trying the same host again cannot change the answer: our
     /// certificate refused, the server's untrusted or expired, a port that
-    /// does not speak TLS or speaks only TLS, refused credentials.
+    /// does not speak TLS or speaks only TLS, refused credentials, a host
+    /// name that does not exist.
     /// (Anything else, a host that is down or restarting included, may
     /// pass.)
     pub(crate) fn is_definitive(&self) -> bool {
-        !matches!(
-            self,
-            ConnectFailure::Tls(_) | ConnectFailure::ConnectionRefused
-        )
+        match self {
+            ConnectFailure::Tls(_) | ConnectFailure::ConnectionRefused => false,
+            ConnectFailure::UnresolvedHost(why) => !why.contains(TEMPORARY_LOOKUP_FAILURE),
+            _ => true,
+        }
     }
 
     /// Classifies one failed attempt on `endpoint` (`tcp://…` or
@@ -107,6 +116,15 @@ impl ConnectFailure {
         None
     }
 }
+
+/// How the standard library starts the error of a name that did not
+/// resolve (what follows is the resolver's own account).
+const LOOKUP_FAILED: &str = "failed to lookup address information";
+
+/// The resolver's account of a failure that may pass (glibc's `EAI_AGAIN`:
+/// no answer from the name servers), as opposed to a name that does not
+/// exist.
+const TEMPORARY_LOOKUP_FAILURE: &str = "Temporary failure";
 
 /// How the last attempt on each host of one session build failed: whether
 /// every host has refused for a reason retrying cannot change.
@@ -254,6 +272,12 @@ fn from_error(err: &(dyn StdError + 'static), tls: bool) -> Option<ConnectFailur
         if io.kind() == io::ErrorKind::ConnectionRefused {
             return Some(ConnectFailure::ConnectionRefused);
         }
+        // No kind of its own (std gives "uncategorized"): known by its text.
+        let text = io.to_string();
+        if let Some(why) = text.strip_prefix(LOOKUP_FAILED) {
+            let why = why.trim_start_matches([':', ' ']);
+            return Some(ConnectFailure::UnresolvedHost(why.to_owned()));
+        }
     }
     None
 }
@@ -327,6 +351,43 @@ mod tests {
         assert_eq!(
             from_error(&refused, false),
             Some(ConnectFailure::ConnectionRefused)
+        );
+    }
+
+    /// A name that does not resolve is named so, and is definitive unless
+    /// the resolver itself failed for the moment.
+    #[test]
+    fn an_unresolved_host_is_named() {
+        let missing = io::Error::other(format!("{LOOKUP_FAILED}: Name or service not known"));
+        let found = from_error(&missing, false);
+        assert_eq!(
+            found,
+            Some(ConnectFailure::UnresolvedHost(
+                "Name or service not known".into()
+            ))
+        );
+        assert!(found.is_some_and(|f| f.is_definitive()));
+        let busy = io::Error::other(format!(
+            "{LOOKUP_FAILED}: Temporary failure in name resolution"
+        ));
+        let found = from_error(&busy, true);
+        assert!(matches!(found, Some(ConnectFailure::UnresolvedHost(_))));
+        assert!(!found.is_some_and(|f| f.is_definitive()));
+    }
+
+    /// The real resolver's error for a name under `.invalid` (a domain
+    /// that never exists) is classified so, end to end.
+    #[tokio::test]
+    async fn a_real_lookup_failure_is_classified() {
+        let Err(err) = tokio::net::TcpStream::connect(("no-such-host.invalid", 2181)).await else {
+            panic!("a name under .invalid resolved");
+        };
+        assert!(
+            matches!(
+                from_error(&err, false),
+                Some(ConnectFailure::UnresolvedHost(_))
+            ),
+            "{err}"
         );
     }
 

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use zk_curator::{ConnectionState, Framework};
 
-use crate::exit::{Failure, UNAVAILABLE};
+use crate::duration::show_duration;
+use crate::exit::{shown, Failure, UNAVAILABLE};
 use settings::Sasl;
 pub(crate) use settings::{without_credentials, ConnectArgs, Settings};
 
@@ -100,30 +101,139 @@ pub(crate) async fn start(framework: &Framework, settings: &Settings) -> Result<
         .start()
         .map_err(|err| Failure::zk("cannot start the ZooKeeper client", err))?;
     tracing::debug!(%hosts, "connecting");
+    let began = tokio::time::Instant::now();
     if let Err(err) = framework
         .block_until_connected(settings.connection_timeout)
         .await
     {
         // Not closed: closing would wait again for a server that is not
         // there; the process ends soon and takes the client with it.
-        return Err(Failure::new(
+        return Err(unavailable(settings, &err, began.elapsed()).await);
+    }
+    tell_session_timeout(framework, settings);
+    Ok(())
+}
+
+/// How long a name's lookup may take when a failed connection is
+/// explained (a name that has not resolved by then is not named).
+const LOOKUP_LIMIT: Duration = Duration::from_secs(2);
+
+/// The failure of a first session that could not be had (`err`, after
+/// `waited`): what went wrong, with every host of the ensemble whose name
+/// does not resolve named (at once when none resolves; otherwise among the
+/// reasons at the timeout), and what to check.
+async fn unavailable(settings: &Settings, err: &zk_curator::Error, waited: Duration) -> Failure {
+    use zk_curator::ConnectFailure;
+    let hosts = shown(&settings.hosts);
+    let unresolved = unresolved_hosts(&settings.hosts).await;
+    let every_host = settings.hosts.split(',').count();
+    let do_not_resolve = |names: &[&str]| match names {
+        [] => String::new(),
+        [one] => format!("{one} does not resolve"),
+        many => format!("{} do not resolve", many.join(", ")),
+    };
+    if !unresolved.is_empty() && unresolved.len() == every_host {
+        let names: Vec<&str> = unresolved.iter().map(String::as_str).collect();
+        return Failure::new(
             UNAVAILABLE,
             format!(
-                "cannot connect to ZooKeeper at {hosts} within {} ({err}); \
-                 check --zk / ZK_CONNECT{} and --connection-timeout",
-                humantime::format_duration(settings.connection_timeout),
-                match err {
-                    zk_curator::Error::Connect {
-                        reason: zk_curator::ConnectFailure::ConnectionRefused,
-                        ..
-                    } => " (is the server running there?)",
-                    zk_curator::Error::Connect { .. } => ", --tls-* / ZK_TLS_*, ZK_SASL",
-                    _ => "",
-                }
+                "cannot connect to ZooKeeper at {hosts}: no host name of the ensemble \
+                 resolves ({}); check --zk / ZK_CONNECT",
+                do_not_resolve(&names)
             ),
-        ));
+        );
     }
-    Ok(())
+    let (hint, named) = match err {
+        zk_curator::Error::Connect {
+            reason: ConnectFailure::ConnectionRefused,
+            ..
+        } => (" (is the server running there?)", None),
+        zk_curator::Error::Connect {
+            reason: ConnectFailure::UnresolvedHost(_),
+            endpoint,
+        } => ("", Some(endpoint.as_str())),
+        zk_curator::Error::Connect { .. } => (", --tls-* / ZK_TLS_*, ZK_SASL", None),
+        _ => ("", None),
+    };
+    // Names the error does not give already.
+    let others: Vec<&str> = unresolved
+        .iter()
+        .map(String::as_str)
+        .filter(|host| !named.is_some_and(|endpoint| endpoint.contains(host)))
+        .collect();
+    let also = match others.as_slice() {
+        [] => String::new(),
+        names => format!("; {}", do_not_resolve(names)),
+    };
+    // Given up before the connection timeout: a refusal retrying cannot
+    // change, from every host.
+    let when = if waited < settings.connection_timeout {
+        String::new()
+    } else {
+        format!(
+            " within {}",
+            humantime::format_duration(settings.connection_timeout)
+        )
+    };
+    Failure::new(
+        UNAVAILABLE,
+        format!(
+            "cannot connect to ZooKeeper at {hosts}{when} ({err}{also}); \
+             check --zk / ZK_CONNECT{hint} and --connection-timeout"
+        ),
+    )
+}
+
+/// The hosts of `hosts` (a checked ensemble) whose names do not resolve,
+/// each shown as messages show input; addresses are never among them, nor
+/// names whose lookup did not end within [`LOOKUP_LIMIT`].
+async fn unresolved_hosts(hosts: &str) -> Vec<String> {
+    let lookups = hosts.split(',').map(|entry| async move {
+        let address = entry
+            .trim()
+            .trim_start_matches("tcp+tls://")
+            .trim_start_matches("tcp://");
+        if address.starts_with('[') {
+            return None;
+        }
+        let (host, port) = match address.rsplit_once(':') {
+            Some((host, port)) => (host, port.parse::<u16>().unwrap_or(2181)),
+            None => (address, 2181),
+        };
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return None;
+        }
+        match tokio::time::timeout(LOOKUP_LIMIT, tokio::net::lookup_host((host, port))).await {
+            Ok(Err(err)) => {
+                tracing::debug!(%host, %err, "the name does not resolve");
+                Some(shown(host).to_string())
+            }
+            Ok(Ok(_)) | Err(_) => None,
+        }
+    });
+    futures::future::join_all(lookups)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Says on stderr, once, when the server gave the first session another
+/// timeout than the one asked for (it keeps it between its own minimum and
+/// maximum): how soon a lost connection ends a hold depends on it.
+fn tell_session_timeout(framework: &Framework, settings: &Settings) {
+    let Some(session) = framework.current_session() else {
+        return;
+    };
+    let given = session.client().session_timeout();
+    let asked = settings.session_timeout;
+    if given.as_millis() != asked.as_millis() {
+        eprintln!(
+            "zk-curator: the server gave a session timeout of {}, not the {} asked for",
+            show_duration(given),
+            show_duration(asked)
+        );
+    }
 }
 
 /// Closes the framework without waiting long for a server that may be gone.

@@ -25,7 +25,7 @@ use zk_curator::TlsConfig;
 
 use crate::acl::{Identity, NodeAcl};
 use crate::duration::parse_duration;
-use crate::exit::Failure;
+use crate::exit::{shown, Failure};
 
 /// Where and how to connect (every command but `server`).
 #[derive(Debug, Args)]
@@ -53,7 +53,9 @@ pub(crate) struct ConnectArgs {
     /// A namespace (chroot) every path is relative to.
     #[arg(long, value_name = "PATH")]
     pub(crate) namespace: Option<String>,
-    /// The ZooKeeper session timeout asked for.
+    /// The ZooKeeper session timeout asked for. The server keeps it within
+    /// its own bounds (by default 2 to 20 ticks: 4s to 40s); when it gives
+    /// another, zk-curator says so on stderr.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = parse_duration)]
     pub(crate) session_timeout: Duration,
     /// How long to wait for a connection before giving up (exit 69).
@@ -125,8 +127,9 @@ impl Settings {
         };
         let hosts = check_hosts(hosts).map_err(|why| {
             Failure::usage(format!(
-                "malformed ZooKeeper ensemble {hosts:?} (--zk / ZK_CONNECT): {why}; \
-                 write host[:port][,host[:port]...], e.g. 127.0.0.1:2181"
+                "malformed ZooKeeper ensemble {:?} (--zk / ZK_CONNECT): {why}; \
+                 write host[:port][,host[:port]...], e.g. 127.0.0.1:2181",
+                shown(hosts)
             ))
         })?;
         let auth = match std::env::var_os(AUTH_ENV) {
@@ -147,7 +150,7 @@ impl Settings {
                 return Err(Failure::usage(format!(
                     "{} asks for TLS: give --tls-ca FILE (or ZK_TLS_CA), the CA certificates \
                      that signed the servers' certificates",
-                    entry.trim()
+                    shown(entry.trim())
                 )));
             }
         }
@@ -371,8 +374,9 @@ fn check_hosts(hosts: &str) -> Result<String, String> {
             .unwrap_or(entry);
         if let Some((scheme, _)) = entry.split_once("://") {
             return Err(format!(
-                "{scheme}:// is not a scheme zk-curator knows: an entry is host:port, \
-                 tcp://host:port (plaintext) or tcp+tls://host:port (TLS)"
+                "{}:// is not a scheme zk-curator knows: an entry is host:port, \
+                 tcp://host:port (plaintext) or tcp+tls://host:port (TLS)",
+                shown(scheme)
             ));
         }
         if entry.contains('/') {
@@ -383,16 +387,16 @@ fn check_hosts(hosts: &str) -> Result<String, String> {
         }
         let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
             let Some((address, after)) = rest.split_once(']') else {
-                return Err(format!("{entry:?} has no closing `]`"));
+                return Err(format!("{:?} has no closing `]`", shown(entry)));
             };
             if address.parse::<Ipv6Addr>().is_err() {
-                return Err(format!("{address:?} is not an IPv6 address"));
+                return Err(format!("{:?} is not an IPv6 address", shown(address)));
             }
             match after {
                 "" => (address, None),
                 _ => match after.strip_prefix(':') {
                     Some(port) => (address, Some(port)),
-                    None => return Err(format!("{entry:?}: expected `:port` after `]`")),
+                    None => return Err(format!("{:?}: expected `:port` after `]`", shown(entry))),
                 },
             }
         } else {
@@ -407,7 +411,7 @@ fn check_hosts(hosts: &str) -> Result<String, String> {
         if let Some(port) = port {
             match port.parse::<u16>() {
                 Ok(port) if port > 0 => {}
-                _ => return Err(format!("{port:?} is not a port (1 to 65535)")),
+                _ => return Err(format!("{:?} is not a port (1 to 65535)", shown(port))),
             }
         }
     }
@@ -422,7 +426,8 @@ fn check_host_name(host: &str) -> Result<(), String> {
     }
     if !host.chars().all(allowed) || host.starts_with(['-', '.']) || host.contains("..") {
         return Err(format!(
-            "{host:?} is not a host name or address (an IPv6 address goes in brackets)"
+            "{:?} is not a host name or address (an IPv6 address goes in brackets)",
+            shown(host)
         ));
     }
     Ok(())
