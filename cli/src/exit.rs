@@ -37,7 +37,9 @@ pub(crate) const NOT_FOUND: u8 = 127;
 
 /// The most characters of one user input (a path, an id, a host, a value)
 /// a message shows; a longer one is cut, and its full length said.
-pub(crate) const SHOWN_CHARS: usize = 200;
+/// The framework's cut ([`zk_curator::framework::path::cut`]), so that
+/// its messages and ours shorten alike.
+pub(crate) const SHOWN_CHARS: usize = zk_curator::framework::path::MESSAGE_CUT;
 
 /// A user input as messages show it: `{}` writes it as it is, `{:?}`
 /// quoted and escaped, both cut after [`SHOWN_CHARS`] characters with an

@@ -464,7 +464,11 @@ pub const MESSAGE_CUT: usize = 200;
 pub fn cut(text: &str) -> String {
     match text.char_indices().nth(MESSAGE_CUT) {
         None => text.to_owned(),
-        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
+        Some((end, _)) => format!(
+            "{}… ({} characters in all)",
+            &text[..end],
+            text.chars().count()
+        ),
     }
 }
 

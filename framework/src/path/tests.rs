@@ -400,6 +400,6 @@ fn cut_keeps_short_text_and_shortens_long_text_on_a_character_boundary() {
     let long = "é".repeat(100_000);
     let shown = cut(&long);
     assert!(shown.starts_with(&"é".repeat(MESSAGE_CUT)), "{shown}");
-    assert!(shown.ends_with("… (200000 bytes in all)"), "{shown}");
+    assert!(shown.ends_with("… (100000 characters in all)"), "{shown}");
     assert!(shown.chars().count() < MESSAGE_CUT + 40);
 }
