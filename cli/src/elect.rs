@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use zk_curator::recipes::layout::Layout;
 use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
 use crate::acl::AclArgs;
@@ -45,6 +46,14 @@ pub(crate) struct ElectArgs {
     /// node carries this host's name and this process's id.
     #[arg(long, value_name = "TEXT")]
     pub(crate) id: Option<String>,
+    /// Whose node layout to join the election in: `curator` (a Curator
+    /// `LeaderLatch`, the default) or `kazoo` (a participant of Python
+    /// kazoo's `Election`, whose nodes are a kazoo `Lock`'s). A path that
+    /// holds participants of another layout or recipe (a `lock` mutex, a
+    /// leader selector), which would not see ours, is refused at once
+    /// (exit 78), nothing left queued.
+    #[arg(long, value_name = "NAME", default_value = "curator", value_parser = crate::lock::parse_layout)]
+    pub(crate) layout: Layout,
     /// The value this process proclaims while it leads (its address, say):
     /// written through the term's fence into the election path's data, as
     /// each term begins, before the command runs. `leader` and `leader
@@ -152,14 +161,14 @@ pub(crate) fn latch(framework: &Framework, args: &ElectArgs) -> Result<LeaderLat
         check_value(framework, &args.path, value, flag)?;
     }
     let id = args.id.clone().unwrap_or_default();
-    let latch =
-        LeaderLatch::new(framework.clone(), &args.path, id.as_str()).map_err(|err| match err {
-            Error::RequestTooLarge { .. } => Failure::usage(format!(
-                "--id is too long ({} bytes) for a node's data: {err}",
-                id.len()
-            )),
-            err => Failure::usage(format!("cannot take part in {}: {err}", shown(&args.path))),
-        })?;
+    let latch = LeaderLatch::with_layout(framework.clone(), &args.path, id.as_str(), args.layout)
+        .map_err(|err| match err {
+        Error::RequestTooLarge { .. } => Failure::usage(format!(
+            "--id is too long ({} bytes) for a node's data: {err}",
+            id.len()
+        )),
+        err => Failure::usage(format!("cannot take part in {}: {err}", shown(&args.path))),
+    })?;
     // It steps down when asked (`zk-curator revoke PATH`), as `lock`
     // releases when revoked.
     latch.make_revocable();

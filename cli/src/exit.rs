@@ -21,6 +21,10 @@ pub(crate) const UNAVAILABLE: u8 = 69;
 /// Any other failure (`EX_SOFTWARE`), a refusal by a node's ACL among them
 /// (see [`crate::acl::Refusal`]).
 pub(crate) const OTHER: u8 = 70;
+/// The path holds participants that would not see ours (another library's
+/// layout, another recipe): nothing was left queued (`EX_CONFIG`: the
+/// path is set up for something else).
+pub(crate) const OTHER_LAYOUT: u8 = 78;
 /// `lock --timeout` expired before the lock was acquired (`EX_TEMPFAIL`).
 pub(crate) const TIMEOUT: u8 = 75;
 /// The hold was lost while the command ran.
@@ -130,6 +134,7 @@ impl Failure {
         let code = match err {
             Error::InvalidPath(_) | Error::InvalidArgument(_) => USAGE,
             Error::Timeout(_) | Error::Connect { .. } => UNAVAILABLE,
+            Error::LayoutConflict { .. } => OTHER_LAYOUT,
             _ => OTHER,
         };
         Failure::new(code, format!("{what}: {err}"))

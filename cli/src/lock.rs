@@ -1,19 +1,20 @@
 //! `zk-curator lock`: runs a command while holding a lock.
 //!
 //! The order of events:
-//! 1. warn if the path has participants of another recipe;
-//! 2. take the lock (revocable), within `--timeout` if given; an interrupt
-//!    meanwhile withdraws from the queue;
-//! 3. run the command in a process group of its own ([`crate::child`]) with
+//! 1. take the lock (revocable) in `--layout`, within `--timeout` if given;
+//!    an interrupt meanwhile withdraws from the queue; a path that holds
+//!    participants of another layout or recipe is refused at once
+//!    ([`crate::exit::OTHER_LAYOUT`]);
+//! 2. run the command in a process group of its own ([`crate::child`]) with
 //!    the fencing token and the node path in its environment,
 //!    stdin/stdout/stderr passed through;
-//! 4. while any process of that group runs, watch for the hold's loss, a
+//! 3. while any process of that group runs, watch for the hold's loss, a
 //!    revocation request, and signals to us (passed on to the group);
-//! 5. on loss or revocation, SIGTERM the group, SIGKILL it after
+//! 4. on loss or revocation, SIGTERM the group, SIGKILL it after
 //!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
-//! 6. release the lock once no process of the group is left.
+//! 5. release the lock once no process of the group is left.
 //!
-//! Steps 3 to 6 serve `elect` too: [`run_command`], [`exit_code`] and
+//! Steps 2 to 5 serve `elect` too: [`run_command`], [`exit_code`] and
 //! [`give_back`] take any [`Hold`] (a leader's term is one).
 
 use std::ffi::OsString;
@@ -26,7 +27,7 @@ use clap::Args;
 use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::Notify;
-use zk_curator::recipes::layout::{recipes_present, Recipe};
+use zk_curator::recipes::layout::Layout;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
     Framework, Hold, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease,
@@ -58,6 +59,14 @@ pub(crate) struct LockArgs {
     /// Take one lease of a semaphore admitting N holders.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) leases: Option<u32>,
+    /// Whose node layout to take the lock in: `curator` (Apache Curator's
+    /// recipes, the default) or `kazoo` (Python's kazoo: its `Lock`, or
+    /// with --read/--write its `ReadLock`/`WriteLock`). A path that holds
+    /// participants of another layout or recipe, which would not see ours,
+    /// is refused at once (exit 78), nothing left queued. kazoo's
+    /// `Semaphore` cannot be joined: --leases takes Curator's layout only.
+    #[arg(long, value_name = "NAME", default_value = "curator", value_parser = parse_layout)]
+    pub(crate) layout: Layout,
     /// A label stored with host and pid in the lock node (shown by
     /// `locks`): not empty, at most 1024 bytes, no control characters
     /// (line breaks, tabs, escapes), as for `elect --id`; checked before
@@ -75,6 +84,11 @@ pub(crate) struct LockArgs {
     pub(crate) acl: AclArgs,
     #[command(flatten)]
     pub(crate) connect: ConnectArgs,
+}
+
+/// Reads `--layout` (`curator` or `kazoo`), for `lock` and `elect`.
+pub(crate) fn parse_layout(text: &str) -> Result<Layout, String> {
+    Layout::parse(text).map_err(|err| err.to_string())
 }
 
 /// The environment variable carrying the hold's fencing token.
@@ -125,6 +139,12 @@ async fn acquire(
         }
     };
     if let Some(leases) = args.leases {
+        if args.layout != Layout::Curator {
+            return Err(zk_curator::Error::InvalidArgument(format!(
+                "--leases takes Curator's layout only: kazoo's Semaphore cannot be joined, not --layout {}",
+                args.layout
+            )));
+        }
         let semaphore = InterProcessSemaphoreV2::new(framework.clone(), &args.path, leases)?;
         semaphore.make_revocable(listener);
         let lease = match args.timeout {
@@ -134,7 +154,12 @@ async fn acquire(
         return Ok(lease.map(Held::Lease));
     }
     if args.read || args.write {
-        let lock = InterProcessReadWriteLock::new(framework.clone(), &args.path)?;
+        let lock = InterProcessReadWriteLock::with_layout(
+            framework.clone(),
+            &args.path,
+            args.layout,
+            &[],
+        )?;
         if args.read {
             let half = lock.read_lock();
             half.make_revocable(listener);
@@ -152,7 +177,7 @@ async fn acquire(
         };
         return Ok(guard.map(Held::Write));
     }
-    let mutex = InterProcessMutex::new(framework.clone(), &args.path)?;
+    let mutex = InterProcessMutex::with_layout(framework.clone(), &args.path, args.layout)?;
     mutex.make_revocable(listener);
     let guard = match args.timeout {
         Some(timeout) => mutex.try_lock_for(timeout).await?,
@@ -169,41 +194,6 @@ pub(crate) enum Ending {
     Lost(LockLoss),
     /// A revocation was asked for; the group was stopped.
     Revoked,
-}
-
-/// Warns (one line on stderr) when the lock path has participants of
-/// another recipe than the one asked for: Curator's recipes do not exclude
-/// each other, so a mutex and a read-write lock on one path both hold.
-async fn warn_of_other_recipes(framework: &Framework, args: &LockArgs) {
-    let asked = if args.leases.is_some() {
-        Recipe::Semaphore
-    } else if args.read || args.write {
-        Recipe::ReadWrite
-    } else {
-        Recipe::Mutex
-    };
-    let present = match recipes_present(framework, &args.path).await {
-        Ok(present) => present,
-        Err(err) => {
-            // Acquiring will meet the same trouble and report it.
-            tracing::debug!(%err, "cannot look for other recipes");
-            return;
-        }
-    };
-    let others: Vec<&str> = present
-        .iter()
-        .filter(|recipe| **recipe != asked)
-        .map(|recipe| recipe.as_str())
-        .collect();
-    if !others.is_empty() {
-        eprintln!(
-            "zk-curator: warning: {} already has participants of a {}; they and this {} do \
-             not exclude each other",
-            shown(&args.path),
-            others.join(" and a "),
-            asked.as_str()
-        );
-    }
 }
 
 /// How long the release may wait for ZooKeeper's answer.
@@ -232,10 +222,7 @@ async fn run_open(
     answered: &mut bool,
 ) -> Result<u8, Failure> {
     let revoked = Arc::new(Notify::new());
-    let acquiring = async {
-        warn_of_other_recipes(framework, &args).await;
-        acquire(framework, &args, &revoked).await
-    };
+    let acquiring = acquire(framework, &args, &revoked);
     let acquired = tokio::select! {
         acquired = acquiring => acquired,
         // Dropping the acquire deletes our node: we leave the queue.

@@ -77,6 +77,9 @@ Exit codes:
   77   `lock`: the hold was revoked while the command ran (its process group
        was stopped); `elect`: asked to step down (`revoke PATH`) while the
        command ran (its process group was stopped)
+  78   `lock`, `elect`: the path holds participants of another layout or
+       recipe (kazoo's nodes beside Curator's, a latch beside a mutex...),
+       which would not see ours: refused at once, nothing left queued
   126  `lock`, `elect`: the command could not be executed
   127  `lock`, `elect`: the command was not found
   128+N `lock`, `elect`: the command was ended by signal N (e.g. 130, 143),
@@ -105,6 +108,10 @@ Exit codes:
        the message naming the path and the identity used; any other error
        (lost while acquiring, ...)
   75   --timeout expired before the lock was acquired
+  78   the path holds participants of another layout or recipe (kazoo's
+       nodes in Curator's layout or the other way round, a leader latch, a
+       semaphore beside a mutex...), which would not see ours: refused at
+       once, nothing left queued; --layout picks ours
   76   the hold was lost while the command ran (its process group was stopped),
        or zk-curator was stopped for longer than its lease (its guard
        killed the group)
@@ -135,6 +142,10 @@ Exit codes:
        an ACL the server calls invalid (`auth` with no identity): at once,
        the message naming the path and the identity used; any other error
   75   --timeout expired before this process led
+  78   the path holds participants of another layout or recipe (kazoo's
+       nodes in Curator's layout or the other way round, a `lock` mutex, a
+       leader selector...), which would not see ours: refused at once,
+       nothing left queued; --layout picks ours
   76   leadership was lost while the command ran (its process group was
        stopped), or zk-curator was stopped for longer than its lease (its
        guard killed the group)

@@ -1,0 +1,271 @@
+//! `lock` and `elect` in kazoo's layout beside real kazoo participants, and
+//! the refusal (exit 78, at once, nothing left) of a path whose
+//! participants would not see ours: kazoo's nodes beside Curator's layout,
+//! an `elect` beside a `lock` and the other way round. On the embedded
+//! server by default, on a real ZooKeeper with `ZK_TEST_SERVER=real`; the
+//! kazoo parts need Debian's `python3-kazoo` (or `ZK_SKIP_MISSING=kazoo`).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON};
+use zk_curator_testing::TestingServer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
+const TEST_LIMIT: Duration = Duration::from_secs(180);
+const WAIT_LIMIT: Duration = Duration::from_secs(30);
+/// A refusal is a connect, one round trip and a delete.
+const AT_ONCE: Duration = Duration::from_secs(3);
+/// The exit code of a path held in another layout or by another recipe.
+const OTHER_LAYOUT: i32 = 78;
+
+fn server() -> &'static TestingServer {
+    static SERVER: OnceLock<TestingServer> = OnceLock::new();
+    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
+}
+
+fn unique(name: &str) -> String {
+    format!("/cli-layouts/{name}-{}", std::process::id())
+}
+
+fn zkc(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("ZK_CONNECT", server().connect_string())
+        .env_remove("ZK_AUTH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn run(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let output = zkc(args).output().await.unwrap();
+    (output, started.elapsed())
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The children of `path`, through the plain client.
+async fn children(path: &str) -> Vec<String> {
+    let client = zk_curator::zk::Client::connector()
+        .connect(&server().connect_string())
+        .await
+        .unwrap();
+    match client.list_children(path).await {
+        Ok(mut children) => {
+            children.sort();
+            children
+        }
+        Err(zk_curator::zk::Error::NoNode) => Vec::new(),
+        Err(err) => panic!("list {path}: {err}"),
+    }
+}
+
+/// `verb path [options] -- sh -c script`, in the background.
+fn spawn(verb: &str, path: &str, options: &[&str], script: &str) -> Child {
+    let mut args = vec![verb, path];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    zkc(&args).spawn().unwrap()
+}
+
+/// Reads the child's stdout until a line equal to `wanted`.
+async fn wait_for_line(child: &mut Child, wanted: &str) -> BufReader<tokio::process::ChildStdout> {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let seen = tokio::time::timeout(WAIT_LIMIT, async {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if out.read_line(&mut line).await.unwrap() == 0 {
+                return false;
+            }
+            if line.trim() == wanted {
+                return true;
+            }
+        }
+    })
+    .await;
+    assert_eq!(seen, Ok(true), "never printed {wanted:?}");
+    out
+}
+
+fn assert_refused(output: &Output, took: Duration, names: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(OTHER_LAYOUT),
+        "{}",
+        stderr(output)
+    );
+    let text = stderr(output);
+    assert!(text.contains(names), "{text}");
+    assert!(took < AT_ONCE, "the refusal took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_and_lock_never_share_a_path() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        // `lock` holds: `elect` on its path is refused.
+        let path = unique("elect-beside-lock");
+        let mut holder = spawn("lock", &path, &[], "echo held; sleep 60");
+        let _out = wait_for_line(&mut holder, "held").await;
+        let before = children(&path).await;
+        let (output, took) = run(&["elect", &path, "--", "true"]).await;
+        assert_refused(&output, took, "Curator's mutex or leader selector");
+        assert_eq!(children(&path).await, before, "elect left a node");
+        holder.start_kill().unwrap();
+        holder.wait().await.unwrap();
+
+        // `elect` leads: `lock` on its path is refused.
+        let path = unique("lock-beside-elect");
+        let mut leader = spawn("elect", &path, &["--id", "leader"], "echo led; sleep 60");
+        let _out = wait_for_line(&mut leader, "led").await;
+        let before = children(&path).await;
+        let (output, took) = run(&["lock", &path, "--", "true"]).await;
+        assert_refused(&output, took, "Curator's leader latch");
+        assert_eq!(children(&path).await, before, "lock left a node");
+        leader.start_kill().unwrap();
+        leader.wait().await.unwrap();
+    })
+    .await
+    .expect("test timed out");
+}
+
+fn kazoo_available() -> bool {
+    Prerequisite::Kazoo.check(std::thread::current().name().unwrap_or("kazoo"))
+}
+
+fn participant_script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/kazoo_participant.py")
+}
+
+/// A kazoo participant (tests/interop/kazoo_participant.py) in `mode`,
+/// once connected.
+async fn kazoo(
+    mode: &str,
+    path: &str,
+    rounds: u32,
+    markers: &Path,
+) -> (Child, BufReader<tokio::process::ChildStdout>) {
+    let mut child = Command::new(DEBIAN_PYTHON)
+        .arg(participant_script())
+        .args([&server().connect_string(), mode, path, &rounds.to_string()])
+        .arg(markers)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = wait_for_line(&mut child, "ready").await;
+    (child, out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_in_curator_s_layout_beside_a_kazoo_holder_is_refused_at_once() {
+    if !kazoo_available() {
+        return;
+    }
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("curator-beside-kazoo");
+        let markers = tempfile::tempdir().unwrap();
+        let (mut child, mut out) = kazoo("hold", &path, 1, markers.path()).await;
+        let mut line = String::new();
+        out.read_line(&mut line).await.unwrap();
+        assert_eq!(line.trim(), "held");
+        let before = children(&path).await;
+        for extra in [&[][..], &["--read"][..], &["--write"][..]] {
+            let mut args = vec!["lock", path.as_str()];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--", "true"]);
+            let (output, took) = run(&args).await;
+            assert_refused(&output, took, "--layout kazoo");
+            assert_eq!(children(&path).await, before, "{extra:?} left a node");
+        }
+        let (output, took) = run(&["elect", &path, "--", "true"]).await;
+        assert_refused(&output, took, "--layout kazoo");
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).await.unwrap();
+        assert!(child.wait().await.unwrap().success(), "kazoo: {rest}");
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// The section each `elect` runs: a marker in, the rule checked (exit 3
+/// if another writer's marker is there), a log line, the interval's
+/// wall-clock nanoseconds, the marker out.
+const SECTION: &str = r#"m="$MARKERS/w-cli-$$"; s=$(date +%s%N); : > "$m"; echo cli >> "$MARKERS/log";
+n=$(ls "$MARKERS" | grep -c '^w-'); sleep 0.05; rm "$m"; e=$(date +%s%N);
+echo "w cli $s $e" >> "$MARKERS/intervals"; [ "$n" -eq 1 ] || exit 3"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elect_in_kazoo_s_layout_and_a_kazoo_election_lead_one_at_a_time() {
+    if !kazoo_available() {
+        return;
+    }
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("kazoo-election");
+        let markers = tempfile::tempdir().unwrap();
+        let (mut python, mut out) = kazoo("election", &path, 12, markers.path()).await;
+        let mut terms = 0;
+        let python_done = loop {
+            let mut elect = zkc(&[
+                "elect", &path, "--layout", "kazoo", "--", "sh", "-c", SECTION,
+            ]);
+            elect.env("MARKERS", markers.path());
+            let output = elect.output().await.unwrap();
+            assert!(
+                output.status.success(),
+                "elect: {:?} {}",
+                output.status,
+                stderr(&output)
+            );
+            terms += 1;
+            if let Some(status) = python.try_wait().unwrap() {
+                break status;
+            }
+            assert!(terms < 200, "the kazoo side never finished");
+        };
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).await.unwrap();
+        assert!(python_done.success(), "kazoo: {rest}");
+        // Both sides' sections, by wall clock: no two overlap, and each
+        // side led after the other at least once.
+        let text = std::fs::read_to_string(markers.path().join("intervals")).unwrap();
+        let mut sections: Vec<(String, u128, u128)> = text
+            .lines()
+            .map(|l| {
+                let p: Vec<&str> = l.split(' ').collect();
+                (
+                    p[1].to_owned(),
+                    p[2].parse().unwrap(),
+                    p[3].parse().unwrap(),
+                )
+            })
+            .collect();
+        sections.sort_by_key(|s| s.1);
+        for pair in sections.windows(2) {
+            assert!(pair[1].1 >= pair[0].2, "two leaders at once: {pair:?}");
+        }
+        let sides: Vec<&str> = sections.iter().map(|s| s.0.as_str()).collect();
+        let switch = |a: &str, b: &str| sides.windows(2).any(|w| w[0] == a && w[1] == b);
+        assert!(
+            switch("cli", "python") && switch("python", "cli"),
+            "{sides:?}"
+        );
+    })
+    .await
+    .expect("test timed out");
+}
