@@ -149,8 +149,18 @@ impl Failure {
 /// # Errors
 /// [`CLOSED_OUTPUT`] (with no message) on a closed pipe, [`OTHER`] when
 /// standard output fails otherwise.
+///
+/// Whatever the line holds, no character that a terminal or a reader could
+/// take for more than text reaches standard output: every control
+/// character but the line break, and the Unicode controls that reorder or
+/// break lines, are written as `\uXXXX` (a valid escape inside a JSON
+/// string too, so JSON stays JSON and means the same). Node data, ids and
+/// names come from whoever could create a node: see [`printable`] for
+/// text that must also keep its line breaks to itself.
 pub(crate) fn out(line: impl fmt::Display) -> Result<(), Failure> {
     use std::io::Write as _;
+    let line = line.to_string();
+    let line = escape_controls(&line, false);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")
         .and_then(|()| stdout.flush())
@@ -160,9 +170,66 @@ pub(crate) fn out(line: impl fmt::Display) -> Result<(), Failure> {
         })
 }
 
+/// Whether `c` must not reach a reader as itself: a control character
+/// (C0, DEL, C1: escape sequences, carriage returns, backspaces), a line
+/// or paragraph separator, or a bidirectional override or isolate (which
+/// reorder what follows on the line).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+/// `text` with every unsafe character (see [`is_unsafe`]) written as
+/// `\uXXXX`; line breaks too when `escape_lines`.
+fn escape_controls(text: &str, escape_lines: bool) -> std::borrow::Cow<'_, str> {
+    let keep = |c: char| c == '\n' && !escape_lines;
+    if !text.chars().any(|c| is_unsafe(c) && !keep(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_unsafe(c) && !keep(c) {
+            // Every unsafe character is in the Basic Multilingual Plane.
+            let _ = fmt::Write::write_fmt(&mut escaped, format_args!("\\u{:04x}", u32::from(c)));
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}
+
+/// Text from a node (its data, an id, a name) as one cell or one part of
+/// a line: every unsafe character, line breaks included, written as
+/// `\uXXXX`, so that it can neither forge a line nor drive the terminal.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    escape_controls(text, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsafe_characters_are_escaped_and_json_stays_json() {
+        let forged = "ok\nKIND  ROLE\u{1b}[2J\u{9b}31m\u{202e}evil\t\"q\"";
+        let cell = printable(forged);
+        assert_eq!(
+            cell,
+            "ok\\u000aKIND  ROLE\\u001b[2J\\u009b31m\\u202eevil\\u0009\"q\""
+        );
+        assert!(!cell.chars().any(is_unsafe));
+        // A whole line keeps its own breaks, and no other control.
+        let line = escape_controls("a\nb\u{7}", false);
+        assert_eq!(line, "a\nb\\u0007");
+        // serde_json leaves C1 controls and bidi overrides raw; escaped,
+        // the JSON parses to the same value.
+        let value = serde_json::json!({ "id": forged });
+        let text = escape_controls(&value.to_string(), false).into_owned();
+        assert!(!text.chars().any(is_unsafe), "{text}");
+        let back: serde_json::Value = serde_json::from_str(&text).expect("escaped JSON parses");
+        assert_eq!(back, value);
+        assert_eq!(printable("plain id"), "plain id");
+    }
 
     #[test]
     fn a_long_input_is_cut_and_its_length_said() {

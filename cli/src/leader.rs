@@ -12,15 +12,15 @@ use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
 use zk_curator::framework::path::split;
 use zk_curator::recipes::fresh::synced;
-use zk_curator::recipes::layout::ElectionRecipe;
+use zk_curator::recipes::layout::{identify, ElectionRecipe, Family, Layout, PathKind};
 use zk_curator::{
     Error, Framework, LeaderElection, LeaderLatch, LeaderObserver, LeaderSelector, LeaderTerm,
     Observation, ObservedLeader, Participant,
 };
 
 use crate::connect::ConnectArgs;
-use crate::exit::{out, Failure, OTHER};
-use crate::locks::{columns, identity, identity_text};
+use crate::exit::{out, printable, Failure, NO_PARTICIPANT, OTHER};
+use crate::locks::{columns, identity, identity_text, not_a_lock};
 
 /// Options of `leader`.
 #[derive(Debug, Args)]
@@ -49,41 +49,66 @@ struct Election {
     value: Option<Vec<u8>>,
 }
 
-/// Reads the election at `path` through the library's own reading of it:
-/// as a latch's, unless only a selector's nodes are there.
+/// Reads the election at `path` after the one reading of what the path is
+/// ([`identify`], shared with `locks` and `revoke`): a latch's, a
+/// selector's (a mutex's queue) or kazoo's election (a kazoo lock's
+/// queue), each in its own queue order. A path that is something else (a
+/// read-write lock, a semaphore, participants of several recipes, a
+/// folder, nodes no recipe writes) is [`NO_PARTICIPANT`], saying what it
+/// is; nothing is read as an election that is none.
 async fn read(framework: &Framework, path: &str) -> Result<Election, Failure> {
     let failed = |err: Error| Failure::zk(format!("cannot read the election at {path}"), err);
-    // Neither handle is started: they only read.
-    let latch = LeaderLatch::new(framework.clone(), path, "").map_err(failed)?;
-    let found = LeaderElection::participants(&latch).await.map_err(failed)?;
-    if found.is_empty() {
-        return Ok(Election {
-            recipe: None,
-            participants: found,
-            value: None,
-        });
+    let kind = identify(framework, path).await.map_err(failed)?;
+    let (recipe, layout) = match &kind {
+        PathKind::Missing | PathKind::Empty => {
+            return Ok(Election {
+                recipe: None,
+                participants: Vec::new(),
+                value: None,
+            })
+        }
+        PathKind::Recipe(Family::CuratorLatch) => (ElectionRecipe::Latch, Layout::Curator),
+        PathKind::Recipe(Family::CuratorLock) => (ElectionRecipe::Selector, Layout::Curator),
+        PathKind::Recipe(Family::KazooLock) => (ElectionRecipe::Kazoo, Layout::Kazoo),
+        other => return Err(not_an_election(path, other)),
+    };
+    // Neither handle is started: they only read, in the election's order.
+    let found = match recipe {
+        ElectionRecipe::Selector => {
+            let selector =
+                LeaderSelector::new(framework.clone(), path, |_term: LeaderTerm| async {})
+                    .map_err(failed)?;
+            LeaderElection::participants(&selector).await
+        }
+        _ => {
+            let latch =
+                LeaderLatch::with_layout(framework.clone(), path, "", layout).map_err(failed)?;
+            LeaderElection::participants(&latch).await
+        }
     }
-    let recipe = ElectionRecipe::of_nodes(found.iter().map(|p| p.node_path.as_str()));
-    if recipe == ElectionRecipe::Latch {
-        let value = proclaimed(framework, path, recipe, &found).await?;
-        return Ok(Election {
-            recipe: Some(recipe),
-            participants: found,
-            value,
-        });
-    }
-    // A selector's queue sorts by the sequence after `lock-`.
-    let selector = LeaderSelector::new(framework.clone(), path, |_term: LeaderTerm| async {})
-        .map_err(failed)?;
-    let found = LeaderElection::participants(&selector)
-        .await
-        .map_err(failed)?;
-    let value = proclaimed(framework, path, ElectionRecipe::Selector, &found).await?;
+    .map_err(failed)?;
+    let value = proclaimed(framework, path, recipe, &found).await?;
     Ok(Election {
-        recipe: (!found.is_empty()).then_some(ElectionRecipe::Selector),
+        recipe: (!found.is_empty()).then_some(recipe),
         participants: found,
         value,
     })
+}
+
+/// The refusal of a path that holds no election, saying what it holds.
+pub(crate) fn not_an_election(path: &str, kind: &PathKind) -> Failure {
+    let message = match kind {
+        PathKind::Folder { .. } | PathKind::Unknown { .. } => not_a_lock(path, kind),
+        PathKind::Mixed(_) => format!(
+            "{path} has {}: not one election (`zk-curator locks {path}` lists every family)",
+            kind.describe()
+        ),
+        other => format!(
+            "{path} is {}, not an election: `zk-curator locks {path}` lists it",
+            other.describe()
+        ),
+    };
+    Failure::new(NO_PARTICIPANT, message)
 }
 
 /// The value the leader among `found` proclaimed, if it did (read as an
@@ -107,7 +132,7 @@ async fn proclaimed(
 
 /// A value as text (invalid UTF-8 replaced).
 fn value_text(value: &[u8]) -> String {
-    String::from_utf8_lossy(value).into_owned()
+    printable(&String::from_utf8_lossy(value)).into_owned()
 }
 
 /// Prints the leader and the participants of `args.path`; with `--watch`,
@@ -238,7 +263,7 @@ fn who(id: &str, identity: bool) -> String {
     match id {
         _ if identity => identity_text(id.as_bytes()),
         "" => "(no id)".to_owned(),
-        id => id.to_owned(),
+        id => printable(id).into_owned(),
     }
 }
 

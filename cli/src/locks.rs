@@ -7,13 +7,17 @@ use clap::Args;
 use futures::{Stream, StreamExt as _};
 use serde_json::{json, Value};
 use tokio::signal::unix::{signal, SignalKind};
+use zk_curator::framework::lock_internals::REVOKE_MESSAGE;
 use zk_curator::framework::zk;
 use zk_curator::recipes::fresh::synced;
-use zk_curator::recipes::layout::{lock_participants, LockParticipant, LEASES_CHILD, LOCKS_CHILD};
-use zk_curator::{ConnectionState, Framework, LeaderElection, LeaderLatch};
+use zk_curator::recipes::layout::{
+    identify, lock_participants, Family, Layout, LockParticipant, PathKind, Role, LEASES_CHILD,
+    LOCKS_CHILD,
+};
+use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
-use crate::exit::{out, Failure, OTHER};
+use crate::exit::{out, printable, shown, Failure, OTHER};
 
 /// Options of `locks`.
 #[derive(Debug, Args)]
@@ -67,13 +71,54 @@ pub(crate) async fn participants_now(
     .map_err(|err| Failure::zk(format!("cannot read the participants of {path}"), err))
 }
 
-/// Milliseconds since the node was created (0 if the clocks disagree).
-fn age_ms(p: &LockParticipant) -> u64 {
-    let now = SystemTime::now()
+/// This host's clock, in milliseconds since the epoch.
+fn now_ms() -> i64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    u64::try_from(now.saturating_sub(p.ctime_ms)).unwrap_or(0)
+        .unwrap_or(0)
+}
+
+/// Milliseconds since the participant queued: since its node was created
+/// (0 if the clocks disagree). For a holder this is not how long it has
+/// held: it may have waited most of that time.
+fn queued_ms(p: &LockParticipant) -> u64 {
+    u64::try_from(now_ms().saturating_sub(p.ctime_ms)).unwrap_or(0)
+}
+
+/// When each holder began to hold, where this process saw it happen: a
+/// node listed as a waiter, then as a holder, began to hold between the
+/// two listings (counted from the second, so at most one notification
+/// late). Nobody publishes the instant of a grant, so a node first seen
+/// already holding (every holder of a one-shot `locks`) has no known start.
+#[derive(Debug, Default)]
+struct HoldStarts {
+    /// Node path → its role when last listed, and when it was first seen
+    /// holding after being seen waiting.
+    seen: std::collections::HashMap<String, (Role, Option<i64>)>,
+}
+
+impl HoldStarts {
+    /// Takes in a listing made now.
+    fn update(&mut self, found: &[LockParticipant]) {
+        let now = now_ms();
+        let mut seen = std::collections::HashMap::with_capacity(found.len());
+        for p in found {
+            let since = match (self.seen.get(&p.node_path), p.role) {
+                (Some((Role::Waiter, _)), Role::Holder) => Some(now),
+                (Some((Role::Holder, since)), Role::Holder) => *since,
+                _ => None,
+            };
+            seen.insert(p.node_path.clone(), (p.role, since));
+        }
+        self.seen = seen;
+    }
+
+    /// How long `p` has held, when known.
+    fn held_ms(&self, p: &LockParticipant) -> Option<u64> {
+        let (_, since) = self.seen.get(&p.node_path)?;
+        since.map(|since| u64::try_from(now_ms().saturating_sub(since)).unwrap_or(0))
+    }
 }
 
 /// What `--watch` compares between two listings: each participant's node
@@ -90,16 +135,17 @@ fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     if !args.watch {
         let found = participants_now(framework, &args.path, args.leases).await?;
-        out(listing(framework, args, &found).await?)?;
+        out(listing(framework, args, &found, &HoldStarts::default()).await?)?;
         return Ok(0);
     }
+    let mut starts = HoldStarts::default();
     let mut interrupt = signal(SignalKind::interrupt())
         .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGINT: {err}")))?;
     let mut states = std::pin::pin!(framework.state_changes());
     let mut synced = None;
     loop {
         let state = tokio::select! {
-            listed = list_and_wait(framework, args, &mut synced) => match listed {
+            listed = list_and_wait(framework, args, &mut synced, &mut starts) => match listed {
                 // Something changed: list again.
                 Ok(()) => continue,
                 Err(failure) => match broken_connection(framework, &mut states).await {
@@ -176,49 +222,103 @@ fn report(args: &LocksArgs, event: &str, state: ConnectionState) -> Result<(), F
     Ok(())
 }
 
-/// How many take part in a latch election at `path` (0 where there is
-/// none).
-async fn latch_participants(framework: &Framework, path: &str) -> Result<usize, Failure> {
-    let failed = |err| Failure::zk(format!("cannot read the participants of {path}"), err);
-    // Not started: it only reads.
-    let latch = LeaderLatch::new(framework.clone(), path, "").map_err(failed)?;
-    Ok(LeaderElection::participants(&latch)
-        .await
-        .map_err(failed)?
-        .len())
-}
-
-/// The listing of `found`, as a table or one JSON object. A path with no
-/// lock participants may be an election's (a latch's nodes are no lock's):
-/// then the listing says so, and how to see it, rather than "no holders".
+/// The listing of `found`, as a table or one JSON object, after the one
+/// reading of what the path is ([`identify`], shared with `leader` and
+/// `revoke`): a lock's participants; an election's count and where to see
+/// it (a latch's nodes are no lock's); every family's participants, each
+/// by its own rule, where several share the path (they do not see each
+/// other); a folder's entries; or what is there that no recipe writes.
+/// Never "no holders" for a path where something holds or leads.
 async fn listing(
     framework: &Framework,
     args: &LocksArgs,
     found: &[LockParticipant],
+    starts: &HoldStarts,
 ) -> Result<String, Failure> {
-    let electing = if found.is_empty() {
-        latch_participants(framework, &args.path).await?
-    } else {
-        0
-    };
-    Ok(if args.json {
-        let listed: Vec<Value> = found.iter().map(to_json).collect();
-        let mut listing = json!({ "path": args.path, "participants": listed });
-        if electing > 0 {
-            listing["election_participants"] = json!(electing);
+    let path = args.path.as_str();
+    let kind = identify(framework, path)
+        .await
+        .map_err(|err| Failure::zk(format!("cannot read {}", shown(path)), err))?;
+    let participants = || -> Vec<Value> { found.iter().map(|p| to_json(p, starts)).collect() };
+    if args.json {
+        let mut listing = json!({ "path": path, "kind": kind.name() });
+        match &kind {
+            PathKind::Recipe(Family::CuratorLatch) => {
+                listing["recipe"] = json!("latch");
+                listing["election_participants"] = json!(found.len());
+            }
+            PathKind::Recipe(family) => {
+                listing["recipe"] = json!(family.describe());
+                listing["layout"] = json!(family.layout().as_str());
+                listing["participants"] = json!(participants());
+            }
+            PathKind::Mixed(families) => {
+                listing["recipes"] =
+                    json!(families.iter().map(|f| f.describe()).collect::<Vec<_>>());
+                listing["participants"] = json!(participants());
+            }
+            PathKind::Folder { inside, more } => {
+                listing["inside"] = json!(inside
+                    .iter()
+                    .map(|(name, kind)| json!({ "name": name, "kind": kind.name(), "what": kind.describe() }))
+                    .collect::<Vec<_>>());
+                listing["more"] = json!(more);
+            }
+            PathKind::Unknown { names, count } => {
+                listing["names"] = json!(names);
+                listing["count"] = json!(count);
+            }
+            _ => listing["participants"] = json!(participants()),
         }
-        listing.to_string()
-    } else if electing > 0 {
-        format!(
-            "{} is an election with {electing} participant{}, not a lock: \
-             `zk-curator leader {}` shows its leader",
-            args.path,
-            if electing == 1 { "" } else { "s" },
-            args.path
-        )
-    } else {
-        table(found)
+        return Ok(listing.to_string());
+    }
+    Ok(match &kind {
+        PathKind::Recipe(Family::CuratorLatch) => format!(
+            "{path} is an election with {} participant{}, not a lock: \
+             `zk-curator leader {path}` shows its leader",
+            found.len(),
+            if found.len() == 1 { "" } else { "s" },
+        ),
+        PathKind::Mixed(_) => format!(
+            "{path} has {}: each queues and holds by its own rule, so each can have a \
+             holder at once\n{}",
+            kind.describe(),
+            table(found, starts)
+        ),
+        PathKind::Folder { .. } | PathKind::Unknown { .. } => not_a_lock(path, &kind),
+        _ => table(found, starts),
     })
+}
+
+/// What `locks`, `leader` and `revoke` say of a path that is a folder or
+/// holds nodes no recipe writes: what is there, and where to look.
+pub(crate) fn not_a_lock(path: &str, kind: &PathKind) -> String {
+    const NAMED: usize = 20;
+    match kind {
+        PathKind::Folder { inside, more } => {
+            let mut named: Vec<String> = inside
+                .iter()
+                .take(NAMED)
+                .map(|(name, kind)| format!("{name} ({})", kind.describe()))
+                .collect();
+            let rest = inside.len().saturating_sub(NAMED) + more;
+            if rest > 0 {
+                named.push(format!("and {rest} more"));
+            }
+            format!(
+                "{path} is a folder, not a lock or an election; inside: {}. \
+                 `zk-curator locks {path}/NAME` (or `leader`) reads one",
+                named.join(", ")
+            )
+        }
+        PathKind::Unknown { names, count } => format!(
+            "{path} has {count} node{} that no recipe writes (such as {}): not a lock or an \
+             election zk-curator knows",
+            if *count == 1 { "" } else { "s" },
+            names.join(", ")
+        ),
+        other => format!("{path} is {}", other.describe()),
+    }
 }
 
 /// Prints the participants, then waits for a change among them. The first
@@ -231,6 +331,7 @@ async fn list_and_wait(
     framework: &Framework,
     args: &LocksArgs,
     synced: &mut Option<u64>,
+    starts: &mut HoldStarts,
 ) -> Result<(), Failure> {
     let session = framework.current_session().map(|s| s.generation());
     let found = if session.is_some() && session == *synced {
@@ -240,7 +341,8 @@ async fn list_and_wait(
         *synced = session;
         found
     };
-    out(listing(framework, args, &found).await?)?;
+    starts.update(&found);
+    out(listing(framework, args, &found, starts).await?)?;
     if !args.json {
         out("")?;
     }
@@ -302,8 +404,15 @@ pub(crate) fn identity(data: &[u8]) -> Value {
     }
 }
 
+/// The holder a node names, as one line of text (escaped: see
+/// [`printable`]). A node whose data is a revocation request has lost the
+/// identity it had (Curator's protocol writes the request over it): it
+/// says so, rather than show the request as a holder.
 pub(crate) fn identity_text(data: &[u8]) -> String {
-    match identity(data) {
+    if data == REVOKE_MESSAGE {
+        return "(asked to release: the request took the place of its identity)".to_owned();
+    }
+    let text = match identity(data) {
         Value::Object(map) => {
             let field = |key: &str| match map.get(key) {
                 Some(Value::String(s)) => s.clone(),
@@ -320,47 +429,65 @@ pub(crate) fn identity_text(data: &[u8]) -> String {
         }
         Value::String(text) => text,
         other => other.to_string(),
-    }
+    };
+    printable(&text).into_owned()
 }
 
 fn session_hex(session: i64) -> String {
     format!("{session:#x}")
 }
 
-fn to_json(p: &LockParticipant) -> Value {
+fn to_json(p: &LockParticipant, starts: &HoldStarts) -> Value {
     json!({
         "kind": p.kind.as_str(),
+        "layout": p.family.layout().as_str(),
         "role": p.role.as_str(),
         "node": p.node_path,
         "name": p.name,
         "sequence": p.sequence,
         "session": session_hex(p.session),
-        "age_ms": age_ms(p),
+        "queued_ms": queued_ms(p),
+        "held_ms": starts.held_ms(p),
         "fencing_token": p.czxid,
         "identity": identity(&p.data),
     })
 }
 
-fn table(found: &[LockParticipant]) -> String {
+/// A span as a table shows it: whole seconds, or milliseconds under one.
+fn span(ms: u64) -> String {
+    let span = Duration::from_millis(ms);
+    let span = if span.as_secs() > 0 {
+        Duration::from_secs(span.as_secs())
+    } else {
+        span
+    };
+    humantime::format_duration(span).to_string()
+}
+
+fn table(found: &[LockParticipant], starts: &HoldStarts) -> String {
     let header = [
-        "KIND", "ROLE", "SEQ", "SESSION", "AGE", "TOKEN", "HOLDER", "NODE",
+        "KIND", "ROLE", "SEQ", "SESSION", "QUEUED", "HELD", "TOKEN", "HOLDER", "NODE",
     ]
     .map(String::from);
     let mut rows = vec![header.to_vec()];
     for p in found {
-        // Whole seconds (or milliseconds under one) read best in a table.
-        let age = Duration::from_millis(age_ms(p));
-        let age = if age.as_secs() > 0 {
-            Duration::from_secs(age.as_secs())
-        } else {
-            age
+        let held = match (p.role, starts.held_ms(p)) {
+            (Role::Holder, Some(held)) => span(held),
+            // A holder seen holding from the start: not known.
+            (Role::Holder, None) => "?".to_owned(),
+            (Role::Waiter, _) => "-".to_owned(),
+        };
+        let kind = match p.family.layout() {
+            Layout::Kazoo => format!("{} (kazoo)", p.kind.as_str()),
+            _ => p.kind.as_str().to_owned(),
         };
         rows.push(vec![
-            p.kind.as_str().to_owned(),
+            kind,
             p.role.as_str().to_owned(),
             p.sequence.map(|s| s.to_string()).unwrap_or_default(),
             session_hex(p.session),
-            humantime::format_duration(age).to_string(),
+            span(queued_ms(p)),
+            held,
             p.czxid.to_string(),
             identity_text(&p.data),
             p.name.clone(),
@@ -374,9 +501,20 @@ fn table(found: &[LockParticipant]) -> String {
 }
 
 /// `rows` (the first is the header) in columns two blanks apart, the last
-/// column left unpadded; one line each, ending in a newline.
+/// column left unpadded; one line each, ending in a newline. Every cell is
+/// [`printable`]: a cell can neither break its line nor drive the
+/// terminal.
 pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     let count = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| printable(cell).into_owned())
+                .collect()
+        })
+        .collect();
     let widths: Vec<usize> = (0..count)
         .map(|col| {
             rows.iter()
@@ -386,8 +524,7 @@ pub(crate) fn columns(rows: &[Vec<String>]) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (col, cell) in row.iter().enumerate() {
             if col + 1 == row.len() {

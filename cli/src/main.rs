@@ -171,6 +171,9 @@ Exit codes:
        speaks only TLS, credentials, a host name that does not resolve);
        the message says which, and names every host whose name does not
        resolve ('connection refused' when nothing listens, at the timeout)
+  66   the path is no election (a read-write lock, a semaphore, participants
+       of several recipes, a folder, nodes no recipe writes): what it is is
+       said, and where to look
   70   any other error (e.g. refused by ZooKeeper)";
 
 /// The exit codes of `locks`.
@@ -190,11 +193,18 @@ Exit codes:
 /// The exit codes of `revoke`.
 const REVOKE_EXIT_CODES: &str = "\
 Exit codes:
-  0    the request was written into every chosen node
+  0    the request was written into every chosen node, and each holder
+       asked gave its node up within 5s
   64   usage error (bad arguments or path, malformed --zk / ZK_CONNECT,
-       no ensemble given, malformed ZK_AUTH); nothing is sent
-  66   --node names no participant of the lock, or (without --node and
-       --all) the election has no leader; nothing is written
+       no ensemble given, malformed ZK_AUTH; a lock's path without --node
+       or --all); nothing is written
+  66   --node names no participant of the lock; the path has no
+       participants, is a folder, holds participants of several recipes
+       or nodes no recipe writes (what is there is said); or (without
+       --node and --all) the election has no leader; nothing is written
+  75   a holder asked did not give its node up within 5s (not revocable,
+       or its process is gone and its session has not expired yet): each
+       is named
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or

@@ -2,14 +2,17 @@
 //! of an election to step down, with [`Revoker::attempt_revoke`] (Curator's
 //! `__REVOKE__` protocol).
 
+use std::time::Duration;
+
 use clap::Args;
 use zk_curator::framework::path::{validate_node_name, validate_path};
-use zk_curator::recipes::layout::Role;
+use zk_curator::recipes::fresh::synced;
+use zk_curator::recipes::layout::{identify, read_nodes, Family, LockParticipant, PathKind, Role};
 use zk_curator::{Framework, LeaderObserver, Revoker};
 
 use crate::connect::ConnectArgs;
-use crate::exit::{out, Failure, NO_PARTICIPANT};
-use crate::locks::participants_now;
+use crate::exit::{out, shown, Failure, NO_PARTICIPANT};
+use crate::locks::{identity_text, not_a_lock, participants_now};
 
 /// Options of `revoke`.
 #[derive(Debug, Args)]
@@ -39,15 +42,69 @@ pub(crate) fn check_node(node: &str) -> Result<(), Failure> {
     checked.map_err(|err| Failure::usage(format!("bad --node {node:?}: {err}")))
 }
 
-/// Writes the revocation request into the chosen nodes and prints how many
-/// were asked. A `--node` must be one of the lock's participants (by name,
-/// as `locks` prints it, or full path); nothing is written otherwise.
+/// How long `revoke` waits for the holders it asked to give their nodes
+/// up, before it says which did not.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// Reads what the path is first ([`identify`], the reading `locks` and
+/// `leader` share), and never writes into a path it has not recognised:
+/// without `--node` or `--all`, only a latch's election is asked to step
+/// down; a lock (a mutex's or selector's nodes, a read-write lock, a
+/// semaphore, kazoo's nodes) asks for `--node` or `--all`; a folder, an
+/// empty path, participants of several families and nodes no recipe writes
+/// are refused, saying what is there.
+///
+/// With `--node` or `--all`, writes the revocation request into the chosen
+/// nodes, naming each holder as its node named it before the request took
+/// its place, then waits up to [`ANSWER_WAIT`] for them to give their nodes
+/// up, and says which did not (a holder that is not revocable, or whose
+/// process is gone while its session has not expired yet: nothing answers
+/// then, and the node goes only with the session). A `--node` must be one
+/// of the lock's participants (by name, as `locks` prints it, or full
+/// path); nothing is written otherwise.
 pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, Failure> {
-    if args.node.is_none() && !args.all {
-        return step_down(framework, &args.path).await;
+    let path = args.path.as_str();
+    let kind = synced(framework, path, || identify(framework, path))
+        .await
+        .map_err(|err| Failure::zk(format!("cannot read {}", shown(path)), err))?;
+    let recognised = match &kind {
+        PathKind::Recipe(Family::CuratorLatch) if args.node.is_none() && !args.all => {
+            return step_down(framework, path).await;
+        }
+        PathKind::Recipe(_) => true,
+        PathKind::Missing | PathKind::Empty => {
+            return Err(Failure::new(
+                NO_PARTICIPANT,
+                format!("{path} has no participants: nothing to revoke; nothing was written"),
+            ))
+        }
+        PathKind::Mixed(_) => false,
+        PathKind::Folder { .. } | PathKind::Unknown { .. } => {
+            return Err(Failure::new(
+                NO_PARTICIPANT,
+                format!("{}; nothing was written", not_a_lock(path, &kind)),
+            ))
+        }
+        _ => false,
+    };
+    if !recognised {
+        return Err(Failure::new(
+            NO_PARTICIPANT,
+            format!(
+                "{path} has {}: `zk-curator locks {path}` lists them; nothing was written",
+                kind.describe()
+            ),
+        ));
     }
-    let found = participants_now(framework, &args.path, None).await?;
-    let targets: Vec<String> = match &args.node {
+    if args.node.is_none() && !args.all {
+        return Err(Failure::usage(format!(
+            "{path} is {}, not an election: give --node NAME (one participant, as `zk-curator \
+             locks {path}` names it) or --all (every holder); nothing was written",
+            kind.describe()
+        )));
+    }
+    let found = participants_now(framework, path, None).await?;
+    let targets: Vec<LockParticipant> = match &args.node {
         Some(node) => {
             let chosen = found
                 .iter()
@@ -58,20 +115,19 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
                         format!(
                             "{node} is not a participant of the lock {path} (which has {count} \
                              now; `zk-curator locks {path}` lists them); nothing was revoked",
-                            path = args.path,
                             count = found.len(),
                         ),
                     )
                 })?;
-            vec![chosen.node_path.clone()]
+            vec![chosen.clone()]
         }
         None => found
             .into_iter()
             .filter(|p| p.role == Role::Holder)
-            .map(|p| p.node_path)
             .collect(),
     };
-    for node in &targets {
+    for target in &targets {
+        let node = &target.node_path;
         Revoker::attempt_revoke(framework, node)
             .await
             .map_err(|err| Failure::zk(format!("cannot revoke {node}"), err))?;
@@ -79,7 +135,65 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
     }
     let plural = if targets.len() == 1 { "" } else { "s" };
     out(format!("asked {} holder{plural} to release", targets.len()))?;
-    Ok(0)
+    for target in &targets {
+        out(format!(
+            "  {} (node {}, session {:#x})",
+            identity_text(&target.data),
+            target.name,
+            target.session
+        ))?;
+    }
+    if kind == PathKind::Recipe(Family::KazooLock) {
+        eprintln!(
+            "zk-curator: kazoo's own locks do not watch for revocation requests; only \
+             zk-curator holders in kazoo's layout answer"
+        );
+    }
+    answered(framework, &targets).await
+}
+
+/// Waits up to [`ANSWER_WAIT`] for the nodes of `targets` to go, and says
+/// which are still there: exit 0 when all went, else
+/// [`crate::exit::TIMEOUT`].
+async fn answered(framework: &Framework, targets: &[LockParticipant]) -> Result<u8, Failure> {
+    let paths: Vec<String> = targets.iter().map(|t| t.node_path.clone()).collect();
+    let deadline = tokio::time::Instant::now() + ANSWER_WAIT;
+    let mut left = paths.clone();
+    loop {
+        let read = read_nodes(framework, &left)
+            .await
+            .map_err(|err| Failure::zk("cannot see whether the holders answered", err))?;
+        left = left
+            .into_iter()
+            .zip(read)
+            .filter_map(|(path, read)| read.map(|_| path))
+            .collect();
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if left.is_empty() {
+        return Ok(0);
+    }
+    for target in targets.iter().filter(|t| left.contains(&t.node_path)) {
+        let why = if target.session == 0 {
+            "its node is persistent, held by no session: nothing can answer".to_owned()
+        } else {
+            format!(
+                "its holder is not revocable, or its process is gone and its session {:#x} has \
+                 not expired yet (nothing can answer then; the node goes when the session does)",
+                target.session
+            )
+        };
+        eprintln!(
+            "zk-curator: {} still holds {} after {}s: {why}",
+            identity_text(&target.data),
+            target.name,
+            ANSWER_WAIT.as_secs()
+        );
+    }
+    Ok(crate::exit::TIMEOUT)
 }
 
 /// Asks the leader of the election at `path` to step down (a latch's or a

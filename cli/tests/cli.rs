@@ -703,10 +703,13 @@ async fn revoke_stops_the_holder_and_releases() {
 
         let output = run(&["revoke", &path, "--all"]).await;
         assert!(output.status.success(), "{}", stderr(&output));
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
         assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            "asked 1 holder to release\n"
+            said.lines().next(),
+            Some("asked 1 holder to release"),
+            "{said}"
         );
+        assert_eq!(said.lines().count(), 2, "one line per holder asked: {said}");
         let output = finish(holder).await;
         assert_eq!(output.status.code(), Some(77), "{}", stderr(&output));
         assert!(stderr(&output).contains("revoked"), "{}", stderr(&output));
@@ -732,10 +735,13 @@ async fn revoke_one_lease_by_name() {
         let name = listed[0]["name"].as_str().unwrap();
         let output = run(&["revoke", &path, "--node", name]).await;
         assert!(output.status.success(), "{}", stderr(&output));
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
         assert_eq!(
-            String::from_utf8_lossy(&output.stdout),
-            "asked 1 holder to release\n"
+            said.lines().next(),
+            Some("asked 1 holder to release"),
+            "{said}"
         );
+        assert_eq!(said.lines().count(), 2, "one line per holder asked: {said}");
         // Exactly the named lease's holder stops.
         let left = participants(&path, 1, "one lease left").await;
         assert_eq!(left[0]["node"], listed[1]["node"]);
@@ -1927,34 +1933,43 @@ async fn locks_watch_syncs_once_per_session() {
     .await;
 }
 
+/// A lock of another kind than the participants on its path (which would
+/// not see it, nor it them) is refused at once, exit 78, naming what is
+/// there and leaving nothing; it used to run beside them after a warning.
 #[tokio::test(flavor = "multi_thread")]
-async fn lock_warns_about_participants_of_another_kind() {
+async fn lock_refuses_a_path_held_by_another_kind() {
     bounded(async {
         let dir = tempfile::tempdir().unwrap();
         let (script, started, release, _) = gated_script(dir.path());
         let path = unique("kinds");
         let reader = Verb::Lock.spawn(&path, &["--read"], &script);
         wait_for_file(&started).await;
-        // A mutex does not exclude the reader: it runs, after one warning.
-        let output = run(&["lock", &path, "--", "true"]).await;
-        assert!(output.status.success(), "{}", stderr(&output));
-        let err = stderr(&output);
-        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
-        assert_eq!(warnings.len(), 1, "{err}");
-        assert!(
-            warnings[0].contains("read-write") && warnings[0].contains("mutex"),
-            "{err}"
-        );
-        let output = run(&["lock", &path, "--leases", "1", "--", "true"]).await;
-        let err = stderr(&output);
-        assert!(
-            err.contains("warning") && err.contains("read-write") && err.contains("semaphore"),
-            "{err}"
-        );
-        // The same kind: no warning (the writer waits, then gives up).
+        let nodes = || async {
+            let listed = locks_json(&path).await;
+            listed.iter().map(|p| p["node"].clone()).collect::<Vec<_>>()
+        };
+        let before = nodes().await;
+        for options in [&[][..], &["--leases", "1"][..]] {
+            let mut args = vec!["lock", path.as_str()];
+            args.extend_from_slice(options);
+            args.extend_from_slice(&["--", "true"]);
+            let output = run(&args).await;
+            assert_eq!(
+                output.status.code(),
+                Some(78),
+                "{options:?}: {}",
+                stderr(&output)
+            );
+            assert!(
+                stderr(&output).contains("read-write lock"),
+                "{}",
+                stderr(&output)
+            );
+            assert_eq!(nodes().await, before, "{options:?} left a node");
+        }
+        // The same kind waits its turn (then gives up).
         let output = run(&["lock", &path, "--write", "--timeout", "200ms", "--", "true"]).await;
         assert_eq!(output.status.code(), Some(75), "{}", stderr(&output));
-        assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
         std::fs::write(&release, "").unwrap();
         assert!(finish(reader).await.status.success());
     })

@@ -31,7 +31,7 @@
 use std::cmp::Ordering;
 
 use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, SortKey};
-use zk_curator_framework::path::{join, split, strip_protection};
+use zk_curator_framework::path::{cut, join, split, strip_protection};
 use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
 
 pub use zk_curator_framework::lock_internals::layout::{
@@ -95,16 +95,19 @@ pub enum Kind {
     Write,
     /// A semaphore acquirer: a lease node, or a node of the internal queue.
     Lease,
+    /// A leader latch's participant (`latch-`).
+    Latch,
 }
 
 impl Kind {
-    /// `"mutex"`, `"read"`, `"write"` or `"lease"`.
+    /// `"mutex"`, `"read"`, `"write"`, `"lease"` or `"latch"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Mutex => "mutex",
             Kind::Read => "read",
             Kind::Write => "write",
             Kind::Lease => "lease",
+            Kind::Latch => "latch",
         }
     }
 }
@@ -261,6 +264,9 @@ pub struct LockParticipant {
     pub czxid: i64,
     /// The node's data (the holder identity or the caller's node data).
     pub data: Vec<u8>,
+    /// Whose nodes it is: participants of different families on one path
+    /// do not see each other, and each family has its own queue.
+    pub family: Family,
 }
 
 /// A child name with its kind and place in the queue.
@@ -362,6 +368,7 @@ pub async fn read_nodes(
 async fn load(
     framework: &Framework,
     parent: &str,
+    family: Family,
     names: &[Named],
     role_of: impl Fn(usize) -> Role,
 ) -> Result<Vec<LockParticipant>> {
@@ -382,22 +389,28 @@ async fn load(
             ctime_ms: stat.ctime,
             czxid: stat.czxid,
             data,
+            family,
         });
     }
     Ok(participants)
 }
 
 /// The participants of the lock at `path`, holders and waiters in queue
-/// order, for whichever of the mutex, read-write lock and semaphore layouts
-/// its children show (a read-write lock's nodes first, then a semaphore's,
-/// else a mutex's).
+/// order, of every family of nodes its children show (see [`Family`]),
+/// one family after the other: a read-write lock's (Curator's), a
+/// semaphore's, a mutex's (or selector's), a latch's, kazoo's locks', a
+/// kazoo semaphore's. Participants of different families do not see each
+/// other: each family's roles follow its own rule, as if it were alone
+/// (so a path with two families can show two holders, which it has).
 ///
 /// For a semaphore, `max_leases` tells the holders from the waiting lease
 /// node. Without it, the last lease node is taken for a waiter when its
 /// session also heads the internal queue (that acquirer holds the internal
 /// mutex while it waits for a lease; a lease it was just granted looks the
 /// same for a moment), and the internal queue node of an acquirer whose
-/// lease node waits is left out (it is the same acquirer).
+/// lease node waits is left out (it is the same acquirer). A kazoo
+/// semaphore's lease nodes are all holders (its waiters queue on a sibling
+/// path, `<path>-__lock__`).
 ///
 /// # Errors
 /// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
@@ -411,38 +424,97 @@ pub async fn lock_participants(
     max_leases: Option<u32>,
 ) -> Result<Vec<LockParticipant>> {
     let children = list(framework, path).await?;
-    let rw = sorted(
-        children
-            .iter()
-            .filter_map(|c| Named::read_write(c))
-            .collect(),
-    );
-    if !rw.is_empty() {
-        let keys: Vec<(Kind, SortKey)> = rw.iter().map(|n| (n.kind, n.key.clone())).collect();
-        return load(framework, path, &rw, |index| {
-            let holds = rw[index].sequence().is_some()
-                && read_write_turn(&keys, index).is_ok_and(|turn| turn == Turn::Holds);
-            if holds {
-                Role::Holder
-            } else {
-                Role::Waiter
-            }
-        })
-        .await;
+    let mut all = Vec::new();
+    for family in families_among(&children) {
+        all.extend(participants_of(framework, path, family, &children, max_leases).await?);
     }
-    if children
+    Ok(all)
+}
+
+/// The families of nodes among `children`, each once, in the order
+/// [`lock_participants`] reports them.
+pub fn families_among(children: &[String]) -> Vec<Family> {
+    const ORDER: [Family; 6] = [
+        Family::CuratorReadWrite,
+        Family::CuratorSemaphore,
+        Family::CuratorLock,
+        Family::CuratorLatch,
+        Family::KazooLock,
+        Family::KazooSemaphore,
+    ];
+    let present: Vec<Family> = children
         .iter()
-        .any(|c| c == LEASES_CHILD || c == LOCKS_CHILD)
-    {
-        return semaphore_participants(framework, path, max_leases).await;
+        .filter_map(|c| Family::of_child(c))
+        .collect();
+    ORDER
+        .into_iter()
+        .filter(|family| present.contains(family))
+        .collect()
+}
+
+/// The participants of one `family` among `children` of `path`, by that
+/// family's rule.
+async fn participants_of(
+    framework: &Framework,
+    path: &str,
+    family: Family,
+    children: &[String],
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>> {
+    let of_family = |c: &&String| Family::of_child(c) == Some(family);
+    match family {
+        Family::CuratorReadWrite | Family::KazooLock => {
+            let rw = sorted(
+                children
+                    .iter()
+                    .filter(of_family)
+                    .filter_map(|c| Named::read_write(c))
+                    .collect(),
+            );
+            let keys: Vec<(Kind, SortKey)> = rw.iter().map(|n| (n.kind, n.key.clone())).collect();
+            load(framework, path, family, &rw, |index| {
+                let holds = rw[index].sequence().is_some()
+                    && read_write_turn(&keys, index).is_ok_and(|turn| turn == Turn::Holds);
+                role(holds)
+            })
+            .await
+        }
+        Family::CuratorSemaphore => semaphore_participants(framework, path, max_leases).await,
+        Family::CuratorLock | Family::CuratorLatch => {
+            let (kind, name) = match family {
+                Family::CuratorLatch => (Kind::Latch, LATCH_NAME),
+                _ => (Kind::Mutex, LOCK_NAME),
+            };
+            let names = sorted(
+                children
+                    .iter()
+                    .filter(of_family)
+                    .filter_map(|c| Named::with(kind, c, name))
+                    .collect(),
+            );
+            load(framework, path, family, &names, |index| {
+                role(first_hold(index, 1))
+            })
+            .await
+        }
+        Family::KazooSemaphore => {
+            let names = sorted(
+                children
+                    .iter()
+                    .filter(of_family)
+                    .map(|c| Named {
+                        kind: Kind::Lease,
+                        name: c.clone(),
+                        key: SortKey::Foreign(c.clone()),
+                    })
+                    .collect(),
+            );
+            load(framework, path, family, &names, |_| Role::Holder).await
+        }
+        // Lease nodes sit under a semaphore's `leases` child, never beside
+        // a lock's participants; and families not known yet have no rule.
+        _ => Ok(Vec::new()),
     }
-    let names = sorted(
-        children
-            .iter()
-            .filter_map(|c| Named::with(Kind::Mutex, c, LOCK_NAME))
-            .collect(),
-    );
-    load(framework, path, &names, |index| role(first_hold(index, 1))).await
 }
 
 fn role(holds: bool) -> Role {
@@ -473,11 +545,12 @@ async fn semaphore_participants(
     let locks_path = join(path, LOCKS_CHILD);
     let leases = named_children(framework, &leases_path, LEASE_NAME).await?;
     let queued = named_children(framework, &locks_path, LOCK_NAME).await?;
-    let mut lease_nodes = load(framework, &leases_path, &leases, |index| {
+    let family = Family::CuratorSemaphore;
+    let mut lease_nodes = load(framework, &leases_path, family, &leases, |index| {
         role(max_leases.is_none_or(|max| first_hold(index, max)))
     })
     .await?;
-    let queued_nodes = load(framework, &locks_path, &queued, |_| Role::Waiter).await?;
+    let queued_nodes = load(framework, &locks_path, family, &queued, |_| Role::Waiter).await?;
     // The head of the internal queue holds the internal mutex: if its
     // session also has the last lease node, that node waits for a lease.
     let head_session = queued_nodes.first().map(|p| p.session);
@@ -533,6 +606,226 @@ pub async fn recipes_present(framework: &Framework, path: &str) -> Result<Vec<Re
         }
     }
     Ok(found)
+}
+
+/// How many children of a folder [`identify`] looks into (one pipelined
+/// listing each); past it, the rest are only counted.
+pub const FOLDER_LOOK: usize = 1000;
+
+/// What a path is, as the one reading that `locks`, `leader` and `revoke`
+/// share (see [`identify`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PathKind {
+    /// No node at the path.
+    Missing,
+    /// A node without children: nothing holds, waits or leads there.
+    Empty,
+    /// Participants of one family: a lock, or an election (a latch's; a
+    /// mutex's nodes are also a leader selector's, kazoo's lock nodes also
+    /// a kazoo election's).
+    Recipe(Family),
+    /// Participants of several families, which do not see each other.
+    Mixed(Vec<Family>),
+    /// No participants of its own, but children with something below them:
+    /// each named with what it is (a folder within is a `Folder` whose
+    /// `inside` is not read, its `more` the count of its children).
+    Folder {
+        /// The first [`FOLDER_LOOK`] children that are not empty, by name.
+        inside: Vec<(String, PathKind)>,
+        /// How many children were not looked into.
+        more: usize,
+    },
+    /// Children that no recipe writes, nothing below them.
+    Unknown {
+        /// A few of their names.
+        names: Vec<String>,
+        /// How many there are.
+        count: usize,
+    },
+}
+
+impl PathKind {
+    /// What it is, in a few words: "a mutex", "an election (leader latch)",
+    /// "a folder", "empty", …
+    pub fn describe(&self) -> String {
+        match self {
+            PathKind::Missing => "missing".into(),
+            PathKind::Empty => "empty".into(),
+            PathKind::Recipe(family) => family.describe().to_owned(),
+            PathKind::Mixed(families) => format!(
+                "participants of {}, which do not see each other",
+                families
+                    .iter()
+                    .map(|f| f.describe())
+                    .collect::<Vec<_>>()
+                    .join(" and of ")
+            ),
+            PathKind::Folder { .. } => "a folder".into(),
+            PathKind::Unknown { .. } => "nodes no recipe writes".into(),
+        }
+    }
+
+    /// A short name for scripts: `missing`, `empty`, `lock`, `election`,
+    /// `mixed`, `folder` or `unknown`. A mutex's nodes and kazoo's lock
+    /// nodes are a `lock` (they are an election's too: see
+    /// [`PathKind::is_election`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PathKind::Missing => "missing",
+            PathKind::Empty => "empty",
+            PathKind::Recipe(Family::CuratorLatch) => "election",
+            PathKind::Recipe(_) => "lock",
+            PathKind::Mixed(_) => "mixed",
+            PathKind::Folder { .. } => "folder",
+            PathKind::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// Whether an election can be read from it: a latch's nodes, a
+    /// selector's (a mutex's queue) or kazoo's `Election`'s (a kazoo lock's).
+    pub fn is_election(&self) -> bool {
+        matches!(
+            self,
+            PathKind::Recipe(Family::CuratorLatch | Family::CuratorLock | Family::KazooLock)
+        )
+    }
+}
+
+/// Reads what `path` is, in at most three round trips: its children; the
+/// children of its `locks` and `leases` children, if any (a semaphore's
+/// queues, or folders that happen to carry those names); for a path
+/// without participants, the children of each child (pipelined, at most
+/// [`FOLDER_LOOK`]).
+///
+/// # Errors
+/// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn identify(framework: &Framework, path: &str) -> Result<PathKind> {
+    let Some(children) = list_existing(framework, path).await? else {
+        return Ok(PathKind::Missing);
+    };
+    if children.is_empty() {
+        return Ok(PathKind::Empty);
+    }
+    // Participants' nodes have nothing below them: only the other
+    // children (a semaphore's `locks` and `leases`, a folder's entries)
+    // are looked into.
+    let looked: Vec<String> = children
+        .iter()
+        .filter(|c| matches!(Family::of_child(c), None | Some(Family::CuratorSemaphore)))
+        .take(FOLDER_LOOK)
+        .cloned()
+        .collect();
+    let unlooked = children.len() - looked.len();
+    let paths: Vec<String> = looked.iter().map(|c| join(path, c)).collect();
+    let below = list_all(framework, &paths).await?;
+    let kinds: Vec<PathKind> = below.iter().map(|b| shallow_kind(b.as_deref())).collect();
+    let kind_of = |child: &str| looked.iter().position(|c| c == child).map(|at| &kinds[at]);
+    let mut families: Vec<Family> = Vec::new();
+    for child in &children {
+        let family = match Family::of_child(child) {
+            // `locks` and `leases` are a semaphore's only when what is below
+            // them is its queue and its leases (or nothing).
+            Some(Family::CuratorSemaphore) => match kind_of(child) {
+                Some(PathKind::Empty | PathKind::Missing) | None => Some(Family::CuratorSemaphore),
+                Some(PathKind::Recipe(Family::CuratorLock | Family::CuratorLease)) => {
+                    Some(Family::CuratorSemaphore)
+                }
+                Some(_) => None,
+            },
+            other => other,
+        };
+        if let Some(family) = family {
+            if !families.contains(&family) {
+                families.push(family);
+            }
+        }
+    }
+    match families.len() {
+        0 => {}
+        1 => return Ok(PathKind::Recipe(families[0])),
+        _ => return Ok(PathKind::Mixed(families)),
+    }
+    let mut inside: Vec<(String, PathKind)> = looked
+        .into_iter()
+        .zip(kinds)
+        .filter(|(_, kind)| !matches!(kind, PathKind::Empty | PathKind::Missing))
+        .collect();
+    inside.sort_by(|a, b| a.0.cmp(&b.0));
+    if inside.is_empty() {
+        return Ok(PathKind::Unknown {
+            names: children.iter().take(3).map(|c| cut(c)).collect(),
+            count: children.len(),
+        });
+    }
+    Ok(PathKind::Folder {
+        inside,
+        more: unlooked,
+    })
+}
+
+/// What a child is from its own children alone (`None`: it vanished).
+fn shallow_kind(children: Option<&[String]>) -> PathKind {
+    let Some(children) = children else {
+        return PathKind::Missing;
+    };
+    if children.is_empty() {
+        return PathKind::Empty;
+    }
+    let families = families_among(children);
+    let leases = children
+        .iter()
+        .any(|c| Family::of_child(c) == Some(Family::CuratorLease));
+    match families.len() {
+        0 if leases => PathKind::Recipe(Family::CuratorLease),
+        0 => PathKind::Folder {
+            inside: Vec::new(),
+            more: children.len(),
+        },
+        1 => PathKind::Recipe(families[0]),
+        _ => PathKind::Mixed(families),
+    }
+}
+
+/// The children of `path`, `None` if it does not exist.
+async fn list_existing(framework: &Framework, path: &str) -> Result<Option<Vec<String>>> {
+    let target = path.to_owned();
+    let listed = framework
+        .call_with_retry(|client| {
+            let target = target.clone();
+            async move { client.list_children(&target).await }
+        })
+        .await;
+    match listed {
+        Ok(children) => Ok(Some(children)),
+        Err(Error::NoNode { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The children of every path of `paths`, in one round trip (`None` for
+/// one gone meanwhile).
+async fn list_all(framework: &Framework, paths: &[String]) -> Result<Vec<Option<Vec<String>>>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    framework
+        .call_with_retry(|client| async move {
+            let lists = paths.iter().map(|p| client.list_children(p));
+            let mut found = Vec::with_capacity(paths.len());
+            for listed in futures::future::join_all(lists).await {
+                match listed {
+                    Ok(children) => found.push(Some(children)),
+                    Err(zk::Error::NoNode) => found.push(None),
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(found)
+        })
+        .await
 }
 
 /// Which of Curator's election recipes wrote an election's nodes.

@@ -513,9 +513,25 @@ impl InterProcessSemaphoreV2 {
             tracing::warn!(%err, "not taking a lease beside participants that cannot see ours");
             let guard = ContenderGuard::node(&self.shared.framework, mutex.path());
             self.give_back(&mutex, guard).await;
+            self.remove_empty_queues().await;
             return Err(err);
         }
         self.leases_under(&mutex, n, wait).await
+    }
+
+    /// After a refusal: the internal queue's acquire made the `locks`
+    /// child (and perhaps `leases`) beside the other family's nodes, and
+    /// the server reaps an empty container only later: both go now, unless
+    /// something is in them (a delete of a node with children fails, and
+    /// an acquirer that meets the gap makes them again). Best effort.
+    async fn remove_empty_queues(&self) {
+        let Ok(client) = self.shared.framework.client().await else {
+            return;
+        };
+        let locks = join(&self.shared.path, LOCKS_CHILD);
+        let leases = join(&self.shared.path, LEASES_CHILD);
+        let (a, b) = futures::join!(client.delete(&locks, None), client.delete(&leases, None));
+        tracing::debug!(?a, ?b, "empty queues of a refused acquire removed");
     }
 
     /// Lists the semaphore's path and refuses participants of another
