@@ -146,8 +146,8 @@ pub use zk_curator_recipes::{
 };
 pub use zk_curator_recipes::{
     CohortPolicy, Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock,
-    InterProcessMutex, InterProcessReadWriteLock, LockLoss, MutexGuard, Owner, ReadGuard, ReadLock,
-    RevocationListener, Revoker, Wait, WriteGuard, WriteLock,
+    InterProcessMutex, InterProcessReadWriteLock, Layout, LockLoss, MutexGuard, Owner, ReadGuard,
+    ReadLock, RevocationListener, Revoker, Wait, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 
