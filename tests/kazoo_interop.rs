@@ -31,7 +31,8 @@ use common::{bounded, children, framework, raw_client, server, unique_path, LONG
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use zk_curator::recipes::layout::Layout;
 use zk_curator::{
-    Error, InterProcessMutex, InterProcessReadWriteLock, LeaderElection, LeaderLatch,
+    Error, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection,
+    LeaderLatch,
 };
 use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON};
 
@@ -40,6 +41,8 @@ const PYTHON_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a refused acquire may take: one round trip and a delete, on
 /// loopback, with room for a loaded machine; far below any wait for a lock.
 const AT_ONCE: Duration = Duration::from_secs(2);
+/// The kazoo participant's semaphore's leases.
+const LEASES: u32 = 2;
 /// A Rust participant's pause between two holds.
 const PAUSE: Duration = Duration::from_millis(25);
 /// Rust rounds go on until the kazoo side is done, within this bound.
@@ -328,6 +331,83 @@ async fn kazoo_read_write_locks_and_a_kazoo_layout_read_write_lock_agree() {
             );
         }
         assert_sections_apart(markers.path());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kazoo_semaphore_and_a_kazoo_layout_semaphore_share_its_leases() {
+    let Some(server) = server() else { return };
+    if !kazoo_available() {
+        return;
+    }
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let path = unique_path("kazoo-semaphore");
+        let markers = tempfile::tempdir().unwrap();
+        // Two kazoo processes and three Rust workers, two leases in all.
+        let first = Kazoo::start(&connect, "semaphore", &path, 15, markers.path()).await;
+        let second = Kazoo::start(&connect, "semaphore", &path, 15, markers.path()).await;
+        let done = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::new();
+        for worker in 0..3 {
+            let fw = framework(&connect).await;
+            let (path, markers, done) = (path.clone(), markers.path().to_owned(), done.clone());
+            workers.push(tokio::spawn(async move {
+                let semaphore = InterProcessSemaphoreV2::with_layout(
+                    fw.clone(),
+                    &path,
+                    LEASES,
+                    Layout::Kazoo,
+                    b"rust",
+                )
+                .unwrap();
+                let mut violations = 0;
+                for round in 0..MAX_RUST_ROUNDS {
+                    if done.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let lease = semaphore.acquire().await.unwrap();
+                    let token = lease.fencing_token();
+                    violations +=
+                        u32::from(!section(&markers, "s", &format!("{worker}-{round}")).await);
+                    assert!(lease.is_valid() && lease.fencing_token() == token);
+                    lease.release().await.unwrap();
+                    tokio::time::sleep(PAUSE).await;
+                }
+                fw.close().await;
+                violations
+            }));
+        }
+        for kazoo in [first, second] {
+            let (status, output) = kazoo.finish().await;
+            assert_eq!(status, 0, "kazoo side: {output}");
+        }
+        done.store(true, Ordering::SeqCst);
+        for worker in workers {
+            assert_eq!(worker.await.unwrap(), 0, "more holders than leases");
+        }
+        // By the logged intervals: never more than two at once, and both
+        // languages held leases while the other did.
+        let text = std::fs::read_to_string(markers.path().join("intervals")).unwrap();
+        let mut edges: Vec<(u128, i32)> = Vec::new();
+        let mut langs = Vec::new();
+        for line in text.lines() {
+            let parts: Vec<&str> = line.split(' ').collect();
+            edges.push((parts[2].parse().unwrap(), 1));
+            edges.push((parts[3].parse().unwrap(), -1));
+            langs.push(parts[1].to_owned());
+        }
+        edges.sort();
+        let mut at_once = 0;
+        for (_, step) in edges {
+            at_once += step;
+            assert!(at_once <= LEASES as i32, "{at_once} leases held at once");
+        }
+        assert!(langs.iter().any(|l| l == "python") && langs.iter().any(|l| l == "rust"));
+        // The path carries the number of leases, as kazoo keeps it.
+        let raw = raw_client(&connect).await;
+        assert_eq!(raw.get_data(&path).await.unwrap().0, b"2");
     })
     .await;
 }

@@ -61,10 +61,10 @@ pub(crate) struct LockArgs {
     pub(crate) leases: Option<u32>,
     /// Whose node layout to take the lock in: `curator` (Apache Curator's
     /// recipes, the default) or `kazoo` (Python's kazoo: its `Lock`, or
-    /// with --read/--write its `ReadLock`/`WriteLock`). A path that holds
-    /// participants of another layout or recipe, which would not see ours,
-    /// is refused at once (exit 78), nothing left queued. kazoo's
-    /// `Semaphore` cannot be joined: --leases takes Curator's layout only.
+    /// with --read/--write its `ReadLock`/`WriteLock`, with --leases its
+    /// `Semaphore`). A path that holds participants of another layout or
+    /// recipe, which would not see ours, is refused at once (exit 78),
+    /// nothing left queued.
     #[arg(long, value_name = "NAME", default_value = "curator", value_parser = parse_layout)]
     pub(crate) layout: Layout,
     /// A label stored with host and pid in the lock node (shown by
@@ -139,13 +139,13 @@ async fn acquire(
         }
     };
     if let Some(leases) = args.leases {
-        if args.layout != Layout::Curator {
-            return Err(zk_curator::Error::InvalidArgument(format!(
-                "--leases takes Curator's layout only: kazoo's Semaphore cannot be joined, not --layout {}",
-                args.layout
-            )));
-        }
-        let semaphore = InterProcessSemaphoreV2::new(framework.clone(), &args.path, leases)?;
+        let semaphore = InterProcessSemaphoreV2::with_layout(
+            framework.clone(),
+            &args.path,
+            leases,
+            args.layout,
+            &[],
+        )?;
         semaphore.make_revocable(listener);
         let lease = match args.timeout {
             Some(timeout) => semaphore.acquire_timeout(timeout).await?,

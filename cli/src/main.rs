@@ -96,7 +96,9 @@ Exit codes:
   64   usage error (bad arguments or path, an --id that is empty, longer
        than 1024 bytes or holds control characters, malformed --zk /
        ZK_CONNECT, no ensemble given, malformed ZK_AUTH, a malformed
-       --acl); nothing is sent
+       --acl); nothing is sent. Also, once connected, `--leases N
+       --layout kazoo` on a kazoo semaphore that admits another number
+       (nothing is left behind)
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or

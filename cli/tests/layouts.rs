@@ -468,3 +468,36 @@ async fn forged_identities_are_escaped_everywhere() {
     .await
     .expect("test timed out");
 }
+
+/// `lock --leases N --layout kazoo` takes a lease of kazoo's `Semaphore`:
+/// its queue on the sibling path, the number of leases in the path's
+/// data; a different number is refused before a lease is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_leases_in_kazoo_s_layout_is_a_kazoo_semaphore() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("kazoo-semaphore");
+        let (output, _) = run(&[
+            "lock", &path, "--leases", "2", "--layout", "kazoo", "--", "true",
+        ])
+        .await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let client = zk_curator::zk::Client::connector()
+            .connect(&server().connect_string())
+            .await
+            .unwrap();
+        assert_eq!(client.get_data(&path).await.unwrap().0, b"2");
+        let (output, _) = run(&[
+            "lock", &path, "--leases", "3", "--layout", "kazoo", "--", "true",
+        ])
+        .await;
+        assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("admits 2 leases"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(children(&path).await.is_empty(), "a lease was left");
+    })
+    .await
+    .expect("test timed out");
+}

@@ -118,7 +118,7 @@ impl fmt::Debug for InterProcessMutex {
 /// holds, each waiter watches the node right ahead of it, one node per
 /// framework at a time) in the mutex's layout.
 #[derive(Clone, Copy, Debug)]
-struct MutexDriver(Layout);
+pub(crate) struct MutexDriver(pub(crate) Layout);
 
 impl LockInternalsDriver for MutexDriver {
     fn layout(&self) -> Layout {

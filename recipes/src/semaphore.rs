@@ -75,22 +75,26 @@
 //! retry policy.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
     standard_gets_the_lock, until_held, Acquire, ContenderGuard, Hold, LockInternals,
-    LockInternalsDriver, PredicateResults, Revocation, RevocationListener, RevocationSetting,
-    StandardLockInternalsDriver, Wait,
+    LockInternalsDriver, ParticipantNode, PredicateResults, Revocation, RevocationListener,
+    RevocationSetting, SortKey, StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::path::{self, join};
 use zk_curator_framework::retry::RetryLoop;
-use zk_curator_framework::{Error, Framework, LockLoss, Result};
+use zk_curator_framework::{zk, Error, Framework, LockLoss, Result};
 
 use crate::held::Held;
 
-use crate::layout::{check_family, Family, LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME};
+use crate::layout::{
+    check_family, Family, Layout, KAZOO_LOCK_NAME, LEASES_CHILD, LEASE_NAME, LOCKS_CHILD, LOCK_NAME,
+};
+use crate::mutex::MutexDriver;
 
 /// The lease-node driver: the first `max_leases` lease nodes (by sequence)
 /// hold a lease; the one waiter (the holder of the internal mutex) waits for
@@ -126,8 +130,62 @@ impl LockInternalsDriver for LeaseNodeDriver {
     }
 }
 
+/// The lease-node driver of kazoo's layout (kazoo's `Semaphore`): a lease
+/// is an ephemeral node named by 32 hex digits alone, right under the
+/// semaphore's path, and kazoo counts every child of that path as a lease.
+/// Ours is created, then holds if the children (ours included) are at most
+/// `max_leases`, else waits for any change among them. Only the holder of
+/// the internal lock (kazoo's `Lock` on `<path>-__lock__`) creates a lease
+/// node, kazoo's acquirers as ours, so at most one node (ours, waiting) is
+/// ever beyond the count, and it never holds while it is.
+#[derive(Debug)]
+struct KazooLeaseDriver;
+
+impl LockInternalsDriver for KazooLeaseDriver {
+    fn layout(&self) -> Layout {
+        Layout::Kazoo
+    }
+
+    /// Named by the layout's prefix alone (no sequence).
+    fn participant_node(&self) -> ParticipantNode {
+        ParticipantNode::EphemeralWithSequence(String::new())
+    }
+
+    /// No order among leases: by name.
+    fn sort_key(&self, name: &str, _lock_name: &str) -> SortKey {
+        SortKey::Foreign(name.to_owned())
+    }
+
+    fn gets_the_lock(
+        &self,
+        sorted_children: &[String],
+        our_name: &str,
+        max_leases: u32,
+    ) -> Result<PredicateResults> {
+        if !sorted_children.iter().any(|c| c == our_name) {
+            return Err(Error::lock_lost(our_name, LockLoss::NodeDeleted));
+        }
+        if sorted_children.len() <= max_leases as usize {
+            Ok(PredicateResults::holds())
+        } else {
+            Ok(PredicateResults::watch_children())
+        }
+    }
+
+    /// Every child counts as a lease in kazoo's rule: one of another family
+    /// is refused (and children no recipe writes count, as kazoo counts
+    /// them).
+    fn check_children(&self, path: &str, children: &[String], _lock_name: &str) -> Result<()> {
+        check_family(Family::KazooSemaphore, path, children)
+    }
+}
+
 struct Shared {
     framework: Framework,
+    layout: Layout,
+    /// kazoo's layout: whether the path (with its number of leases) was
+    /// made or found once.
+    path_made: AtomicBool,
     path: Arc<str>,
     max_leases: u32,
     data: Arc<[u8]>,
@@ -230,31 +288,76 @@ impl InterProcessSemaphoreV2 {
         max_leases: u32,
         data: &[u8],
     ) -> Result<Self> {
+        Self::with_layout(framework, path, max_leases, Layout::Curator, data)
+    }
+
+    /// As [`with_node_data`](Self::with_node_data), in `layout`. In
+    /// [`Layout::Kazoo`] the semaphore is a participant of Python kazoo's
+    /// `Semaphore` on the same path: its acquirers queue on a kazoo `Lock`
+    /// at the sibling path `<path>-__lock__`, and its leases are ephemeral
+    /// nodes named by 32 hex digits right under `<path>`, every child of
+    /// which counts as a lease; `<path>`'s data holds the number of leases,
+    /// as kazoo keeps it (written when the path is made, checked at each
+    /// acquire: another number is an [`Error::InvalidArgument`], as kazoo
+    /// refuses it). Fencing tokens, `lost()`, revocation and cancellation
+    /// work as in Curator's layout.
+    ///
+    /// # Errors
+    /// As [`with_node_data`](Self::with_node_data).
+    pub fn with_layout(
+        framework: Framework,
+        path: &str,
+        max_leases: u32,
+        layout: Layout,
+        data: &[u8],
+    ) -> Result<Self> {
         path::validate_recipe_path(path)?;
         if max_leases == 0 {
             return Err(Error::InvalidArgument(
                 "a semaphore needs max_leases of at least 1".into(),
             ));
         }
-        let lock = LockInternals::new(
-            framework.clone(),
-            &join(path, LOCKS_CHILD),
-            LOCK_NAME,
-            1,
-            Arc::new(StandardLockInternalsDriver),
-        )?;
-        let leases = LockInternals::new(
-            framework.clone(),
-            &join(path, LEASES_CHILD),
-            LEASE_NAME,
-            max_leases,
-            Arc::new(LeaseNodeDriver),
-        )?;
+        let (lock, leases) = match layout {
+            Layout::Kazoo => (
+                LockInternals::new(
+                    framework.clone(),
+                    &format!("{path}-{KAZOO_LOCK_NAME}"),
+                    KAZOO_LOCK_NAME,
+                    1,
+                    Arc::new(MutexDriver(Layout::Kazoo)),
+                )?,
+                LockInternals::new(
+                    framework.clone(),
+                    path,
+                    "",
+                    max_leases,
+                    Arc::new(KazooLeaseDriver),
+                )?,
+            ),
+            _ => (
+                LockInternals::new(
+                    framework.clone(),
+                    &join(path, LOCKS_CHILD),
+                    LOCK_NAME,
+                    1,
+                    Arc::new(StandardLockInternalsDriver),
+                )?,
+                LockInternals::new(
+                    framework.clone(),
+                    &join(path, LEASES_CHILD),
+                    LEASE_NAME,
+                    max_leases,
+                    Arc::new(LeaseNodeDriver),
+                )?,
+            ),
+        };
         lock.check_node_data(data)?;
         leases.check_node_data(data)?;
         Ok(InterProcessSemaphoreV2 {
             shared: Arc::new(Shared {
                 framework,
+                layout,
+                path_made: AtomicBool::new(false),
                 path: path.into(),
                 max_leases,
                 data: data.into(),
@@ -492,6 +595,74 @@ impl InterProcessSemaphoreV2 {
         self.shared.revocation.current()
     }
 
+    /// kazoo's semaphore path: made if missing, persistent, with the number
+    /// of leases as its data (as kazoo makes it); an existing one's number,
+    /// if it holds one, must be ours (kazoo refuses another too); then its
+    /// children are checked as [`check_path`](Self::check_path) does.
+    async fn check_kazoo_path(&self) -> Result<()> {
+        let framework = &self.shared.framework;
+        let path = self.shared.path.to_string();
+        let max = self.shared.max_leases;
+        // Made once per semaphore (as kazoo does): later acquires only read.
+        let levels: Vec<(String, zk::CreateMode, Vec<zk::Acl>, Vec<u8>)> =
+            if self.shared.path_made.load(Ordering::Acquire) {
+                Vec::new()
+            } else {
+                let last = path.as_str();
+                path::parents(&path)
+                    .chain(std::iter::once(last))
+                    .map(|level| {
+                        let (mode, data) = if level == last {
+                            (zk::CreateMode::Persistent, max.to_string().into_bytes())
+                        } else {
+                            (zk::CreateMode::Container, Vec::new())
+                        };
+                        (level.to_owned(), mode, framework.acl_for_path(level), data)
+                    })
+                    .collect()
+            };
+        let (data, children) = framework
+            .call_with_retry(|client| {
+                let (levels, path) = (&levels, &path);
+                async move {
+                    // Queued in this order before any is awaited: the
+                    // parents, the path with the number, the read of its
+                    // number, the listing.
+                    let options: Vec<zk::CreateOptions<'_>> = levels
+                        .iter()
+                        .map(|(_, mode, acl, _)| mode.with_acls(zk::Acls::new(acl)))
+                        .collect();
+                    let creates: Vec<_> = levels
+                        .iter()
+                        .zip(&options)
+                        .map(|((level, _, _, data), options)| client.create(level, data, options))
+                        .collect();
+                    let read = client.get_data(path);
+                    let listed = client.list_children(path);
+                    for created in futures::future::join_all(creates).await {
+                        match created {
+                            Ok(_) | Err(zk::Error::NodeExists) => {}
+                            Err(err) => return Err(err),
+                        }
+                    }
+                    let (read, listed) = futures::join!(read, listed);
+                    Ok((read?.0, listed?))
+                }
+            })
+            .await?;
+        self.shared.path_made.store(true, Ordering::Release);
+        let said = std::str::from_utf8(&data)
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok());
+        match said {
+            Some(theirs) if theirs != u64::from(max) => Err(Error::InvalidArgument(format!(
+                "kazoo's semaphore at {} admits {theirs} leases (its path's data), not {max}",
+                path::cut(&path)
+            ))),
+            _ => check_family(Family::KazooSemaphore, &path, &children),
+        }
+    }
+
     /// One acquire under one hold of the internal mutex, on one session.
     ///
     /// The semaphore's own nodes are not children of its path, so the lock
@@ -528,15 +699,25 @@ impl InterProcessSemaphoreV2 {
         let Ok(client) = self.shared.framework.client().await else {
             return;
         };
-        let locks = join(&self.shared.path, LOCKS_CHILD);
-        let leases = join(&self.shared.path, LEASES_CHILD);
-        let (a, b) = futures::join!(client.delete(&locks, None), client.delete(&leases, None));
-        tracing::debug!(?a, ?b, "empty queues of a refused acquire removed");
+        let queues = match self.shared.layout {
+            // kazoo's path stays: it carries the number of leases.
+            Layout::Kazoo => vec![self.shared.lock.base_path().to_owned()],
+            _ => vec![
+                join(&self.shared.path, LOCKS_CHILD),
+                join(&self.shared.path, LEASES_CHILD),
+            ],
+        };
+        let deletes = queues.iter().map(|queue| client.delete(queue, None));
+        let deleted = futures::future::join_all(deletes).await;
+        tracing::debug!(?deleted, "empty queues of a refused acquire removed");
     }
 
     /// Lists the semaphore's path and refuses participants of another
     /// family there.
     async fn check_path(&self) -> Result<()> {
+        if self.shared.layout == Layout::Kazoo {
+            return self.check_kazoo_path().await;
+        }
         let path = self.shared.path.to_string();
         let listed = self
             .shared

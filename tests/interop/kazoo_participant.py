@@ -5,8 +5,8 @@ participants of zk-curator on the same path.
     kazoo_participant.py CONNECT MODE PATH ROUNDS MARKERS
 
 MODE: `lock` (kazoo's Lock), `write` (WriteLock), `read` (ReadLock),
-`election` (Election.run), or `hold` (a Lock held until standard input
-closes, then released).
+`semaphore` (a Semaphore of 2 leases), `election` (Election.run), or `hold`
+(a Lock held until standard input closes, then released).
 
 Each critical section goes as the Rust side's does: a marker file
 `<w|r>-python-<pid>-<round>` is created in MARKERS, the markers present are
@@ -27,12 +27,18 @@ from kazoo.exceptions import LockTimeout
 SECTION_S = 0.015
 
 
+SEMAPHORE_LEASES = 2
+
+
 def allowed(markers, kind):
     names = os.listdir(markers)
     writers = sum(1 for n in names if n.startswith("w-"))
     readers = sum(1 for n in names if n.startswith("r-"))
+    leases = sum(1 for n in names if n.startswith("s-"))
     if kind == "w":
         return writers == 1 and readers == 0
+    if kind == "s":
+        return leases <= SEMAPHORE_LEASES
     return writers == 0
 
 
@@ -70,7 +76,17 @@ def main():
             sys.stdin.read()
             lock.release()
             return 0
-        if mode == "election":
+        if mode == "semaphore":
+            semaphore = zk.Semaphore(path, identifier, max_leases=SEMAPHORE_LEASES)
+            for round_ in range(rounds):
+                if not semaphore.acquire(timeout=60):
+                    print("no lease in 60 s", file=sys.stderr)
+                    return 1
+                try:
+                    violations += 0 if section(markers, "s", round_) else 1
+                finally:
+                    semaphore.release()
+        elif mode == "election":
             election = zk.Election(path, identifier)
             for round_ in range(rounds):
                 result = []

@@ -39,7 +39,9 @@ impl LockInternals {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad `base_path` (including `/` and the
-    /// server's reserved `/zookeeper` tree) or a bad `lock_name`;
+    /// server's reserved `/zookeeper` tree) or a bad `lock_name` (an empty
+    /// one is allowed: participants are then named by their layout's prefix
+    /// alone, as kazoo's semaphore leases are);
     /// [`Error::InvalidArgument`] for zero `max_leases`.
     pub fn new(
         framework: Framework,
@@ -49,7 +51,9 @@ impl LockInternals {
         driver: Arc<dyn LockInternalsDriver>,
     ) -> Result<Self> {
         path::validate_recipe_path(base_path)?;
-        path::validate_node_name(lock_name)?;
+        if !lock_name.is_empty() {
+            path::validate_node_name(lock_name)?;
+        }
         if max_leases == 0 {
             return Err(Error::InvalidArgument(
                 "max_leases must be at least 1".into(),

@@ -242,7 +242,7 @@ impl Family {
                 "take the lock in kazoo's layout (Layout::Kazoo, `--layout kazoo`) to share it with them, or use another path".into()
             }
             (Family::KazooSemaphore, _) => {
-                "a kazoo Semaphore's leases cannot be joined (see the layout module's docs); use another path".into()
+                "take a lease of it as a semaphore in kazoo's layout (InterProcessSemaphoreV2::with_layout, `lock --leases N --layout kazoo`), or use another path".into()
             }
             (theirs, Some(Family::KazooLock)) if theirs.layout() == Layout::Curator => {
                 format!("take the lock in Curator's layout (the default) with the recipe of {}, or use another path", theirs.describe())
