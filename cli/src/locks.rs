@@ -11,8 +11,8 @@ use zk_curator::framework::lock_internals::REVOKE_MESSAGE;
 use zk_curator::framework::zk;
 use zk_curator::recipes::fresh::synced;
 use zk_curator::recipes::layout::{
-    identify, lock_participants, Family, Layout, LockParticipant, PathKind, Role, LEASES_CHILD,
-    LOCKS_CHILD,
+    identify, lock_participants, survey, Family, Layout, LockParticipant, PathKind, Role,
+    LEASES_CHILD, LOCKS_CHILD,
 };
 use zk_curator::{ConnectionState, Framework};
 
@@ -34,6 +34,15 @@ pub(crate) struct LocksArgs {
     /// (`{"event":"reconnected",...}`), followed by a fresh listing.
     #[arg(long)]
     pub(crate) watch: bool,
+    /// Every lock and election at or under the path (read down through
+    /// folders), each with its holders and waiters in queue order, in one
+    /// listing after one sync; `--json` gives one object with `paths`.
+    #[arg(long, conflicts_with_all = ["watch", "leases"])]
+    pub(crate) all: bool,
+    /// With --all: read at most this many paths; past it the listing says
+    /// that it is capped (`capped` with --json) instead of growing.
+    #[arg(long, value_name = "N", default_value = "10000", requires = "all", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_paths: u64,
     /// For a semaphore: its number of leases, to tell holders from the
     /// waiting lease node. Without it, the lease node of the session at the
     /// head of the semaphore's internal queue is taken for the waiter.
@@ -133,6 +142,9 @@ fn queue_shape(found: &[LockParticipant]) -> Vec<String> {
 /// Lists the participants of `args.path` on stdout; with `--watch`, again
 /// after every change among them, until interrupted.
 pub(crate) async fn run(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
+    if args.all {
+        return all(framework, args).await;
+    }
     if !args.watch {
         let found = participants_now(framework, &args.path, args.leases).await?;
         out(listing(framework, args, &found, &HoldStarts::default()).await?)?;
@@ -290,6 +302,64 @@ async fn listing(
     })
 }
 
+/// `locks PATH --all`: every lock and election at or under the path
+/// ([`survey`], after one sync), one block each, or one JSON object.
+async fn all(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
+    let root = args.path.as_str();
+    let max_paths = usize::try_from(args.max_paths).unwrap_or(usize::MAX);
+    let surveyed = synced(framework, root, || survey(framework, root, max_paths))
+        .await
+        .map_err(|err| Failure::zk(format!("cannot read the locks under {}", shown(root)), err))?;
+    let starts = HoldStarts::default();
+    let recipe = |kind: &PathKind| match kind {
+        PathKind::Recipe(family) => family.describe().to_owned(),
+        other => other.describe(),
+    };
+    if args.json {
+        let paths: Vec<Value> = surveyed
+            .found
+            .iter()
+            .map(|found| {
+                json!({
+                    "path": found.path,
+                    "kind": found.kind.name(),
+                    "recipe": recipe(&found.kind),
+                    "participants": found.participants.iter().map(|p| to_json(p, &starts)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        out(json!({
+            "path": root,
+            "kind": "all",
+            "paths": paths,
+            "paths_read": surveyed.paths_read,
+            "capped": surveyed.capped,
+        }))?;
+        return Ok(0);
+    }
+    if surveyed.found.is_empty() {
+        out(format!(
+            "no locks or elections at or under {root} ({} path{} read)",
+            surveyed.paths_read,
+            if surveyed.paths_read == 1 { "" } else { "s" }
+        ))?;
+    }
+    for (at, found) in surveyed.found.iter().enumerate() {
+        if at > 0 {
+            out("")?;
+        }
+        out(format!("{}: {}", found.path, recipe(&found.kind)))?;
+        out(table(&found.participants, &starts))?;
+    }
+    if surveyed.capped {
+        out(format!(
+            "(capped: {} paths read, --max-paths {}; what lies below the rest is not listed)",
+            surveyed.paths_read, args.max_paths
+        ))?;
+    }
+    Ok(0)
+}
+
 /// What `locks`, `leader` and `revoke` say of a path that is a folder or
 /// holds nodes no recipe writes: what is there, and where to look.
 pub(crate) fn not_a_lock(path: &str, kind: &PathKind) -> String {
@@ -307,7 +377,8 @@ pub(crate) fn not_a_lock(path: &str, kind: &PathKind) -> String {
             }
             format!(
                 "{path} is a folder, not a lock or an election; inside: {}. \
-                 `zk-curator locks {path}/NAME` (or `leader`) reads one",
+                 `zk-curator locks {path} --all` lists every lock and election under it, \
+                 `zk-curator locks {path}/NAME` (or `leader`) one",
                 named.join(", ")
             )
         }

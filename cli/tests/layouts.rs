@@ -501,3 +501,68 @@ async fn lock_leases_in_kazoo_s_layout_is_a_kazoo_semaphore() {
     .await
     .expect("test timed out");
 }
+
+/// `locks ROOT` on a root of folders says so and points to `--all`;
+/// `locks ROOT --all` lists every lock and election under it, each with
+/// its holders and waiters in queue order, in text and JSON, and says when
+/// `--max-paths` capped it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_all_lists_every_lock_and_election_under_a_root() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let root = unique("app");
+        let client = zk_curator::zk::Client::connector()
+            .connect(&server().connect_string())
+            .await
+            .unwrap();
+        let node =
+            |dir: &str, name: &str, seq: u32| format!("{root}/{dir}/_c_{UUID}-{name}{seq:010}");
+        make(&client, &node("locks/a", "lock-", 1), b"ha").await;
+        make(&client, &node("locks/a", "lock-", 2), b"wa").await;
+        make(&client, &node("locks/b", "lock-", 1), b"hb").await;
+        make(&client, &node("elections/e", "latch-", 1), b"le").await;
+
+        let (output, _) = run(&["locks", &root]).await;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            text.contains("is a folder") && text.contains("--all"),
+            "{text}"
+        );
+        assert!(!text.contains("election with"), "{text}");
+
+        let (code, listed, err) = json_of(&["locks", &root, "--all", "--json"]).await;
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(listed["capped"], false, "{listed}");
+        let paths = listed["paths"].as_array().unwrap();
+        let names: Vec<&str> = paths.iter().map(|p| p["path"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                format!("{root}/elections/e"),
+                format!("{root}/locks/a"),
+                format!("{root}/locks/b")
+            ]
+        );
+        let a = &paths[1]["participants"];
+        let roles: Vec<(&str, &str)> = a
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["role"].as_str().unwrap(), p["identity"].as_str().unwrap()))
+            .collect();
+        assert_eq!(roles, [("holder", "ha"), ("waiter", "wa")]);
+        assert_eq!(paths[0]["kind"], "election");
+
+        let (output, _) = run(&["locks", &root, "--all"]).await;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        for name in &names {
+            assert!(text.contains(&format!("{name}: ")), "{text}");
+        }
+        let (code, listed, err) =
+            json_of(&["locks", &root, "--all", "--json", "--max-paths", "2"]).await;
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(listed["capped"], true, "{listed}");
+        assert_eq!(listed["paths_read"], 2, "{listed}");
+    })
+    .await
+    .expect("test timed out");
+}

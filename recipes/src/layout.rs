@@ -767,6 +767,99 @@ pub async fn identify(framework: &Framework, path: &str) -> Result<PathKind> {
     })
 }
 
+/// One lock or election found by [`survey`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Surveyed {
+    /// Its path.
+    pub path: String,
+    /// What it is: a [`PathKind::Recipe`] or a [`PathKind::Mixed`].
+    pub kind: PathKind,
+    /// Its participants, as [`lock_participants`] reads them.
+    pub participants: Vec<LockParticipant>,
+}
+
+/// Every lock and election under a root, as [`survey`] found them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Survey {
+    /// The locks and elections, by path.
+    pub found: Vec<Surveyed>,
+    /// How many paths were read ([`identify`]'d).
+    pub paths_read: usize,
+    /// Whether the survey stopped at its limit of paths (what is below
+    /// the paths not read is not in `found`).
+    pub capped: bool,
+}
+
+/// Every lock and election at or under `root`, each with its participants:
+/// the tree is read one level at a time ([`identify`] on every path of a
+/// level at once, pipelined on one session), going down into folders only,
+/// until `max_paths` paths were read (then the survey says it is
+/// [`capped`](Survey::capped)); then every lock's and election's
+/// participants are read at once. What is read is as of the server: sync
+/// first ([`synced`](crate::fresh::synced)) for a listing as of now.
+///
+/// # Errors
+/// ZooKeeper errors that retrying could not overcome; [`Error::Closed`].
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Result<Survey> {
+    let mut level = vec![root.to_owned()];
+    let mut recipes: Vec<(String, PathKind)> = Vec::new();
+    let mut paths_read = 0;
+    let mut capped = false;
+    while !level.is_empty() {
+        let room = max_paths.saturating_sub(paths_read);
+        if level.len() > room {
+            level.truncate(room);
+            capped = true;
+        }
+        paths_read += level.len();
+        let kinds =
+            futures::future::try_join_all(level.iter().map(|path| identify(framework, path)))
+                .await?;
+        let mut next = Vec::new();
+        for (path, kind) in level.into_iter().zip(kinds) {
+            match kind {
+                PathKind::Recipe(_) | PathKind::Mixed(_) => recipes.push((path, kind)),
+                PathKind::Folder { inside, more } => {
+                    // Folders past identify's look are not followed.
+                    capped |= more > 0;
+                    next.extend(inside.into_iter().map(|(name, _)| join(&path, &name)));
+                }
+                _ => {}
+            }
+        }
+        if capped {
+            break;
+        }
+        level = next;
+    }
+    recipes.sort_by(|a, b| a.0.cmp(&b.0));
+    let participants = futures::future::try_join_all(
+        recipes
+            .iter()
+            .map(|(path, _)| lock_participants(framework, path, None)),
+    )
+    .await?;
+    let found = recipes
+        .into_iter()
+        .zip(participants)
+        .map(|((path, kind), participants)| Surveyed {
+            path,
+            kind,
+            participants,
+        })
+        .collect();
+    Ok(Survey {
+        found,
+        paths_read,
+        capped,
+    })
+}
+
 /// What a child is from its own children alone (`None`: it vanished).
 fn shallow_kind(children: Option<&[String]>) -> PathKind {
     let Some(children) = children else {
