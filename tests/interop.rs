@@ -34,19 +34,11 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use zk_curator::framework::TlsConfig;
 use zk_curator::{CohortPolicy, Framework, InterProcessMutex, InterProcessReadWriteLock};
-use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::curator::{self, JavaProgram};
 use zk_curator_testing::{TestCertificates, ZooKeeperServer};
 
 const JAVA_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Netty jars the ZooKeeper client's TLS socket (`ClientCnxnSocketNetty`)
-/// needs beyond those `zookeeper.jar`'s manifest lists: `SslHandler` extends
-/// netty-codec's `ByteToMessageDecoder`, and the client's `Bootstrap`
-/// resolves addresses through netty-resolver. Harmless without TLS.
-const NETTY_JARS: [&str; 2] = [
-    "/usr/share/java/netty-codec.jar",
-    "/usr/share/java/netty-resolver.jar",
-];
 
 /// How both languages reach the server.
 #[derive(Clone, Debug)]
@@ -121,8 +113,8 @@ impl Transport {
 /// `None` when the JVM side is not installed and `ZK_SKIP_MISSING` asks to
 /// skip (without it, the test fails naming what to install: the testing
 /// crate's one rule, [`Prerequisite::check`]).
-fn java_participant() -> Option<&'static (tempfile::TempDir, String)> {
-    static COMPILED: OnceLock<Option<(tempfile::TempDir, String)>> = OnceLock::new();
+fn java_participant() -> Option<&'static JavaProgram> {
+    static COMPILED: OnceLock<Option<JavaProgram>> = OnceLock::new();
     COMPILED
         .get_or_init(|| {
             let test = std::thread::current()
@@ -132,25 +124,8 @@ fn java_participant() -> Option<&'static (tempfile::TempDir, String)> {
             if !Prerequisite::Curator.check(&test) {
                 return None;
             }
-            let classes = tempfile::tempdir().unwrap();
-            let slf4j = [
-                "/usr/share/java/slf4j-nop.jar",
-                "/usr/share/java/slf4j-simple.jar",
-            ]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or_default();
-            let classpath = format!("{CURATOR_JAR}:{slf4j}:{}", NETTY_JARS.join(":"));
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/Interop.java");
-            let status = std::process::Command::new("javac")
-                .args(["-cp", &classpath, "-d"])
-                .arg(classes.path())
-                .arg(&source)
-                .status()
-                .unwrap();
-            assert!(status.success(), "javac failed");
-            let run_classpath = format!("{}:{classpath}", classes.path().display());
-            Some((classes, run_classpath))
+            Some(curator::compile(&source))
         })
         .as_ref()
 }
@@ -175,7 +150,7 @@ impl Java {
         markers: &Path,
         leases: u32,
     ) -> Java {
-        let (_, classpath) = java_participant().unwrap();
+        let classpath = &java_participant().unwrap().classpath;
         let mut child = tokio::process::Command::new("java")
             .args(transport.jvm_properties())
             .args([

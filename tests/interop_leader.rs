@@ -29,7 +29,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use zk_curator::{zk, LeaderElection, LeaderLatch, LeaderSelector, LeaderTerm};
-use zk_curator_testing::backend::{Prerequisite, CURATOR_JAR};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::curator::{self, JavaProgram};
 
 /// How long one step of the JVM side may take (its start included: a JVM
 /// starts slowly on a loaded 2-core machine).
@@ -42,8 +43,8 @@ const TEST_BOUND: Duration = Duration::from_secs(240);
 /// missing and `ZK_SKIP_MISSING` asks to skip ([`Prerequisite::check`]
 /// fails the test otherwise).
 fn jvm_classpath() -> Option<&'static str> {
-    static CLASSPATH: OnceLock<Option<(tempfile::TempDir, String)>> = OnceLock::new();
-    let compiled = CLASSPATH.get_or_init(|| {
+    static COMPILED: OnceLock<Option<JavaProgram>> = OnceLock::new();
+    let compiled = COMPILED.get_or_init(|| {
         let test = std::thread::current()
             .name()
             .unwrap_or("interop_leader")
@@ -51,24 +52,10 @@ fn jvm_classpath() -> Option<&'static str> {
         if !Prerequisite::Curator.check(&test) {
             return None;
         }
-        let logger = Path::new("/usr/share/java/slf4j-nop.jar");
-        let mut libraries = CURATOR_JAR.to_owned();
-        if logger.exists() {
-            libraries = format!("{libraries}:{}", logger.display());
-        }
-        let classes = tempfile::tempdir().unwrap();
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/InteropLeader.java");
-        let compiled = std::process::Command::new("javac")
-            .args(["-cp", &libraries, "-d"])
-            .arg(classes.path())
-            .arg(source)
-            .status()
-            .unwrap();
-        assert!(compiled.success(), "javac InteropLeader.java failed");
-        let classpath = format!("{}:{libraries}", classes.path().display());
-        Some((classes, classpath))
+        Some(curator::compile(&source))
     });
-    compiled.as_ref().map(|(_, classpath)| classpath.as_str())
+    compiled.as_ref().map(|program| program.classpath.as_str())
 }
 
 /// The JVM participant: one Curator client, one latch or selector at a time.

@@ -11,6 +11,7 @@
 //! * `leader` prints the leader and the participants of an election, or
 //!   (`--watch`) every change of leader;
 //! * `revoke` asks holders to give their lock up (Curator's protocol);
+//! * `evict` removes a stuck holder's node (a zk-curator holder sees its hold lost);
 //! * `server` runs the embedded ZooKeeper-protocol server for local work.
 //!
 //! Exit codes are listed in [`exit`] and in `zk-curator --help`.
@@ -21,6 +22,7 @@ mod child;
 mod connect;
 mod duration;
 mod elect;
+mod evict;
 mod exit;
 mod guard;
 mod id;
@@ -37,6 +39,7 @@ use clap::{Parser, Subcommand};
 use zk_curator::framework::path::validate_recipe_path;
 
 use crate::elect::ElectArgs;
+use crate::evict::EvictArgs;
 use crate::exit::Failure;
 use crate::leader::LeaderArgs;
 use crate::lock::LockArgs;
@@ -215,6 +218,24 @@ Exit codes:
        resolve ('connection refused' when nothing listens, at the timeout)
   70   any other error (e.g. refused by ZooKeeper)";
 
+/// The exit codes of `evict`.
+const EVICT_EXIT_CODES: &str = "\
+Exit codes:
+  0    every chosen node was removed (or was already gone); also when no
+       holder is as old as --older-than (nothing to remove)
+  64   usage error (bad arguments or path, neither --node nor
+       --older-than, malformed --zk / ZK_CONNECT, no ensemble given,
+       malformed ZK_AUTH); nothing is sent
+  65   a chosen node carries no zk-curator holder identity (Curator's or
+       kazoo's holder, another client's): it would not be told; nothing is
+       removed without --force
+  66   the path does not exist, has no participants, is a folder or holds
+       nodes no recipe writes, or --node names no participant; nothing is
+       removed
+  69   ZooKeeper could not be reached within the connection timeout, or
+       refused us (the message says which)
+  70   refused by the lock path's ACL (NoAuth), at once; any other error";
+
 /// The exit codes of `server`.
 const SERVER_EXIT_CODES: &str = "\
 Exit codes:
@@ -295,8 +316,10 @@ enum Command {
     /// revocable react (a `zk-curator lock` run always does). A --node that
     /// is not a participant of the lock is refused (exit 66).
     ///
-    /// Without --node and --all, PATH is an election (a leader latch's or a
-    /// leader selector's): its leader is asked to step down, and named (the
+    /// Without --node and --all, PATH is a leader latch's election (a
+    /// selector's queue is a mutex's: give --node or --all; a path that is
+    /// neither is refused, naming what it holds): its leader is asked to
+    /// step down, and named (the
     /// request goes into the election path's data, not into the leader's
     /// node, so a Curator LeaderLatch queued behind it keeps its watch).
     /// A revocable leader (a `zk-curator elect` run always is; a
@@ -305,6 +328,21 @@ enum Command {
     /// participants is refused (exit 66).
     #[command(after_help = REVOKE_EXIT_CODES)]
     Revoke(RevokeArgs),
+    /// Remove holders' (or waiters') nodes from a lock or an election.
+    ///
+    /// For a holder that is stuck while its session lives on (a deadlock, a
+    /// wedged call): nothing else ends such a hold. PATH is read as `locks`
+    /// reads it; a folder, an empty path or nodes no recipe writes are
+    /// refused (exit 66). --node removes one participant; --older-than D
+    /// every holder whose node is at least D old (QUEUED in `locks`). A
+    /// zk-curator holder sees its node deleted at once: its hold is lost,
+    /// its fenced writes are refused, `lock` and `elect` stop their command
+    /// (exit 76). A node without zk-curator's holder identity (Curator's,
+    /// kazoo's) belongs to a holder that is not told and may go on as if it
+    /// held: it is removed only with --force (exit 65 otherwise). Prints
+    /// what it removed.
+    #[command(after_help = EVICT_EXIT_CODES)]
+    Evict(EvictArgs),
     /// Run a command while this process leads an election; exit with its
     /// status.
     ///
@@ -525,6 +563,17 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             exit::OTHER,
             "an internal command reached the runtime",
         )),
+        Command::Evict(args) => {
+            check_path(&args.path, "lock")?;
+            if let Some(node) = args.node.as_deref() {
+                revoke::check_node(node)?;
+            }
+            let settings = connect::Settings::from_args(&args.connect)?;
+            let framework = connect::connect(&settings, None).await?;
+            let result = evict::run(&framework, &args).await;
+            connect::close(&framework, true).await;
+            result
+        }
         Command::Revoke(args) => {
             check_path(&args.path, "lock")?;
             if let Some(node) = args.node.as_deref() {

@@ -61,6 +61,7 @@
 
 pub mod backend;
 pub mod cluster;
+pub mod curator;
 pub mod error;
 pub mod expire;
 pub mod kerberos;

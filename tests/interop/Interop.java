@@ -9,6 +9,8 @@
 // class when secure; the Rust side checks it), then "ready". TLS comes from
 // the ZooKeeper client's system properties (zookeeper.client.secure,
 // zookeeper.clientCnxnSocket, zookeeper.ssl.*), set on the java command line.
+// In "hold" mode it takes the mutex once and keeps it until its standard
+// input closes (see hold()).
 // In "mutex" mode, each round also prints "held czxid=<C> waited_ms=<W>":
 // the czxid of its own lock node and how long the acquire took (the
 // fairness test of cohort hand-off counts the holds it waited through).
@@ -80,6 +82,9 @@ public class Interop {
                 semaphore = new InterProcessSemaphoreV2(client, path, leases);
                 kind = "s";
                 break;
+            case "hold":
+                hold(client, path);
+                return;
             default:
                 throw new IllegalArgumentException("unknown mode " + mode);
         }
@@ -125,6 +130,33 @@ public class Interop {
         System.out.println("violations=" + violations);
         client.close();
         System.exit(violations == 0 ? 0 : 3);
+    }
+
+    /**
+     * "hold" mode: takes the mutex, prints "held node=<N>", and keeps it
+     * until standard input closes; then says whether it still believed it
+     * held ("still held=<bool>", Curator's own view: it has no loss
+     * signal), releases if it can, and exits 0.
+     */
+    private static void hold(CuratorFramework client, String path) throws Exception {
+        NodeMutex mutex = new NodeMutex(client, path);
+        System.out.println("ready");
+        if (!mutex.acquire(60, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("lock timed out");
+        }
+        System.out.println("held node=" + mutex.node());
+        System.out.flush();
+        while (System.in.read() != -1) {
+            // Until the test closes our standard input.
+        }
+        System.out.println("still held=" + mutex.isAcquiredInThisProcess());
+        try {
+            mutex.release();
+        } catch (Exception e) {
+            System.out.println("release failed: " + e);
+        }
+        client.close();
+        System.exit(0);
     }
 
     /** A mutex that names its own lock node (Curator keeps that protected). */

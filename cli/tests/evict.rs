@@ -1,0 +1,282 @@
+//! `zk-curator evict` (issue 46, item 4): a zk-curator holder whose node is
+//! removed sees its hold lost at once and its fenced writes refused, and
+//! the next waiter gets the lock; a Curator holder (the interop harness's
+//! Java program) is removed only with `--force`; a missing path or node is
+//! exit 66 and an ACL refusal exit 70, at once. On the embedded server by
+//! default, on a real ZooKeeper with `ZK_TEST_SERVER=real`.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::Command;
+use zk_curator::framework::zk;
+use zk_curator::{Framework, InterProcessMutex, LockLoss};
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::curator::{self, JavaProgram};
+use zk_curator_testing::TestingServer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
+const TEST_LIMIT: Duration = Duration::from_secs(180);
+const WAIT_LIMIT: Duration = Duration::from_secs(30);
+/// A removal is a connect, a sync, a few reads and a delete.
+const AT_ONCE: Duration = Duration::from_secs(3);
+
+fn server() -> &'static TestingServer {
+    static SERVER: OnceLock<TestingServer> = OnceLock::new();
+    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
+}
+
+fn unique(name: &str) -> String {
+    format!("/cli-evict/{name}-{}", std::process::id())
+}
+
+fn zkc(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env("ZK_CONNECT", server().connect_string())
+        .env_remove("ZK_AUTH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn run(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let output = zkc(args).output().await.unwrap();
+    (output, started.elapsed())
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+async fn framework() -> Framework {
+    let framework = Framework::builder()
+        .connect_string(server().connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    framework.start().unwrap();
+    framework.block_until_connected(WAIT_LIMIT).await.unwrap();
+    framework
+}
+
+async fn raw() -> zk::Client {
+    zk::Client::connector()
+        .connect(&server().connect_string())
+        .await
+        .unwrap()
+}
+
+/// A zk-curator holder's node removed: its hold is lost (node deleted) at
+/// once, its fence refuses, the waiter behind it gets the lock; and a
+/// `lock` command's holder, removed by age, stops its command (exit 76).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zk_curator_holder_sees_its_node_removed() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("library");
+        let (holder_fw, waiter_fw) = (framework().await, framework().await);
+        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let waiter = {
+            let mutex = InterProcessMutex::new(waiter_fw.clone(), &path).unwrap();
+            tokio::spawn(async move { mutex.lock().await })
+        };
+        let client = raw().await;
+        let deadline = Instant::now() + WAIT_LIMIT;
+        while client.list_children(&path).await.unwrap().len() < 2 {
+            assert!(Instant::now() < deadline, "the waiter never queued");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let name = guard.node().name().to_owned();
+        let (output, took) = run(&["evict", &path, "--node", &name]).await;
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let said = text(&output.stdout);
+        assert!(
+            said.starts_with(&format!("removed {name} (holder")),
+            "{said}"
+        );
+        assert!(took < AT_ONCE, "the removal took {took:?}");
+        let loss = tokio::time::timeout(AT_ONCE, guard.lost())
+            .await
+            .expect("no loss signal");
+        assert_eq!(loss, LockLoss::NodeDeleted);
+        assert!(guard.fence().is_err(), "the fence still wrote");
+        let next = tokio::time::timeout(WAIT_LIMIT, waiter)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(next.is_valid());
+        next.release().await.unwrap();
+        drop(guard);
+
+        // A `lock` command's holder, removed by age: its command stops.
+        let path = unique("command");
+        let mut holder = zkc(&["lock", &path, "--", "sh", "-c", "echo held; sleep 60"])
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(holder.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).await.unwrap();
+        assert_eq!(line.trim(), "held");
+        let (output, _) = run(&["evict", &path, "--older-than", "0s", "--json"]).await;
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(json["removed"].as_array().unwrap().len(), 1, "{json}");
+        assert_eq!(json["removed"][0]["loss_signal"], true, "{json}");
+        let status = tokio::time::timeout(WAIT_LIMIT, holder.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.code(), Some(76));
+        holder_fw.close().await;
+        waiter_fw.close().await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// What is not there is exit 66, at once, and an ACL that refuses the
+/// delete is exit 70, at once; nothing is removed either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_paths_and_nodes_and_acl_refusals() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let (output, took) = run(&["evict", &unique("nothing"), "--node", "x"]).await;
+        assert_eq!(output.status.code(), Some(66), "{}", text(&output.stderr));
+        assert!(took < AT_ONCE);
+        let path = unique("acl");
+        let client = raw().await;
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        client.create("/cli-evict", &[], &open).await.ok();
+        // Anyone may read and create under it, nobody may delete.
+        let no_delete = vec![zk::Acl::new(
+            zk::Permission::READ | zk::Permission::CREATE,
+            zk::AuthId::anyone(),
+        )];
+        let guarded = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&no_delete));
+        client.create(&path, &[], &guarded).await.unwrap();
+        let identity = br#"{"host":"h","pid":1,"label":"stuck"}"#;
+        let node = format!("{path}/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000001");
+        client.create(&node, identity, &open).await.unwrap();
+        let (output, _) = run(&["evict", &path, "--node", "nope"]).await;
+        assert_eq!(output.status.code(), Some(66), "{}", text(&output.stderr));
+        let (output, took) = run(&["evict", &path, "--older-than", "0s"]).await;
+        assert_eq!(output.status.code(), Some(70), "{}", text(&output.stderr));
+        assert!(
+            text(&output.stderr).contains("NoAuth"),
+            "{}",
+            text(&output.stderr)
+        );
+        assert!(took < AT_ONCE, "the refusal took {took:?}");
+        assert!(
+            client.check_stat(&node).await.unwrap().is_some(),
+            "the node went"
+        );
+    })
+    .await
+    .expect("test timed out");
+}
+
+fn curator_holder() -> Option<&'static JavaProgram> {
+    static COMPILED: OnceLock<Option<JavaProgram>> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let test = std::thread::current().name().unwrap_or("evict").to_owned();
+            if !Prerequisite::Curator.check(&test) {
+                return None;
+            }
+            let source =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/Interop.java");
+            Some(curator::compile(&source))
+        })
+        .as_ref()
+}
+
+/// A Curator holder (the interop harness's Java program, in its `hold`
+/// mode) has no loss signal: `evict` refuses it (exit 65, nothing removed)
+/// until `--force`, which removes it and says that its holder may go on;
+/// Curator itself still believes it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_curator_holder_is_removed_only_with_force() {
+    let Some(java) = curator_holder() else { return };
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("curator");
+        let markers = tempfile::tempdir().unwrap();
+        let mut child = Command::new("java")
+            .args([
+                "-cp",
+                &java.classpath,
+                "Interop",
+                &server().connect_string(),
+                "hold",
+                &path,
+                "1",
+            ])
+            .arg(markers.path())
+            .arg("1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let held = tokio::time::timeout(Duration::from_secs(120), async {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if out.read_line(&mut line).await.unwrap() == 0 {
+                    return None;
+                }
+                if let Some(node) = line.trim().strip_prefix("held node=") {
+                    return Some(node.to_owned());
+                }
+            }
+        })
+        .await
+        .unwrap()
+        .expect("the Curator holder never held");
+        let (output, _) = run(&["evict", &path, "--node", &held]).await;
+        assert_eq!(output.status.code(), Some(65), "{}", text(&output.stderr));
+        assert!(
+            text(&output.stderr).contains("--force"),
+            "{}",
+            text(&output.stderr)
+        );
+        let client = raw().await;
+        assert!(
+            client.check_stat(&held).await.unwrap().is_some(),
+            "removed without --force"
+        );
+        let (output, _) = run(&["evict", &path, "--node", &held, "--force"]).await;
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert!(
+            text(&output.stdout).contains("no loss signal"),
+            "{}",
+            text(&output.stdout)
+        );
+        assert!(
+            client.check_stat(&held).await.unwrap().is_none(),
+            "still there"
+        );
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).await.unwrap();
+        assert!(child.wait().await.unwrap().success(), "{rest}");
+        // Curator never noticed: the danger --force names.
+        assert!(rest.contains("still held=true"), "{rest}");
+    })
+    .await
+    .expect("test timed out");
+}
