@@ -19,13 +19,13 @@ use serde_json::json;
 use zk_curator::framework::zk;
 use zk_curator::framework::HolderIdentity;
 use zk_curator::recipes::fresh::synced;
-use zk_curator::recipes::layout::{identify, LockParticipant, PathKind, Role};
+use zk_curator::recipes::layout::{identify, LockParticipant, Role};
 use zk_curator::Framework;
 
 use crate::connect::ConnectArgs;
 use crate::duration::parse_duration;
-use crate::exit::{out, shown, Failure, NO_PARTICIPANT, OTHER};
-use crate::locks::{identity_text, not_a_lock, participants_now};
+use crate::exit::{out, shown, Failure, OTHER};
+use crate::locks::{identity_text, nothing_to_act_on, participant_named, participants_now};
 
 /// The exit code of an eviction that needs `--force` (`EX_DATAERR`: what
 /// the nodes hold says their holders would not notice).
@@ -71,46 +71,12 @@ pub(crate) async fn run(framework: &Framework, args: &EvictArgs) -> Result<u8, F
     let kind = synced(framework, path, || identify(framework, path))
         .await
         .map_err(|err| Failure::zk(format!("cannot read {}", shown(path)), err))?;
-    match &kind {
-        PathKind::Recipe(_) | PathKind::Mixed(_) => {}
-        PathKind::Missing => {
-            return Err(Failure::new(
-                NO_PARTICIPANT,
-                format!("{} does not exist; nothing was removed", shown(path)),
-            ))
-        }
-        PathKind::Empty => {
-            return Err(Failure::new(
-                NO_PARTICIPANT,
-                format!("{} has no participants; nothing was removed", shown(path)),
-            ))
-        }
-        other => {
-            return Err(Failure::new(
-                NO_PARTICIPANT,
-                format!("{}; nothing was removed", not_a_lock(path, other)),
-            ))
-        }
+    if let Some(refusal) = nothing_to_act_on(path, &kind, "removed") {
+        return Err(refusal);
     }
     let found = participants_now(framework, path, None).await?;
     let chosen: Vec<LockParticipant> = match (&args.node, args.older_than) {
-        (Some(node), _) => {
-            let one = found
-                .iter()
-                .find(|p| p.node_path == *node || p.name == *node)
-                .ok_or_else(|| {
-                    Failure::new(
-                        NO_PARTICIPANT,
-                        format!(
-                            "{} is not a participant of {path} (which has {} now; `zk-curator \
-                             locks {path}` lists them); nothing was removed",
-                            shown(node),
-                            found.len()
-                        ),
-                    )
-                })?;
-            vec![one.clone()]
-        }
+        (Some(node), _) => vec![participant_named(&found, node, path, "removed")?.clone()],
         (None, Some(age)) => {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -17,7 +17,7 @@ use zk_curator::recipes::layout::{
 use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
-use crate::exit::{out, printable, shown, Failure, OTHER};
+use crate::exit::{out, printable, shown, Failure, NO_PARTICIPANT, OTHER};
 
 /// Options of `locks`.
 #[derive(Debug, Args)]
@@ -358,6 +358,48 @@ async fn all(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
         ))?;
     }
     Ok(0)
+}
+
+/// The refusal of `revoke` and `evict` (exit 66) for a path without a
+/// participant to act on: missing, empty, a folder, nodes no recipe
+/// writes; `None` for a lock or an election. `undone` says what was not
+/// done ("written", "removed").
+pub(crate) fn nothing_to_act_on(path: &str, kind: &PathKind, undone: &str) -> Option<Failure> {
+    let said = match kind {
+        PathKind::Missing => format!("{} does not exist", shown(path)),
+        PathKind::Empty => format!("{} has no participants", shown(path)),
+        PathKind::Folder { .. } | PathKind::Unknown { .. } => not_a_lock(path, kind),
+        _ => return None,
+    };
+    Some(Failure::new(
+        NO_PARTICIPANT,
+        format!("{said}; nothing was {undone}"),
+    ))
+}
+
+/// The participant `node` (its name, as `locks` prints it, or its full
+/// path) among `found`, the participants of `path`; else exit 66, saying
+/// that nothing was `undone`.
+pub(crate) fn participant_named<'a>(
+    found: &'a [LockParticipant],
+    node: &str,
+    path: &str,
+    undone: &str,
+) -> Result<&'a LockParticipant, Failure> {
+    found
+        .iter()
+        .find(|p| p.node_path == node || p.name == node)
+        .ok_or_else(|| {
+            Failure::new(
+                NO_PARTICIPANT,
+                format!(
+                    "{} is not a participant of {path} (which has {} now; `zk-curator locks \
+                     {path}` lists them); nothing was {undone}",
+                    shown(node),
+                    found.len()
+                ),
+            )
+        })
 }
 
 /// What `locks`, `leader` and `revoke` say of a path that is a folder or

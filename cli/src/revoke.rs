@@ -12,7 +12,7 @@ use zk_curator::{Framework, LeaderObserver, Revoker};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{out, shown, Failure, NO_PARTICIPANT};
-use crate::locks::{identity_text, not_a_lock, participants_now};
+use crate::locks::{identity_text, nothing_to_act_on, participant_named, participants_now};
 
 /// Options of `revoke`.
 #[derive(Debug, Args)]
@@ -67,27 +67,13 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
     let kind = synced(framework, path, || identify(framework, path))
         .await
         .map_err(|err| Failure::zk(format!("cannot read {}", shown(path)), err))?;
-    let recognised = match &kind {
-        PathKind::Recipe(Family::CuratorLatch) if args.node.is_none() && !args.all => {
-            return step_down(framework, path).await;
-        }
-        PathKind::Recipe(_) => true,
-        PathKind::Missing | PathKind::Empty => {
-            return Err(Failure::new(
-                NO_PARTICIPANT,
-                format!("{path} has no participants: nothing to revoke; nothing was written"),
-            ))
-        }
-        PathKind::Mixed(_) => false,
-        PathKind::Folder { .. } | PathKind::Unknown { .. } => {
-            return Err(Failure::new(
-                NO_PARTICIPANT,
-                format!("{}; nothing was written", not_a_lock(path, &kind)),
-            ))
-        }
-        _ => false,
-    };
-    if !recognised {
+    if kind == PathKind::Recipe(Family::CuratorLatch) && args.node.is_none() && !args.all {
+        return step_down(framework, path).await;
+    }
+    if let Some(refusal) = nothing_to_act_on(path, &kind, "written") {
+        return Err(refusal);
+    }
+    if let PathKind::Mixed(_) = kind {
         return Err(Failure::new(
             NO_PARTICIPANT,
             format!(
@@ -105,22 +91,7 @@ pub(crate) async fn run(framework: &Framework, args: &RevokeArgs) -> Result<u8, 
     }
     let found = participants_now(framework, path, None).await?;
     let targets: Vec<LockParticipant> = match &args.node {
-        Some(node) => {
-            let chosen = found
-                .iter()
-                .find(|p| p.node_path == *node || p.name == *node)
-                .ok_or_else(|| {
-                    Failure::new(
-                        NO_PARTICIPANT,
-                        format!(
-                            "{node} is not a participant of the lock {path} (which has {count} \
-                             now; `zk-curator locks {path}` lists them); nothing was revoked",
-                            count = found.len(),
-                        ),
-                    )
-                })?;
-            vec![chosen.clone()]
-        }
+        Some(node) => vec![participant_named(&found, node, path, "revoked")?.clone()],
         None => found
             .into_iter()
             .filter(|p| p.role == Role::Holder)

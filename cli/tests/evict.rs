@@ -6,55 +6,28 @@
 //! default, on a real ZooKeeper with `ZK_TEST_SERVER=real`.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::{raw, run, server, text, zkc};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 use zk_curator::framework::zk;
 use zk_curator::{Framework, InterProcessMutex, LockLoss};
 use zk_curator_testing::backend::Prerequisite;
 use zk_curator_testing::curator::{self, JavaProgram};
-use zk_curator_testing::TestingServer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 const TEST_LIMIT: Duration = Duration::from_secs(180);
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 /// A removal is a connect, a sync, a few reads and a delete.
 const AT_ONCE: Duration = Duration::from_secs(3);
 
-fn server() -> &'static TestingServer {
-    static SERVER: OnceLock<TestingServer> = OnceLock::new();
-    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
-}
-
 fn unique(name: &str) -> String {
     format!("/cli-evict/{name}-{}", std::process::id())
-}
-
-fn zkc(args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env("ZK_CONNECT", server().connect_string())
-        .env_remove("ZK_AUTH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
-
-async fn run(args: &[&str]) -> (Output, Duration) {
-    let started = Instant::now();
-    let output = zkc(args).output().await.unwrap();
-    (output, started.elapsed())
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 async fn framework() -> Framework {
@@ -66,13 +39,6 @@ async fn framework() -> Framework {
     framework.start().unwrap();
     framework.block_until_connected(WAIT_LIMIT).await.unwrap();
     framework
-}
-
-async fn raw() -> zk::Client {
-    zk::Client::connector()
-        .connect(&server().connect_string())
-        .await
-        .unwrap()
 }
 
 /// A zk-curator holder's node removed: its hold is lost (node deleted) at

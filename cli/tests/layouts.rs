@@ -6,17 +6,17 @@
 //! kazoo parts need Debian's `python3-kazoo` (or `ZK_SKIP_MISSING=kazoo`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{raw, run, server, stderr, zkc};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON};
-use zk_curator_testing::TestingServer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 const TEST_LIMIT: Duration = Duration::from_secs(180);
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 /// A refusal is a connect, one round trip and a delete.
@@ -24,44 +24,13 @@ const AT_ONCE: Duration = Duration::from_secs(3);
 /// The exit code of a path held in another layout or by another recipe.
 const OTHER_LAYOUT: i32 = 78;
 
-fn server() -> &'static TestingServer {
-    static SERVER: OnceLock<TestingServer> = OnceLock::new();
-    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
-}
-
 fn unique(name: &str) -> String {
     format!("/cli-layouts/{name}-{}", std::process::id())
 }
 
-fn zkc(args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env("ZK_CONNECT", server().connect_string())
-        .env_remove("ZK_AUTH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
-
-async fn run(args: &[&str]) -> (Output, Duration) {
-    let started = Instant::now();
-    let output = zkc(args).output().await.unwrap();
-    (output, started.elapsed())
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// The children of `path`, through the plain client.
 async fn children(path: &str) -> Vec<String> {
-    let client = zk_curator::zk::Client::connector()
-        .connect(&server().connect_string())
-        .await
-        .unwrap();
+    let client = raw().await;
     match client.list_children(path).await {
         Ok(mut children) => {
             children.sort();
@@ -301,10 +270,7 @@ async fn json_of(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
 async fn the_verbs_agree_on_what_a_path_is() {
     tokio::time::timeout(TEST_LIMIT, async {
         let root = unique("what-is");
-        let client = zk_curator::zk::Client::connector()
-            .connect(&server().connect_string())
-            .await
-            .unwrap();
+        let client = raw().await;
         let lock = |dir: &str, seq: u32| format!("{root}/{dir}/_c_{UUID}-lock-{seq:010}");
         make(&client, &lock("folder/a", 0), b"a").await;
         make(&client, &lock("folder/b", 0), b"b").await;
@@ -412,10 +378,7 @@ async fn the_verbs_agree_on_what_a_path_is() {
 async fn forged_identities_are_escaped_everywhere() {
     tokio::time::timeout(TEST_LIMIT, async {
         let path = unique("forged");
-        let client = zk_curator::zk::Client::connector()
-            .connect(&server().connect_string())
-            .await
-            .unwrap();
+        let client = raw().await;
         let forged = "evil\nlock  holder  0x0  1s\u{1b}[2J\u{9b}31m \"quoted\"";
         let label = serde_json::json!({ "host": "h\nh", "pid": 7, "label": forged }).to_string();
         make(
@@ -481,10 +444,7 @@ async fn lock_leases_in_kazoo_s_layout_is_a_kazoo_semaphore() {
         ])
         .await;
         assert!(output.status.success(), "{}", stderr(&output));
-        let client = zk_curator::zk::Client::connector()
-            .connect(&server().connect_string())
-            .await
-            .unwrap();
+        let client = raw().await;
         assert_eq!(client.get_data(&path).await.unwrap().0, b"2");
         let (output, _) = run(&[
             "lock", &path, "--leases", "3", "--layout", "kazoo", "--", "true",
@@ -510,10 +470,7 @@ async fn lock_leases_in_kazoo_s_layout_is_a_kazoo_semaphore() {
 async fn locks_all_lists_every_lock_and_election_under_a_root() {
     tokio::time::timeout(TEST_LIMIT, async {
         let root = unique("app");
-        let client = zk_curator::zk::Client::connector()
-            .connect(&server().connect_string())
-            .await
-            .unwrap();
+        let client = raw().await;
         let node =
             |dir: &str, name: &str, seq: u32| format!("{root}/{dir}/_c_{UUID}-{name}{seq:010}");
         make(&client, &node("locks/a", "lock-", 1), b"ha").await;

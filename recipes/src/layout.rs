@@ -314,18 +314,7 @@ fn sorted(mut names: Vec<Named>) -> Vec<Named> {
 
 /// The children of `path`; none if it does not exist.
 async fn list(framework: &Framework, path: &str) -> Result<Vec<String>> {
-    let target = path.to_owned();
-    let listed = framework
-        .call_with_retry(|client| {
-            let target = target.clone();
-            async move { client.list_children(&target).await }
-        })
-        .await;
-    match listed {
-        Ok(children) => Ok(children),
-        Err(Error::NoNode { .. }) => Ok(Vec::new()),
-        Err(err) => Err(err),
-    }
+    Ok(list_existing(framework, path).await?.unwrap_or_default())
 }
 
 /// Reads the data and stat of every node of `nodes` (full paths) in one
