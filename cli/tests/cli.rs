@@ -6,28 +6,23 @@
 //! fixed time.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod common;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::{server, zkc, BIN};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use zk_curator_testing::{close_granted_session, FaultProxy, SessionGrant, TestingServer};
+use zk_curator_testing::{close_granted_session, FaultProxy, SessionGrant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
 /// The bound on each test body.
 const TEST_LIMIT: Duration = Duration::from_secs(40);
 /// The bound on one wait for a condition.
 const WAIT_LIMIT: Duration = Duration::from_secs(20);
-
-/// One server for the whole file (a real ZooKeeper takes seconds to start).
-fn server() -> &'static TestingServer {
-    static SERVER: OnceLock<TestingServer> = OnceLock::new();
-    SERVER.get_or_init(|| TestingServer::start().expect("test server"))
-}
 
 /// Runs a test body under [`TEST_LIMIT`].
 async fn bounded<F: Future>(body: F) -> F::Output {
@@ -39,21 +34,6 @@ async fn bounded<F: Future>(body: F) -> F::Output {
 /// A lock path of its own for each test.
 fn unique(name: &str) -> String {
     format!("/cli-tests/{name}-{}", std::process::id())
-}
-
-/// `zk-curator` with the test server in `ZK_CONNECT`; output captured, the
-/// process killed if the test drops it.
-fn zkc(args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env("ZK_CONNECT", server().connect_string())
-        .env_remove("ZK_AUTH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
 }
 
 async fn run(args: &[&str]) -> Output {
