@@ -1,7 +1,8 @@
 //! The chaos test: contenders on separate sessions, each behind a fault
 //! proxy, take turns on the mutex (guard and task-bound), the write lock, a
-//! two-lease semaphore and a multi-lock while blackholes longer than the
-//! session timeout, resets, stalls, server-side expiries and simulated
+//! two-lease semaphore, a multi-lock, and a mutex and a write lock in
+//! kazoo's layout (each on a path of its own) while blackholes longer than
+//! the session timeout, resets, stalls, server-side expiries and simulated
 //! process pauses are injected; the same contenders lead, in turn, a
 //! `LeaderLatch` election and a `LeaderSelector` election under the same
 //! faults. No two holds or terms that obeyed the loss signal overlap, no

@@ -6,6 +6,19 @@
 //! that sleeps between its read and its write while its session is
 //! expired: the case fencing exists for).
 //!
+//! # Kinds
+//!
+//! Each contender takes part in every [`Kind`], each on a path of its own
+//! under the run's root: the mutex held by a guard (`MutexGuard`) and by
+//! its task (`MutexTask`), a read-write lock's write half (`WriteLock`), a
+//! two-lease semaphore (`Semaphore2`), a multi-lock over two paths
+//! (`MultiLock`), a mutex and a read-write lock's write half in kazoo's
+//! layout (`KazooMutex`, `KazooWrite`: nodes named as a kazoo `Lock`'s and
+//! `WriteLock`'s, on paths of their own, as a Curator-layout participant
+//! beside them would be refused with `Error::LayoutConflict`), and the
+//! terms of two elections (`Latch`, `Selector`). Every lock kind's holds
+//! are judged by the same rules, by the number of holders it allows.
+//!
 //! # Places and clocks
 //!
 //! Each contender runs at its link's [`Place`]: in real time the harness's
@@ -143,6 +156,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use zk_curator::framework::zk;
+use zk_curator::recipes::layout::Layout;
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
@@ -430,15 +444,25 @@ pub enum Kind {
     Latch,
     /// Terms of a [`LeaderSelector`] election.
     Selector,
+    /// A mutex in kazoo's layout ([`Layout::Kazoo`]: `<uuid hex>__lock__<seq>`),
+    /// on a path of its own (a Curator-layout contender there would be a
+    /// [`Error::LayoutConflict`]).
+    KazooMutex,
+    /// The write half of a read-write lock in kazoo's layout, on another.
+    KazooWrite,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    // Declared after the elections, so that the older kinds keep their
+    // numbers (each contender's generator is seeded with its kind's).
+    const ALL: [Kind; 9] = [
         Kind::MutexGuard,
         Kind::MutexTask,
         Kind::WriteLock,
         Kind::Semaphore2,
         Kind::MultiLock,
+        Kind::KazooMutex,
+        Kind::KazooWrite,
         Kind::Latch,
         Kind::Selector,
     ];
@@ -1813,6 +1837,8 @@ fn lock_dirs(root: &str) -> Vec<String> {
         format!("{root}/sem/leases"),
         format!("{root}/multi-a"),
         format!("{root}/multi-b"),
+        format!("{root}/kazoo-mutex"),
+        format!("{root}/kazoo-rw"),
         format!("{root}/latch"),
         format!("{root}/selector"),
     ]
@@ -1847,6 +1873,20 @@ fn lock_of(
                 &[&format!("{root}/multi-b"), &format!("{root}/multi-a")],
             )
             .unwrap(),
+        ),
+        Kind::KazooMutex => Lock::Mutex(
+            InterProcessMutex::with_layout(fw, &format!("{root}/kazoo-mutex"), Layout::Kazoo)
+                .unwrap(),
+        ),
+        Kind::KazooWrite => Lock::Write(
+            InterProcessReadWriteLock::with_layout(
+                fw,
+                &format!("{root}/kazoo-rw"),
+                Layout::Kazoo,
+                format!("contender-{who}").as_bytes(),
+            )
+            .unwrap()
+            .write_lock(),
         ),
         Kind::Latch => Lock::Latch(LatchSlot::start(
             shared,
