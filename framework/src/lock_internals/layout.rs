@@ -28,6 +28,13 @@
 //! does not see us, and we do not list again while holding: it takes the
 //! lock beside us. Only a shared layout excludes; the check makes the
 //! mistake loud at the first acquire that meets it, not impossible.
+//!
+//! The check reads names only, so it errs on the safe side where a name
+//! is ambiguous: a child named `locks` or `leases` is taken for a Curator
+//! semaphore's (a lock cannot be taken on a path that has a folder of that
+//! name below it), and a child named by 32 hex digits for a kazoo
+//! semaphore's lease. (`recipes::layout::identify`, which reads a level
+//! further down, tells a semaphore from such a folder.)
 
 use std::fmt;
 
