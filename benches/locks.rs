@@ -7,6 +7,7 @@
 //! cargo bench --bench locks -- --plot benches/handoffs.svg    # and write the plot
 //! cargo bench --bench locks -- --quick                        # CI smoke run, ~1.5 min
 //! cargo bench --bench locks -- --ensemble 3                   # on a 3-member ensemble
+//! cargo bench --bench locks -- --help                         # workloads and options
 //! ```
 //!
 //! With `ZK_CONNECT` set it uses that ensemble; otherwise it starts one
@@ -159,7 +160,7 @@ use header::print_header;
 use latency::latency_phase;
 use limits::{bounded, BoxError};
 use observe::observe_phase;
-use options::Config;
+use options::{Config, Workload};
 use reps::idle_rate;
 use scale::scale_phase;
 use target::{remove_tree, Target};
@@ -170,27 +171,34 @@ use verdict::{print_ensemble_summary, print_targets};
 use warm_up::warm_up;
 
 fn main() -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // A scale child: started by this program itself, with arguments of its
+    // own (`locks/scale.rs`).
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(scale::SCALE_CHILD) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
         let code = runtime.block_on(scale::child(&args[2..]));
         std::process::exit(code);
     }
-    runtime.block_on(run())
+    // The arguments before anything else: `--help`, or a mistake in them,
+    // ends the program here.
+    let config = Config::from_args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(config))
 }
 
 /// One run: the server, the contenders, the warm-up, then every workload
 /// in order and the verdict.
-async fn run() -> Result<(), BoxError> {
+async fn run(config: Config) -> Result<(), BoxError> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "error".into()),
         )
         .init();
-    let config = Config::from_args()?;
     let run_started = Instant::now();
 
     let Some(mut target) = Target::from_env(config.ensemble).await? else {
@@ -231,8 +239,8 @@ async fn run() -> Result<(), BoxError> {
     let idle = idle_rate(&config, target.four_letter.as_deref()).await;
     // Each workload that runs (`--only`), in order, on the same contenders.
     macro_rules! workload {
-        ($name:literal, $phase:ident) => {
-            if config.runs($name) {
+        ($workload:expr, $phase:ident) => {
+            if config.runs($workload) {
                 $phase(
                     &config,
                     &target,
@@ -245,23 +253,25 @@ async fn run() -> Result<(), BoxError> {
             }
         };
     }
-    workload!("uncontended", uncontended_phase);
-    workload!("latency", latency_phase);
+    workload!(Workload::Uncontended, uncontended_phase);
+    workload!(Workload::Latency, latency_phase);
     // On the ensemble, its ceiling, before the workloads that compare with it.
-    if config.ensemble.is_some() && (config.runs("contended") || config.runs("tasks")) {
+    if config.ensemble.is_some()
+        && (config.runs(Workload::Contended) || config.runs(Workload::Tasks))
+    {
         ceiling_phase(&config, &target, &root, idle, &mut findings).await;
     }
-    workload!("contended", contended_phase);
-    workload!("tasks", tasks_phase);
-    workload!("failover", failover_phase);
-    workload!("observe", observe_phase);
-    workload!("tls", tls_phase);
+    workload!(Workload::Contended, contended_phase);
+    workload!(Workload::Tasks, tasks_phase);
+    workload!(Workload::Failover, failover_phase);
+    workload!(Workload::Observe, observe_phase);
+    workload!(Workload::Tls, tls_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {
         c.close().await;
     }
-    if config.runs("scale") {
+    if config.runs(Workload::Scale) {
         scale_phase(&config, &mut target, &root, &java, &python, &mut findings).await;
     }
     if config.ensemble.is_some() {

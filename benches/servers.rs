@@ -4,17 +4,44 @@
 //! of a 1 MB node without reading the replies). Prints figures and ratios;
 //! asserts nothing.
 //!
-//! `cargo bench --bench servers` (add `-- --quick` for a short run). Needs
-//! Debian's `zookeeper` package for the real side; without it only the
-//! embedded server is measured.
+//! `cargo bench --bench servers` (add `-- --quick` for a short run, `--
+//! --help` for what it takes). Needs Debian's `zookeeper` package for the
+//! real side; without it only the embedded server is measured.
 
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use zk_curator::{Framework, InterProcessMutex};
 use zk_curator_testing::{zookeeper_available, EmbeddedServer, ZooKeeperServer};
 use zookeeper_client as zk;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The embedded ZooKeeper-protocol server against a real Apache ZooKeeper
+/// (Debian's `zookeeper` package; without it only the embedded server is
+/// measured), on the same workloads, in one run. It prints figures and
+/// ratios and asserts nothing.
+///
+/// The workloads, each on both servers, all of them in every run:
+/// create+delete one at a time; getData with 100 in flight; zk-curator
+/// mutex lock+release; and a slow reader (pipelined getData of a 1 MB node,
+/// replies unread: each server's peak resident memory over 3 s).
+#[derive(Debug, Parser)]
+#[command(
+    name = "servers",
+    bin_name = "cargo bench --bench servers --",
+    args_override_self = true
+)]
+struct Args {
+    /// A short run, as CI's: 300 writes and lock cycles instead of 2,000,
+    /// 20,000 reads instead of 200,000, 1,000 slow-reader requests instead
+    /// of 5,000
+    #[arg(long)]
+    quick: bool,
+    /// Passed by `cargo bench` to every bench program; ignored
+    #[arg(long, hide = true)]
+    bench: bool,
+}
 
 struct Sizes {
     sequential: usize,
@@ -132,7 +159,9 @@ fn row(workload: &str, server: &str, figures: &Result<Figures, BoxError>, baseli
 }
 
 fn main() -> Result<(), BoxError> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    // The arguments before anything starts: `--help`, or a mistake in them,
+    // ends the program here.
+    let Args { quick, bench: _ } = Args::parse();
     let sizes = if quick {
         Sizes {
             sequential: 300,

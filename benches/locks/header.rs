@@ -2,7 +2,7 @@
 //! test, and the method (warm-up, reps, the noise rule).
 
 use super::mntr::{first_host, mntr};
-use super::options::{Config, ENSEMBLE_WORKLOADS};
+use super::options::{ensemble_names, Config};
 use super::server;
 use super::target::Target;
 
@@ -77,12 +77,13 @@ pub(crate) async fn print_header(config: &Config, target: &Target) {
     );
     println!("           \"within noise\" = the min–max ranges overlap");
     if !config.only.is_empty() {
-        println!("workloads: only {} (--only)", config.only.join(", "));
+        let names: Vec<&str> = config.only.iter().map(|w| w.name()).collect();
+        println!("workloads: only {} (--only)", names.join(", "));
     }
     if config.ensemble.is_some() {
         println!(
             "workloads: on the ensemble (--ensemble): {}, and the ensemble's ceiling; latency, observe, tls and scale",
-            ENSEMBLE_WORKLOADS.join(", ")
+            ensemble_names()
         );
         println!("           run on the standalone server only and are skipped");
     }

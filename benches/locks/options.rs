@@ -2,29 +2,195 @@
 //! they lead to: how many cycles, sessions, tasks, reps and seconds each
 //! workload gets.
 
+//! The options of a run (`--quick`, `--only`, `--reps`, ...) and the sizes
+//! they lead to: how many cycles, sessions, tasks, reps and seconds each
+//! workload gets. The arguments are parsed as the command line's are (clap):
+//! `--help` lists the workloads and options, and an unknown option or
+//! workload, or a bad value, ends the run before anything starts.
+
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{EnumValueParser, PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
 use zk_curator::CohortPolicy;
 
-use super::limits::{BoxError, ACQUIRE_LIMIT};
+use super::limits::ACQUIRE_LIMIT;
 
 /// The workloads, in the order they run (the names `--only` takes).
-const WORKLOADS: [&str; 8] = [
-    "uncontended",
-    "latency",
-    "contended",
-    "tasks",
-    "failover",
-    "observe",
-    "tls",
-    "scale",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Workload {
+    /// Acquire+release on one session, nobody else on the path: cycles/s,
+    /// p50/p99, requests per cycle
+    Uncontended,
+    /// The same through a proxy adding 1 ms each way: what round trips cost
+    Latency,
+    /// N sessions (--sessions) acquire→release on one path: hand-offs/s,
+    /// requests and watches per hand-off
+    Contended,
+    /// 1,000 tasks on one session against 32 sessions, the cohort row and
+    /// its curve over max_passes
+    Tasks,
+    /// LeaderLatch elections of 4: time until the next participant leads
+    /// once the leader is killed
+    Failover,
+    /// LeaderObserver streams (--observers, --observer-sessions): how soon
+    /// they report a new leader, and what it costs them
+    Observe,
+    /// Uncontended cycles over TLS beside plain, on a second server
+    Tls,
+    /// K parked waiters (--scale) in a child process: its RSS, time to park
+    /// and to drain, whether the server survives
+    Scale,
+}
+
+impl Workload {
+    /// The name `--only` takes, and the header prints.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Workload::Uncontended => "uncontended",
+            Workload::Latency => "latency",
+            Workload::Contended => "contended",
+            Workload::Tasks => "tasks",
+            Workload::Failover => "failover",
+            Workload::Observe => "observe",
+            Workload::Tls => "tls",
+            Workload::Scale => "scale",
+        }
+    }
+}
 
 /// The workloads that run on an ensemble (`--ensemble`); the others need
 /// the one standalone server (a proxy in front of it, a second server, a
 /// server the workload may kill) and are skipped.
-pub(crate) const ENSEMBLE_WORKLOADS: [&str; 4] = ["uncontended", "contended", "tasks", "failover"];
+pub(crate) const ENSEMBLE_WORKLOADS: [Workload; 4] = [
+    Workload::Uncontended,
+    Workload::Contended,
+    Workload::Tasks,
+    Workload::Failover,
+];
+
+/// `ZK_CONNECT`, and how the bench is started by `cargo bench`.
+const AFTER_HELP: &str = "\
+Environment:
+  ZK_CONNECT   run against this ensemble instead of starting a ZooKeeper
+               (not with --ensemble)
+  RUST_LOG     the bench's own logging (default: error)
+
+Examples:
+  cargo bench --bench locks -- --quick
+  cargo bench --bench locks -- --only contended --sessions 8 --reps 7
+Method and figures: BENCHMARKS.md.";
+
+/// The lock benchmark: zk-curator against Apache Curator, kazoo and
+/// zookeeper-client's own lock, on one ZooKeeper, in one run. It prints
+/// figures and ratios and asserts nothing.
+///
+/// Without options, every workload runs in full (about 10 minutes); the
+/// warm-up always runs.
+#[derive(Debug, Parser)]
+#[command(
+    name = "locks",
+    bin_name = "cargo bench --bench locks --",
+    args_override_self = true,
+    after_help = AFTER_HELP
+)]
+struct Args {
+    /// A short run, as CI's: 1 rep and small sizes, about a minute
+    #[arg(long)]
+    quick: bool,
+    /// Also write the plot of contended hand-offs/s against N to FILE (SVG)
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Run only these workloads (comma-separated) [default: all of them]
+    #[arg(
+        long,
+        value_name = "WORKLOAD,...",
+        value_delimiter = ',',
+        value_parser = Trimmed(EnumValueParser::<Workload>::new())
+    )]
+    only: Vec<Workload>,
+    /// The reps of every workload [default: 3; 1 with --quick]
+    #[arg(long, value_name = "K", value_parser = positive)]
+    reps: Option<usize>,
+    /// The N of the contended workload (comma-separated) [default: 2,8,32;
+    /// 8,32 with --ensemble]
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = positive)]
+    sessions: Vec<usize>,
+    /// The scale workload's parked waiters (comma-separated) [default:
+    /// 1000,10000,50000; 200 with --quick]
+    #[arg(long, value_name = "K,...", value_delimiter = ',', value_parser = positive)]
+    scale: Vec<usize>,
+    /// The observe workload's observers [default: 100; 20 with --quick]
+    #[arg(long, value_name = "N", value_parser = positive)]
+    observers: Option<usize>,
+    /// The sessions the observers are spread over [default: 4; 2 with
+    /// --quick]
+    #[arg(long, value_name = "S", value_parser = positive)]
+    observer_sessions: Option<usize>,
+    /// Start N ZooKeeper servers as one replicated ensemble (at least 3) and
+    /// run there: uncontended, contended, tasks and failover, and the
+    /// ensemble's ceiling
+    #[arg(long, value_name = "N", value_parser = members)]
+    ensemble: Option<usize>,
+    /// The ceiling's pipelined sessions [default: 2 per member]
+    #[arg(long, value_name = "S", value_parser = positive)]
+    ceiling_sessions: Option<usize>,
+    /// The create+delete pairs each ceiling session keeps in flight
+    /// [default: 128]
+    #[arg(long, value_name = "D", value_parser = positive)]
+    ceiling_depth: Option<usize>,
+    /// Passed by `cargo bench` to every bench program; ignored
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// A whole number above 0 (surrounding spaces allowed, as in `2, 8`).
+fn positive(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("expected a whole number above 0".to_owned()),
+    }
+}
+
+/// The members of an ensemble: 3 or more.
+fn members(value: &str) -> Result<usize, String> {
+    match positive(value) {
+        Ok(n) if n >= 3 => Ok(n),
+        Ok(n) => Err(format!(
+            "a replicated ensemble has at least 3 members, not {n}"
+        )),
+        Err(_) => Err("expected the number of members, e.g. --ensemble 3".to_owned()),
+    }
+}
+
+/// A parser of `P`'s values that first trims surrounding spaces (`--only
+/// "contended, tasks"`), and offers `P`'s possible values to `--help` and to
+/// the error naming them.
+#[derive(Debug, Clone)]
+struct Trimmed<P>(P);
+
+impl<P: TypedValueParser> TypedValueParser for Trimmed<P> {
+    type Value = P::Value;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        match value.to_str() {
+            Some(text) => self.0.parse_ref(cmd, arg, OsStr::new(text.trim())),
+            None => self.0.parse_ref(cmd, arg, value),
+        }
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        self.0.possible_values()
+    }
+}
 
 /// The sizes of one run.
 #[derive(Debug, Clone)]
@@ -71,7 +237,7 @@ pub(crate) struct Config {
     pub(crate) scale_rss_cap_mib: i64,
     pub(crate) plot: Option<PathBuf>,
     /// The workloads to run (`--only`); all of them when empty.
-    pub(crate) only: Vec<String>,
+    pub(crate) only: Vec<Workload>,
     /// `--ensemble N`: the members of the ensemble the bench starts and
     /// runs on, instead of one standalone server.
     pub(crate) ensemble: Option<usize>,
@@ -83,92 +249,49 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    pub(crate) fn from_args() -> Result<Self, BoxError> {
-        // `cargo bench` passes `--bench`; `--quick`, `--plot <file>`,
-        // `--only <workloads>`, `--reps <k>`, `--sessions <n,...>`,
-        // `--scale <k,...>` (the scale workload's waiter counts),
-        // `--observers <n>` and `--observer-sessions <s>` (the observe
-        // workload's), `--ensemble <n>`, and `--ceiling-sessions <s>` and
-        // `--ceiling-depth <d>` (the ensemble's ceiling) matter here.
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let quick = args.iter().any(|arg| arg == "--quick");
-        let value = |flag: &str| {
-            args.iter()
-                .position(|arg| arg == flag)
-                .and_then(|i| args.get(i + 1))
-        };
-        let plot = value("--plot").map(PathBuf::from);
-        let list = |flag: &str| -> Vec<String> {
-            value(flag)
-                .map(|v| v.split(',').map(|s| s.trim().to_owned()).collect())
-                .unwrap_or_default()
-        };
-        let only = list("--only");
-        if let Some(unknown) = only.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
-            return Err(format!(
-                "--only: unknown workload {unknown:?}; the workloads are {}",
-                WORKLOADS.join(", ")
-            )
-            .into());
-        }
-        let positive = |flag: &str, v: &str| -> Result<usize, BoxError> {
-            match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{flag}: expected a whole number above 0, got {v:?}").into()),
-            }
-        };
-        let reps = value("--reps").map(|v| positive("--reps", v)).transpose()?;
-        let observers = value("--observers")
-            .map(|v| positive("--observers", v))
-            .transpose()?;
-        let observer_sessions = value("--observer-sessions")
-            .map(|v| positive("--observer-sessions", v))
-            .transpose()?;
-        let sessions = list("--sessions")
-            .iter()
-            .map(|v| positive("--sessions", v))
-            .collect::<Result<Vec<usize>, _>>()?;
-        let ensemble = value("--ensemble")
-            .map(|v| positive("--ensemble", v))
-            .transpose()?;
-        let ceiling_sessions = value("--ceiling-sessions")
-            .map(|v| positive("--ceiling-sessions", v))
-            .transpose()?;
-        let ceiling_depth = value("--ceiling-depth")
-            .map(|v| positive("--ceiling-depth", v))
-            .transpose()?;
-        if ensemble.is_none() && args.iter().any(|arg| arg == "--ensemble") {
-            return Err("--ensemble: expected the number of members, e.g. --ensemble 3".into());
-        }
-        if let Some(n) = ensemble {
-            if n < 3 {
-                return Err(format!(
-                    "--ensemble: a replicated ensemble has at least 3 members, not {n}"
-                )
-                .into());
-            }
+    /// The run the arguments ask for. `--help` prints the workloads and
+    /// options and exits 0; an unknown option or workload, a bad value or a
+    /// combination that cannot run prints why and exits 2, before anything
+    /// starts.
+    pub(crate) fn from_args() -> Self {
+        let Args {
+            quick,
+            plot,
+            only,
+            reps,
+            sessions,
+            scale,
+            observers,
+            observer_sessions,
+            ensemble,
+            ceiling_sessions,
+            ceiling_depth,
+            bench: _,
+        } = Args::parse();
+        if ensemble.is_some() {
             if std::env::var("ZK_CONNECT").is_ok_and(|v| !v.is_empty()) {
-                return Err(
-                    "--ensemble starts an ensemble of its own; unset ZK_CONNECT to use it".into(),
-                );
+                Args::command()
+                    .error(
+                        ErrorKind::ArgumentConflict,
+                        "--ensemble starts an ensemble of its own; unset ZK_CONNECT to use it",
+                    )
+                    .exit();
             }
-            if let Some(other) = only
-                .iter()
-                .find(|w| !ENSEMBLE_WORKLOADS.contains(&w.as_str()))
-            {
-                return Err(format!(
-                    "--ensemble: the {other} workload runs on the standalone server only; \
-                     on an ensemble the bench runs {}",
-                    ENSEMBLE_WORKLOADS.join(", ")
-                )
-                .into());
+            if let Some(other) = only.iter().find(|w| !ENSEMBLE_WORKLOADS.contains(w)) {
+                Args::command()
+                    .error(
+                        ErrorKind::ArgumentConflict,
+                        format!(
+                            "--ensemble: the {} workload runs on the standalone server only; \
+                             on an ensemble the bench runs {}",
+                            other.name(),
+                            ensemble_names()
+                        ),
+                    )
+                    .exit();
             }
         }
-        let scale = list("--scale")
-            .iter()
-            .map(|v| positive("--scale", v))
-            .collect::<Result<Vec<usize>, _>>()?;
-        Ok(Config {
+        Config {
             quick,
             reps: reps.unwrap_or(if quick { 1 } else { 3 }),
             warmup_cycles: if quick { 200 } else { 3000 },
@@ -208,14 +331,14 @@ impl Config {
             // Two sessions on each member.
             ceiling_sessions: ceiling_sessions.unwrap_or(2 * ensemble.unwrap_or(1)),
             ceiling_depth: ceiling_depth.unwrap_or(128),
-        })
+        }
     }
 
-    /// Whether the workload `name` runs (`--only`, or every workload).
+    /// Whether `workload` runs (`--only`, or every workload).
     /// On an ensemble, only the [`ENSEMBLE_WORKLOADS`] run.
-    pub(crate) fn runs(&self, name: &str) -> bool {
-        let chosen = self.only.is_empty() || self.only.iter().any(|w| w == name);
-        chosen && (self.ensemble.is_none() || ENSEMBLE_WORKLOADS.contains(&name))
+    pub(crate) fn runs(&self, workload: Workload) -> bool {
+        let chosen = self.only.is_empty() || self.only.contains(&workload);
+        chosen && (self.ensemble.is_none() || ENSEMBLE_WORKLOADS.contains(&workload))
     }
 
     /// The bound on one measurement of one contender.
@@ -231,6 +354,11 @@ impl Config {
             .max()
             .unwrap_or(1)
     }
+}
+
+/// The names of the [`ENSEMBLE_WORKLOADS`], comma-separated.
+pub(crate) fn ensemble_names() -> String {
+    ENSEMBLE_WORKLOADS.map(Workload::name).join(", ")
 }
 
 /// The max_hold of the cohort curve's points: long enough not to bind.
