@@ -638,7 +638,8 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
         let fw = framework(&server.connect_string()).await;
         let path = unique_path("internals");
         let driver = Arc::new(StandardLockInternalsDriver);
-        for name in ["", "a/b", ".", ".."] {
+        // (An empty name is a layout's prefix alone: kazoo's semaphore leases.)
+        for name in ["a/b", ".", ".."] {
             let err = LockInternals::new(fw.clone(), &path, name, 1, driver.clone()).unwrap_err();
             assert!(matches!(err, Error::InvalidPath(_)), "{name:?}: {err:?}");
         }

@@ -211,12 +211,12 @@ async fn locks_shows_the_same_holder_across_a_pass() {
         let second = waiter.await.unwrap().unwrap();
         assert_eq!(second.fencing_token().pass(), 1, "no pass happened");
         let after = locks_json(&connect, &path).await;
-        // Everything but the node's age.
+        // Everything but the time since the node queued.
         let without_age = |listing: &serde_json::Value| {
             let mut participants = listing["participants"].clone();
             for participant in participants.as_array_mut().into_iter().flatten() {
                 if let Some(fields) = participant.as_object_mut() {
-                    fields.remove("age_ms");
+                    fields.remove("queued_ms");
                 }
             }
             participants

@@ -363,25 +363,15 @@ async fn load(
 ) -> Result<Vec<LockParticipant>> {
     let paths: Vec<String> = names.iter().map(|n| join(parent, &n.name)).collect();
     let read = read_nodes(framework, &paths).await?;
-    let mut participants = Vec::with_capacity(names.len());
-    for (index, ((entry, node_path), read)) in names.iter().zip(paths).zip(read).enumerate() {
-        let Some((data, stat)) = read else {
-            continue;
-        };
-        participants.push(LockParticipant {
-            kind: entry.kind,
-            role: role_of(index),
-            node_path,
-            name: entry.name.clone(),
-            sequence: entry.sequence(),
-            session: stat.ephemeral_owner,
-            ctime_ms: stat.ctime,
-            czxid: stat.czxid,
-            data,
-            family,
-        });
-    }
-    Ok(participants)
+    Ok(names
+        .iter()
+        .zip(read)
+        .enumerate()
+        .filter_map(|(index, (named, read))| {
+            let (data, stat) = read?;
+            Some(participant(parent, family, named, role_of(index), NodeFacts::new(data, &stat)))
+        })
+        .collect())
 }
 
 /// The participants of the lock at `path`, holders and waiters in queue
@@ -441,15 +431,11 @@ pub fn families_among(children: &[String]) -> Vec<Family> {
         .collect()
 }
 
-/// The participants of one `family` among `children` of `path`, by that
-/// family's rule.
-async fn participants_of(
-    framework: &Framework,
-    path: &str,
-    family: Family,
-    children: &[String],
-    max_leases: Option<u32>,
-) -> Result<Vec<LockParticipant>> {
+/// The queue of one `family` among `children` (the child names of a lock
+/// path): each participant's name and kind, in queue order, with its role
+/// by that family's rule. A Curator semaphore's queue is not among a
+/// path's children (see [`semaphore_queue`]): none here.
+fn queue_of(family: Family, children: &[String]) -> Vec<(Named, Role)> {
     let of_family = |c: &&String| Family::of_child(c) == Some(family);
     match family {
         Family::CuratorReadWrite | Family::KazooLock => {
@@ -461,48 +447,147 @@ async fn participants_of(
                     .collect(),
             );
             let keys: Vec<(Kind, SortKey)> = rw.iter().map(|n| (n.kind, n.key.clone())).collect();
-            load(framework, path, family, &rw, |index| {
-                let holds = rw[index].sequence().is_some()
-                    && read_write_turn(&keys, index).is_ok_and(|turn| turn == Turn::Holds);
-                role(holds)
-            })
-            .await
+            let roles: Vec<Role> = (0..rw.len())
+                .map(|index| {
+                    role(
+                        rw[index].sequence().is_some()
+                            && read_write_turn(&keys, index).is_ok_and(|turn| turn == Turn::Holds),
+                    )
+                })
+                .collect();
+            rw.into_iter().zip(roles).collect()
         }
-        Family::CuratorSemaphore => semaphore_participants(framework, path, max_leases).await,
         Family::CuratorLock | Family::CuratorLatch => {
             let (kind, name) = match family {
                 Family::CuratorLatch => (Kind::Latch, LATCH_NAME),
                 _ => (Kind::Mutex, LOCK_NAME),
             };
-            let names = sorted(
+            sorted(
                 children
                     .iter()
                     .filter(of_family)
                     .filter_map(|c| Named::with(kind, c, name))
                     .collect(),
-            );
-            load(framework, path, family, &names, |index| {
-                role(first_hold(index, 1))
-            })
-            .await
+            )
+            .into_iter()
+            .enumerate()
+            .map(|(index, named)| (named, role(first_hold(index, 1))))
+            .collect()
         }
-        Family::KazooSemaphore => {
-            let names = sorted(
-                children
-                    .iter()
-                    .filter(of_family)
-                    .map(|c| Named {
-                        kind: Kind::Lease,
-                        name: c.clone(),
-                        key: SortKey::Foreign(c.clone()),
-                    })
-                    .collect(),
-            );
-            load(framework, path, family, &names, |_| Role::Holder).await
+        Family::KazooSemaphore => sorted(
+            children
+                .iter()
+                .filter(of_family)
+                .map(|c| Named {
+                    kind: Kind::Lease,
+                    name: c.clone(),
+                    key: SortKey::Foreign(c.clone()),
+                })
+                .collect(),
+        )
+        .into_iter()
+        .map(|named| (named, Role::Holder))
+        .collect(),
+        // A semaphore's own nodes sit under its `locks` and `leases`
+        // children; families not known yet have no rule.
+        _ => Vec::new(),
+    }
+}
+
+/// The participants of one `family` among `children` of `path`, by that
+/// family's rule ([`queue_of`]), read in one round trip.
+async fn participants_of(
+    framework: &Framework,
+    path: &str,
+    family: Family,
+    children: &[String],
+    max_leases: Option<u32>,
+) -> Result<Vec<LockParticipant>> {
+    if family == Family::CuratorSemaphore {
+        return semaphore_participants(framework, path, max_leases).await;
+    }
+    let queue = queue_of(family, children);
+    let (names, roles): (Vec<Named>, Vec<Role>) = queue.into_iter().unzip();
+    load(framework, path, family, &names, |index| roles[index]).await
+}
+
+/// The participants of one `family` among the nodes of a lock path
+/// (`nodes`: each child's name, data and stat, as a watcher of the path
+/// keeps them), by that family's rule: what [`lock_participants`] reads,
+/// from nodes read beforehand. A Curator semaphore's are
+/// [`semaphore_queue`]'s.
+pub fn participants_among(
+    path: &str,
+    family: Family,
+    nodes: &std::collections::BTreeMap<String, NodeFacts>,
+) -> Vec<LockParticipant> {
+    let names: Vec<String> = nodes.keys().cloned().collect();
+    queue_of(family, &names)
+        .into_iter()
+        .filter_map(|(named, role)| {
+            let facts = nodes.get(&named.name)?;
+            Some(participant(path, family, &named, role, facts.clone()))
+        })
+        .collect()
+}
+
+/// What a participant's node says of it: its data and the parts of its
+/// stat a participant is shown with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeFacts {
+    /// The node's data.
+    pub data: Vec<u8>,
+    /// Its ephemeral owner (0 for a persistent node).
+    pub session: i64,
+    /// Its creation time, milliseconds since the epoch (the server's clock).
+    pub ctime_ms: i64,
+    /// Its creating transaction's zxid.
+    pub czxid: i64,
+}
+
+impl NodeFacts {
+    /// The facts of a node read as `data` and `stat`.
+    pub fn new(data: Vec<u8>, stat: &zk::Stat) -> Self {
+        NodeFacts {
+            data,
+            session: stat.ephemeral_owner,
+            ctime_ms: stat.ctime,
+            czxid: stat.czxid,
         }
-        // Lease nodes sit under a semaphore's `leases` child, never beside
-        // a lock's participants; and families not known yet have no rule.
-        _ => Ok(Vec::new()),
+    }
+}
+
+impl From<&LockParticipant> for NodeFacts {
+    fn from(p: &LockParticipant) -> Self {
+        NodeFacts {
+            data: p.data.clone(),
+            session: p.session,
+            ctime_ms: p.ctime_ms,
+            czxid: p.czxid,
+        }
+    }
+}
+
+/// One participant from its name, role and node.
+fn participant(
+    parent: &str,
+    family: Family,
+    named: &Named,
+    role: Role,
+    facts: NodeFacts,
+) -> LockParticipant {
+    LockParticipant {
+        kind: named.kind,
+        role,
+        node_path: join(parent, &named.name),
+        name: named.name.clone(),
+        sequence: named.sequence(),
+        session: facts.session,
+        ctime_ms: facts.ctime_ms,
+        czxid: facts.czxid,
+        data: facts.data,
+        family,
     }
 }
 
@@ -535,13 +620,26 @@ async fn semaphore_participants(
     let leases = named_children(framework, &leases_path, LEASE_NAME).await?;
     let queued = named_children(framework, &locks_path, LOCK_NAME).await?;
     let family = Family::CuratorSemaphore;
-    let mut lease_nodes = load(framework, &leases_path, family, &leases, |index| {
+    let lease_nodes = load(framework, &leases_path, family, &leases, |index| {
         role(max_leases.is_none_or(|max| first_hold(index, max)))
     })
     .await?;
     let queued_nodes = load(framework, &locks_path, family, &queued, |_| Role::Waiter).await?;
-    // The head of the internal queue holds the internal mutex: if its
-    // session also has the last lease node, that node waits for a lease.
+    Ok(semaphore_queue(lease_nodes, queued_nodes, max_leases))
+}
+
+/// A Curator semaphore's participants from its lease nodes (in queue
+/// order, holders as far as `max_leases` tells) and the nodes of its
+/// internal queue (all waiting): without `max_leases`, the last lease node
+/// waits when its session also heads the internal queue (that acquirer
+/// holds the internal mutex while it waits for a lease; a lease it was
+/// just granted looks the same for a moment), and the queue node of an
+/// acquirer whose lease node waits is left out (the same acquirer).
+pub fn semaphore_queue(
+    mut lease_nodes: Vec<LockParticipant>,
+    queued_nodes: Vec<LockParticipant>,
+    max_leases: Option<u32>,
+) -> Vec<LockParticipant> {
     let head_session = queued_nodes.first().map(|p| p.session);
     if max_leases.is_none() {
         if let (Some(session), Some(last)) = (head_session, lease_nodes.last_mut()) {
@@ -560,7 +658,7 @@ async fn semaphore_participants(
             .into_iter()
             .filter(|p| !waiting_sessions.contains(&p.session)),
     );
-    Ok(lease_nodes)
+    lease_nodes
 }
 
 /// The recipes that have participants under `path` now (several when

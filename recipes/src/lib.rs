@@ -38,6 +38,7 @@ mod reentrant;
 mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
+pub mod tree;
 
 /// The latch's node name, also at [`layout::LATCH_NAME`] beside the others.
 pub use self::layout::LATCH_NAME;

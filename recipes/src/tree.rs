@@ -1,0 +1,580 @@
+//! [`TreeObserver`]: every lock and election under a root, followed with
+//! one persistent recursive watch.
+//!
+//! # How it follows the tree
+//!
+//! On each session (the first, and every one after a loss or a
+//! reconnection):
+//! 1. the recursive watch on the root is set, before anything is read, so
+//!    that no change made after the listing can be missed;
+//! 2. the server is synced with the ensemble's leader, and the tree is
+//!    read with [`survey`] (every level pipelined): the cold view;
+//! 3. every event is merged as it comes, reading only what it names: a
+//!    participant node created is read (one request), a node deleted is
+//!    dropped with no request, a data change is read. The cost of a
+//!    hand-off is the same whatever the length of the queue.
+//!
+//! Events are applied one at a time, in the order the server sent them: a
+//! node whose deletion has been applied is never reported again (its
+//! creation, if it comes late, reads nothing and is dropped).
+//!
+//! While the connection is down, or between a new session and the end of
+//! its listing, [`TreeView::current`] is `false` and says since when: the
+//! paths are still the last ones seen, never passed off as current. (The
+//! client's own note: a persistent watch can lose the events of a
+//! reconnection, ZOOKEEPER-4698, so a reconnection always rebuilds the
+//! view from a fresh listing.)
+//!
+//! A Curator semaphore's nodes sit two levels down (`locks`, `leases`):
+//! an event under one makes the observer read that semaphore again whole.
+//!
+//! # Bounds
+//!
+//! At most `max_paths` paths are read at a cold start and followed after;
+//! past that [`TreeView::capped`] says so, and what lies beyond is not
+//! shown. Memory is the view's: the participants' nodes, their data
+//! included.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zk_curator_framework::path::{split, validate_path};
+use zk_curator_framework::{zk, Error, Framework, Result};
+
+use crate::fresh::synced;
+use crate::layout::{
+    families_among, lock_participants, participants_among, survey, Family, LockParticipant,
+    NodeFacts, PathKind, Role, LEASES_CHILD, LOCKS_CHILD,
+};
+
+/// What a [`TreeObserver`] sees now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TreeView {
+    /// Whether the view is as of now: connected, the tree listed on this
+    /// session and every change since applied. `false` before the first
+    /// listing and while the connection is down (then `paths` are the last
+    /// ones seen).
+    pub current: bool,
+    /// Since when (milliseconds since the epoch, this host's clock)
+    /// `current` has been what it is.
+    pub since_ms: i64,
+    /// Every lock and election followed, by path.
+    pub paths: BTreeMap<String, ObservedPath>,
+    /// Whether `max_paths` cut the view.
+    pub capped: bool,
+    /// How many times the tree was listed afresh (one per session or
+    /// reconnection).
+    pub listings: u64,
+    /// How many events were applied.
+    pub events: u64,
+}
+
+/// One lock or election, as the observer follows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObservedPath {
+    /// The families of its participants (several where recipes that do
+    /// not see each other share the path).
+    pub families: Vec<Family>,
+    /// Its holders and waiters in queue order.
+    pub participants: Vec<ObservedParticipant>,
+    /// The path's own data (an election's proclaimed value; a kazoo
+    /// semaphore's number of leases).
+    pub data: Vec<u8>,
+    /// How many times the first holder changed while followed (an
+    /// election's leader changes).
+    pub leader_changes: u64,
+    /// Since when (milliseconds since the epoch) it has had no holder,
+    /// when the observer saw that begin.
+    pub no_holder_since_ms: Option<i64>,
+}
+
+/// One participant, with what the observer saw of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObservedParticipant {
+    /// The participant, as [`lock_participants`] reads it.
+    pub participant: LockParticipant,
+    /// Since when (milliseconds since the epoch) it holds, when the
+    /// observer saw it begin (not for a holder found holding at a listing).
+    pub holding_since_ms: Option<i64>,
+}
+
+/// Follows every lock and election under a root with one persistent
+/// recursive watch (ZooKeeper 3.6+): see the [module](self) notes.
+///
+/// Give it a framework of its own where the same process also takes
+/// locks under the root: ZooKeeper keeps one kind of watch per path and
+/// client (ZOOKEEPER-4466).
+#[derive(Clone)]
+pub struct TreeObserver {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    framework: Framework,
+    root: String,
+    max_paths: usize,
+    view: watch::Sender<Arc<TreeView>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get_mut().ok().and_then(Option::take) {
+            task.abort();
+        }
+    }
+}
+
+impl fmt::Debug for TreeObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let view = self.view();
+        f.debug_struct("TreeObserver")
+            .field("root", &self.inner.root)
+            .field("current", &view.current)
+            .field("paths", &view.paths.len())
+            .finish()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl TreeObserver {
+    /// An observer of `root` that follows at most `max_paths` paths.
+    /// Nothing is sent until [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a root that breaks ZooKeeper's rules;
+    /// [`Error::InvalidArgument`] for a zero `max_paths`.
+    pub fn new(framework: Framework, root: &str, max_paths: usize) -> Result<Self> {
+        validate_path(root)?;
+        if max_paths == 0 {
+            return Err(Error::InvalidArgument(
+                "an observer follows at least one path".into(),
+            ));
+        }
+        Ok(TreeObserver {
+            inner: Arc::new(Inner {
+                framework,
+                root: root.to_owned(),
+                max_paths,
+                view: watch::Sender::new(Arc::new(TreeView {
+                    since_ms: now_ms(),
+                    ..TreeView::default()
+                })),
+                task: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Starts following, on a task of its own, until [`close`](Self::close)
+    /// or the last handle is dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if it was started already.
+    pub fn start(&self) -> Result<()> {
+        let mut task = self
+            .inner
+            .task
+            .lock()
+            .map_err(|_| Error::InvalidArgument("the observer's state is poisoned".into()))?;
+        if task.is_some() {
+            return Err(Error::InvalidArgument("the observer is started already".into()));
+        }
+        let follower = Follower {
+            framework: self.inner.framework.clone(),
+            root: self.inner.root.clone(),
+            max_paths: self.inner.max_paths,
+            view: self.inner.view.clone(),
+            state: BTreeMap::new(),
+        };
+        *task = Some(tokio::spawn(follower.run()));
+        Ok(())
+    }
+
+    /// What it sees now.
+    pub fn view(&self) -> Arc<TreeView> {
+        self.inner.view.borrow().clone()
+    }
+
+    /// The view, each time it changes (a `watch` channel: a slow reader
+    /// sees the latest view, never a backlog).
+    pub fn changes(&self) -> watch::Receiver<Arc<TreeView>> {
+        self.inner.view.subscribe()
+    }
+
+    /// Stops following. The last view stays readable, marked not current.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only stops a task.
+    pub async fn close(&self) {
+        let task = self.inner.task.lock().ok().and_then(|mut task| task.take());
+        if let Some(task) = task {
+            task.abort();
+            let _ = task.await;
+        }
+        self.inner.view.send_modify(|view| {
+            let view = Arc::make_mut(view);
+            view.current = false;
+            view.since_ms = now_ms();
+        });
+    }
+}
+
+/// One followed path's state.
+#[derive(Clone, Debug, Default)]
+struct PathState {
+    /// Its participant nodes by name (a Curator semaphore's are read whole
+    /// instead: `semaphore`).
+    nodes: BTreeMap<String, NodeFacts>,
+    semaphore: Option<Vec<LockParticipant>>,
+    data: Vec<u8>,
+    holding_since: HashMap<String, i64>,
+    roles: HashMap<String, Role>,
+    leader: Option<String>,
+    leader_changes: u64,
+    no_holder_since: Option<i64>,
+    participants: Vec<ObservedParticipant>,
+    families: Vec<Family>,
+}
+
+/// The following task.
+struct Follower {
+    framework: Framework,
+    root: String,
+    max_paths: usize,
+    view: watch::Sender<Arc<TreeView>>,
+    state: BTreeMap<String, PathState>,
+}
+
+/// Why one session's following ended.
+enum Ended {
+    /// The connection broke or the session ended: list again on the next.
+    Again,
+}
+
+impl Follower {
+    async fn run(mut self) {
+        loop {
+            let Ended::Again = self.follow_session().await;
+            self.set_current(false);
+            // Wait for the connection before listing again (the framework
+            // keeps trying); a closed framework ends the task.
+            let mut states = self.framework.state_watcher();
+            loop {
+                if self.framework.is_closed() {
+                    return;
+                }
+                if self.framework.state().is_some_and(|state| state.is_connected()) {
+                    break;
+                }
+                tokio::select! {
+                    _ = states.changed() => {}
+                    () = self.framework.closed() => return,
+                    () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
+            }
+        }
+    }
+
+    fn set_current(&self, current: bool) {
+        self.view.send_if_modified(|view| {
+            if view.current == current {
+                return false;
+            }
+            let view = Arc::make_mut(view);
+            view.current = current;
+            view.since_ms = now_ms();
+            true
+        });
+    }
+
+    /// Follows the tree on the current session until its connection breaks.
+    async fn follow_session(&mut self) -> Ended {
+        let Ok(client) = self.framework.client().await else {
+            return Ended::Again;
+        };
+        let mut watcher = match client.watch(&self.root, zk::AddWatchMode::PersistentRecursive).await {
+            Ok(watcher) => watcher,
+            Err(err) => {
+                tracing::debug!(%err, root = %self.root, "cannot set the recursive watch");
+                return Ended::Again;
+            }
+        };
+        if let Err(err) = self.list_all().await {
+            tracing::debug!(%err, root = %self.root, "cannot list the tree");
+            return Ended::Again;
+        }
+        self.publish(true, 0);
+        loop {
+            let event = watcher.changed().await;
+            if event.event_type == zk::EventType::Session {
+                // Terminal or not, the view is rebuilt from a fresh listing
+                // (and a terminal event ends this watcher for good).
+                tracing::debug!(state = ?event.session_state, "the observer's connection changed");
+                return Ended::Again;
+            }
+            let applied = self.apply(&client, &event).await;
+            if let Err(err) = applied {
+                tracing::debug!(%err, "an event could not be applied; listing again");
+                return Ended::Again;
+            }
+            self.publish(true, 1);
+        }
+    }
+
+    /// The cold view: sync, then every path at once ([`survey`]).
+    async fn list_all(&mut self) -> Result<()> {
+        let (framework, root, max_paths) = (&self.framework, self.root.as_str(), self.max_paths);
+        let surveyed = synced(framework, root, || survey(framework, root, max_paths)).await?;
+        let mut state = BTreeMap::new();
+        for found in surveyed.found {
+            let mut path = PathState::default();
+            let semaphore = match &found.kind {
+                PathKind::Recipe(family) => *family == Family::CuratorSemaphore,
+                PathKind::Mixed(families) => families.contains(&Family::CuratorSemaphore),
+                _ => false,
+            };
+            if semaphore {
+                path.semaphore = Some(found.participants);
+            } else {
+                path.nodes = found
+                    .participants
+                    .iter()
+                    .map(|p| (p.name.clone(), NodeFacts::from(p)))
+                    .collect();
+            }
+            path.data = self.read_data(&found.path).await?.unwrap_or_default();
+            recompute(&found.path, &mut path, false);
+            state.insert(found.path, path);
+        }
+        self.state = state;
+        self.view.send_modify(|view| {
+            let view = Arc::make_mut(view);
+            view.capped = surveyed.capped;
+            view.listings += 1;
+        });
+        Ok(())
+    }
+
+    async fn read_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        let path = path.to_owned();
+        let read = self
+            .framework
+            .call_with_retry(|client| {
+                let path = path.clone();
+                async move { client.get_data(&path).await }
+            })
+            .await;
+        match read {
+            Ok((data, _)) => Ok(Some(data)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Applies one node event, reading only what it names.
+    async fn apply(&mut self, client: &zk::Client, event: &zk::WatchedEvent) -> Result<()> {
+        let node = event.path.as_str();
+        let (parent, name) = split(node);
+        let (grandparent, parent_name) = split(parent);
+        // Under a Curator semaphore's `locks` or `leases`: read it whole.
+        if (parent_name == LEASES_CHILD || parent_name == LOCKS_CHILD)
+            && self.state.get(grandparent).is_some_and(|p| p.semaphore.is_some())
+        {
+            return self.refresh_semaphore(grandparent).await;
+        }
+        let family = Family::of_child(name);
+        match event.event_type {
+            zk::EventType::NodeCreated => match family {
+                Some(Family::CuratorSemaphore) if name == LEASES_CHILD => {
+                    self.track(parent, true);
+                    self.refresh_semaphore(parent).await
+                }
+                Some(family) if family != Family::CuratorSemaphore => {
+                    let read = match client.get_data(node).await {
+                        Ok((data, stat)) => Some(NodeFacts::new(data, &stat)),
+                        Err(zk::Error::NoNode) => None,
+                        Err(err) => return Err(Error::from_zk(err, client.state())),
+                    };
+                    // Gone again already: its deletion comes next, and it is
+                    // never shown.
+                    if let Some(facts) = read {
+                        if let Some(path) = self.track(parent, false) {
+                            path.nodes.insert(name.to_owned(), facts);
+                            recompute(parent, path, true);
+                        }
+                    }
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            zk::EventType::NodeDeleted => {
+                if let Some(path) = self.state.get_mut(parent) {
+                    if path.nodes.remove(name).is_some() {
+                        recompute(parent, path, true);
+                    }
+                }
+                // A followed path itself, and anything followed below it.
+                let below = format!("{node}/");
+                self.state
+                    .retain(|path, _| path != node && !path.starts_with(&below));
+                Ok(())
+            }
+            zk::EventType::NodeDataChanged => {
+                if self.state.contains_key(node) {
+                    let data = match client.get_data(node).await {
+                        Ok((data, _)) => data,
+                        Err(zk::Error::NoNode) => return Ok(()),
+                        Err(err) => return Err(Error::from_zk(err, client.state())),
+                    };
+                    if let Some(path) = self.state.get_mut(node) {
+                        path.data = data;
+                    }
+                } else if self.state.get(parent).is_some_and(|p| p.nodes.contains_key(name)) {
+                    let facts = match client.get_data(node).await {
+                        Ok((data, stat)) => NodeFacts::new(data, &stat),
+                        Err(zk::Error::NoNode) => return Ok(()),
+                        Err(err) => return Err(Error::from_zk(err, client.state())),
+                    };
+                    if let Some(path) = self.state.get_mut(parent) {
+                        if path.nodes.contains_key(name) {
+                            path.nodes.insert(name.to_owned(), facts);
+                            recompute(parent, path, true);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The state of `path`, made if new and there is room (`None` past
+    /// `max_paths`, which marks the view capped).
+    fn track(&mut self, path: &str, semaphore: bool) -> Option<&mut PathState> {
+        if !self.state.contains_key(path) && self.state.len() >= self.max_paths {
+            self.view.send_if_modified(|view| {
+                let changed = !view.capped;
+                Arc::make_mut(view).capped = true;
+                changed
+            });
+            return None;
+        }
+        let path = self.state.entry(path.to_owned()).or_default();
+        if semaphore && path.semaphore.is_none() {
+            path.semaphore = Some(Vec::new());
+        }
+        Some(path)
+    }
+
+    async fn refresh_semaphore(&mut self, path: &str) -> Result<()> {
+        let participants = lock_participants(&self.framework, path, None).await?;
+        if let Some(state) = self.track(path, true) {
+            state.semaphore = Some(participants);
+            recompute(path, state, true);
+        }
+        Ok(())
+    }
+
+    /// Publishes the state as the view (`events` more applied).
+    fn publish(&self, current: bool, events: u64) {
+        let paths: BTreeMap<String, ObservedPath> = self
+            .state
+            .iter()
+            .map(|(path, state)| {
+                (
+                    path.clone(),
+                    ObservedPath {
+                        families: state.families.clone(),
+                        participants: state.participants.clone(),
+                        data: state.data.clone(),
+                        leader_changes: state.leader_changes,
+                        no_holder_since_ms: state.no_holder_since,
+                    },
+                )
+            })
+            .collect();
+        self.view.send_modify(|view| {
+            let view = Arc::make_mut(view);
+            if view.current != current {
+                view.current = current;
+                view.since_ms = now_ms();
+            }
+            view.paths = paths;
+            view.events += events;
+        });
+    }
+}
+
+/// Recomputes `path`'s participants from its nodes, carrying what was seen
+/// over: since when each holds (a node seen waiting, or created, then
+/// holding, counts from now when `live`), its first holder's changes, and
+/// since when it has had no holder.
+fn recompute(path: &str, state: &mut PathState, live: bool) {
+    let now = now_ms();
+    let participants: Vec<LockParticipant> = match &state.semaphore {
+        Some(read) => read.clone(),
+        None => {
+            let names: Vec<String> = state.nodes.keys().cloned().collect();
+            families_among(&names)
+                .into_iter()
+                .flat_map(|family| participants_among(path, family, &state.nodes))
+                .collect()
+        }
+    };
+    let mut families: Vec<Family> = Vec::new();
+    for p in &participants {
+        if !families.contains(&p.family) {
+            families.push(p.family);
+        }
+    }
+    let mut since = HashMap::new();
+    let mut roles = HashMap::new();
+    let observed: Vec<ObservedParticipant> = participants
+        .into_iter()
+        .map(|p| {
+            let holding = match (p.role, state.roles.get(&p.name)) {
+                (Role::Holder, Some(Role::Holder)) => state.holding_since.get(&p.name).copied(),
+                (Role::Holder, _) if live => Some(now),
+                _ => None,
+            };
+            if let Some(at) = holding {
+                since.insert(p.name.clone(), at);
+            }
+            roles.insert(p.name.clone(), p.role);
+            ObservedParticipant {
+                participant: p,
+                holding_since_ms: holding,
+            }
+        })
+        .collect();
+    let leader = observed
+        .iter()
+        .find(|o| o.participant.role == Role::Holder)
+        .map(|o| o.participant.name.clone());
+    if live && leader != state.leader {
+        state.leader_changes += 1;
+    }
+    state.no_holder_since = match (&leader, state.no_holder_since) {
+        (Some(_), _) => None,
+        (None, Some(at)) => Some(at),
+        (None, None) if live => Some(now),
+        (None, None) => None,
+    };
+    state.leader = leader;
+    state.holding_since = since;
+    state.roles = roles;
+    state.participants = observed;
+    state.families = families;
+}
