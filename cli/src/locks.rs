@@ -14,6 +14,7 @@ use zk_curator::recipes::layout::{
     identify, lock_participants, survey, Family, Layout, LockParticipant, PathKind, Role,
     LEASES_CHILD, LOCKS_CHILD,
 };
+use zk_curator::recipes::tree::TreeObserver;
 use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
@@ -37,7 +38,9 @@ pub(crate) struct LocksArgs {
     /// Every lock and election at or under the path (read down through
     /// folders), each with its holders and waiters in queue order, in one
     /// listing after one sync; `--json` gives one object with `paths`.
-    #[arg(long, conflicts_with_all = ["watch", "leases"])]
+    /// With --watch, followed with one recursive watch and printed again at
+    /// every change (HELD known for holders seen taking over).
+    #[arg(long, conflicts_with = "leases")]
     pub(crate) all: bool,
     /// With --all: read at most this many paths; past it the listing says
     /// that it is capped (`capped` with --json) instead of growing.
@@ -121,6 +124,12 @@ impl HoldStarts {
             seen.insert(p.node_path.clone(), (p.role, since));
         }
         self.seen = seen;
+    }
+
+    /// Takes in what an observer saw: `p` holds since `since` (ms since
+    /// the epoch), when known.
+    fn known(&mut self, p: &LockParticipant, since: Option<i64>) {
+        self.seen.insert(p.node_path.clone(), (p.role, since));
     }
 
     /// How long `p` has held, when known.
@@ -303,61 +312,177 @@ async fn listing(
 }
 
 /// `locks PATH --all`: every lock and election at or under the path
-/// ([`survey`], after one sync), one block each, or one JSON object.
+/// ([`survey`], after one sync), one block each, or one JSON object; with
+/// `--watch`, again at every change, from one [`TreeObserver`].
 async fn all(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
     let root = args.path.as_str();
     let max_paths = usize::try_from(args.max_paths).unwrap_or(usize::MAX);
+    if args.watch {
+        return all_watched(framework, args, max_paths).await;
+    }
     let surveyed = synced(framework, root, || survey(framework, root, max_paths))
         .await
         .map_err(|err| Failure::zk(format!("cannot read the locks under {}", shown(root)), err))?;
-    let starts = HoldStarts::default();
-    let recipe = |kind: &PathKind| match kind {
+    let found: Vec<Listed> = surveyed
+        .found
+        .into_iter()
+        .map(|found| Listed {
+            recipe: recipe_of(&found.kind),
+            kind: found.kind.name(),
+            path: found.path,
+            participants: found.participants,
+        })
+        .collect();
+    let listing = AllListing {
+        found,
+        paths_read: Some(surveyed.paths_read),
+        capped: surveyed.capped,
+        starts: HoldStarts::default(),
+    };
+    listing.print(args)?;
+    Ok(0)
+}
+
+/// `locks PATH --all --watch`: the observer's view, printed whole at each
+/// change while it is current; a line (a JSON event with `--json`) when it
+/// is not, until SIGINT.
+async fn all_watched(
+    framework: &Framework,
+    args: &LocksArgs,
+    max_paths: usize,
+) -> Result<u8, Failure> {
+    let root = args.path.as_str();
+    let failed = |err| Failure::zk(format!("cannot watch the locks under {}", shown(root)), err);
+    let observer = TreeObserver::new(framework.clone(), root, max_paths).map_err(failed)?;
+    observer.start().map_err(failed)?;
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|err| Failure::new(OTHER, format!("cannot handle SIGINT: {err}")))?;
+    let mut changes = observer.changes();
+    let mut printed: Option<bool> = None;
+    loop {
+        let view = changes.borrow_and_update().clone();
+        if view.current {
+            let mut starts = HoldStarts::default();
+            let found = view
+                .paths
+                .iter()
+                .map(|(path, observed)| {
+                    let kind = match observed.families.as_slice() {
+                        [family] => PathKind::Recipe(*family),
+                        families => PathKind::Mixed(families.to_vec()),
+                    };
+                    let participants = observed
+                        .participants
+                        .iter()
+                        .map(|o| {
+                            starts.known(&o.participant, o.holding_since_ms);
+                            o.participant.clone()
+                        })
+                        .collect();
+                    Listed {
+                        path: path.clone(),
+                        recipe: recipe_of(&kind),
+                        kind: kind.name(),
+                        participants,
+                    }
+                })
+                .collect();
+            let listing = AllListing {
+                found,
+                paths_read: None,
+                capped: view.capped,
+                starts,
+            };
+            listing.print(args)?;
+            if !args.json {
+                out("")?;
+            }
+            printed = Some(true);
+        } else if printed == Some(true) {
+            if args.json {
+                out(json!({ "event": "not current", "path": root, "since_ms": view.since_ms }))?;
+            } else {
+                eprintln!("zk-curator: not connected to ZooKeeper; the listing below is not current until it is shown again");
+            }
+            printed = Some(false);
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return Ok(0) },
+            _ = interrupt.recv() => {
+                observer.close().await;
+                return Ok(0);
+            }
+        }
+    }
+}
+
+/// What a lock or election is, in a few words.
+fn recipe_of(kind: &PathKind) -> String {
+    match kind {
         PathKind::Recipe(family) => family.describe().to_owned(),
         other => other.describe(),
-    };
-    if args.json {
-        let paths: Vec<Value> = surveyed
-            .found
-            .iter()
-            .map(|found| {
-                json!({
-                    "path": found.path,
-                    "kind": found.kind.name(),
-                    "recipe": recipe(&found.kind),
-                    "participants": found.participants.iter().map(|p| to_json(p, &starts)).collect::<Vec<_>>(),
+    }
+}
+
+/// One lock or election of `locks --all`.
+struct Listed {
+    path: String,
+    recipe: String,
+    kind: &'static str,
+    participants: Vec<LockParticipant>,
+}
+
+/// What `locks --all` prints: the locks and elections found, each with
+/// its recipe and participants.
+struct AllListing {
+    found: Vec<Listed>,
+    paths_read: Option<usize>,
+    capped: bool,
+    starts: HoldStarts,
+}
+
+impl AllListing {
+    fn print(&self, args: &LocksArgs) -> Result<(), Failure> {
+        let root = args.path.as_str();
+        if args.json {
+            let paths: Vec<Value> = self
+                .found
+                .iter()
+                .map(|found| {
+                    json!({
+                        "path": found.path,
+                        "recipe": found.recipe,
+                        "kind": found.kind,
+                        "participants": found.participants.iter().map(|p| to_json(p, &self.starts)).collect::<Vec<_>>(),
+                    })
                 })
-            })
-            .collect();
-        out(json!({
-            "path": root,
-            "kind": "all",
-            "paths": paths,
-            "paths_read": surveyed.paths_read,
-            "capped": surveyed.capped,
-        }))?;
-        return Ok(0);
-    }
-    if surveyed.found.is_empty() {
-        out(format!(
-            "no locks or elections at or under {root} ({} path{} read)",
-            surveyed.paths_read,
-            if surveyed.paths_read == 1 { "" } else { "s" }
-        ))?;
-    }
-    for (at, found) in surveyed.found.iter().enumerate() {
-        if at > 0 {
-            out("")?;
+                .collect();
+            return out(json!({
+                "path": root,
+                "kind": "all",
+                "paths": paths,
+                "paths_read": self.paths_read,
+                "capped": self.capped,
+            }));
         }
-        out(format!("{}: {}", found.path, recipe(&found.kind)))?;
-        out(table(&found.participants, &starts))?;
+        if self.found.is_empty() {
+            out(format!("no locks or elections at or under {root}"))?;
+        }
+        for (at, found) in self.found.iter().enumerate() {
+            if at > 0 {
+                out("")?;
+            }
+            out(format!("{}: {}", found.path, found.recipe))?;
+            out(table(&found.participants, &self.starts))?;
+        }
+        if self.capped {
+            out(format!(
+                "(capped at --max-paths {}: what lies below the rest is not listed)",
+                args.max_paths
+            ))?;
+        }
+        Ok(())
     }
-    if surveyed.capped {
-        out(format!(
-            "(capped: {} paths read, --max-paths {}; what lies below the rest is not listed)",
-            surveyed.paths_read, args.max_paths
-        ))?;
-    }
-    Ok(0)
 }
 
 /// The refusal of `revoke` and `evict` (exit 66) for a path without a

@@ -523,3 +523,78 @@ async fn locks_all_lists_every_lock_and_election_under_a_root() {
     .await
     .expect("test timed out");
 }
+
+/// `locks ROOT --all --watch --json`: one line per change, from one
+/// recursive watch; a hand-off shows the next holder, with how long it has
+/// held (seen taking over); SIGINT ends it (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_all_watch_follows_every_change() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let root = unique("watched");
+        let client = raw().await;
+        let node = |seq: u32| format!("{root}/locks/a/_c_{UUID}-lock-{seq:010}");
+        make(&client, &node(1), b"first").await;
+        make(&client, &node(2), b"second").await;
+        let mut child = zkc(&["locks", &root, "--all", "--watch", "--json"])
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let first = next_listing(&mut out).await;
+        let holders = |listing: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+            listing["paths"][0]["participants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["role"] == "holder")
+                .map(|p| {
+                    (
+                        p["identity"].as_str().unwrap().to_owned(),
+                        p["held_ms"].clone(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            holders(&first),
+            [("first".to_owned(), serde_json::Value::Null)],
+            "{first}"
+        );
+        client.delete(&node(1), None).await.unwrap();
+        let second = loop {
+            let listing = next_listing(&mut out).await;
+            if holders(&listing).first().map(|h| h.0.as_str()) == Some("second") {
+                break listing;
+            }
+        };
+        assert!(
+            holders(&second)[0].1.is_u64(),
+            "held_ms unknown after a take-over: {second}"
+        );
+        let pid = nix_pid(&child);
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        let status = tokio::time::timeout(WAIT_LIMIT, child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// The next JSON line of a `--watch --json` run.
+async fn next_listing(out: &mut BufReader<tokio::process::ChildStdout>) -> serde_json::Value {
+    let mut line = String::new();
+    tokio::time::timeout(WAIT_LIMIT, out.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+fn nix_pid(child: &Child) -> String {
+    child.id().unwrap().to_string()
+}

@@ -369,7 +369,13 @@ async fn load(
         .enumerate()
         .filter_map(|(index, (named, read))| {
             let (data, stat) = read?;
-            Some(participant(parent, family, named, role_of(index), NodeFacts::new(data, &stat)))
+            Some(participant(
+                parent,
+                family,
+                named,
+                role_of(index),
+                NodeFacts::new(data, &stat),
+            ))
         })
         .collect())
 }

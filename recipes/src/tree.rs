@@ -189,7 +189,9 @@ impl TreeObserver {
             .lock()
             .map_err(|_| Error::InvalidArgument("the observer's state is poisoned".into()))?;
         if task.is_some() {
-            return Err(Error::InvalidArgument("the observer is started already".into()));
+            return Err(Error::InvalidArgument(
+                "the observer is started already".into(),
+            ));
         }
         let follower = Follower {
             framework: self.inner.framework.clone(),
@@ -275,7 +277,11 @@ impl Follower {
                 if self.framework.is_closed() {
                     return;
                 }
-                if self.framework.state().is_some_and(|state| state.is_connected()) {
+                if self
+                    .framework
+                    .state()
+                    .is_some_and(|state| state.is_connected())
+                {
                     break;
                 }
                 tokio::select! {
@@ -304,7 +310,10 @@ impl Follower {
         let Ok(client) = self.framework.client().await else {
             return Ended::Again;
         };
-        let mut watcher = match client.watch(&self.root, zk::AddWatchMode::PersistentRecursive).await {
+        let mut watcher = match client
+            .watch(&self.root, zk::AddWatchMode::PersistentRecursive)
+            .await
+        {
             Ok(watcher) => watcher,
             Err(err) => {
                 tracing::debug!(%err, root = %self.root, "cannot set the recursive watch");
@@ -390,7 +399,10 @@ impl Follower {
         let (grandparent, parent_name) = split(parent);
         // Under a Curator semaphore's `locks` or `leases`: read it whole.
         if (parent_name == LEASES_CHILD || parent_name == LOCKS_CHILD)
-            && self.state.get(grandparent).is_some_and(|p| p.semaphore.is_some())
+            && self
+                .state
+                .get(grandparent)
+                .is_some_and(|p| p.semaphore.is_some())
         {
             return self.refresh_semaphore(grandparent).await;
         }
@@ -441,7 +453,11 @@ impl Follower {
                     if let Some(path) = self.state.get_mut(node) {
                         path.data = data;
                     }
-                } else if self.state.get(parent).is_some_and(|p| p.nodes.contains_key(name)) {
+                } else if self
+                    .state
+                    .get(parent)
+                    .is_some_and(|p| p.nodes.contains_key(name))
+                {
                     let facts = match client.get_data(node).await {
                         Ok((data, stat)) => NodeFacts::new(data, &stat),
                         Err(zk::Error::NoNode) => return Ok(()),

@@ -1,0 +1,306 @@
+//! [`TreeObserver`] (issue 45, item 1): one recursive watch follows every
+//! lock and election under a root, and its view agrees with what
+//! `lock_participants` reads of each path, queue order included: at the
+//! cold start, after hand-offs, new and removed locks, and after its
+//! session is expired. It never shows a node again once it applied the
+//! node's deletion, and a hand-off costs it the same requests whatever
+//! the length of the queue. On the embedded server by default, on a real
+//! ZooKeeper with `ZK_TEST_SERVER=real`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{bounded, expire, framework, requests_with, server, unique_path, LONG_BOUND};
+use zk_curator::recipes::layout::{lock_participants, Role};
+use zk_curator::recipes::tree::{TreeObserver, TreeView};
+use zk_curator::{
+    Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
+    LeaderElection, LeaderLatch, MutexGuard,
+};
+use zk_curator_testing::proxy::opcode;
+use zk_curator_testing::FaultProxy;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until the observer's view is current and `check` holds of it.
+async fn view_where(
+    observer: &TreeObserver,
+    what: &str,
+    check: impl Fn(&TreeView) -> bool,
+) -> Arc<TreeView> {
+    let mut changes = observer.changes();
+    let seen = tokio::time::timeout(WAIT, async {
+        loop {
+            let view = changes.borrow_and_update().clone();
+            if view.current && check(&view) {
+                return view;
+            }
+            changes.changed().await.unwrap();
+        }
+    })
+    .await;
+    match seen {
+        Ok(view) => view,
+        Err(_) => panic!("never saw {what}: {:#?}", observer.view()),
+    }
+}
+
+/// Each followed path's participants as (node, role), in queue order.
+fn shown(view: &TreeView, path: &str) -> Vec<(String, Role)> {
+    view.paths
+        .get(path)
+        .map(|p| {
+            p.participants
+                .iter()
+                .map(|o| (o.participant.node_path.clone(), o.participant.role))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What `lock_participants` reads of `path`, as (node, role).
+async fn truth(fw: &Framework, path: &str) -> Vec<(String, Role)> {
+    lock_participants(fw, path, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.node_path, p.role))
+        .collect()
+}
+
+/// A mutex held on `path` by its own framework, with `waiters` more
+/// queued behind it (each on a framework of its own).
+async fn held_with_waiters(
+    connect: &str,
+    path: &str,
+    waiters: usize,
+) -> (MutexGuard, Vec<tokio::task::JoinHandle<MutexGuard>>) {
+    let fw = framework(connect).await;
+    let guard = InterProcessMutex::new(fw, path)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let mut queued = Vec::new();
+    for n in 0..waiters {
+        let fw = framework(connect).await;
+        let mutex = InterProcessMutex::new(fw, path).unwrap();
+        queued.push(tokio::spawn(async move { mutex.lock().await.unwrap() }));
+        let raw = common::raw_client(connect).await;
+        common::wait_for_participants(&raw, path, n + 2).await;
+    }
+    (guard, queued)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_agrees_with_each_path_cold_and_live() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree");
+        let reader = framework(&connect).await;
+        // A mutex with two waiters, a read-write lock, a semaphore and a
+        // latch election, in folders.
+        let mutex_path = format!("{root}/locks/orders");
+        let (guard, mut waiters) = held_with_waiters(&connect, &mutex_path, 2).await;
+        let rw_path = format!("{root}/locks/catalog");
+        let rw_fw = framework(&connect).await;
+        let rw = InterProcessReadWriteLock::new(rw_fw.clone(), &rw_path).unwrap();
+        let read = rw.read_lock().lock().await.unwrap();
+        let sem_path = format!("{root}/pools/db");
+        let sem = InterProcessSemaphoreV2::new(rw_fw.clone(), &sem_path, 2).unwrap();
+        let lease = sem.acquire().await.unwrap();
+        let latch_path = format!("{root}/elections/compactor");
+        let latch = LeaderLatch::new(rw_fw.clone(), &latch_path, "a").unwrap();
+        latch.start().unwrap();
+        latch.await_leadership().await.unwrap();
+
+        let observer_fw = framework(&connect).await;
+        let observer = TreeObserver::new(observer_fw.clone(), &root, 1000).unwrap();
+        observer.start().unwrap();
+        let paths = [&mutex_path, &rw_path, &sem_path, &latch_path];
+        let cold = view_where(&observer, "the four paths", |v| v.paths.len() == 4).await;
+        for path in paths {
+            assert_eq!(
+                shown(&cold, path),
+                truth(&reader, path).await,
+                "{path} cold"
+            );
+        }
+        assert!(cold.paths[&mutex_path].participants[0]
+            .holding_since_ms
+            .is_none());
+        let first = guard.node().path().to_owned();
+
+        // A hand-off: the first waiter holds, counted from now.
+        guard.release().await.unwrap();
+        let next = waiters.remove(0).await.unwrap();
+        let expected = truth(&reader, &mutex_path).await;
+        let live = view_where(&observer, "the hand-off", |v| {
+            shown(v, &mutex_path) == expected
+        })
+        .await;
+        assert_eq!(expected.len(), 2);
+        let holder = &live.paths[&mutex_path].participants[0];
+        assert_eq!(holder.participant.node_path, next.node().path());
+        assert!(holder.holding_since_ms.is_some(), "{holder:?}");
+        assert!(live.paths[&mutex_path].leader_changes >= 1);
+
+        // A new lock appears; one goes (its last participant leaves and
+        // its path with it).
+        let new_path = format!("{root}/locks/new");
+        let fresh = InterProcessMutex::new(rw_fw.clone(), &new_path)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let expected = truth(&reader, &new_path).await;
+        view_where(&observer, "the new lock", |v| {
+            shown(v, &new_path) == expected
+        })
+        .await;
+        read.release().await.unwrap();
+        view_where(&observer, "the read lock's release", |v| {
+            shown(v, &rw_path).is_empty()
+        })
+        .await;
+        lease.release().await.unwrap();
+        let expected = truth(&reader, &sem_path).await;
+        view_where(&observer, "the lease's return", |v| {
+            shown(v, &sem_path) == expected
+        })
+        .await;
+        // The first holder's node was deleted: it is never shown again.
+        let view = observer.view();
+        assert!(
+            view.paths.values().all(|p| p
+                .participants
+                .iter()
+                .all(|o| o.participant.node_path != first)),
+            "a deleted node is shown"
+        );
+        fresh.release().await.unwrap();
+        next.release().await.unwrap();
+        for waiter in waiters {
+            waiter.await.unwrap().release().await.unwrap();
+        }
+        latch.close().await.unwrap();
+        observer.close().await;
+        assert!(
+            !observer.view().current,
+            "a closed observer's view is current"
+        );
+    })
+    .await;
+}
+
+/// Cut off from the server, the view says it is not current (and keeps
+/// saying so while cut off); back, it is listed afresh and agrees again,
+/// changes made meanwhile included. After its session is expired, likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_off_or_expired_the_view_says_so_then_is_rebuilt() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-outage");
+        let reader = framework(&connect).await;
+        let path = format!("{root}/a");
+        let (guard, mut waiters) = held_with_waiters(&connect, &path, 2).await;
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let observer_fw = framework(&proxy.connect_string()).await;
+        let observer = TreeObserver::new(observer_fw.clone(), &root, 100).unwrap();
+        observer.start().unwrap();
+        let expected = truth(&reader, &path).await;
+        view_where(&observer, "the lock", |v| shown(v, &path) == expected).await;
+
+        proxy.blackhole(true);
+        let mut changes = observer.changes();
+        let cut_off = tokio::time::timeout(WAIT, async {
+            loop {
+                if !changes.borrow_and_update().current {
+                    return;
+                }
+                changes.changed().await.unwrap();
+            }
+        })
+        .await;
+        assert!(cut_off.is_ok(), "the view never said it was not current");
+        // A hand-off while the observer cannot see it.
+        guard.release().await.unwrap();
+        let next = waiters.remove(0).await.unwrap();
+        assert!(!observer.view().current, "current while cut off");
+        let listings = observer.view().listings;
+        proxy.blackhole(false);
+        let expected = truth(&reader, &path).await;
+        view_where(&observer, "the view after the outage", |v| {
+            v.listings > listings && shown(v, &path) == expected
+        })
+        .await;
+
+        // An expired session: a new one, a new listing.
+        let listings = observer.view().listings;
+        expire(&proxy.connect_string(), &observer_fw).await;
+        next.release().await.unwrap();
+        let last = waiters.remove(0).await.unwrap();
+        let expected = truth(&reader, &path).await;
+        view_where(&observer, "the view after the expiry", |v| {
+            v.listings > listings && shown(v, &path) == expected
+        })
+        .await;
+        last.release().await.unwrap();
+        observer.close().await;
+    })
+    .await;
+}
+
+/// The observer's requests per hand-off do not grow with the queue: a
+/// hand-off is a deletion, which needs no read; the same with 3 waiters as
+/// with 30.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_costs_the_same_whatever_the_queue() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let mut costs = Vec::new();
+        for waiters in [3, 30] {
+            let root = unique_path("tree-cost");
+            let path = format!("{root}/l");
+            let (guard, mut queued) = held_with_waiters(&connect, &path, waiters).await;
+            let proxy = FaultProxy::start(server.address()).await.unwrap();
+            let observer_fw = framework(&proxy.connect_string()).await;
+            let observer = TreeObserver::new(observer_fw.clone(), &root, 100).unwrap();
+            observer.start().unwrap();
+            view_where(&observer, "the queue", |v| {
+                shown(v, &path).len() == waiters + 1
+            })
+            .await;
+            proxy.clear_traffic();
+            // One hand-off: the holder's node goes, the next holds.
+            guard.release().await.unwrap();
+            let next = queued.remove(0).await.unwrap();
+            view_where(&observer, "the hand-off", |v| {
+                shown(v, &path).first().map(|(node, _)| node.as_str()) == Some(next.node().path())
+            })
+            .await;
+            let reads = requests_with(&proxy, opcode::GET_DATA)
+                + requests_with(&proxy, opcode::GET_CHILDREN)
+                + requests_with(&proxy, opcode::GET_CHILDREN2);
+            costs.push(reads);
+            next.release().await.unwrap();
+            for waiter in queued {
+                waiter.await.unwrap().release().await.unwrap();
+            }
+            observer.close().await;
+            observer_fw.close().await;
+        }
+        assert_eq!(
+            costs[0], costs[1],
+            "reads per hand-off with 3 and 30 waiters: {costs:?}"
+        );
+        assert_eq!(costs[0], 0, "a deletion needs no read: {costs:?}");
+    })
+    .await;
+}
