@@ -142,6 +142,8 @@ mod target;
 mod tasks;
 #[path = "locks/tls.rs"]
 mod tls;
+#[path = "locks/tree.rs"]
+mod tree;
 #[path = "locks/uncontended.rs"]
 mod uncontended;
 #[path = "locks/verdict.rs"]
@@ -166,6 +168,7 @@ use scale::scale_phase;
 use target::{remove_tree, Target};
 use tasks::tasks_phase;
 use tls::tls_phase;
+use tree::tree_phase;
 use uncontended::uncontended_phase;
 use verdict::{print_ensemble_summary, print_targets};
 use warm_up::warm_up;
@@ -266,6 +269,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
     workload!(Workload::Failover, failover_phase);
     workload!(Workload::Observe, observe_phase);
     workload!(Workload::Tls, tls_phase);
+    workload!(Workload::Tree, tree_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {
