@@ -618,3 +618,58 @@ async fn promtool_accepts_the_scrape_and_the_alert_rules() {
     .await
     .expect("test timed out");
 }
+
+/// The dashboard's resident memory, in KiB (Linux's /proc).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap()
+}
+
+/// A client that opens `/events` and never reads makes the server keep
+/// at most the latest view for it, not one per change: with views of
+/// ~700 KB each, 60 changes would be ~40 MB of backlog; the server grows
+/// by far less, and still answers others with the latest view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_does_not_grow_the_server() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let root = unique("stalled");
+        let client = raw().await;
+        let lock = format!("{root}/locks/a");
+        // Half a megabyte of data, escaped into a larger view each time.
+        let big = "<".repeat(120_000);
+        make(&client, &mutex_node(&lock, 1), big.as_bytes()).await;
+        let dashboard = Dashboard::start(&root, &[]).await;
+        dashboard
+            .snapshot_when(|v| v["paths"][0]["holders"] == 1)
+            .await;
+        let pid = dashboard.child.id().unwrap();
+        let mut stalled = TcpStream::connect(&dashboard.address).await.unwrap();
+        let request = format!(
+            "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
+            dashboard.address
+        );
+        stalled.write_all(request.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_kib(pid);
+        for seq in 2..62 {
+            make(&client, &mutex_node(&lock, seq), b"w").await;
+        }
+        let (_, snapshot) = dashboard
+            .snapshot_when(|v| v["paths"][0]["waiters"] == 60)
+            .await;
+        assert_eq!(snapshot["paths"][0]["participants"][60]["identity"], "w");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let grown = rss_kib(pid).saturating_sub(before);
+        eprintln!("resident memory grew by {grown} KiB with a stalled client");
+        assert!(grown < 20_000, "grew by {grown} KiB with a stalled client");
+        drop(stalled);
+        dashboard.stop().await;
+    })
+    .await
+    .expect("test timed out");
+}
