@@ -14,7 +14,7 @@ use zk_curator::recipes::layout::{
     identify, lock_participants, survey, Family, Layout, LockParticipant, PathKind, Role,
     LEASES_CHILD, LOCKS_CHILD,
 };
-use zk_curator::recipes::tree::TreeObserver;
+use zk_curator::recipes::tree::{TreeObserver, TreeView};
 use zk_curator::{ConnectionState, Framework};
 
 use crate::connect::ConnectArgs;
@@ -84,7 +84,7 @@ pub(crate) async fn participants_now(
 }
 
 /// This host's clock, in milliseconds since the epoch.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -362,37 +362,7 @@ async fn all_watched(
     loop {
         let view = changes.borrow_and_update().clone();
         if view.current {
-            let mut starts = HoldStarts::default();
-            let found = view
-                .paths
-                .iter()
-                .map(|(path, observed)| {
-                    let kind = match observed.families.as_slice() {
-                        [family] => PathKind::Recipe(*family),
-                        families => PathKind::Mixed(families.to_vec()),
-                    };
-                    let participants = observed
-                        .participants
-                        .iter()
-                        .map(|o| {
-                            starts.known(&o.participant, o.holding_since_ms);
-                            o.participant.clone()
-                        })
-                        .collect();
-                    Listed {
-                        path: path.clone(),
-                        recipe: recipe_of(&kind),
-                        kind: kind.name(),
-                        participants,
-                    }
-                })
-                .collect();
-            let listing = AllListing {
-                found,
-                paths_read: None,
-                capped: view.capped,
-                starts,
-            };
+            let listing = AllListing::of_view(&view);
             listing.print(args)?;
             if !args.json {
                 out("")?;
@@ -434,7 +404,7 @@ struct Listed {
 
 /// What `locks --all` prints: the locks and elections found, each with
 /// its recipe and participants.
-struct AllListing {
+pub(crate) struct AllListing {
     found: Vec<Listed>,
     paths_read: Option<usize>,
     capped: bool,
@@ -442,28 +412,75 @@ struct AllListing {
 }
 
 impl AllListing {
+    /// What a [`TreeObserver`] sees, path by path in the view's order, each
+    /// holder's start as the observer saw it. A path whose nodes no recipe
+    /// writes (no family) is `unknown`.
+    pub(crate) fn of_view(view: &TreeView) -> Self {
+        let mut starts = HoldStarts::default();
+        let found = view
+            .paths
+            .iter()
+            .map(|(path, observed)| {
+                let kind = match observed.families.as_slice() {
+                    [] => PathKind::Unknown {
+                        names: Vec::new(),
+                        count: 0,
+                    },
+                    [family] => PathKind::Recipe(*family),
+                    families => PathKind::Mixed(families.to_vec()),
+                };
+                let participants = observed
+                    .participants
+                    .iter()
+                    .map(|o| {
+                        starts.known(&o.participant, o.holding_since_ms);
+                        o.participant.clone()
+                    })
+                    .collect();
+                Listed {
+                    path: path.clone(),
+                    recipe: recipe_of(&kind),
+                    kind: kind.name(),
+                    participants,
+                }
+            })
+            .collect();
+        AllListing {
+            found,
+            paths_read: None,
+            capped: view.capped,
+            starts,
+        }
+    }
+
+    /// The listing as `locks ROOT --all --json` prints it: `paths` in the
+    /// listing's order, each with its participants in queue order.
+    pub(crate) fn json(&self, root: &str) -> Value {
+        let paths: Vec<Value> = self
+            .found
+            .iter()
+            .map(|found| {
+                json!({
+                    "path": found.path,
+                    "recipe": found.recipe,
+                    "kind": found.kind,
+                    "participants": found.participants.iter().map(|p| to_json(p, &self.starts)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "path": root,
+            "kind": "all",
+            "paths": paths,
+            "paths_read": self.paths_read,
+            "capped": self.capped,
+        })
+    }
+
     fn print(&self, args: &LocksArgs) -> Result<(), Failure> {
         let root = args.path.as_str();
         if args.json {
-            let paths: Vec<Value> = self
-                .found
-                .iter()
-                .map(|found| {
-                    json!({
-                        "path": found.path,
-                        "recipe": found.recipe,
-                        "kind": found.kind,
-                        "participants": found.participants.iter().map(|p| to_json(p, &self.starts)).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            return out(json!({
-                "path": root,
-                "kind": "all",
-                "paths": paths,
-                "paths_read": self.paths_read,
-                "capped": self.capped,
-            }));
+            return out(self.json(root));
         }
         if self.found.is_empty() {
             out(format!("no locks or elections at or under {root}"))?;

@@ -12,6 +12,8 @@
 //!   (`--watch`) every change of leader;
 //! * `revoke` asks holders to give their lock up (Curator's protocol);
 //! * `evict` removes a stuck holder's node (a zk-curator holder sees its hold lost);
+//! * `dashboard` serves every lock and election under a root: a live page,
+//!   JSON and OpenMetrics;
 //! * `server` runs the embedded ZooKeeper-protocol server for local work.
 //!
 //! Exit codes are listed in [`exit`] and in `zk-curator --help`.
@@ -20,6 +22,7 @@
 mod acl;
 mod child;
 mod connect;
+mod dashboard;
 mod duration;
 mod elect;
 mod evict;
@@ -38,6 +41,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use zk_curator::framework::path::validate_recipe_path;
 
+use crate::dashboard::DashboardArgs;
 use crate::elect::ElectArgs;
 use crate::evict::EvictArgs;
 use crate::exit::Failure;
@@ -61,13 +65,16 @@ Exit codes:
        request (the message gives both sizes), a malformed `--acl`);
        nothing is sent
   66   `revoke --node`: the node is not a participant of the lock;
-       `revoke PATH` (an election): it has no leader
+       `revoke PATH` (an election): it has no leader; `dashboard ROOT`:
+       ROOT does not exist (and no --watch)
   69   ZooKeeper could not be reached within the connection timeout, or
        refused us: at once when every host refused for a reason retrying
        cannot change (a certificate, a port that does not speak TLS or
        speaks only TLS, credentials, a host name that does not resolve);
        the message says which, and names every host whose name does not
-       resolve ('connection refused' when nothing listens, at the timeout)
+       resolve ('connection refused' when nothing listens, at the timeout);
+       `dashboard`: its --bind address cannot be listened on (the port is
+       named)
   70   any other error (refused by ZooKeeper, lost while acquiring, ...);
        `lock`, `elect`: at once when a node's ACL refuses them, the
        message naming the path and the identity used
@@ -236,6 +243,20 @@ Exit codes:
        refused us (the message says which)
   70   refused by the lock path's ACL (NoAuth), at once; any other error";
 
+/// The exit codes of `dashboard`.
+const DASHBOARD_EXIT_CODES: &str = "\
+Exit codes:
+  0    stopped by SIGINT (Ctrl-C) or SIGTERM
+  64   usage error (bad arguments or root, a malformed --overdue, --group
+       or --leaderless, malformed --zk / ZK_CONNECT, no ensemble given,
+       malformed ZK_AUTH); nothing is sent
+  66   ROOT does not exist (with --watch it is served anyway, and shown
+       once created)
+  69   the --bind address cannot be listened on (the port is taken: the
+       message names it), or ZooKeeper could not be reached within the
+       connection timeout, or refused us (the message says which)
+  70   any other error (e.g. refused by ZooKeeper)";
+
 /// The exit codes of `server`.
 const SERVER_EXIT_CODES: &str = "\
 Exit codes:
@@ -391,6 +412,19 @@ enum Command {
     /// connection is down the leader is "unknown".
     #[command(after_help = LEADER_EXIT_CODES)]
     Leader(LeaderArgs),
+    /// Serve every lock and election under ROOT over HTTP, read-only.
+    ///
+    /// Follows ROOT with one recursive watch (as `locks ROOT --all --watch`)
+    /// and serves, on 127.0.0.1:7070 unless --bind says otherwise: `/`, a
+    /// page that updates live (server-sent events from `/events`) with
+    /// every lock's and election's holders, queue, ages and flags;
+    /// `/api/snapshot`, the same as JSON (the shape of `locks --all
+    /// --json`, with `current`, `since_ms` and each path's `flags`);
+    /// `/metrics`, OpenMetrics for Prometheus, labelled by lock path and
+    /// recipe only. The first line on stdout is the address served. Runs
+    /// until Ctrl-C or SIGTERM.
+    #[command(after_help = DASHBOARD_EXIT_CODES)]
+    Dashboard(DashboardArgs),
     /// Run the embedded ZooKeeper-protocol server until Ctrl-C.
     ///
     /// For local development and tests only: in memory, one node, no
@@ -563,6 +597,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             exit::OTHER,
             "an internal command reached the runtime",
         )),
+        Command::Dashboard(args) => {
+            check_path(&args.root, "root")?;
+            dashboard::run(args).await
+        }
         Command::Evict(args) => {
             check_path(&args.path, "lock")?;
             if let Some(node) = args.node.as_deref() {

@@ -118,20 +118,24 @@ pub enum Prerequisite {
     /// An MIT Kerberos KDC and its tools (`krb5kdc`, `kdb5_util`,
     /// `kadmin.local`, `kinit`, `klist`) for [`Kdc`](crate::kerberos::Kdc).
     Kdc,
+    /// Prometheus's `promtool` (Debian's `prometheus` package): checks
+    /// the dashboard's scrape and tests its alert rules.
+    Promtool,
 }
 
 impl Prerequisite {
     /// Every prerequisite.
-    pub const ALL: [Prerequisite; 5] = [
+    pub const ALL: [Prerequisite; 6] = [
         Prerequisite::ZooKeeper,
         Prerequisite::Curator,
         Prerequisite::Kazoo,
         Prerequisite::KazooTestSuite,
         Prerequisite::Kdc,
+        Prerequisite::Promtool,
     ];
 
     /// Its name in [`SKIP_MISSING_ENV`]: `zookeeper`, `curator`, `kazoo`,
-    /// `kazoo-tests` or `kdc`.
+    /// `kazoo-tests`, `kdc` or `promtool`.
     pub fn name(self) -> &'static str {
         match self {
             Prerequisite::ZooKeeper => "zookeeper",
@@ -139,6 +143,7 @@ impl Prerequisite {
             Prerequisite::Kazoo => "kazoo",
             Prerequisite::KazooTestSuite => "kazoo-tests",
             Prerequisite::Kdc => "kdc",
+            Prerequisite::Promtool => "promtool",
         }
     }
 
@@ -152,6 +157,7 @@ impl Prerequisite {
                 "kazoo's test suite (kazoo, pytest, pytest-timeout, mock, objgraph under /usr/bin/python3)"
             }
             Prerequisite::Kdc => "an MIT Kerberos KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)",
+            Prerequisite::Promtool => "Prometheus's promtool",
         }
     }
 
@@ -165,6 +171,7 @@ impl Prerequisite {
                 "python3-kazoo python3-pytest python3-pytest-timeout python3-mock python3-objgraph"
             }
             Prerequisite::Kdc => crate::kerberos::KDC_PACKAGES,
+            Prerequisite::Promtool => "prometheus",
         }
     }
 
@@ -189,6 +196,7 @@ impl Prerequisite {
                 python_imports("kazoo, pytest, pytest_timeout, mock, objgraph")
             }
             Prerequisite::Kdc => crate::kerberos::kdc_available(),
+            Prerequisite::Promtool => tool_runs_with("promtool", "--version"),
         }
     }
 
@@ -298,8 +306,13 @@ impl fmt::Display for Prerequisite {
 
 /// Whether `tool -version` runs and succeeds (found on `PATH`).
 fn tool_runs(tool: &str) -> bool {
+    tool_runs_with(tool, "-version")
+}
+
+/// Whether `tool flag` runs and succeeds (found on `PATH`).
+fn tool_runs_with(tool: &str, flag: &str) -> bool {
     Command::new(tool)
-        .arg("-version")
+        .arg(flag)
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|out| out.status.success())
@@ -542,7 +555,7 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("`java`"), "{text}");
         assert!(
-            text.contains("zookeeper, curator, kazoo, kazoo-tests, kdc"),
+            text.contains("zookeeper, curator, kazoo, kazoo-tests, kdc, promtool"),
             "{text}"
         );
     }
