@@ -121,21 +121,25 @@ pub enum Prerequisite {
     /// Prometheus's `promtool` (Debian's `prometheus` package): checks
     /// the dashboard's scrape and tests its alert rules.
     Promtool,
+    /// Headless Chromium and its WebDriver (`chromium`, `chromedriver`):
+    /// the dashboard's page, tested in a real browser.
+    Chromium,
 }
 
 impl Prerequisite {
     /// Every prerequisite.
-    pub const ALL: [Prerequisite; 6] = [
+    pub const ALL: [Prerequisite; 7] = [
         Prerequisite::ZooKeeper,
         Prerequisite::Curator,
         Prerequisite::Kazoo,
         Prerequisite::KazooTestSuite,
         Prerequisite::Kdc,
         Prerequisite::Promtool,
+        Prerequisite::Chromium,
     ];
 
     /// Its name in [`SKIP_MISSING_ENV`]: `zookeeper`, `curator`, `kazoo`,
-    /// `kazoo-tests`, `kdc` or `promtool`.
+    /// `kazoo-tests`, `kdc`, `promtool` or `chromium`.
     pub fn name(self) -> &'static str {
         match self {
             Prerequisite::ZooKeeper => "zookeeper",
@@ -144,6 +148,7 @@ impl Prerequisite {
             Prerequisite::KazooTestSuite => "kazoo-tests",
             Prerequisite::Kdc => "kdc",
             Prerequisite::Promtool => "promtool",
+            Prerequisite::Chromium => "chromium",
         }
     }
 
@@ -158,6 +163,7 @@ impl Prerequisite {
             }
             Prerequisite::Kdc => "an MIT Kerberos KDC and its tools (krb5kdc, kdb5_util, kadmin.local, kinit, klist)",
             Prerequisite::Promtool => "Prometheus's promtool",
+            Prerequisite::Chromium => "headless Chromium and chromedriver",
         }
     }
 
@@ -172,6 +178,7 @@ impl Prerequisite {
             }
             Prerequisite::Kdc => crate::kerberos::KDC_PACKAGES,
             Prerequisite::Promtool => "prometheus",
+            Prerequisite::Chromium => "chromium chromium-driver",
         }
     }
 
@@ -197,6 +204,10 @@ impl Prerequisite {
             }
             Prerequisite::Kdc => crate::kerberos::kdc_available(),
             Prerequisite::Promtool => tool_runs_with("promtool", "--version"),
+            Prerequisite::Chromium => {
+                tool_runs_with("chromium", "--version")
+                    && tool_runs_with("chromedriver", "--version")
+            }
         }
     }
 
