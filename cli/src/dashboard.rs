@@ -280,7 +280,7 @@ fn shown_view(view: &TreeView, known: &Known) -> TreeView {
             .get(path)
             .is_some_and(|f| f.as_slice() == [Family::CuratorLatch]);
         if election && observed.no_holder_since_ms.is_some() {
-            observed.families = vec![Family::CuratorLatch];
+            Arc::make_mut(observed).families = vec![Family::CuratorLatch];
             return true;
         }
         false

@@ -518,7 +518,7 @@ async fn locks_all_lists_every_lock_and_election_under_a_root() {
             json_of(&["locks", &root, "--all", "--json", "--max-paths", "2"]).await;
         assert_eq!(code, Some(0), "{err}");
         assert_eq!(listed["capped"], true, "{listed}");
-        assert_eq!(listed["paths_read"], 2, "{listed}");
+        assert!(listed["paths_read"].as_u64().unwrap() <= 2, "{listed}");
     })
     .await
     .expect("test timed out");

@@ -797,6 +797,12 @@ impl PathKind {
 /// # Cancel safety
 /// Cancel safe: it only reads.
 pub async fn identify(framework: &Framework, path: &str) -> Result<PathKind> {
+    identify_looking(framework, path, FOLDER_LOOK).await
+}
+
+/// [`identify`], looking into at most `look` children of a folder (the
+/// survey looks into as many as it may read paths).
+async fn identify_looking(framework: &Framework, path: &str, look: usize) -> Result<PathKind> {
     let Some(children) = list_existing(framework, path).await? else {
         return Ok(PathKind::Missing);
     };
@@ -809,14 +815,19 @@ pub async fn identify(framework: &Framework, path: &str) -> Result<PathKind> {
     let looked: Vec<String> = children
         .iter()
         .filter(|c| matches!(Family::of_child(c), None | Some(Family::CuratorSemaphore)))
-        .take(FOLDER_LOOK)
+        .take(look)
         .cloned()
         .collect();
     let unlooked = children.len() - looked.len();
     let paths: Vec<String> = looked.iter().map(|c| join(path, c)).collect();
     let below = list_all(framework, &paths).await?;
     let kinds: Vec<PathKind> = below.iter().map(|b| shallow_kind(b.as_deref())).collect();
-    let kind_of = |child: &str| looked.iter().position(|c| c == child).map(|at| &kinds[at]);
+    let at: std::collections::HashMap<&str, usize> = looked
+        .iter()
+        .enumerate()
+        .map(|(index, name)| (name.as_str(), index))
+        .collect();
+    let kind_of = |child: &str| at.get(child).map(|index| &kinds[*index]);
     let mut families: Vec<Family> = Vec::new();
     for child in &children {
         let family = match Family::of_child(child) {
@@ -910,9 +921,12 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
             capped = true;
         }
         paths_read += level.len();
-        let kinds =
-            futures::future::try_join_all(level.iter().map(|path| identify(framework, path)))
-                .await?;
+        // A folder is looked into as far as the paths left to read.
+        let look = max_paths.saturating_sub(paths_read).max(1);
+        let kinds = futures::future::try_join_all(
+            level.iter().map(|path| identify_looking(framework, path, look)),
+        )
+        .await?;
         let mut next = Vec::new();
         for (path, kind) in level.into_iter().zip(kinds) {
             match kind {

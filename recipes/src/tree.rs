@@ -63,8 +63,10 @@ pub struct TreeView {
     /// Since when (milliseconds since the epoch, this host's clock)
     /// `current` has been what it is.
     pub since_ms: i64,
-    /// Every lock and election followed, by path.
-    pub paths: BTreeMap<String, ObservedPath>,
+    /// Every lock and election followed, by path (shared with the views
+    /// before and after, so a change costs a view only the paths it
+    /// changed).
+    pub paths: BTreeMap<String, Arc<ObservedPath>>,
     /// Whether `max_paths` cut the view.
     pub capped: bool,
     /// How many times the tree was listed afresh (one per session or
@@ -246,8 +248,25 @@ struct PathState {
     leader: Option<String>,
     leader_changes: u64,
     no_holder_since: Option<i64>,
-    participants: Vec<ObservedParticipant>,
-    families: Vec<Family>,
+    /// What the view shows of it, made anew at each change.
+    observed: Option<Arc<ObservedPath>>,
+}
+
+impl PathState {
+    /// The path as the view shows it.
+    fn observed(&mut self) -> Arc<ObservedPath> {
+        self.observed
+            .get_or_insert_with(|| {
+                Arc::new(ObservedPath {
+                    families: Vec::new(),
+                    participants: Vec::new(),
+                    data: Vec::new(),
+                    leader_changes: 0,
+                    no_holder_since_ms: None,
+                })
+            })
+            .clone()
+    }
 }
 
 /// The following task.
@@ -452,6 +471,7 @@ impl Follower {
                     };
                     if let Some(path) = self.state.get_mut(node) {
                         path.data = data;
+                        recompute(node, path, true);
                     }
                 } else if self
                     .state
@@ -504,22 +524,11 @@ impl Follower {
     }
 
     /// Publishes the state as the view (`events` more applied).
-    fn publish(&self, current: bool, events: u64) {
-        let paths: BTreeMap<String, ObservedPath> = self
+    fn publish(&mut self, current: bool, events: u64) {
+        let paths: BTreeMap<String, Arc<ObservedPath>> = self
             .state
-            .iter()
-            .map(|(path, state)| {
-                (
-                    path.clone(),
-                    ObservedPath {
-                        families: state.families.clone(),
-                        participants: state.participants.clone(),
-                        data: state.data.clone(),
-                        leader_changes: state.leader_changes,
-                        no_holder_since_ms: state.no_holder_since,
-                    },
-                )
-            })
+            .iter_mut()
+            .map(|(path, state)| (path.clone(), state.observed()))
             .collect();
         self.view.send_modify(|view| {
             let view = Arc::make_mut(view);
@@ -591,6 +600,11 @@ fn recompute(path: &str, state: &mut PathState, live: bool) {
     state.leader = leader;
     state.holding_since = since;
     state.roles = roles;
-    state.participants = observed;
-    state.families = families;
+    state.observed = Some(Arc::new(ObservedPath {
+        families,
+        participants: observed,
+        data: state.data.clone(),
+        leader_changes: state.leader_changes,
+        no_holder_since_ms: state.no_holder_since,
+    }));
 }
