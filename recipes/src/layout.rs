@@ -812,10 +812,15 @@ async fn identify_looking(framework: &Framework, path: &str, look: usize) -> Res
     // Participants' nodes have nothing below them: only the other
     // children (a semaphore's `locks` and `leases`, a folder's entries)
     // are looked into.
-    let looked: Vec<String> = children
+    // `locks` and `leases` first: what is below them decides whether the
+    // path is a semaphore, however few children may be looked into.
+    let (queues, others): (Vec<&String>, Vec<&String>) = children
         .iter()
         .filter(|c| matches!(Family::of_child(c), None | Some(Family::CuratorSemaphore)))
-        .take(look)
+        .partition(|c| Family::of_child(c).is_some());
+    let looked: Vec<String> = queues
+        .into_iter()
+        .chain(others.into_iter().take(look))
         .cloned()
         .collect();
     let unlooked = children.len() - looked.len();
@@ -834,11 +839,11 @@ async fn identify_looking(framework: &Framework, path: &str, look: usize) -> Res
             // `locks` and `leases` are a semaphore's only when what is below
             // them is its queue and its leases (or nothing).
             Some(Family::CuratorSemaphore) => match kind_of(child) {
-                Some(PathKind::Empty | PathKind::Missing) | None => Some(Family::CuratorSemaphore),
+                Some(PathKind::Empty | PathKind::Missing) => Some(Family::CuratorSemaphore),
                 Some(PathKind::Recipe(Family::CuratorLock | Family::CuratorLease)) => {
                     Some(Family::CuratorSemaphore)
                 }
-                Some(_) => None,
+                Some(_) | None => None,
             },
             other => other,
         };
@@ -924,7 +929,9 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
         // A folder is looked into as far as the paths left to read.
         let look = max_paths.saturating_sub(paths_read).max(1);
         let kinds = futures::future::try_join_all(
-            level.iter().map(|path| identify_looking(framework, path, look)),
+            level
+                .iter()
+                .map(|path| identify_looking(framework, path, look)),
         )
         .await?;
         let mut next = Vec::new();
