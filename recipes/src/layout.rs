@@ -803,12 +803,33 @@ pub async fn identify(framework: &Framework, path: &str) -> Result<PathKind> {
 /// [`identify`], looking into at most `look` children of a folder (the
 /// survey looks into as many as it may read paths).
 async fn identify_looking(framework: &Framework, path: &str, look: usize) -> Result<PathKind> {
+    Ok(identify_listed(framework, path, look).await?.0)
+}
+
+/// [`identify_looking`], with the path's children as listed (empty for a
+/// missing path).
+async fn identify_listed(
+    framework: &Framework,
+    path: &str,
+    look: usize,
+) -> Result<(PathKind, Vec<String>)> {
     let Some(children) = list_existing(framework, path).await? else {
-        return Ok(PathKind::Missing);
+        return Ok((PathKind::Missing, Vec::new()));
     };
     if children.is_empty() {
-        return Ok(PathKind::Empty);
+        return Ok((PathKind::Empty, children));
     }
+    let kind = kind_of_children(framework, path, &children, look).await?;
+    Ok((kind, children))
+}
+
+/// What a path with these `children` (not empty) is: see [`identify`].
+async fn kind_of_children(
+    framework: &Framework,
+    path: &str,
+    children: &[String],
+    look: usize,
+) -> Result<PathKind> {
     // Participants' nodes have nothing below them: only the other
     // children (a semaphore's `locks` and `leases`, a folder's entries)
     // are looked into.
@@ -834,7 +855,7 @@ async fn identify_looking(framework: &Framework, path: &str, look: usize) -> Res
         .collect();
     let kind_of = |child: &str| at.get(child).map(|index| &kinds[*index]);
     let mut families: Vec<Family> = Vec::new();
-    for child in &children {
+    for child in children {
         let family = match Family::of_child(child) {
             // `locks` and `leases` are a semaphore's only when what is below
             // them is its queue and its leases (or nothing).
@@ -916,7 +937,7 @@ pub struct Survey {
 /// Cancel safe: it only reads.
 pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Result<Survey> {
     let mut level = vec![root.to_owned()];
-    let mut recipes: Vec<(String, PathKind)> = Vec::new();
+    let mut recipes: Vec<(String, PathKind, Vec<String>)> = Vec::new();
     let mut paths_read = 0;
     let mut capped = false;
     while !level.is_empty() {
@@ -931,13 +952,13 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
         let kinds = futures::future::try_join_all(
             level
                 .iter()
-                .map(|path| identify_looking(framework, path, look)),
+                .map(|path| identify_listed(framework, path, look)),
         )
         .await?;
         let mut next = Vec::new();
-        for (path, kind) in level.into_iter().zip(kinds) {
+        for (path, (kind, children)) in level.into_iter().zip(kinds) {
             match kind {
-                PathKind::Recipe(_) | PathKind::Mixed(_) => recipes.push((path, kind)),
+                PathKind::Recipe(_) | PathKind::Mixed(_) => recipes.push((path, kind, children)),
                 PathKind::Folder { inside, more } => {
                     // Folders past identify's look are not followed.
                     capped |= more > 0;
@@ -952,16 +973,21 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
         level = next;
     }
     recipes.sort_by(|a, b| a.0.cmp(&b.0));
-    let participants = futures::future::try_join_all(
-        recipes
-            .iter()
-            .map(|(path, _)| lock_participants(framework, path, None)),
-    )
-    .await?;
+    // Each lock's participants from the listing already made (a
+    // semaphore's queues are listed again).
+    let participants =
+        futures::future::try_join_all(recipes.iter().map(|(path, _, children)| async move {
+            let mut all = Vec::new();
+            for family in families_among(children) {
+                all.extend(participants_of(framework, path, family, children, None).await?);
+            }
+            Ok::<_, Error>(all)
+        }))
+        .await?;
     let found = recipes
         .into_iter()
         .zip(participants)
-        .map(|((path, kind), participants)| Surveyed {
+        .map(|((path, kind, _), participants)| Surveyed {
             path,
             kind,
             participants,

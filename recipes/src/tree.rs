@@ -47,8 +47,8 @@ use zk_curator_framework::{zk, Error, Framework, Result};
 
 use crate::fresh::synced;
 use crate::layout::{
-    families_among, lock_participants, participants_among, survey, Family, LockParticipant,
-    NodeFacts, PathKind, Role, LEASES_CHILD, LOCKS_CHILD,
+    families_among, lock_participants, participants_among, read_nodes, survey, Family,
+    LockParticipant, NodeFacts, PathKind, Role, LEASES_CHILD, LOCKS_CHILD,
 };
 
 /// What a [`TreeObserver`] sees now.
@@ -365,8 +365,11 @@ impl Follower {
     async fn list_all(&mut self) -> Result<()> {
         let (framework, root, max_paths) = (&self.framework, self.root.as_str(), self.max_paths);
         let surveyed = synced(framework, root, || survey(framework, root, max_paths)).await?;
+        // Every path's own data at once (pipelined).
+        let paths: Vec<String> = surveyed.found.iter().map(|f| f.path.clone()).collect();
+        let datas = read_nodes(framework, &paths).await?;
         let mut state = BTreeMap::new();
-        for found in surveyed.found {
+        for (found, data) in surveyed.found.into_iter().zip(datas) {
             let mut path = PathState::default();
             let semaphore = match &found.kind {
                 PathKind::Recipe(family) => *family == Family::CuratorSemaphore,
@@ -382,7 +385,7 @@ impl Follower {
                     .map(|p| (p.name.clone(), NodeFacts::from(p)))
                     .collect();
             }
-            path.data = self.read_data(&found.path).await?.unwrap_or_default();
+            path.data = data.map(|(data, _)| data).unwrap_or_default();
             recompute(&found.path, &mut path, false);
             state.insert(found.path, path);
         }
@@ -393,22 +396,6 @@ impl Follower {
             view.listings += 1;
         });
         Ok(())
-    }
-
-    async fn read_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        let path = path.to_owned();
-        let read = self
-            .framework
-            .call_with_retry(|client| {
-                let path = path.clone();
-                async move { client.get_data(&path).await }
-            })
-            .await;
-        match read {
-            Ok((data, _)) => Ok(Some(data)),
-            Err(Error::NoNode { .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
     }
 
     /// Applies one node event, reading only what it names.
