@@ -701,6 +701,9 @@ pub async fn recipes_present(framework: &Framework, path: &str) -> Result<Vec<Re
     Ok(found)
 }
 
+/// How many locks [`survey`] reads the participants of at once.
+const SURVEY_READS: usize = 1000;
+
 /// How many children of a folder [`identify`] looks into (one pipelined
 /// listing each); past it, the rest are only counted.
 pub const FOLDER_LOOK: usize = 1000;
@@ -974,16 +977,21 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
     }
     recipes.sort_by(|a, b| a.0.cmp(&b.0));
     // Each lock's participants from the listing already made (a
-    // semaphore's queues are listed again).
-    let participants =
-        futures::future::try_join_all(recipes.iter().map(|(path, _, children)| async move {
-            let mut all = Vec::new();
-            for family in families_among(children) {
-                all.extend(participants_of(framework, path, family, children, None).await?);
-            }
-            Ok::<_, Error>(all)
-        }))
-        .await?;
+    // semaphore's queues are listed again), so many locks at a time that
+    // the replies in flight stay bounded.
+    let mut participants = Vec::with_capacity(recipes.len());
+    for chunk in recipes.chunks(SURVEY_READS) {
+        participants.extend(
+            futures::future::try_join_all(chunk.iter().map(|(path, _, children)| async move {
+                let mut all = Vec::new();
+                for family in families_among(children) {
+                    all.extend(participants_of(framework, path, family, children, None).await?);
+                }
+                Ok::<_, Error>(all)
+            }))
+            .await?,
+        );
+    }
     let found = recipes
         .into_iter()
         .zip(participants)

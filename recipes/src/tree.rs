@@ -238,13 +238,9 @@ impl TreeObserver {
 /// One followed path's state.
 #[derive(Clone, Debug, Default)]
 struct PathState {
-    /// Its participant nodes by name (a Curator semaphore's are read whole
-    /// instead: `semaphore`).
-    nodes: BTreeMap<String, NodeFacts>,
-    semaphore: Option<Vec<LockParticipant>>,
+    /// Whether it is a Curator semaphore's (read whole at each change).
+    semaphore: bool,
     data: Vec<u8>,
-    holding_since: HashMap<String, i64>,
-    roles: HashMap<String, Role>,
     leader: Option<String>,
     leader_changes: u64,
     no_holder_since: Option<i64>,
@@ -253,6 +249,41 @@ struct PathState {
 }
 
 impl PathState {
+    /// Its participants as last computed.
+    fn participants(&self) -> Vec<LockParticipant> {
+        self.observed
+            .iter()
+            .flat_map(|observed| observed.participants.iter())
+            .map(|o| o.participant.clone())
+            .collect()
+    }
+
+    /// Whether one of its participants' nodes is named `name`.
+    fn has_node(&self, name: &str) -> bool {
+        self.observed
+            .iter()
+            .flat_map(|observed| observed.participants.iter())
+            .any(|o| o.participant.name == name)
+    }
+
+    /// Changes its participant nodes with `change` (kept once, in the view:
+    /// the nodes are made from it and the view from them) and recomputes.
+    fn change_nodes(&mut self, path: &str, change: impl FnOnce(&mut BTreeMap<String, NodeFacts>)) {
+        let mut nodes: BTreeMap<String, NodeFacts> = self
+            .observed
+            .iter()
+            .flat_map(|observed| observed.participants.iter())
+            .map(|o| (o.participant.name.clone(), NodeFacts::from(&o.participant)))
+            .collect();
+        change(&mut nodes);
+        let names: Vec<String> = nodes.keys().cloned().collect();
+        let participants = families_among(&names)
+            .into_iter()
+            .flat_map(|family| participants_among(path, family, &nodes))
+            .collect();
+        recompute(self, true, participants);
+    }
+
     /// The path as the view shows it.
     fn observed(&mut self) -> Arc<ObservedPath> {
         self.observed
@@ -376,17 +407,9 @@ impl Follower {
                 PathKind::Mixed(families) => families.contains(&Family::CuratorSemaphore),
                 _ => false,
             };
-            if semaphore {
-                path.semaphore = Some(found.participants);
-            } else {
-                path.nodes = found
-                    .participants
-                    .iter()
-                    .map(|p| (p.name.clone(), NodeFacts::from(p)))
-                    .collect();
-            }
+            path.semaphore = semaphore;
             path.data = data.map(|(data, _)| data).unwrap_or_default();
-            recompute(&found.path, &mut path, false);
+            recompute(&mut path, false, found.participants);
             state.insert(found.path, path);
         }
         self.state = state;
@@ -408,7 +431,7 @@ impl Follower {
             && self
                 .state
                 .get(grandparent)
-                .is_some_and(|p| p.semaphore.is_some())
+                .is_some_and(|p| p.semaphore)
         {
             return self.refresh_semaphore(grandparent).await;
         }
@@ -429,8 +452,9 @@ impl Follower {
                     // never shown.
                     if let Some(facts) = read {
                         if let Some(path) = self.track(parent, false) {
-                            path.nodes.insert(name.to_owned(), facts);
-                            recompute(parent, path, true);
+                            path.change_nodes(parent, |nodes| {
+                                nodes.insert(name.to_owned(), facts);
+                            });
                         }
                     }
                     Ok(())
@@ -439,8 +463,10 @@ impl Follower {
             },
             zk::EventType::NodeDeleted => {
                 if let Some(path) = self.state.get_mut(parent) {
-                    if path.nodes.remove(name).is_some() {
-                        recompute(parent, path, true);
+                    if path.has_node(name) {
+                        path.change_nodes(parent, |nodes| {
+                            nodes.remove(name);
+                        });
                     }
                 }
                 // A followed path itself, and anything followed below it.
@@ -458,22 +484,20 @@ impl Follower {
                     };
                     if let Some(path) = self.state.get_mut(node) {
                         path.data = data;
-                        recompute(node, path, true);
+                        let participants = path.participants();
+                        recompute(path, true, participants);
                     }
-                } else if self
-                    .state
-                    .get(parent)
-                    .is_some_and(|p| p.nodes.contains_key(name))
-                {
+                } else if self.state.get(parent).is_some_and(|p| p.has_node(name)) {
                     let facts = match client.get_data(node).await {
                         Ok((data, stat)) => NodeFacts::new(data, &stat),
                         Err(zk::Error::NoNode) => return Ok(()),
                         Err(err) => return Err(Error::from_zk(err, client.state())),
                     };
                     if let Some(path) = self.state.get_mut(parent) {
-                        if path.nodes.contains_key(name) {
-                            path.nodes.insert(name.to_owned(), facts);
-                            recompute(parent, path, true);
+                        if path.has_node(name) {
+                            path.change_nodes(parent, |nodes| {
+                                nodes.insert(name.to_owned(), facts);
+                            });
                         }
                     }
                 }
@@ -495,17 +519,14 @@ impl Follower {
             return None;
         }
         let path = self.state.entry(path.to_owned()).or_default();
-        if semaphore && path.semaphore.is_none() {
-            path.semaphore = Some(Vec::new());
-        }
+        path.semaphore |= semaphore;
         Some(path)
     }
 
     async fn refresh_semaphore(&mut self, path: &str) -> Result<()> {
         let participants = lock_participants(&self.framework, path, None).await?;
         if let Some(state) = self.track(path, true) {
-            state.semaphore = Some(participants);
-            recompute(path, state, true);
+            recompute(state, true, participants);
         }
         Ok(())
     }
@@ -529,48 +550,45 @@ impl Follower {
     }
 }
 
-/// Recomputes `path`'s participants from its nodes, carrying what was seen
-/// over: since when each holds (a node seen waiting, or created, then
-/// holding, counts from now when `live`), its first holder's changes, and
-/// since when it has had no holder.
-fn recompute(path: &str, state: &mut PathState, live: bool) {
+/// Makes the view of a path from its `participants` (in queue order),
+/// carrying what was seen over: since when each holds (a node seen waiting,
+/// or created, then holding, counts from now when `live`), its first
+/// holder's changes, and since when it has had no holder.
+fn recompute(state: &mut PathState, live: bool, participants: Vec<LockParticipant>) {
     let now = now_ms();
-    let participants: Vec<LockParticipant> = match &state.semaphore {
-        Some(read) => read.clone(),
-        None => {
-            let names: Vec<String> = state.nodes.keys().cloned().collect();
-            families_among(&names)
-                .into_iter()
-                .flat_map(|family| participants_among(path, family, &state.nodes))
-                .collect()
-        }
-    };
     let mut families: Vec<Family> = Vec::new();
     for p in &participants {
         if !families.contains(&p.family) {
             families.push(p.family);
         }
     }
-    let mut since = HashMap::new();
-    let mut roles = HashMap::new();
+    // What was seen of each before: its role, and since when it held.
+    let before: HashMap<&str, (Role, Option<i64>)> = state
+        .observed
+        .iter()
+        .flat_map(|observed| observed.participants.iter())
+        .map(|o| {
+            (
+                o.participant.name.as_str(),
+                (o.participant.role, o.holding_since_ms),
+            )
+        })
+        .collect();
     let observed: Vec<ObservedParticipant> = participants
         .into_iter()
         .map(|p| {
-            let holding = match (p.role, state.roles.get(&p.name)) {
-                (Role::Holder, Some(Role::Holder)) => state.holding_since.get(&p.name).copied(),
+            let holding = match (p.role, before.get(p.name.as_str())) {
+                (Role::Holder, Some((Role::Holder, since))) => *since,
                 (Role::Holder, _) if live => Some(now),
                 _ => None,
             };
-            if let Some(at) = holding {
-                since.insert(p.name.clone(), at);
-            }
-            roles.insert(p.name.clone(), p.role);
             ObservedParticipant {
                 participant: p,
                 holding_since_ms: holding,
             }
         })
         .collect();
+    drop(before);
     let leader = observed
         .iter()
         .find(|o| o.participant.role == Role::Holder)
@@ -585,8 +603,6 @@ fn recompute(path: &str, state: &mut PathState, live: bool) {
         (None, None) => None,
     };
     state.leader = leader;
-    state.holding_since = since;
-    state.roles = roles;
     state.observed = Some(Arc::new(ObservedPath {
         families,
         participants: observed,
