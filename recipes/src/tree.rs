@@ -14,9 +14,19 @@
 //!    dropped with no request, a data change is read. The cost of a
 //!    hand-off is the same whatever the length of the queue.
 //!
-//! Events are applied one at a time, in the order the server sent them: a
-//! node whose deletion has been applied is never reported again (its
-//! creation, if it comes late, reads nothing and is dropped).
+//! Events are taken in batches: every event the client has handed the
+//! watcher so far, in the order the server sent them. The batch's
+//! deletions are applied at once (they need no read) and the view is
+//! published; then the reads the other events need are sent together,
+//! pipelined on the session (a semaphore read once however many of its
+//! events came), and applied in order. So the view never shows a node
+//! whose deletion the client has been handed (the chaos harness's
+//! simulator checks it: "The tree observer's contract"), and a burst of
+//! events costs one round trip, not one per event: an observer that read
+//! each event before taking the next fell ever further behind a busy tree.
+//! A node whose deletion has been applied is never reported again (its
+//! creation, read after the deletion was handed over, reads nothing and is
+//! dropped).
 //!
 //! While the connection is down, or between a new session and the end of
 //! its listing, [`TreeView::current`] is `false` and says since when: the
@@ -40,6 +50,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zk_curator_framework::path::{split, validate_path};
@@ -309,6 +320,14 @@ struct Follower {
     state: BTreeMap<String, PathState>,
 }
 
+/// What an event needs read before it can be applied.
+enum Need {
+    /// Its node (a participant created, a node's data changed).
+    Node,
+    /// The Curator semaphore at this path, whole.
+    Semaphore(String),
+}
+
 /// Why one session's following ended.
 enum Ended {
     /// The connection broke or the session ended: list again on the next.
@@ -374,21 +393,41 @@ impl Follower {
             tracing::debug!(%err, root = %self.root, "cannot list the tree");
             return Ended::Again;
         }
-        self.publish(true, 0);
+        // Whether the view shows something not published yet (the
+        // listing, at first).
+        let mut unpublished = true;
         loop {
-            let event = watcher.changed().await;
-            if event.event_type == zk::EventType::Session {
+            // Every event the client has handed the watcher so far, in
+            // order; if none, the view is published and the next awaited.
+            let mut batch: Vec<zk::WatchedEvent> =
+                std::iter::from_fn(|| watcher.changed().now_or_never()).collect();
+            if batch.is_empty() {
+                if std::mem::take(&mut unpublished) {
+                    self.publish(true, 0);
+                }
+                batch.push(watcher.changed().await);
+                batch.extend(std::iter::from_fn(|| watcher.changed().now_or_never()));
+            }
+            if let Some(event) = batch
+                .iter()
+                .find(|event| event.event_type == zk::EventType::Session)
+            {
                 // Terminal or not, the view is rebuilt from a fresh listing
                 // (and a terminal event ends this watcher for good).
                 tracing::debug!(state = ?event.session_state, "the observer's connection changed");
                 return Ended::Again;
             }
-            let applied = self.apply(&client, &event).await;
-            if let Err(err) = applied {
+            // Deletions first, needing no read, then the view is published
+            // at once: no view shows a node the client was told is gone.
+            let reads = self.apply_deletions(&batch);
+            self.publish(true, (batch.len() - reads.len()) as u64);
+            let count = reads.len() as u64;
+            if let Err(err) = self.apply_reads(&client, reads).await {
                 tracing::debug!(%err, "an event could not be applied; listing again");
                 return Ended::Again;
             }
-            self.publish(true, 1);
+            self.count_events(count);
+            unpublished = count > 0;
         }
     }
 
@@ -421,89 +460,173 @@ impl Follower {
         Ok(())
     }
 
-    /// Applies one node event, reading only what it names.
-    async fn apply(&mut self, client: &zk::Client, event: &zk::WatchedEvent) -> Result<()> {
-        let node = event.path.as_str();
-        let (parent, name) = split(node);
-        let (grandparent, parent_name) = split(parent);
-        // Under a Curator semaphore's `locks` or `leases`: read it whole.
-        if (parent_name == LEASES_CHILD || parent_name == LOCKS_CHILD)
-            && self
-                .state
-                .get(grandparent)
-                .is_some_and(|p| p.semaphore)
-        {
-            return self.refresh_semaphore(grandparent).await;
-        }
-        let family = Family::of_child(name);
-        match event.event_type {
-            zk::EventType::NodeCreated => match family {
-                Some(Family::CuratorSemaphore) if name == LEASES_CHILD => {
-                    self.track(parent, true);
-                    self.refresh_semaphore(parent).await
-                }
-                Some(family) if family != Family::CuratorSemaphore => {
-                    let read = match client.get_data(node).await {
-                        Ok((data, stat)) => Some(NodeFacts::new(data, &stat)),
-                        Err(zk::Error::NoNode) => None,
-                        Err(err) => return Err(Error::from_zk(err, client.state())),
-                    };
-                    // Gone again already: its deletion comes next, and it is
-                    // never shown.
-                    if let Some(facts) = read {
-                        if let Some(path) = self.track(parent, false) {
+    /// Applies the deletions among `batch` (they need no read), and returns
+    /// the other events, each with what it needs read, in order. A node
+    /// deleted under a Curator semaphore leaves its participants at once;
+    /// the semaphore is read again whole (its roles may have moved).
+    fn apply_deletions(&mut self, batch: &[zk::WatchedEvent]) -> Vec<(zk::WatchedEvent, Need)> {
+        let mut reads = Vec::new();
+        // Semaphores made by this batch's events (a `leases` child created).
+        let mut semaphores: Vec<String> = Vec::new();
+        for event in batch {
+            let node = event.path.as_str();
+            let (parent, name) = split(node);
+            let (grandparent, parent_name) = split(parent);
+            let under_semaphore = (parent_name == LEASES_CHILD || parent_name == LOCKS_CHILD)
+                && (self.state.get(grandparent).is_some_and(|p| p.semaphore)
+                    || semaphores.iter().any(|s| s == grandparent));
+            match event.event_type {
+                zk::EventType::NodeDeleted => {
+                    if under_semaphore {
+                        if let Some(path) = self.state.get_mut(grandparent) {
+                            let mut participants = path.participants();
+                            participants.retain(|p| p.node_path != node);
+                            recompute(path, true, participants);
+                        }
+                        reads.push((event.clone(), Need::Semaphore(grandparent.to_owned())));
+                    }
+                    if let Some(path) = self.state.get_mut(parent) {
+                        if !path.semaphore && path.has_node(name) {
                             path.change_nodes(parent, |nodes| {
-                                nodes.insert(name.to_owned(), facts);
+                                nodes.remove(name);
                             });
                         }
                     }
-                    Ok(())
+                    // A followed path itself, and anything followed below it.
+                    let below = format!("{node}/");
+                    self.state
+                        .retain(|path, _| path != node && !path.starts_with(&below));
+                    semaphores.retain(|s| s != node && !s.starts_with(&below));
                 }
-                _ => Ok(()),
-            },
-            zk::EventType::NodeDeleted => {
-                if let Some(path) = self.state.get_mut(parent) {
+                _ if under_semaphore => {
+                    reads.push((event.clone(), Need::Semaphore(grandparent.to_owned())));
+                }
+                zk::EventType::NodeCreated => match Family::of_child(name) {
+                    Some(Family::CuratorSemaphore) if name == LEASES_CHILD => {
+                        semaphores.push(parent.to_owned());
+                        reads.push((event.clone(), Need::Semaphore(parent.to_owned())));
+                    }
+                    Some(family) if family != Family::CuratorSemaphore => {
+                        reads.push((event.clone(), Need::Node));
+                    }
+                    _ => {}
+                },
+                // The data of a followed path, or of a participant.
+                zk::EventType::NodeDataChanged
+                    if self.state.contains_key(node)
+                        || self.state.get(parent).is_some_and(|p| p.has_node(name)) =>
+                {
+                    reads.push((event.clone(), Need::Node));
+                }
+                _ => {}
+            }
+        }
+        reads
+    }
+
+    /// Applies events that need a read, in order: every read is sent at
+    /// once (pipelined on one session, a semaphore read once however many
+    /// of its events came), each after the client was handed its event, so
+    /// a node deleted meanwhile reads as gone and is not shown.
+    async fn apply_reads(
+        &mut self,
+        client: &zk::Client,
+        reads: Vec<(zk::WatchedEvent, Need)>,
+    ) -> Result<()> {
+        if reads.is_empty() {
+            return Ok(());
+        }
+        let mut semaphores: Vec<&str> = Vec::new();
+        for (_, need) in &reads {
+            if let Need::Semaphore(path) = need {
+                if !semaphores.contains(&path.as_str()) {
+                    semaphores.push(path);
+                }
+            }
+        }
+        let nodes = reads
+            .iter()
+            .filter(|(_, need)| matches!(need, Need::Node))
+            .map(|(event, _)| client.get_data(&event.path));
+        let framework = &self.framework;
+        let semaphore_reads = semaphores
+            .iter()
+            .map(|path| lock_participants(framework, path, None));
+        let (nodes, semaphore_reads) = futures::future::join(
+            futures::future::join_all(nodes),
+            futures::future::try_join_all(semaphore_reads),
+        )
+        .await;
+        let semaphore_reads: Vec<(String, Vec<LockParticipant>)> = semaphores
+            .iter()
+            .map(|path| (*path).to_owned())
+            .zip(semaphore_reads?)
+            .collect();
+        let mut nodes = nodes.into_iter();
+        for (path, participants) in semaphore_reads {
+            if let Some(state) = self.track(&path, true) {
+                recompute(state, true, participants);
+            }
+            // Its `locks` or `leases`, followed as paths of their own when
+            // listed before it was a semaphore: the semaphore shows them.
+            let below = format!("{path}/");
+            self.state
+                .retain(|followed, _| !followed.starts_with(&below));
+        }
+        for (event, need) in &reads {
+            if !matches!(need, Need::Node) {
+                continue;
+            }
+            let read = match nodes.next() {
+                Some(Ok(read)) => Some(read),
+                Some(Err(zk::Error::NoNode)) | None => None,
+                Some(Err(err)) => return Err(Error::from_zk(err, client.state())),
+            };
+            self.apply_read(event, read);
+        }
+        Ok(())
+    }
+
+    /// Applies a node's creation or data change with what was read of it
+    /// (`None`: gone again, its deletion applied or coming next: not shown).
+    fn apply_read(&mut self, event: &zk::WatchedEvent, read: Option<(Vec<u8>, zk::Stat)>) {
+        let node = event.path.as_str();
+        let (parent, name) = split(node);
+        let Some((data, stat)) = read else {
+            return;
+        };
+        match event.event_type {
+            zk::EventType::NodeCreated => {
+                if let Some(path) = self.track(parent, false) {
+                    path.change_nodes(parent, |nodes| {
+                        nodes.insert(name.to_owned(), NodeFacts::new(data, &stat));
+                    });
+                }
+            }
+            zk::EventType::NodeDataChanged => {
+                if let Some(path) = self.state.get_mut(node) {
+                    path.data = data;
+                    let participants = path.participants();
+                    recompute(path, true, participants);
+                } else if let Some(path) = self.state.get_mut(parent) {
                     if path.has_node(name) {
                         path.change_nodes(parent, |nodes| {
-                            nodes.remove(name);
+                            nodes.insert(name.to_owned(), NodeFacts::new(data, &stat));
                         });
                     }
                 }
-                // A followed path itself, and anything followed below it.
-                let below = format!("{node}/");
-                self.state
-                    .retain(|path, _| path != node && !path.starts_with(&below));
-                Ok(())
             }
-            zk::EventType::NodeDataChanged => {
-                if self.state.contains_key(node) {
-                    let data = match client.get_data(node).await {
-                        Ok((data, _)) => data,
-                        Err(zk::Error::NoNode) => return Ok(()),
-                        Err(err) => return Err(Error::from_zk(err, client.state())),
-                    };
-                    if let Some(path) = self.state.get_mut(node) {
-                        path.data = data;
-                        let participants = path.participants();
-                        recompute(path, true, participants);
-                    }
-                } else if self.state.get(parent).is_some_and(|p| p.has_node(name)) {
-                    let facts = match client.get_data(node).await {
-                        Ok((data, stat)) => NodeFacts::new(data, &stat),
-                        Err(zk::Error::NoNode) => return Ok(()),
-                        Err(err) => return Err(Error::from_zk(err, client.state())),
-                    };
-                    if let Some(path) = self.state.get_mut(parent) {
-                        if path.has_node(name) {
-                            path.change_nodes(parent, |nodes| {
-                                nodes.insert(name.to_owned(), facts);
-                            });
-                        }
-                    }
-                }
-                Ok(())
-            }
-            _ => Ok(()),
+            _ => {}
+        }
+    }
+
+    /// Counts `count` more events applied.
+    fn count_events(&self, count: u64) {
+        if count > 0 {
+            self.view.send_if_modified(|view| {
+                Arc::make_mut(view).events += count;
+                false
+            });
         }
     }
 
@@ -521,14 +644,6 @@ impl Follower {
         let path = self.state.entry(path.to_owned()).or_default();
         path.semaphore |= semaphore;
         Some(path)
-    }
-
-    async fn refresh_semaphore(&mut self, path: &str) -> Result<()> {
-        let participants = lock_participants(&self.framework, path, None).await?;
-        if let Some(state) = self.track(path, true) {
-            recompute(state, true, participants);
-        }
-        Ok(())
     }
 
     /// Publishes the state as the view (`events` more applied).

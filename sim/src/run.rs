@@ -89,9 +89,10 @@ impl Scenario {
         config
     }
 
-    /// Links to make: one per contender and per observer (two elections).
+    /// Links to make: one per contender and per observer (two elections'
+    /// and the tree observer's).
     fn links(&self) -> usize {
-        self.contenders + 2
+        self.contenders + 3
     }
 }
 

@@ -113,6 +113,49 @@
 //! before the next bytes arrive, so a report is stamped (by [`sequence`])
 //! before any notification that reaches the client after its decision.
 //!
+//! # The tree observer's contract
+//!
+//! One more observer, a [`TreeObserver`] over the run's whole root, runs on
+//! a framework and a link of its own (after the elections' observers, so
+//! it shares their quarter of the injected faults; in cohort mode, which
+//! has no elections, it has that quarter alone). The harness records every
+//! view it publishes ([`TreeObserver::changes`]), each with the
+//! [`sequence`] number of the moment the harness began waiting for it
+//! (nothing runs between taking a view and that moment, so the next view
+//! was published after it) and the instant it came. Two rules:
+//!
+//! 6. No view that says it is current shows, as a holder, a node whose
+//!    deletion the observer's client had already been handed (its links'
+//!    [`Link::deletions_told`], as for rule 5) when the harness began
+//!    waiting for the view. The observer applies a batch's deletions before
+//!    it publishes, so it cannot break it; one that publishes with a
+//!    deletion waiting in its watcher does (as the first cut did: it read
+//!    each created node before taking the next event, fell behind a busy
+//!    tree, and showed hundreds of holders already gone). Checked in the
+//!    simulator only: a fault proxy in real time tells nothing, and the
+//!    harness does not record when a lock's node was deleted, so there is
+//!    no cheap real-time stand-in.
+//! 7. Agreement after the faults, in both. Once every link is healed (and
+//!    an ensemble too), the observer is never not current for longer than
+//!    the bound (a stretch begun before the heal counts from it), the bound
+//!    being the session timeout ([`Config::read_lag`] more on an
+//!    ensemble). Then, once every contender has ended its round (nothing
+//!    under the root changes after, but for the nodes of sessions abandoned
+//!    during the faults, which end by timing out, and lost holds' nodes
+//!    deleted in the background), the harness reads the truth every 50 ms
+//!    through a framework of its own straight to the server
+//!    (`lock_participants` of every lock and election path, each synced
+//!    first) until the observer's view is current and shows each path's
+//!    participants exactly (node and role, in queue order): within the
+//!    bound from the later of the check's start and the last change of the
+//!    truth seen. Checked at the wind-down, after the faults, so that the
+//!    faults cannot make it flake: while they last, neither the truth nor
+//!    the view stands still long enough to be compared, and a current view
+//!    is only as of its session's server, every change since applied.
+//!
+//! The report has the observer's views, how many were current, its
+//! listings, and how long after the quiet it agreed.
+//!
 //! # Stale losses: flaps?
 //!
 //! A hold ends with [`LockLoss::Stale`] when the server has not been heard
@@ -153,10 +196,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use zk_curator::framework::zk;
-use zk_curator::recipes::layout::Layout;
+use zk_curator::recipes::layout::{lock_participants, Layout, Role};
+use zk_curator::recipes::tree::{TreeObserver, TreeView};
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
     CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
@@ -558,6 +602,56 @@ struct Seen {
     what: Observation,
 }
 
+/// What the tree observer ([`TreeObserver`] over the run's root) showed,
+/// and what the wind-down found of it (see "The tree observer's contract").
+#[derive(Debug, Default)]
+struct TreeLog {
+    /// Every view the harness received, in order.
+    views: Vec<TreeSeen>,
+    /// The tree observer's links' [`Link::deletions_told`]: each node, with
+    /// the first moment its client was told of its deletion.
+    deletions_told: BTreeMap<String, u64>,
+    /// When the faults were over: every link healed (and on an ensemble,
+    /// the ensemble too).
+    healed: Option<Instant>,
+    /// The wind-down's agreement check, once made.
+    agreement: Option<Agreement>,
+}
+
+/// One view of the tree observer, as the harness received it.
+#[derive(Clone, Debug)]
+struct TreeSeen {
+    /// The [`sequence`] number of the moment the harness began waiting for
+    /// it: the view was published after this.
+    asked: u64,
+    /// When it came.
+    at: Instant,
+    current: bool,
+    listings: u64,
+    events: u64,
+    /// The node of every participant it showed holding.
+    holders: Vec<String>,
+}
+
+/// The wind-down's check of the tree observer against the truth.
+#[derive(Clone, Debug)]
+struct Agreement {
+    /// When the contenders had all ended their rounds (nothing changes
+    /// under the root after, but for nodes of sessions abandoned earlier).
+    quiet: Instant,
+    /// When the truth was last seen to change (`quiet` if never).
+    changed: Instant,
+    /// When the observer's view, current, first equalled the truth.
+    agreed: Option<Instant>,
+    /// How long it had to (from the later of `quiet` and `changed`).
+    bound: Duration,
+    /// The last difference seen, in words.
+    difference: String,
+    /// When the check ended (views after it are not judged: the
+    /// frameworks close).
+    ended: Instant,
+}
+
 /// A fault injected on a contender's connection: from `start` to `end`
 /// (the same instant for a reset).
 #[derive(Clone, Copy, Debug)]
@@ -595,6 +689,8 @@ pub struct Report {
     expiries: Vec<(i64, Instant)>,
     /// The faults injected on the contenders (not on the observers).
     windows: Vec<FaultWindow>,
+    /// What the tree observer showed.
+    tree: TreeLog,
 }
 
 impl Report {
@@ -679,6 +775,7 @@ impl Report {
                 );
             }
         }
+        found.extend(self.tree_violations());
         if self.passes == Some(0) {
             found.push("cohort mode, yet no node was passed (the run proved nothing)".to_owned());
         }
@@ -758,6 +855,28 @@ impl Report {
                 log.late_accepted,
                 log.late_writes,
                 log.losses
+            ));
+        }
+        for seen in &self.tree.views {
+            lines.push(format!(
+                "{} tree view current {} listings {} events {} holders {}",
+                at(seen.at),
+                seen.current,
+                seen.listings,
+                seen.events,
+                seen.holders.len()
+            ));
+        }
+        if let Some(healed) = self.tree.healed {
+            lines.push(format!("{} healed", at(healed)));
+        }
+        if let Some(agreement) = &self.tree.agreement {
+            lines.push(format!(
+                "tree agreement quiet {} changed {} agreed {:?} ended {}",
+                at(agreement.quiet),
+                at(agreement.changed),
+                agreement.agreed.map(at),
+                at(agreement.ended)
             ));
         }
         lines.push(format!(
@@ -866,6 +985,98 @@ impl Report {
         }
         if leaders == 0 {
             found.push("the observer never reported a leader (it proved nothing)".to_owned());
+        }
+        found
+    }
+
+    /// What the tree observer got wrong, by the rules of the module's
+    /// notes ("The tree observer's contract"): a holder shown after its
+    /// client was told the node was deleted (rule 6), and, once the faults
+    /// healed, a view not current for longer than the bound, or not equal
+    /// to the truth within it (rule 7).
+    fn tree_violations(&self) -> Vec<String> {
+        let Some(zero) = self.started else {
+            return Vec::new();
+        };
+        let at = |i: Instant| i.saturating_duration_since(zero);
+        let tree = &self.tree;
+        let mut found = Vec::new();
+        // Rule 6: a holder whose deletion the client had been handed before
+        // the view was asked for (so before it was published).
+        let mut stale = Vec::new();
+        for (i, seen) in tree.views.iter().enumerate() {
+            if !seen.current {
+                continue;
+            }
+            for node in &seen.holders {
+                if tree
+                    .deletions_told
+                    .get(node)
+                    .is_some_and(|told| *told < seen.asked)
+                {
+                    stale.push(format!("{node} in view #{i} at {:?}", at(seen.at)));
+                }
+            }
+        }
+        if !stale.is_empty() {
+            let shown: Vec<&String> = stale.iter().take(5).collect();
+            found.push(format!(
+                "the tree observer showed {} holder(s) after its client had been told of the node's deletion: {shown:?}",
+                stale.len()
+            ));
+        }
+        if !tree.views.iter().any(|seen| seen.current) {
+            found.push("the tree observer was never current (it proved nothing)".to_owned());
+        }
+        // Rule 7.
+        let (Some(healed), Some(agreement)) = (tree.healed, &tree.agreement) else {
+            return found;
+        };
+        let bound = agreement.bound;
+        let before = tree.views.iter().rev().find(|seen| seen.at <= healed);
+        let mut down_since = match before {
+            Some(seen) if seen.current => None,
+            _ => Some(healed),
+        };
+        let mut gaps = Vec::new();
+        let after = tree
+            .views
+            .iter()
+            .filter(|seen| seen.at > healed && seen.at <= agreement.ended);
+        for seen in after {
+            match (seen.current, down_since) {
+                (false, None) => down_since = Some(seen.at),
+                (true, Some(since)) => {
+                    if seen.at.saturating_duration_since(since) > bound {
+                        gaps.push(format!("{:?}..{:?}", at(since), at(seen.at)));
+                    }
+                    down_since = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(since) = down_since {
+            if agreement.ended.saturating_duration_since(since) > bound {
+                gaps.push(format!(
+                    "{:?}..(still at {:?})",
+                    at(since),
+                    at(agreement.ended)
+                ));
+            }
+        }
+        if !gaps.is_empty() {
+            found.push(format!(
+                "after the faults healed at {:?}, the tree observer was not current for longer than {bound:?}: {gaps:?}",
+                at(healed)
+            ));
+        }
+        if agreement.agreed.is_none() {
+            found.push(format!(
+                "the tree observer's view did not agree with lock_participants within {bound:?} of the quiet at {:?} (the truth last changed at {:?}): {}",
+                at(agreement.quiet),
+                at(agreement.changed),
+                agreement.difference
+            ));
         }
         found
     }
@@ -1015,6 +1226,19 @@ impl fmt::Display for Report {
              ({valued} leader report(s) with a proclaimed value); \
              Stale losses: {inside} inside a fault window (+{:?}), {outside} outside (flaps)",
             self.session_timeout
+        )?;
+        let tree = &self.tree;
+        let current = tree.views.iter().filter(|seen| seen.current).count();
+        let listings = tree.views.last().map_or(0, |seen| seen.listings);
+        let agreed = tree.agreement.as_ref().and_then(|a| {
+            a.agreed
+                .map(|at| at.saturating_duration_since(a.quiet.max(a.changed)))
+        });
+        writeln!(
+            f,
+            "tree observer: {} view(s), {current} current, {listings} listing(s); agreed with the truth {:?} after the quiet",
+            tree.views.len(),
+            agreed
         )?;
         write!(
             f,
@@ -1429,6 +1653,8 @@ struct Shared {
     /// Each stop of a contender's whole place ([`Place::pause`]): who, from
     /// when, until when (`None`: not continued yet).
     host_pauses: Mutex<Vec<(usize, Instant, Option<Instant>)>>,
+    /// What the tree observer showed.
+    tree: Mutex<TreeLog>,
 }
 
 impl Shared {
@@ -1498,6 +1724,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         windows: Mutex::new(Vec::new()),
         places: contenders.iter().map(|c| c.place.clone()).collect(),
         host_pauses: Mutex::new(Vec::new()),
+        tree: Mutex::new(TreeLog::default()),
     });
     let mut tasks = Vec::new();
     let mut selectors = Vec::new();
@@ -1546,6 +1773,24 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         observers.push(observer.spawn(observe(shared.clone(), kind, watching)));
         contenders.push(observer);
     }
+    // The tree observer over the whole root, likewise on a session and a
+    // link of its own, after the election's observers (the ensemble's
+    // faults aim at those by their place in `contenders`).
+    let tree_host = Contender::connect(target, &config, None).await;
+    let tree_seat = contenders.len();
+    let tree = {
+        let (framework, root) = (tree_host.framework.clone(), root.clone());
+        tree_host
+            .run(async move {
+                let tree = TreeObserver::new(framework, &root, TREE_MAX_PATHS).unwrap();
+                tree.start().unwrap();
+                tree
+            })
+            .await
+            .expect("the tree observer's place dropped its start")
+    };
+    let tree_follower = tree_host.spawn(follow_tree(shared.clone(), tree.changes()));
+    contenders.push(tree_host);
     let holders = config.contenders;
 
     // The fault injector: random faults, plus the expiry each simulated
@@ -1659,6 +1904,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     if let Target::Ensemble(cluster) = target {
         ensemble::heal(cluster).await;
     }
+    shared.tree.lock().unwrap().healed = Some(now());
     let passes = config.cohort.map(|_| {
         contenders
             .iter()
@@ -1676,6 +1922,15 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     for task in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
     }
+    // Quiet: the tree observer must agree with the truth (rule 7), then it
+    // is closed where it runs, before the frameworks close.
+    let agreement = tree_agreement(target, &config, &root, &tree).await;
+    shared.tree.lock().unwrap().agreement = Some(agreement);
+    let closing = tree.clone();
+    let _ = contenders[tree_seat]
+        .run(async move { closing.close().await })
+        .await;
+    drop(tree);
     // Each framework has its session back before it closes (bounded): a
     // fault begun just before the end (an expiry waits a session timeout)
     // can still be healing here. Its close must end the session it has.
@@ -1712,6 +1967,8 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     for observer in observers {
         let _ = tokio::time::timeout(Duration::from_secs(30), observer).await;
     }
+    // The tree observer's view channel ends with its last handle.
+    let _ = tokio::time::timeout(Duration::from_secs(30), tree_follower).await;
     // What is left: participants under every lock path, and sessions.
     // On an ensemble `raw`'s session is a local one, lost if its member
     // was killed: the nodes are listed through a session made now.
@@ -1766,6 +2023,19 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
             }
         });
     }
+    let told: Vec<(String, u64)> = contenders[tree_seat]
+        .proxies
+        .iter()
+        .flat_map(|link| link.deletions_told())
+        .collect();
+    let tree = {
+        let mut tree = shared.tree.lock().unwrap();
+        for (node, seq) in told {
+            let first = tree.deletions_told.entry(node).or_insert(seq);
+            *first = (*first).min(seq);
+        }
+        std::mem::take(&mut *tree)
+    };
     let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
     let windows = std::mem::take(&mut *shared.windows.lock().unwrap());
     Report {
@@ -1784,6 +2054,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         unclosed_sessions,
         expiries,
         windows,
+        tree,
     }
 }
 
@@ -1813,6 +2084,175 @@ async fn observe(shared: Arc<Shared>, kind: Kind, observer: LeaderObserver) {
             seen.seq = sequence();
         }
         shared.log(kind, |log| log.observed.push(seen));
+    }
+}
+
+/// The most paths the tree observer follows: every lock and election of a
+/// run, with room to spare.
+const TREE_MAX_PATHS: usize = 64;
+
+/// Records every view of the tree observer, until its last handle is
+/// dropped: each with the [`sequence`] number of the moment the harness
+/// began waiting for it (nothing else runs between taking a view and that
+/// moment, so the next view was published after it) and the instant it
+/// came. A slow reader sees the latest view, never a backlog.
+async fn follow_tree(shared: Arc<Shared>, mut changes: watch::Receiver<Arc<TreeView>>) {
+    loop {
+        let asked = sequence();
+        if changes.changed().await.is_err() {
+            return;
+        }
+        let view = changes.borrow_and_update().clone();
+        let holders = if view.current {
+            view.paths
+                .values()
+                .flat_map(|path| &path.participants)
+                .filter(|seen| seen.participant.role == Role::Holder)
+                .map(|seen| seen.participant.node_path.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let seen = TreeSeen {
+            asked,
+            at: now(),
+            current: view.current,
+            listings: view.listings,
+            events: view.events,
+            holders,
+        };
+        shared.tree.lock().unwrap().views.push(seen);
+    }
+}
+
+/// The lock and election paths of a run under `root` (a Curator
+/// semaphore's as one path, as the tree observer shows it).
+fn lock_paths(root: &str) -> Vec<String> {
+    [
+        "mutex-guard",
+        "mutex-task",
+        "rw",
+        "sem",
+        "multi-a",
+        "multi-b",
+        "kazoo-mutex",
+        "kazoo-rw",
+        "latch",
+        "selector",
+    ]
+    .iter()
+    .map(|path| format!("{root}/{path}"))
+    .collect()
+}
+
+/// Each path's participants: node and role, in queue order.
+type Queues = BTreeMap<String, Vec<(String, Role)>>;
+
+/// The truth: `lock_participants` of each path, read through `framework`
+/// (each path synced first: on an ensemble its server may lag). `None` if
+/// a read failed.
+async fn read_truth(framework: &Framework, paths: &[String]) -> Option<Queues> {
+    let client = framework.client().await.ok()?;
+    let mut truth = BTreeMap::new();
+    for path in paths {
+        let _ = client.sync(path).await;
+        let participants = lock_participants(framework, path, None).await.ok()?;
+        let queue = participants
+            .into_iter()
+            .map(|p| (p.node_path, p.role))
+            .collect();
+        truth.insert(path.clone(), queue);
+    }
+    Some(truth)
+}
+
+/// What `view` shows of each of `paths` (nothing for a path it does not
+/// follow).
+fn view_queues(view: &TreeView, paths: &[String]) -> Queues {
+    paths
+        .iter()
+        .map(|path| {
+            let queue = view.paths.get(path).map_or_else(Vec::new, |seen| {
+                seen.participants
+                    .iter()
+                    .map(|p| (p.participant.node_path.clone(), p.participant.role))
+                    .collect()
+            });
+            (path.clone(), queue)
+        })
+        .collect()
+}
+
+/// Rule 7 of the tree observer's contract, at the wind-down: the faults
+/// are over and every contender has ended its round. Reads the truth
+/// through a framework of the harness's own (direct to the server) every
+/// 50 ms until the tree observer's view, current, equals it; the truth may
+/// still change (a session abandoned during the faults ends by timing out,
+/// a lost hold's node is deleted in the background), so the observer has
+/// the bound from the later of the check's start and the truth's last
+/// change seen.
+async fn tree_agreement(
+    target: Target<'_>,
+    config: &Config,
+    root: &str,
+    tree: &TreeObserver,
+) -> Agreement {
+    let quiet = now();
+    let bound = config.session_timeout + config.read_lag;
+    let checker = Framework::builder()
+        .connect_string(target.connect_string())
+        .session_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    checker.start().unwrap();
+    let _ = checker.block_until_connected(Duration::from_secs(20)).await;
+    let paths = lock_paths(root);
+    let mut last: Option<Queues> = None;
+    let mut changed = quiet;
+    let mut agreed = None;
+    let mut difference = "the truth could not be read".to_owned();
+    loop {
+        if let Some(truth) = read_truth(&checker, &paths).await {
+            if last.as_ref().is_some_and(|last| *last != truth) {
+                changed = now();
+            }
+            let view = tree.view();
+            let shown = view_queues(&view, &paths);
+            if view.current && shown == truth {
+                agreed = Some(now());
+                break;
+            }
+            difference = if view.current {
+                let differing: Vec<String> = paths
+                    .iter()
+                    .filter(|path| shown.get(*path) != truth.get(*path))
+                    .map(|path| {
+                        format!(
+                            "{path}: shown {:?}, read {:?}",
+                            shown.get(path),
+                            truth.get(path)
+                        )
+                    })
+                    .collect();
+                differing.join("; ")
+            } else {
+                "the view was not current".to_owned()
+            };
+            last = Some(truth);
+        }
+        if now() > quiet.max(changed) + bound || since(quiet) > Duration::from_secs(60) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    checker.close().await;
+    Agreement {
+        quiet,
+        changed,
+        agreed,
+        bound,
+        difference,
+        ended: now(),
     }
 }
 
@@ -2547,6 +2987,70 @@ mod tests {
         assert_eq!(hold_order_violations(&twice).len(), 1);
     }
 
+    /// Rule 6 judges a current view's holders against the deletions its
+    /// client was told of before the view was asked for; rule 7 finds a
+    /// stretch not current past the bound after the heal, and no agreement.
+    #[test]
+    fn the_tree_observers_rules() {
+        let zero = Instant::now();
+        let at = |ms: u64| zero + Duration::from_millis(ms);
+        let view = |asked, ms, current, holders: &[&str]| TreeSeen {
+            asked,
+            at: at(ms),
+            current,
+            listings: 1,
+            events: 0,
+            holders: holders.iter().map(|h| (*h).to_owned()).collect(),
+        };
+        let agreement = |agreed: Option<u64>| Agreement {
+            quiet: at(9_000),
+            changed: at(9_000),
+            agreed: agreed.map(at),
+            bound: Duration::from_secs(2),
+            difference: "differs".to_owned(),
+            ended: at(9_500),
+        };
+        let report = |views, agreed| Report {
+            started: Some(zero),
+            tree: TreeLog {
+                views,
+                deletions_told: BTreeMap::from([("/r/a/n1".to_owned(), 10)]),
+                healed: Some(at(5_000)),
+                agreement: Some(agreement(agreed)),
+            },
+            ..Report::default()
+        };
+        // Told at 10: a view asked at 10 may still show it; at 11 not, nor
+        // may a current view after the heal be missing past the bound.
+        let fine = report(
+            vec![
+                view(10, 100, true, &["/r/a/n1"]),
+                view(11, 200, true, &[]),
+                view(12, 6_000, false, &[]),
+                view(13, 7_900, true, &[]),
+            ],
+            Some(9_100),
+        );
+        assert!(
+            fine.tree_violations().is_empty(),
+            "{:?}",
+            fine.tree_violations()
+        );
+        let broken = report(
+            vec![
+                view(11, 200, true, &["/r/a/n1"]),
+                view(12, 6_000, false, &[]),
+                view(13, 8_100, true, &[]),
+            ],
+            None,
+        );
+        let found = broken.tree_violations();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].contains("/r/a/n1 in view #0"), "{found:?}");
+        assert!(found[1].contains("not current for longer"), "{found:?}");
+        assert!(found[2].contains("did not agree"), "{found:?}");
+    }
+
     /// A contender's place counts as stopped since an instant if a stop of
     /// its own ended at or after it, or has not ended yet.
     #[test]
@@ -2563,6 +3067,7 @@ mod tests {
             windows: Mutex::new(Vec::new()),
             places: Vec::new(),
             host_pauses: Mutex::new(vec![(0, at(1_000), Some(at(2_000))), (1, at(3_000), None)]),
+            tree: Mutex::new(TreeLog::default()),
         };
         assert!(shared.host_paused_since(0, at(500)));
         assert!(shared.host_paused_since(0, at(2_000)));
