@@ -11,7 +11,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{raw, run, stderr, zkc};
+use common::{make, raw, run, stderr, zkc};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -24,21 +24,6 @@ const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
 fn unique(name: &str) -> String {
     format!("/cli-dashboard/{name}-{}", std::process::id())
-}
-
-/// Creates `path` and its parents (persistent, open), with `data`.
-async fn make(client: &zk_curator::zk::Client, path: &str, data: &[u8]) {
-    let open = zk_curator::zk::CreateMode::Persistent.with_acls(zk_curator::zk::Acls::anyone_all());
-    let mut level = String::new();
-    let parts: Vec<&str> = path.split('/').skip(1).collect();
-    for (i, part) in parts.iter().enumerate() {
-        level = format!("{level}/{part}");
-        let bytes: &[u8] = if i + 1 == parts.len() { data } else { b"" };
-        match client.create(&level, bytes, &open).await {
-            Ok(_) | Err(zk_curator::zk::Error::NodeExists) => {}
-            Err(err) => panic!("create {level}: {err}"),
-        }
-    }
 }
 
 /// A mutex participant's node under `lock`.

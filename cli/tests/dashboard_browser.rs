@@ -13,11 +13,10 @@ use std::net::TcpListener;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{raw, zkc};
+use common::{make, raw, zkc};
 use fantoccini::{ClientBuilder, Locator};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-use zk_curator::framework::zk;
 use zk_curator_testing::backend::Prerequisite;
 
 const TEST_LIMIT: Duration = Duration::from_secs(180);
@@ -31,20 +30,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-async fn make(client: &zk::Client, path: &str, data: &[u8]) {
-    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let mut level = String::new();
-    let parts: Vec<&str> = path.split('/').skip(1).collect();
-    for (i, part) in parts.iter().enumerate() {
-        level = format!("{level}/{part}");
-        let bytes: &[u8] = if i + 1 == parts.len() { data } else { b"" };
-        match client.create(&level, bytes, &open).await {
-            Ok(_) | Err(zk::Error::NodeExists) => {}
-            Err(err) => panic!("create {level}: {err}"),
-        }
-    }
 }
 
 /// The page's sections as text: one string per lock or election.

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use common::{raw, run, server, stderr, zkc};
+use common::{make, raw, run, server, stderr, zkc};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON};
@@ -240,21 +240,6 @@ async fn elect_in_kazoo_s_layout_and_a_kazoo_election_lead_one_at_a_time() {
 }
 
 const UUID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
-
-/// Creates `path` and its parents (persistent, open), with `data`.
-async fn make(client: &zk_curator::zk::Client, path: &str, data: &[u8]) {
-    let open = zk_curator::zk::CreateMode::Persistent.with_acls(zk_curator::zk::Acls::anyone_all());
-    let mut level = String::new();
-    let parts: Vec<&str> = path.split('/').skip(1).collect();
-    for (i, part) in parts.iter().enumerate() {
-        level = format!("{level}/{part}");
-        let bytes: &[u8] = if i + 1 == parts.len() { data } else { b"" };
-        match client.create(&level, bytes, &open).await {
-            Ok(_) | Err(zk_curator::zk::Error::NodeExists) => {}
-            Err(err) => panic!("create {level}: {err}"),
-        }
-    }
-}
 
 async fn json_of(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
     let (output, _) = run(args).await;

@@ -58,3 +58,20 @@ pub async fn raw() -> zk::Client {
         .await
         .unwrap()
 }
+
+/// Creates `path` and every missing level above it (persistent, open to
+/// anyone), `path` itself with `data`: a node as another library or a
+/// stuck holder could leave it.
+pub async fn make(client: &zk::Client, path: &str, data: &[u8]) {
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut level = String::new();
+    let parts: Vec<&str> = path.split('/').skip(1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        level = format!("{level}/{part}");
+        let bytes: &[u8] = if i + 1 == parts.len() { data } else { b"" };
+        match client.create(&level, bytes, &open).await {
+            Ok(_) | Err(zk::Error::NodeExists) => {}
+            Err(err) => panic!("create {level}: {err}"),
+        }
+    }
+}

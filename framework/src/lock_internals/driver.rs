@@ -11,7 +11,7 @@
 use std::fmt;
 
 use super::layout::Layout;
-use crate::path::{strip_protection, Sequence};
+pub use super::layout::{standard_sort_key, SortKey};
 use crate::{Error, LockLoss, Result};
 
 /// How a participant node is created. The name is always
@@ -35,20 +35,6 @@ impl ParticipantNode {
     pub fn is_ephemeral(&self) -> bool {
         !matches!(self, ParticipantNode::PersistentSequential)
     }
-}
-
-/// How a child name sorts among the participants.
-///
-/// Participants sort by the sequence after the *last* occurrence of the lock
-/// name (as unsigned numbers, see [`Sequence`]); names without a parsable
-/// sequence sort after them by their full text (foreign children under a
-/// lock path still take part, as in Curator).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SortKey {
-    /// A participant with a sequence (the server's counter).
-    Sequence(Sequence),
-    /// Anything else, by name.
-    Foreign(String),
 }
 
 /// What a driver decided for one participant.
@@ -190,22 +176,6 @@ pub trait LockInternalsDriver: Send + Sync + fmt::Debug + 'static {
     /// session, which keep a node of their own. Defaults to `false`.
     fn shares_node(&self) -> bool {
         false
-    }
-}
-
-/// Sorts by the sequence after the last occurrence of `lock_name` (the
-/// protection prefix is skipped first), read by [`Sequence::parse`]: the
-/// one sequence parser, unsigned, so a counter that wrapped past 2³¹ sorts
-/// after the nodes before the wrap instead of jumping the queue.
-pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
-    let unprotected = strip_protection(name);
-    let suffix = match unprotected.rfind(lock_name) {
-        Some(at) if !lock_name.is_empty() => &unprotected[at + lock_name.len()..],
-        _ => unprotected,
-    };
-    match Sequence::parse(suffix) {
-        Some(seq) => SortKey::Sequence(seq),
-        None => SortKey::Foreign(name.to_owned()),
     }
 }
 

@@ -38,7 +38,6 @@
 
 use std::fmt;
 
-use crate::lock_internals::driver::{standard_sort_key, SortKey};
 use crate::path::{strip_protection, Sequence};
 use crate::{Error, Result};
 
@@ -63,6 +62,36 @@ pub const LEASES_CHILD: &str = "leases";
 pub const KAZOO_LOCK_NAME: &str = "__lock__";
 /// The name kazoo gives the nodes of a `ReadLock` (`<uuid hex>__rlock__<seq>`).
 pub const KAZOO_READ_LOCK_NAME: &str = "__rlock__";
+
+/// How a child name sorts among the participants.
+///
+/// Participants sort by the sequence after the *last* occurrence of the lock
+/// name (as unsigned numbers, see [`Sequence`]); names without a parsable
+/// sequence sort after them by their full text (foreign children under a
+/// lock path still take part, as in Curator).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SortKey {
+    /// A participant with a sequence (the server's counter).
+    Sequence(Sequence),
+    /// Anything else, by name.
+    Foreign(String),
+}
+
+/// Sorts by the sequence after the last occurrence of `lock_name` (the
+/// protection prefix is skipped first), read by [`Sequence::parse`]: the
+/// one sequence parser, unsigned, so a counter that wrapped past 2³¹ sorts
+/// after the nodes before the wrap instead of jumping the queue.
+pub fn standard_sort_key(name: &str, lock_name: &str) -> SortKey {
+    let unprotected = strip_protection(name);
+    let suffix = match unprotected.rfind(lock_name) {
+        Some(at) if !lock_name.is_empty() => &unprotected[at + lock_name.len()..],
+        _ => unprotected,
+    };
+    match Sequence::parse(suffix) {
+        Some(seq) => SortKey::Sequence(seq),
+        None => SortKey::Foreign(name.to_owned()),
+    }
+}
 
 /// How a lock's participant nodes are named and ordered: whose protocol
 /// they follow, so that the other library's participants on the same path
