@@ -21,6 +21,7 @@ use zk_curator::recipes::layout::Role;
 use zk_curator::recipes::tree::TreeObserver;
 
 use super::contenders::Contender;
+use super::figures::percentile;
 use super::findings::Findings;
 use super::limits::within;
 use super::options::Config;
@@ -65,14 +66,6 @@ where
         }
     }
     Ok(())
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let at = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[at.min(sorted.len() - 1)]
 }
 
 pub(crate) async fn tree_phase(
@@ -168,7 +161,7 @@ async fn run(
     // Hand-offs: delete a path's first node, time until the view shows the
     // second holding.
     let handoffs = paths.min(per_path.saturating_sub(1) * paths).min(500);
-    let mut seen_ms = Vec::with_capacity(handoffs);
+    let mut seen = Vec::with_capacity(handoffs);
     for i in 0..handoffs {
         let dir = &dirs[i % paths];
         let round = i / paths;
@@ -194,15 +187,16 @@ async fn run(
             }
         })
         .await?;
-        seen_ms.push(committed.elapsed().as_secs_f64() * 1000.0);
+        seen.push(committed.elapsed());
     }
-    seen_ms.sort_by(f64::total_cmp);
+    seen.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "from a hand-off's commit (the delete's reply) to the observer's view: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} hand-offs",
-        quantile(&seen_ms, 0.5),
-        quantile(&seen_ms, 0.99),
-        seen_ms.last().copied().unwrap_or(f64::NAN),
-        seen_ms.len()
+        ms(percentile(&seen, 0.5)),
+        ms(percentile(&seen, 0.99)),
+        seen.last().copied().map_or(f64::NAN, ms),
+        seen.len()
     );
     let view = observer.view();
     println!(
