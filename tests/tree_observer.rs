@@ -304,3 +304,81 @@ async fn a_hand_off_costs_the_same_whatever_the_queue() {
     })
     .await;
 }
+
+/// Children of a lock path that no recipe writes are shown as unknown, at
+/// the cold start and live, counted however many, and forgotten when
+/// deleted; nothing else in the view changes for them, and a thousand of
+/// them keep a bounded list of names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_no_recipe_writes_are_shown_as_unknown() {
+    use zk_curator::framework::zk;
+    use zk_curator::recipes::layout::UNKNOWN_NAMES;
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(LONG_BOUND, async {
+        let root = unique_path("tree-unknown");
+        let path = format!("{root}/locks/a");
+        let (guard, _waiters) = held_with_waiters(&connect, &path, 0).await;
+        let raw = common::raw_client(&connect).await;
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        // One before the observer starts (read by its listing), with a
+        // name that holds markup.
+        raw.create(&format!("{path}/<b>stray"), b"x", &open)
+            .await
+            .unwrap();
+        let observer = TreeObserver::new(framework(&connect).await, &root, 100).unwrap();
+        observer.start().unwrap();
+        let view = view_where(&observer, "the stray at the listing", |v| {
+            v.paths
+                .get(&path)
+                .is_some_and(|p| p.unknown.count == 1 && p.participants.len() == 1)
+        })
+        .await;
+        assert_eq!(view.paths[&path].unknown.names, vec!["<b>stray".to_owned()]);
+        // Live: one more, then the first deleted.
+        raw.create(&format!("{path}/other"), &[], &open)
+            .await
+            .unwrap();
+        view_where(&observer, "two strays", |v| {
+            v.paths.get(&path).is_some_and(|p| p.unknown.count == 2)
+        })
+        .await;
+        raw.delete(&format!("{path}/<b>stray"), None).await.unwrap();
+        let view = view_where(&observer, "the first stray gone", |v| {
+            v.paths.get(&path).is_some_and(|p| p.unknown.count == 1)
+        })
+        .await;
+        assert_eq!(view.paths[&path].unknown.names, vec!["other".to_owned()]);
+        assert_eq!(
+            shown(&view, &path),
+            truth(&framework(&connect).await, &path).await
+        );
+        // Many: the count is every one, the names bounded.
+        let many: Vec<String> = (0..1000).map(|n| format!("{path}/junk-{n:04}")).collect();
+        futures::future::try_join_all(many.iter().map(|p| raw.create(p, &[], &open)))
+            .await
+            .unwrap();
+        let view = view_where(&observer, "1001 strays", |v| {
+            v.paths.get(&path).is_some_and(|p| p.unknown.count == 1001)
+        })
+        .await;
+        assert_eq!(view.paths[&path].unknown.names.len(), UNKNOWN_NAMES);
+        futures::future::try_join_all(many.iter().map(|p| raw.delete(p, None)))
+            .await
+            .unwrap();
+        raw.delete(&format!("{path}/other"), None).await.unwrap();
+        view_where(&observer, "no strays", |v| {
+            v.paths.get(&path).is_some_and(|p| p.unknown.count == 0)
+        })
+        .await;
+        // A fresh listing agrees with the live count (none).
+        let again = TreeObserver::new(framework(&connect).await, &root, 100).unwrap();
+        again.start().unwrap();
+        let view = view_where(&again, "the listing after", |v| v.paths.contains_key(&path)).await;
+        assert_eq!(view.paths[&path].unknown.count, 0);
+        guard.release().await.unwrap();
+        observer.close().await;
+        again.close().await;
+    })
+    .await;
+}

@@ -542,6 +542,9 @@ fn view_json(shared: &Shared, view: &TreeView, now: i64) -> Value {
             if facts.leaderless {
                 flags.push("leaderless");
             }
+            if observed.unknown.count > 0 {
+                flags.push("unknown");
+            }
             entry["label"] = json!(facts.recipe);
             entry["holders"] = json!(facts.holders);
             entry["waiters"] = json!(facts.waiters);

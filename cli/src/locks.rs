@@ -12,7 +12,7 @@ use zk_curator::framework::zk;
 use zk_curator::recipes::fresh::synced;
 use zk_curator::recipes::layout::{
     identify, lock_participants, survey, Family, Layout, LockParticipant, PathKind, Role,
-    LEASES_CHILD, LOCKS_CHILD,
+    UnknownNodes, LEASES_CHILD, LOCKS_CHILD,
 };
 use zk_curator::recipes::tree::{TreeObserver, TreeView};
 use zk_curator::{ConnectionState, Framework};
@@ -331,6 +331,7 @@ async fn all(framework: &Framework, args: &LocksArgs) -> Result<u8, Failure> {
             kind: found.kind.name(),
             path: found.path,
             participants: found.participants,
+            unknown: found.unknown,
         })
         .collect();
     let listing = AllListing {
@@ -400,6 +401,8 @@ struct Listed {
     recipe: String,
     kind: &'static str,
     participants: Vec<LockParticipant>,
+    /// Its children that no recipe writes.
+    unknown: UnknownNodes,
 }
 
 /// What `locks --all` prints: the locks and elections found, each with
@@ -442,6 +445,7 @@ impl AllListing {
                     recipe: recipe_of(&kind),
                     kind: kind.name(),
                     participants,
+                    unknown: observed.unknown.clone(),
                 }
             })
             .collect();
@@ -465,6 +469,7 @@ impl AllListing {
                     "recipe": found.recipe,
                     "kind": found.kind,
                     "participants": found.participants.iter().map(|p| to_json(p, &self.starts)).collect::<Vec<_>>(),
+                    "unknown": { "count": found.unknown.count, "names": found.unknown.names },
                 })
             })
             .collect();
@@ -491,6 +496,9 @@ impl AllListing {
             }
             out(format!("{}: {}", found.path, found.recipe))?;
             out(table(&found.participants, &self.starts))?;
+            if let Some(line) = unknown_line(&found.unknown) {
+                out(line)?;
+            }
         }
         if self.capped {
             out(format!(
@@ -500,6 +508,23 @@ impl AllListing {
         }
         Ok(())
     }
+}
+
+/// The line that names a lock's children no recipe writes, if any.
+fn unknown_line(unknown: &UnknownNodes) -> Option<String> {
+    if unknown.count == 0 {
+        return None;
+    }
+    let more = unknown.count.saturating_sub(unknown.names.len());
+    let mut named = unknown.names.join(", ");
+    if more > 0 {
+        named.push_str(&format!(" and {more} more"));
+    }
+    Some(format!(
+        "unknown: {} node{} no recipe writes: {named}",
+        unknown.count,
+        if unknown.count == 1 { "" } else { "s" }
+    ))
 }
 
 /// The refusal of `revoke` and `evict` (exit 66) for a path without a

@@ -168,7 +168,7 @@ fn without_ages(listing: &Value) -> Value {
                     })
                     .collect();
                 serde_json::json!({
-                    "path": p["path"], "recipe": p["recipe"], "kind": p["kind"],
+                    "path": p["path"], "recipe": p["recipe"], "kind": p["kind"], "unknown": p["unknown"],
                     "participants": participants,
                 })
             })
@@ -456,12 +456,20 @@ async fn markup_in_node_data_stays_data() {
             evil.as_bytes(),
         )
         .await;
+        // A node no recipe writes, named with markup: unknown, and data.
+        let stray = "<img src=x onerror=alert(2)>";
+        make(&client, &format!("{root}/locks/a/{stray}"), b"").await;
         let dashboard = Dashboard::start(&root, &[]).await;
         let (text, snapshot) = dashboard
             .snapshot_when(|v| v["paths"][0]["holders"] == 1)
             .await;
         assert_eq!(snapshot["paths"][0]["participants"][0]["identity"], evil);
-        for raw in ["<script", "</script>", "'", "\u{1b}"] {
+        assert_eq!(snapshot["paths"][0]["unknown"]["names"][0], stray);
+        assert_eq!(
+            snapshot["paths"][0]["flags"],
+            serde_json::json!(["unknown"])
+        );
+        for raw in ["<script", "</script>", "<img", "'", "\u{1b}"] {
             assert!(!text.contains(raw), "{raw:?} raw in {text}");
         }
         let (status, headers, page) = dashboard.get("/").await;

@@ -91,6 +91,9 @@ async fn the_page_follows_locks_in_a_real_browser() {
         let evil = format!("{root}/locks/evil");
         let markup = r#"<img src=x onerror="document.title='pwned'"><script>document.title='pwned'</script>"#;
         make(&client, &format!("{evil}/_c_{UUID}-lock-0000000001"), markup.as_bytes()).await;
+        // A node no recipe writes, named with markup: shown as unknown, as text.
+        let stray = r#"<img src=x onerror="document.title='stray'">"#;
+        make(&client, &format!("{evil}/{stray}"), b"").await;
 
         let mut dashboard = zkc(&["dashboard", &root, "--bind", "127.0.0.1:0"]).spawn().unwrap();
         let mut out = BufReader::new(dashboard.stdout.take().unwrap());
@@ -145,6 +148,8 @@ async fn the_page_follows_locks_in_a_real_browser() {
         // Markup in node data is text, and none of it ran.
         let evil_section = shown.iter().find(|s| s.starts_with(&evil)).expect("the evil lock's section");
         assert!(evil_section.contains("<img src=x"), "{evil_section}");
+        assert!(evil_section.contains(&format!("1 unknown node(s), no recipe's: {stray}")), "{evil_section}");
+        assert!(evil_section.contains("unknown"), "{evil_section}");
         assert_eq!(browser.title().await.unwrap(), "zk-curator dashboard");
         let images = browser.find_all(Locator::Css("#paths img, #paths script")).await.unwrap();
         assert!(images.is_empty(), "markup from node data became elements");

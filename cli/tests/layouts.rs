@@ -462,6 +462,8 @@ async fn locks_all_lists_every_lock_and_election_under_a_root() {
         make(&client, &node("locks/a", "lock-", 2), b"wa").await;
         make(&client, &node("locks/b", "lock-", 1), b"hb").await;
         make(&client, &node("elections/e", "latch-", 1), b"le").await;
+        // A node no recipe writes, in a lock's path.
+        make(&client, &format!("{root}/locks/b/<junk>"), b"").await;
 
         let (output, _) = run(&["locks", &root]).await;
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -493,12 +495,20 @@ async fn locks_all_lists_every_lock_and_election_under_a_root() {
             .collect();
         assert_eq!(roles, [("holder", "ha"), ("waiter", "wa")]);
         assert_eq!(paths[0]["kind"], "election");
+        assert_eq!(paths[1]["unknown"]["count"], 0, "{listed}");
+        assert_eq!(paths[2]["unknown"]["count"], 1, "{listed}");
+        assert_eq!(paths[2]["unknown"]["names"][0], "<junk>", "{listed}");
+        assert_eq!(paths[2]["participants"].as_array().unwrap().len(), 1);
 
         let (output, _) = run(&["locks", &root, "--all"]).await;
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
         for name in &names {
             assert!(text.contains(&format!("{name}: ")), "{text}");
         }
+        assert!(
+            text.contains("unknown: 1 node no recipe writes: <junk>"),
+            "{text}"
+        );
         let (code, listed, err) =
             json_of(&["locks", &root, "--all", "--json", "--max-paths", "2"]).await;
         assert_eq!(code, Some(0), "{err}");

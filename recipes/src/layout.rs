@@ -910,6 +910,72 @@ pub struct Surveyed {
     pub kind: PathKind,
     /// Its participants, as [`lock_participants`] reads them.
     pub participants: Vec<LockParticipant>,
+    /// Its children that no recipe writes.
+    pub unknown: UnknownNodes,
+}
+
+/// The children of a lock or election path that are no recipe's (no
+/// participant, queue or lease folder of any family): a few of their
+/// names, and how many there are. Bounded whatever the count: at most
+/// [`UNKNOWN_NAMES`] names are kept, each cut as [`cut`] cuts it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownNodes {
+    /// Some of their names, sorted.
+    pub names: Vec<String>,
+    /// How many there are.
+    pub count: usize,
+}
+
+/// How many names of unknown nodes an [`UnknownNodes`] keeps.
+pub const UNKNOWN_NAMES: usize = 16;
+
+impl UnknownNodes {
+    /// The children among `children` that no recipe writes.
+    pub fn among(children: &[String]) -> Self {
+        let mut unknown = UnknownNodes::default();
+        for child in children {
+            unknown.add(child);
+        }
+        unknown
+    }
+
+    /// Whether a child named `name` is no recipe's.
+    pub fn is_unknown(name: &str) -> bool {
+        Family::of_child(name).is_none()
+    }
+
+    /// Counts a child `name` that is no recipe's, once: a name already
+    /// kept is not counted again (a creation seen both in a listing and as
+    /// an event). Past [`UNKNOWN_NAMES`] names, each call counts one more.
+    pub fn add(&mut self, name: &str) {
+        if !Self::is_unknown(name) {
+            return;
+        }
+        let name = cut(name);
+        match self.names.binary_search(&name) {
+            Ok(_) => {}
+            Err(at) if self.names.len() < UNKNOWN_NAMES => {
+                self.names.insert(at, name);
+                self.count += 1;
+            }
+            Err(_) => self.count += 1,
+        }
+    }
+
+    /// Uncounts a child `name` that was deleted.
+    pub fn remove(&mut self, name: &str) {
+        if !Self::is_unknown(name) {
+            return;
+        }
+        let name = cut(name);
+        if let Ok(at) = self.names.binary_search(&name) {
+            self.names.remove(at);
+            self.count -= 1;
+        } else if self.count > self.names.len() {
+            self.count -= 1;
+        }
+    }
 }
 
 /// Every lock and election under a root, as [`survey`] found them.
@@ -995,7 +1061,8 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
     let found = recipes
         .into_iter()
         .zip(participants)
-        .map(|((path, kind, _), participants)| Surveyed {
+        .map(|((path, kind, children), participants)| Surveyed {
+            unknown: UnknownNodes::among(&children),
             path,
             kind,
             participants,

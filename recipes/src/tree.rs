@@ -38,6 +38,12 @@
 //! A Curator semaphore's nodes sit two levels down (`locks`, `leases`):
 //! an event under one makes the observer read that semaphore again whole.
 //!
+//! A followed path's children that no recipe writes are shown as
+//! [`ObservedPath::unknown`]: counted, a few named, with no read (their
+//! names say it). A node that is no lock or election at all (a leaf with
+//! no participants, such as an idle lock's path or a configuration node)
+//! is not followed: the two cannot be told apart.
+//!
 //! # Bounds
 //!
 //! At most `max_paths` paths are read at a cold start and followed after;
@@ -59,7 +65,7 @@ use zk_curator_framework::{zk, Error, Framework, Result};
 use crate::fresh::synced;
 use crate::layout::{
     families_among, lock_participants, participants_among, read_nodes, survey, Family,
-    LockParticipant, NodeFacts, PathKind, Role, LEASES_CHILD, LOCKS_CHILD,
+    LockParticipant, NodeFacts, PathKind, Role, UnknownNodes, LEASES_CHILD, LOCKS_CHILD,
 };
 
 /// What a [`TreeObserver`] sees now.
@@ -105,6 +111,9 @@ pub struct ObservedPath {
     /// Since when (milliseconds since the epoch) it has had no holder,
     /// when the observer saw that begin.
     pub no_holder_since_ms: Option<i64>,
+    /// Its children that no recipe writes, shown as unknown (a node that
+    /// any process allowed to write under the root may have made).
+    pub unknown: UnknownNodes,
 }
 
 /// One participant, with what the observer saw of it.
@@ -255,6 +264,8 @@ struct PathState {
     leader: Option<String>,
     leader_changes: u64,
     no_holder_since: Option<i64>,
+    /// Its children that no recipe writes.
+    unknown: UnknownNodes,
     /// What the view shows of it, made anew at each change.
     observed: Option<Arc<ObservedPath>>,
 }
@@ -305,9 +316,22 @@ impl PathState {
                     data: Vec::new(),
                     leader_changes: 0,
                     no_holder_since_ms: None,
+                    unknown: UnknownNodes::default(),
                 })
             })
             .clone()
+    }
+
+    /// Changes its unknown nodes with `change`, and the view's with them
+    /// (its participants as they were).
+    fn change_unknown(&mut self, change: impl FnOnce(&mut UnknownNodes)) {
+        let before = self.unknown.clone();
+        change(&mut self.unknown);
+        if self.unknown != before {
+            let mut observed = (*self.observed()).clone();
+            observed.unknown = self.unknown.clone();
+            self.observed = Some(Arc::new(observed));
+        }
     }
 }
 
@@ -448,6 +472,7 @@ impl Follower {
             };
             path.semaphore = semaphore;
             path.data = data.map(|(data, _)| data).unwrap_or_default();
+            path.unknown = found.unknown;
             recompute(&mut path, false, found.participants);
             state.insert(found.path, path);
         }
@@ -491,6 +516,9 @@ impl Follower {
                                 nodes.remove(name);
                             });
                         }
+                        if !under_semaphore {
+                            path.change_unknown(|unknown| unknown.remove(name));
+                        }
                     }
                     // A followed path itself, and anything followed below it.
                     let below = format!("{node}/");
@@ -508,6 +536,13 @@ impl Follower {
                     }
                     Some(family) if family != Family::CuratorSemaphore => {
                         reads.push((event.clone(), Need::Node));
+                    }
+                    // A node no recipe writes, in a followed path: shown as
+                    // unknown (no read needed).
+                    None => {
+                        if let Some(path) = self.state.get_mut(parent) {
+                            path.change_unknown(|unknown| unknown.add(name));
+                        }
                     }
                     _ => {}
                 },
@@ -724,5 +759,6 @@ fn recompute(state: &mut PathState, live: bool, participants: Vec<LockParticipan
         data: state.data.clone(),
         leader_changes: state.leader_changes,
         no_holder_since_ms: state.no_holder_since,
+        unknown: state.unknown.clone(),
     }));
 }
