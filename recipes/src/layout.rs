@@ -340,7 +340,13 @@ pub async fn read_nodes(
             let mut found = Vec::with_capacity(nodes.len());
             for read in futures::future::join_all(reads).await {
                 match read {
-                    Ok(read) => found.push(Some(read)),
+                    // The client hands data back in the buffer the reply
+                    // came in: keep only the data (a tree of many nodes
+                    // would hold every reply's buffer).
+                    Ok((mut data, stat)) => {
+                        data.shrink_to_fit();
+                        found.push(Some((data, stat)));
+                    }
                     Err(zk::Error::NoNode) => found.push(None),
                     Err(err) => return Err(err),
                 }
@@ -554,7 +560,9 @@ pub struct NodeFacts {
 
 impl NodeFacts {
     /// The facts of a node read as `data` and `stat`.
-    pub fn new(data: Vec<u8>, stat: &zk::Stat) -> Self {
+    pub fn new(mut data: Vec<u8>, stat: &zk::Stat) -> Self {
+        // Only the data, not the reply's buffer it came in.
+        data.shrink_to_fit();
         NodeFacts {
             data,
             session: stat.ephemeral_owner,
@@ -702,7 +710,7 @@ pub async fn recipes_present(framework: &Framework, path: &str) -> Result<Vec<Re
 }
 
 /// How many locks [`survey`] reads the participants of at once.
-const SURVEY_READS: usize = 1000;
+const SURVEY_READS: usize = 250;
 
 /// How many children of a folder [`identify`] looks into (one pipelined
 /// listing each); past it, the rest are only counted.
@@ -1045,9 +1053,17 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
     // Each lock's participants from the listing already made (a
     // semaphore's queues are listed again), so many locks at a time that
     // the replies in flight stay bounded.
-    let mut participants = Vec::with_capacity(recipes.len());
-    for chunk in recipes.chunks(SURVEY_READS) {
-        participants.extend(
+    // Each chunk's listings are dropped once read: only the participants
+    // stay.
+    let mut found = Vec::with_capacity(recipes.len());
+    let mut recipes = recipes.into_iter();
+    loop {
+        let chunk: Vec<(String, PathKind, Vec<String>)> =
+            recipes.by_ref().take(SURVEY_READS).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let read =
             futures::future::try_join_all(chunk.iter().map(|(path, _, children)| async move {
                 let mut all = Vec::new();
                 for family in families_among(children) {
@@ -1055,19 +1071,16 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
                 }
                 Ok::<_, Error>(all)
             }))
-            .await?,
-        );
+            .await?;
+        for ((path, kind, children), participants) in chunk.into_iter().zip(read) {
+            found.push(Surveyed {
+                unknown: UnknownNodes::among(&children),
+                path,
+                kind,
+                participants,
+            });
+        }
     }
-    let found = recipes
-        .into_iter()
-        .zip(participants)
-        .map(|((path, kind, children), participants)| Surveyed {
-            unknown: UnknownNodes::among(&children),
-            path,
-            kind,
-            participants,
-        })
-        .collect();
     Ok(Survey {
         found,
         paths_read,
