@@ -140,14 +140,15 @@ pub use zk_curator_framework::{
     Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
+    Bound, CohortPolicy, Fence, FencingToken, Hold, HoldBounds, InterProcessLock,
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, Layout, LockLoss,
+    MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, Wait, WriteGuard,
+    WriteLock,
+};
+pub use zk_curator_recipes::{
     CloseMode, LatchListenerHandle, LatchState, LeaderElection, LeaderLatch, LeaderLatchListener,
     LeaderObserver, LeaderSelector, LeaderSelectorListener, LeaderTerm, Leadership, Observation,
     ObservedLeader, Participant,
-};
-pub use zk_curator_recipes::{
-    CohortPolicy, Fence, FencingToken, Hold, InterProcessLock, InterProcessMultiLock,
-    InterProcessMutex, InterProcessReadWriteLock, Layout, LockLoss, MutexGuard, Owner, ReadGuard,
-    ReadLock, RevocationListener, Revoker, Wait, WriteGuard, WriteLock,
 };
 pub use zk_curator_recipes::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 

@@ -36,6 +36,11 @@ pub enum LockLoss {
     /// that steps down on a revocation request: the revocation protocol of
     /// elections).
     Revoked,
+    /// A bound given to the hold passed (see
+    /// [`HoldBounds`](crate::lock_internals::HoldBounds)): it lasted its
+    /// longest, or went too long without progress. Its node was deleted by
+    /// the library.
+    BoundPassed(crate::lock_internals::Bound),
 }
 
 impl fmt::Display for LockLoss {
@@ -47,6 +52,7 @@ impl fmt::Display for LockLoss {
             LockLoss::Closed => f.write_str("the framework was closed"),
             LockLoss::NotHeld => f.write_str("nothing is held"),
             LockLoss::Revoked => f.write_str("given up at a revocation request"),
+            LockLoss::BoundPassed(bound) => write!(f, "the hold passed {bound}; its node was deleted"),
             LockLoss::Stale => f.write_str(
                 "the server was not heard from for longer than the session timeout: the session may have expired",
             ),

@@ -58,7 +58,7 @@ pub use self::rwlock::{
 pub use self::semaphore::{InterProcessSemaphoreV2, Lease};
 pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
 pub use zk_curator_framework::lock_internals::{
-    CohortPolicy, Fence, FencedMulti, FencingToken, Hold, Layout, LockLoss, RevocationListener,
-    Revoker, Wait,
+    Bound, CohortPolicy, Fence, FencedMulti, FencingToken, Hold, HoldBounds, Layout, LockLoss,
+    RevocationListener, Revoker, Wait,
 };
 pub use zk_curator_framework::{Error, Result};

@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    until_held, Acquire, Fence, FencingToken, Hold, LockInternals, LockInternalsDriver, LockLoss,
-    Revocation, RevocationListener, RevocationSetting, StandardLockInternalsDriver, Wait,
+    until_held, Acquire, Fence, FencingToken, Hold, HoldBounds, LockInternals, LockInternalsDriver,
+    LockLoss, Revocation, RevocationListener, RevocationSetting, StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -25,6 +25,8 @@ struct Shared {
     owners: Reentrant<Hold>,
     guards: Arc<Guards>,
     revocation: RevocationSetting,
+    /// The bounds every hold gets unless its acquire gives its own.
+    bounds: std::sync::RwLock<HoldBounds>,
 }
 
 impl Shared {
@@ -32,9 +34,19 @@ impl Shared {
         self.revocation.current()
     }
 
-    async fn acquire_hold(&self, wait: Wait) -> Result<Option<Hold>> {
+    fn bounds(&self) -> HoldBounds {
+        *self
+            .bounds
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn acquire_hold(&self, wait: Wait, bounds: HoldBounds) -> Result<Option<Hold>> {
         let revocation = self.revocation();
-        let request = Acquire::new().wait(wait).revocation(revocation.as_ref());
+        let request = Acquire::new()
+            .wait(wait)
+            .revocation(revocation.as_ref())
+            .bounds(bounds);
         self.internals.acquire(request).await
     }
 }
@@ -170,6 +182,7 @@ impl InterProcessMutex {
                 owners: Reentrant::new(),
                 guards: Arc::new(Guards::default()),
                 revocation: RevocationSetting::default(),
+                bounds: std::sync::RwLock::new(HoldBounds::new()),
             }),
         })
     }
@@ -177,6 +190,30 @@ impl InterProcessMutex {
     /// The lock's path.
     pub fn path(&self) -> &str {
         self.shared.internals.base_path()
+    }
+
+    /// Bounds every later hold of this mutex (task holds and guards) whose
+    /// acquire gives none of its own: see [`HoldBounds`]. A reentrant
+    /// acquire keeps the bounds of the outermost one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
+    /// refuses (a zero, or one longer than a year); nothing changes.
+    pub fn set_hold_bounds(&self, bounds: HoldBounds) -> Result<()> {
+        bounds.validate()?;
+        *self
+            .shared
+            .bounds
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = bounds;
+        Ok(())
+    }
+
+    /// Says the current owner's hold is making progress (see
+    /// [`Hold::progress`]): cheap, synchronous, no I/O; nothing if the
+    /// owner holds nothing.
+    pub fn progress(&self) {
+        self.shared.owners.with_current(Hold::progress);
     }
 
     /// Waits until the current owner holds the lock (or holds it once more).
@@ -234,7 +271,7 @@ impl InterProcessMutex {
         shared.guards.refuse_own(self.path())?;
         shared
             .owners
-            .acquire(wait, |wait| shared.acquire_hold(wait))
+            .acquire(wait, |wait| shared.acquire_hold(wait, shared.bounds()))
             .await
     }
 
@@ -360,6 +397,23 @@ impl InterProcessMutex {
         until_held(|| self.lock_with(Wait::Forever)).await
     }
 
+    /// Like [`lock`](Self::lock), the guard's hold bounded by `bounds`
+    /// instead of the mutex's own (see [`HoldBounds`]): once a bound
+    /// passes, the hold is lost with [`LockLoss::BoundPassed`] and its node
+    /// deleted, whether or not the holder is still running. Say progress
+    /// with [`Hold::progress`] on the guard.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire); [`Error::InvalidArgument`] at once,
+    /// before anything is sent, for bounds [`HoldBounds::validate`] refuses.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`acquire`](Self::acquire).
+    pub async fn lock_bounded(&self, bounds: HoldBounds) -> Result<MutexGuard> {
+        bounds.validate()?;
+        until_held(|| self.lock_within(Wait::Forever, bounds)).await
+    }
+
     /// Like [`lock`](Self::lock), waiting at most `timeout`; `None` on
     /// timeout. A zero timeout is [`try_lock`](Self::try_lock).
     ///
@@ -388,10 +442,19 @@ impl InterProcessMutex {
     /// A guard within `wait` (`None` when it ends first); the one way every
     /// guard is taken, the multi-lock's members included.
     pub(crate) async fn lock_with(&self, wait: Wait) -> Result<Option<MutexGuard>> {
+        self.lock_within(wait, self.shared.bounds()).await
+    }
+
+    /// [`lock_with`](Self::lock_with), the hold bounded by `bounds`.
+    pub(crate) async fn lock_within(
+        &self,
+        wait: Wait,
+        bounds: HoldBounds,
+    ) -> Result<Option<MutexGuard>> {
         self.refuse_own_task_hold()?;
         Ok(self
             .shared
-            .acquire_hold(wait)
+            .acquire_hold(wait, bounds)
             .await?
             .map(|hold| self.guard(hold)))
     }

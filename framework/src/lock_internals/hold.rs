@@ -33,6 +33,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use zookeeper_client as zk;
 
+use super::bounds::{self, Bound, HoldBounds, Running};
 use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
@@ -54,7 +55,7 @@ pub struct Hold {
     inner: Arc<HoldInner>,
 }
 
-struct HoldInner {
+pub(crate) struct HoldInner {
     framework: Framework,
     node: AcquiredNode,
     /// The `path` label of its metrics.
@@ -84,6 +85,8 @@ struct HoldInner {
     /// together (readers): the node is deleted only when the last share
     /// goes (see [`LeaveShare`]).
     share: std::sync::OnceLock<LeaveShare>,
+    /// Its bounds, once set (see [`super::bounds`]).
+    bounds: std::sync::OnceLock<Running>,
 }
 
 impl fmt::Debug for Hold {
@@ -114,7 +117,79 @@ impl Hold {
                 run: std::sync::OnceLock::new(),
                 keep: std::sync::atomic::AtomicBool::new(false),
                 share: std::sync::OnceLock::new(),
+                bounds: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// The hold behind `weak`, if it lives.
+    pub(crate) fn upgrade(weak: &std::sync::Weak<HoldInner>) -> Option<Hold> {
+        weak.upgrade().map(|inner| Hold { inner })
+    }
+
+    /// Bounds the hold from now (see [`super::bounds`]): once a bound
+    /// passes, the hold is lost with [`LockLoss::BoundPassed`] and its node
+    /// deleted, without the holder's help. Set once: a second call (a
+    /// reentrant acquire's, say) changes nothing, so the outermost acquire's
+    /// bounds are the hold's. Unbounded `bounds` change nothing either.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for bounds
+    /// [`HoldBounds::validate`] refuses.
+    pub fn bound(&self, bounds: HoldBounds) -> crate::Result<()> {
+        bounds.validate()?;
+        if !bounds.is_bounded() {
+            return Ok(());
+        }
+        if self.inner.bounds.set(Running::new(bounds)).is_ok() {
+            bounds::enforce(Arc::downgrade(&self.inner));
+        }
+        Ok(())
+    }
+
+    /// The hold's bounds (unbounded if none were set).
+    pub fn bounds(&self) -> HoldBounds {
+        self.running().map(Running::bounds).unwrap_or_default()
+    }
+
+    pub(crate) fn running(&self) -> Option<&Running> {
+        self.inner.bounds.get()
+    }
+
+    /// Says the holder is making progress: the silence bound (see
+    /// [`HoldBounds::silence`]) counts from now. Cheap and synchronous (an
+    /// atomic store, no I/O); nothing for a hold without a silence bound.
+    /// Progress after a bound has passed does not bring the hold back.
+    pub fn progress(&self) {
+        if let Some(running) = self.running() {
+            if running.passed(tokio::time::Instant::now()).is_none() {
+                running.progress();
+            }
+        }
+    }
+
+    /// When the holder last reported progress (the grant, if never), for a
+    /// bounded hold.
+    pub fn last_progress(&self) -> Option<tokio::time::Instant> {
+        self.running().map(Running::last_progress)
+    }
+
+    /// A receiver of the hold's loss latch (changes when it ends or is
+    /// lost; closed when the hold is gone).
+    pub(crate) fn ended(&self) -> watch::Receiver<Option<LockLoss>> {
+        self.inner.lost.subscribe()
+    }
+
+    /// Ends a hold whose `bound` passed (its loss already latched): once no
+    /// fenced write is between its check and its send, its share of the
+    /// node is given up and the node deleted, on the framework's background
+    /// cleaner, so that the next waiter gets the lock.
+    pub(crate) fn end_by_bound(&self, bound: Bound) {
+        self.inner.gate.ending(|| ());
+        tracing::warn!(node = %self.path(), %bound, "a hold bound passed: the hold is ended and its node deleted");
+        self.give_turn_back();
+        if self.leave_share() {
+            self.inner.framework.delete_in_background(self.path());
         }
     }
 
@@ -450,6 +525,12 @@ impl Hold {
     }
 
     fn loss_now(&self) -> Option<LockLoss> {
+        if let Some(bound) = self
+            .running()
+            .and_then(|running| running.passed(tokio::time::Instant::now()))
+        {
+            return Some(LockLoss::BoundPassed(bound));
+        }
         loss_of(&self.inner.framework, &self.inner.node, self.inner.epoch)
     }
 

@@ -30,6 +30,7 @@
 //!   silently from one session to the next: a node always belongs to the
 //!   session that created it.
 
+mod bounds;
 mod cohort;
 mod create;
 mod deadline;
@@ -52,6 +53,7 @@ mod wait;
 
 use tracing::Instrument;
 
+pub use self::bounds::{Bound, HoldBounds, MAX_BOUND};
 pub use self::cohort::CohortPolicy;
 use self::cohort::{Baton, Run};
 pub use self::deadline::Wait;
@@ -102,6 +104,9 @@ impl LockInternals {
     /// connection timeout. A session lost during a try is returned as
     /// [`Error::SessionExpired`](crate::Error::SessionExpired), not retried; so is, with a pinned session
     /// ([`Acquire::on_session`]), the end of that session.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for bounds
+    /// ([`Acquire::bounds`]) that [`HoldBounds::validate`] refuses, before
+    /// anything is sent.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future at any point deletes our node in the
@@ -112,7 +117,9 @@ impl LockInternals {
     /// node goes when its last waiter leaves.
     pub async fn acquire(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
         self.check_node_data(request.data)?;
+        request.bounds.validate()?;
         self.framework.check_open()?;
+        let bounds = request.bounds;
         let request = Acquire {
             wait: request.wait.for_attempt(),
             ..request
@@ -155,6 +162,10 @@ impl LockInternals {
         }
         .instrument(span.clone());
         let result = wait.bound(acquire).await.unwrap_or(Ok(None));
+        if let Ok(Some(hold)) = &result {
+            // Validated above: cannot fail.
+            let _ = hold.bound(bounds);
+        }
         waiting.finish(match &result {
             Ok(Some(_)) => "acquired",
             Ok(None) => "timed_out",

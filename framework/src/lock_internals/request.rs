@@ -1,6 +1,7 @@
 //! [`Acquire`]: what one acquire asks for (data, wait, revocation, session),
 //! and [`until_held`] for acquires that wait as long as it takes.
 
+use super::bounds::HoldBounds;
 use super::deadline::Wait;
 use super::revocation::Revocation;
 use crate::{Result, Session};
@@ -36,6 +37,7 @@ pub struct Acquire<'a> {
     pub(super) wait: Wait,
     pub(super) revocation: Option<&'a Revocation>,
     pub(super) session: Option<&'a Session>,
+    pub(super) bounds: HoldBounds,
 }
 
 impl<'a> Acquire<'a> {
@@ -47,6 +49,7 @@ impl<'a> Acquire<'a> {
             wait: Wait::Forever,
             revocation: None,
             session: None,
+            bounds: HoldBounds::new(),
         }
     }
 
@@ -74,6 +77,13 @@ impl<'a> Acquire<'a> {
     /// session, such as the semaphore's internal mutex).
     pub fn on_session(mut self, session: &'a Session) -> Self {
         self.session = Some(session);
+        self
+    }
+
+    /// Bounds the hold this acquire gets (see [`HoldBounds`]): checked
+    /// before anything is sent, counted from the grant.
+    pub fn bounds(mut self, bounds: HoldBounds) -> Self {
+        self.bounds = bounds;
         self
     }
 }

@@ -1,0 +1,224 @@
+//! [`HoldBounds`]: a hold that ends by itself when it has lasted too long,
+//! or when its holder has not reported progress for too long.
+//!
+//! A holder whose task is stuck (a deadlock, a wedged call) while its
+//! process and its session stay alive would otherwise keep its lock for as
+//! long as the process lives: the session is kept alive by the client, not
+//! by the work. A bound is kept by the work instead:
+//!
+//! * [`HoldBounds::duration`]: the hold ends once it has lasted this long
+//!   since its grant;
+//! * [`HoldBounds::silence`]: the hold ends once this long has passed since
+//!   the grant or the last [`Hold::progress`], whichever came last.
+//!
+//! When a bound passes, the library ends the hold without the holder's
+//! help, in this order:
+//! 1. the hold is lost with [`LockLoss::BoundPassed`], in one step of its
+//!    send gate: from that instant [`Hold::check`] (so `is_valid`, a
+//!    fence's writes) refuses in this process, and a fenced write already
+//!    past its check has been queued on the session before;
+//! 2. its node is deleted (by the framework's background cleaner, on the
+//!    same session, so after any write queued before): ZooKeeper refuses
+//!    the hold's fenced writes from then on, and the next waiter gets the
+//!    lock.
+//!
+//! The check of step 1 needs no task: a holder that looks at its hold
+//! after the bound finds it lost even if the task that deletes the node has
+//! not run yet. Not to be confused with
+//! [`CohortPolicy::max_hold`](super::CohortPolicy::max_hold), which bounds
+//! a run of in-process passes of one node, not a hold.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::hold::{Hold, HoldInner};
+use crate::{Error, LockLoss, Result};
+
+/// The longest bound accepted: a year. Past that a bound is a mistake (a
+/// unit slip), not a policy, and is refused before anything is sent.
+pub const MAX_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The bounds of a hold (see the [module](self) notes). The default bounds
+/// nothing: a hold given no bound behaves as one before bounds existed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HoldBounds {
+    duration: Option<Duration>,
+    silence: Option<Duration>,
+}
+
+/// Which bound ended a hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Bound {
+    /// [`HoldBounds::duration`]: the hold lasted its longest.
+    Duration,
+    /// [`HoldBounds::silence`]: no progress was reported for that long.
+    Silence,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bound::Duration => "its hold bound (the longest it may last)",
+            Bound::Silence => "its silence bound (the longest it may go without progress)",
+        })
+    }
+}
+
+impl HoldBounds {
+    /// No bound.
+    pub fn new() -> Self {
+        HoldBounds::default()
+    }
+
+    /// Ends the hold once it has lasted `duration` since its grant.
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = Some(duration);
+        self
+    }
+
+    /// Ends the hold once `silence` has passed without progress (see
+    /// [`Hold::progress`]) since the grant or the last progress.
+    pub fn silence(mut self, silence: Duration) -> Self {
+        self.silence = Some(silence);
+        self
+    }
+
+    /// The hold bound, if any.
+    pub fn max_duration(&self) -> Option<Duration> {
+        self.duration
+    }
+
+    /// The silence bound, if any.
+    pub fn max_silence(&self) -> Option<Duration> {
+        self.silence
+    }
+
+    /// Whether any bound is set.
+    pub fn is_bounded(&self) -> bool {
+        self.duration.is_some() || self.silence.is_some()
+    }
+
+    /// Checks the bounds: each must be more than zero and at most
+    /// [`MAX_BOUND`]. Every acquire given bounds checks them before it
+    /// sends anything.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`], naming the bound.
+    pub fn validate(&self) -> Result<()> {
+        for (name, bound) in [("hold", self.duration), ("silence", self.silence)] {
+            match bound {
+                Some(d) if d.is_zero() => {
+                    return Err(Error::InvalidArgument(format!(
+                        "a {name} bound of zero would end every hold at its grant"
+                    )))
+                }
+                Some(d) if d > MAX_BOUND => {
+                    return Err(Error::InvalidArgument(format!(
+                        "a {name} bound of {d:?} is longer than a year; \
+                         leave it unset for no bound"
+                    )))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bounds of one hold, as it runs.
+pub(crate) struct Running {
+    bounds: HoldBounds,
+    /// The grant (or when the bounds were set), on tokio's clock.
+    start: Instant,
+    /// The last progress, in nanoseconds after `start`.
+    progress: AtomicU64,
+}
+
+impl Running {
+    pub(crate) fn new(bounds: HoldBounds) -> Self {
+        Running {
+            bounds,
+            start: Instant::now(),
+            progress: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn bounds(&self) -> HoldBounds {
+        self.bounds
+    }
+
+    /// Records progress now.
+    pub(crate) fn progress(&self) {
+        let since = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.progress.fetch_max(since, Ordering::Relaxed);
+    }
+
+    /// The last progress (the start if none).
+    pub(crate) fn last_progress(&self) -> Instant {
+        self.start + Duration::from_nanos(self.progress.load(Ordering::Relaxed))
+    }
+
+    /// When the next bound passes as things stand (progress may move it).
+    fn next_end(&self) -> Option<(Instant, Bound)> {
+        let hold = self
+            .bounds
+            .duration
+            .map(|d| (self.start + d, Bound::Duration));
+        let silence = self
+            .bounds
+            .silence
+            .map(|d| (self.last_progress() + d, Bound::Silence));
+        match (hold, silence) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The bound that has passed by `now`, if one has.
+    pub(crate) fn passed(&self, now: Instant) -> Option<Bound> {
+        self.next_end()
+            .filter(|(end, _)| now >= *end)
+            .map(|(_, bound)| bound)
+    }
+}
+
+/// Ends `hold` when a bound passes, unless it ends first: a task of its own
+/// that holds the hold weakly (a dropped hold is not kept alive) and wakes
+/// at the next end as things stand, or when the hold ends otherwise.
+pub(crate) fn enforce(weak: Weak<HoldInner>) {
+    tokio::spawn(async move {
+        loop {
+            let (end, mut ended) = {
+                let Some(hold) = Hold::upgrade(&weak) else {
+                    return;
+                };
+                let Some(running) = hold.running() else {
+                    return;
+                };
+                match hold.check() {
+                    Ok(()) => {}
+                    Err(LockLoss::BoundPassed(bound)) => {
+                        hold.end_by_bound(bound);
+                        return;
+                    }
+                    // Released, passed on or lost otherwise: its node is
+                    // the release's, or gone.
+                    Err(_) => return,
+                }
+                let Some((end, _)) = running.next_end() else {
+                    return;
+                };
+                (end, hold.ended())
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(end) => {}
+                _ = ended.changed() => {}
+            }
+        }
+    });
+}

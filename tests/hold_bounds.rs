@@ -1,0 +1,256 @@
+//! Hold bounds (issue 46, items 1 and 2): a hold that ends by itself when
+//! its holder stops making progress (the silence bound) or has held too
+//! long (the hold bound), while its process and its session stay alive.
+//! The stuck holder here is a task blocked on a channel that never sends:
+//! its hold ends within the bound plus a little, the next waiter (another
+//! framework, so another process as far as ZooKeeper can tell) gets the
+//! lock, the stuck task's fenced write afterwards is refused, and the loss
+//! says which bound passed. A holder that keeps saying progress keeps its
+//! hold. On the embedded server by default, on a real ZooKeeper with
+//! `ZK_TEST_SERVER=real`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{bounded, data_node, framework, raw_client, server, unique_path, BOUND};
+use zk_curator::{Bound, Error, HoldBounds, InterProcessMutex, LockLoss};
+
+/// A bound short enough for a test, long enough to be told from a
+/// hand-off on a loaded machine.
+const SILENCE: Duration = Duration::from_millis(800);
+/// How late past its bound a hold may end: the enforcing task's wake-up
+/// and the node's deletion.
+const LATE: Duration = Duration::from_secs(3);
+
+/// A guard held by a task that then blocks for good on a channel that
+/// never sends; returns when the next waiter (on a framework of its own)
+/// holds, with how long after the grant that was, the stuck task's loss
+/// reason and whether its fenced write afterwards went through.
+async fn stuck_holder_ends(bounds: HoldBounds) -> (Duration, LockLoss, zk_curator::Result<()>) {
+    let server = server().unwrap();
+    let connect = server.connect_string();
+    let path = unique_path("bounded");
+    let raw = raw_client(&connect).await;
+    let data = data_node(&raw, "bounded-data").await;
+    let stuck_fw = framework(&connect).await;
+    let next_fw = framework(&connect).await;
+    let mutex = InterProcessMutex::new(stuck_fw.clone(), &path).unwrap();
+    let guard = mutex.lock_bounded(bounds).await.unwrap();
+    let granted = Instant::now();
+    assert_eq!(guard.bounds(), bounds);
+    let fence = guard.fence().unwrap();
+    let lost = guard.lost();
+    // The stuck task: keeps its guard, never says progress, never returns
+    // on its own.
+    let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
+    let stuck = tokio::spawn(async move {
+        let _guard = guard;
+        let _ = blocked.await;
+    });
+    let next = InterProcessMutex::new(next_fw.clone(), &path).unwrap();
+    let next_guard = next.lock().await.unwrap();
+    let after = granted.elapsed();
+    let reason = lost.await;
+    let write = fence.set_data(&data, b"stuck", None).await.map(|_| ());
+    next_guard.release().await.unwrap();
+    stuck.abort();
+    (after, reason, write)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_holder_loses_its_hold_and_the_next_waiter_gets_it() {
+    if server().is_none() {
+        return;
+    }
+    bounded(BOUND, async {
+        let (after, reason, write) = stuck_holder_ends(HoldBounds::new().silence(SILENCE)).await;
+        assert!(
+            after >= SILENCE,
+            "the next holder came before the bound: {after:?}"
+        );
+        assert!(after < SILENCE + LATE, "the hold ended late: {after:?}");
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Silence));
+        match write {
+            Err(Error::LockLost { reason, .. }) => {
+                assert_eq!(reason, LockLoss::BoundPassed(Bound::Silence));
+            }
+            other => panic!("the stuck holder's fenced write was not refused: {other:?}"),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_past_its_hold_bound_loses_it_even_with_progress() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let (after, reason, write) = stuck_holder_ends(HoldBounds::new().duration(SILENCE)).await;
+        assert!(after >= SILENCE && after < SILENCE + LATE, "{after:?}");
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Duration));
+        assert!(write.is_err(), "{write:?}");
+
+        // Progress does not stretch the hold bound.
+        let connect = server.connect_string();
+        let mutex =
+            InterProcessMutex::new(framework(&connect).await, &unique_path("bounded")).unwrap();
+        let guard = mutex
+            .lock_bounded(HoldBounds::new().duration(SILENCE))
+            .await
+            .unwrap();
+        let lost = guard.lost();
+        tokio::pin!(lost);
+        let deadline = Instant::now() + SILENCE + LATE;
+        let reason = loop {
+            guard.progress();
+            tokio::select! {
+                reason = &mut lost => break reason,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+            assert!(Instant::now() < deadline, "the hold outlived its bound");
+        };
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Duration));
+        assert!(
+            guard.release().await.is_err(),
+            "a release after the bound is a loss"
+        );
+    })
+    .await;
+}
+
+/// Progress said more often than the silence bound keeps the hold for many
+/// bounds; once it stops, the hold ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_says_progress_keeps_its_hold() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let connect = server.connect_string();
+        let path = unique_path("progress");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        mutex
+            .set_hold_bounds(HoldBounds::new().silence(SILENCE))
+            .unwrap();
+        let guard = mutex.lock().await.unwrap();
+        let raw = raw_client(&connect).await;
+        let kept = Instant::now();
+        while kept.elapsed() < SILENCE * 4 {
+            guard.progress();
+            tokio::time::sleep(SILENCE / 4).await;
+            assert!(
+                guard.is_valid(),
+                "lost while saying progress: {:?}",
+                guard.loss()
+            );
+        }
+        assert_eq!(common::children(&raw, &path).await.len(), 1);
+        // Silence now: it ends, and its node goes.
+        let reason = tokio::time::timeout(SILENCE + LATE, guard.lost())
+            .await
+            .expect("the silent hold did not end");
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Silence));
+        assert!(
+            common::eventually(LATE, || async {
+                common::children(&raw, &path).await.is_empty()
+            })
+            .await,
+            "the silent holder's node was left"
+        );
+        // Progress after the bound does not bring the hold back.
+        guard.progress();
+        assert_eq!(guard.loss(), Some(LockLoss::BoundPassed(Bound::Silence)));
+    })
+    .await;
+}
+
+/// The task-bound hold: bounded by the mutex's default; a reentrant acquire
+/// keeps the outermost acquire's bounds (its clock is not restarted); the
+/// task says progress through the mutex.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_hold_and_its_reentries_keep_the_outermost_bound() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let connect = server.connect_string();
+        let path = unique_path("task-bound");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        mutex
+            .set_hold_bounds(HoldBounds::new().silence(SILENCE))
+            .unwrap();
+        let next = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let task_mutex = mutex.clone();
+        let (entered_tx, entered) = tokio::sync::oneshot::channel();
+        let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
+        let stuck = tokio::spawn(async move {
+            task_mutex.acquire().await.unwrap();
+            let granted = Instant::now();
+            // Progress for a while, then a reentrant acquire (which must
+            // not restart the clock), then silence for good.
+            for _ in 0..4 {
+                task_mutex.progress();
+                tokio::time::sleep(SILENCE / 4).await;
+            }
+            task_mutex.acquire().await.unwrap();
+            assert_eq!(task_mutex.hold_count(), 2);
+            let _ = entered_tx.send((granted, task_mutex.fencing_token().unwrap()));
+            let _ = blocked.await;
+        });
+        let (granted, token) = entered.await.unwrap();
+        let next_guard = next.lock().await.unwrap();
+        let after = granted.elapsed();
+        assert!(after >= SILENCE, "{after:?}");
+        assert!(
+            after < SILENCE * 2 + LATE,
+            "the reentry restarted the bound: {after:?}"
+        );
+        assert!(next_guard.fencing_token() > token);
+        next_guard.release().await.unwrap();
+        stuck.abort();
+    })
+    .await;
+}
+
+/// A zero, or a bound longer than a year: a typed error before anything is
+/// sent (no node made), as a default and at the acquire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_bounds_are_refused_before_anything_is_sent() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let connect = server.connect_string();
+        let path = unique_path("absurd");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let year_and_a_day = Duration::from_secs(366 * 24 * 3600);
+        for bounds in [
+            HoldBounds::new().silence(Duration::ZERO),
+            HoldBounds::new().duration(Duration::ZERO),
+            HoldBounds::new().duration(year_and_a_day),
+            HoldBounds::new()
+                .silence(Duration::from_secs(1))
+                .duration(year_and_a_day),
+        ] {
+            assert!(
+                matches!(
+                    mutex.set_hold_bounds(bounds),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{bounds:?}"
+            );
+            assert!(
+                matches!(
+                    mutex.lock_bounded(bounds).await,
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{bounds:?}"
+            );
+        }
+        let raw = raw_client(&connect).await;
+        assert!(
+            raw.check_stat(&path).await.unwrap().is_none(),
+            "something was sent"
+        );
+        // The default was left as it was: unbounded.
+        let guard = mutex.lock().await.unwrap();
+        assert_eq!(guard.bounds(), HoldBounds::new());
+        guard.release().await.unwrap();
+    })
+    .await;
+}
