@@ -1,14 +1,20 @@
 //! What the command-line suites that drive the built binary against one
 //! shared server need: the server, the command with its environment, a
-//! run with its duration, and a plain client to look at the server with.
+//! run with its duration, a plain client to look at the server with, a
+//! framework to contend with, and the other libraries' participant
+//! programs (run through [`zk_curator_testing::peer::Peer`]).
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 use zk_curator::framework::zk;
+use zk_curator::Framework;
+use zk_curator_testing::backend::Prerequisite;
+use zk_curator_testing::curator::{self, JavaProgram};
 use zk_curator_testing::TestingServer;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
@@ -74,4 +80,53 @@ pub async fn make(client: &zk::Client, path: &str, data: &[u8]) {
             Err(err) => panic!("create {level}: {err}"),
         }
     }
+}
+
+/// A started framework on the suite's server, connected within 30 s (a
+/// session of its own: one contender).
+pub async fn framework() -> Framework {
+    let framework = Framework::builder()
+        .connect_string(server().connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    framework.start().unwrap();
+    framework
+        .block_until_connected(Duration::from_secs(30))
+        .await
+        .unwrap();
+    framework
+}
+
+/// The interop harness's Curator program (`tests/interop/Interop.java`),
+/// compiled once per suite; `None` when Curator is missing and
+/// `ZK_SKIP_MISSING` asks to skip ([`Prerequisite::check`] fails the test
+/// otherwise, naming what to install).
+pub fn curator_interop() -> Option<&'static JavaProgram> {
+    static COMPILED: OnceLock<Option<JavaProgram>> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("curator interop")
+                .to_owned();
+            if !Prerequisite::Curator.check(&test) {
+                return None;
+            }
+            let source =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/Interop.java");
+            Some(curator::compile(&source))
+        })
+        .as_ref()
+}
+
+/// Whether kazoo is there ([`Prerequisite::check`]: a missing kazoo fails
+/// the test unless `ZK_SKIP_MISSING` asks to skip it).
+pub fn kazoo_available() -> bool {
+    Prerequisite::Kazoo.check(std::thread::current().name().unwrap_or("kazoo"))
+}
+
+/// The kazoo participant script (`tests/interop/kazoo_participant.py`).
+pub fn kazoo_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/kazoo_participant.py")
 }
