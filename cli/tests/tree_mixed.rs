@@ -2,8 +2,9 @@
 //! Apache Curator (the interop harness's Java program) and kazoo (its
 //! Python participant) under ONE root at once, and the tree observer's view
 //! agrees with `zk-curator locks PATH --json` and `zk-curator leader PATH
-//! --json` of each path and with `zk-curator locks ROOT --all --json`,
-//! queue order included; again after holders of each library let go.
+//! --json` of each path, with `zk-curator locks ROOT --all --json` and
+//! with the dashboard's `/api/snapshot`, queue order included; again after
+//! a holder of each library lets go.
 //!
 //! Under the root:
 //! * `locks/rust`: a zk-curator mutex holder, a zk-curator waiter, a
@@ -21,7 +22,8 @@
 //! node is seen on the server (the one new child of its path) before the
 //! next starts, so the queue is the order of starting. The observer's view
 //! must reach exactly that (one observer following from an empty root, one
-//! started cold on the full tree); then every listing must equal the view.
+//! started cold on the full tree); then every listing must equal the view:
+//! nodes, roles, sessions, kinds and layouts, in queue order.
 //! On the embedded server by default, on a real ZooKeeper with
 //! `ZK_TEST_SERVER=real`; needs Curator and kazoo ([`Prerequisite`]: a
 //! missing one fails the test unless `ZK_SKIP_MISSING` asks to skip).
@@ -35,7 +37,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{curator_interop, framework, kazoo_available, kazoo_script, raw, run, server, text};
+use common::{
+    curator_interop, framework, kazoo_available, kazoo_script, raw, run, server, text, Dashboard,
+};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use zk_curator::framework::zk;
@@ -164,17 +168,40 @@ async fn view_reaches(observer: &TreeObserver, expected: &Expected, what: &str) 
     .await;
     match seen {
         Ok(view) => view,
-        Err(_) => panic!(
-            "{what}: the observer never showed\n{wanted:#?}\nit shows\n{:#?}",
-            shape(&view_listing(&observer.view()))
-        ),
+        Err(_) => {
+            let shows = shape(&view_listing(&observer.view()));
+            let paths: std::collections::BTreeSet<&String> =
+                wanted.keys().chain(shows.keys()).collect();
+            let differ: Vec<String> = paths
+                .into_iter()
+                .filter(|path| wanted.get(*path) != shows.get(*path))
+                .map(|path| {
+                    format!(
+                        "{path}:\n  wanted {:#?}\n  shown {:#?}",
+                        wanted.get(path),
+                        shows.get(path)
+                    )
+                })
+                .collect();
+            panic!(
+                "{what}: the observer never showed what is there; where it differs:\n{}",
+                differ.join("\n")
+            )
+        }
     }
 }
 
 /// Every listing of the command agrees with the view: `locks PATH --json`
 /// (or, for a latch, its count) and `leader PATH --json` of each path in
-/// it (`elections`), and `locks ROOT --all --json`.
-async fn listings_agree(root: &str, view: &TreeView, elections: &[&str], what: &str) {
+/// it (`elections`), `locks ROOT --all --json`, and the dashboard's
+/// `/api/snapshot`.
+async fn listings_agree(
+    root: &str,
+    view: &TreeView,
+    elections: &[&str],
+    dashboard: &Dashboard,
+    what: &str,
+) {
     let seen = view_listing(view);
     for (path, rows) in &seen {
         let listed = report(&["locks", path]).await;
@@ -214,20 +241,33 @@ async fn listings_agree(root: &str, view: &TreeView, elections: &[&str], what: &
         }
     }
     let all = report(&["locks", root, "--all"]).await;
+    assert_eq!(
+        paths_listed(&all, what),
+        seen,
+        "{what}: `locks {root} --all` disagrees with the view"
+    );
+    assert_eq!(all["capped"], false);
+    // The dashboard's snapshot (its own observer, started cold), once it
+    // is current and has caught up.
+    let (_, snapshot) = dashboard
+        .snapshot_when(|v| paths_listed(v, what) == seen)
+        .await;
+    assert_eq!(snapshot["capped"], false, "{what}: {snapshot:#}");
+}
+
+/// The `paths` of `locks ROOT --all --json` or of the dashboard's
+/// snapshot, each path once.
+fn paths_listed(listing: &Value, what: &str) -> Listing {
     let mut listed = Listing::new();
-    for found in all["paths"].as_array().unwrap() {
+    for found in listing["paths"].as_array().unwrap() {
         let path = found["path"].as_str().unwrap().to_owned();
         let rows = json_rows(&found["participants"]);
         assert!(
             listed.insert(path.clone(), rows).is_none(),
-            "{what}: {path} twice in `locks --all`"
+            "{what}: {path} twice in {listing:#}"
         );
     }
-    assert_eq!(
-        listed, seen,
-        "{what}: `locks {root} --all` disagrees with the view"
-    );
-    assert_eq!(all["capped"], false);
+    listed
 }
 
 /// Waits until `dir` has exactly one child not in `known` (a participant
@@ -456,7 +496,8 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         expected.insert(election.clone(), vec![(n_o, h), (n_p.clone(), w)]);
 
         let view = view_reaches(&live, &expected, "all queued (live)").await;
-        listings_agree(&root, &view, &elections, "all queued (live)").await;
+        let dashboard = Dashboard::start(&root, &[]).await;
+        listings_agree(&root, &view, &elections, &dashboard, "all queued").await;
         // A second observer, started cold on the full tree, sees the same.
         let cold_fw = framework().await;
         let cold = TreeObserver::new(cold_fw.clone(), &root, 1000).unwrap();
@@ -497,7 +538,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         expected.insert(latch.clone(), vec![(n_n, h)]);
         expected.insert(election.clone(), vec![(n_p, h)]);
         let view = view_reaches(&live, &expected, "after the releases (live)").await;
-        listings_agree(&root, &view, &elections, "after the releases (live)").await;
+        listings_agree(&root, &view, &elections, &dashboard, "after the releases").await;
         let cold_view = view_reaches(&cold, &expected, "after the releases (cold)").await;
         assert_eq!(view_listing(&cold_view), view_listing(&view));
 
@@ -520,6 +561,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         latch_p.close().await.unwrap();
         live.close().await;
         cold.close().await;
+        dashboard.stop().await;
         eprintln!(
             "tree_mixed: first agreement after {first_check:?}, whole run {:?}",
             started.elapsed()
