@@ -14,6 +14,9 @@
 //!   layout, a kazoo waiter;
 //! * `locks/catalog`: a zk-curator reader holding, a Curator writer and a
 //!   zk-curator reader waiting behind it;
+//! * `pools/db`: a semaphore of two leases: a zk-curator holder, a Curator
+//!   holder, a zk-curator acquirer whose lease node waits, a Curator
+//!   acquirer queued on the semaphore's internal mutex;
 //! * `elections/e`: two zk-curator leader latches;
 //! * `elections/k`: a kazoo `Election` leading, a zk-curator latch in
 //!   kazoo's layout waiting.
@@ -45,7 +48,10 @@ use tokio::task::JoinHandle;
 use zk_curator::framework::zk;
 use zk_curator::recipes::layout::Layout;
 use zk_curator::recipes::tree::{TreeObserver, TreeView};
-use zk_curator::{InterProcessMutex, InterProcessReadWriteLock, LeaderElection, LeaderLatch};
+use zk_curator::{
+    InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection,
+    LeaderLatch,
+};
 use zk_curator_testing::curator::JavaProgram;
 use zk_curator_testing::peer::Peer;
 
@@ -347,14 +353,15 @@ async fn granted<T>(task: JoinHandle<zk_curator::Result<T>>, what: &str) -> T {
         .unwrap()
 }
 
-/// `Interop CONNECT MODE PATH 1 MARKERS 1`: a Curator participant in a
-/// `hold` mode, once connected (it acquires next).
-async fn curator(java: &JavaProgram, mode: &str, path: &str, markers: &str) -> Peer {
+/// `Interop CONNECT MODE PATH 1 MARKERS LEASES`: a Curator participant
+/// in a `hold` mode, once connected (it acquires next).
+async fn curator(java: &JavaProgram, mode: &str, path: &str, markers: &str, leases: u32) -> Peer {
     let connect = server().connect_string();
+    let leases = leases.to_string();
     Peer::java(
         java,
         "Interop",
-        &[&connect, mode, path, "1", markers, "1"],
+        &[&connect, mode, path, "1", markers, &leases],
         PEER_LIMIT,
     )
     .await
@@ -397,6 +404,8 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         let cur = format!("{root}/locks/curator");
         let kaz = format!("{root}/locks/kazoo");
         let catalog = format!("{root}/locks/catalog");
+        let pool = format!("{root}/pools/db");
+        let (pool_leases, pool_locks) = (format!("{pool}/leases"), format!("{pool}/locks"));
         let latch = format!("{root}/elections/e");
         let election = format!("{root}/elections/k");
         let elections = [latch.as_str(), election.as_str()];
@@ -431,7 +440,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
             tokio::spawn(async move { mutex.lock().await })
         };
         let n_b = next_node!(&rust);
-        let mut rust_c = curator(java, "hold", &rust, &markers_arg).await;
+        let mut rust_c = curator(java, "hold", &rust, &markers_arg, 1).await;
         let n_c = next_node!(&rust);
         let rust_d = {
             let mutex = InterProcessMutex::new(framework().await, &rust).unwrap();
@@ -440,7 +449,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         let n_d = next_node!(&rust);
 
         // locks/curator: Curator holder, zk-curator waiter.
-        let mut cur_e = curator(java, "hold", &cur, &markers_arg).await;
+        let mut cur_e = curator(java, "hold", &cur, &markers_arg, 1).await;
         let held_e = cur_e
             .line(PEER_LIMIT, |l| {
                 l.strip_prefix("held node=").map(str::to_owned)
@@ -477,13 +486,36 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
             .await
             .unwrap();
         let n_j = next_node!(&catalog);
-        let mut cat_k = curator(java, "hold-write", &catalog, &markers_arg).await;
+        let mut cat_k = curator(java, "hold-write", &catalog, &markers_arg, 1).await;
         let n_k = next_node!(&catalog);
         let cat_l = {
             let rw = InterProcessReadWriteLock::new(framework().await, &catalog).unwrap();
             tokio::spawn(async move { rw.read_lock().lock().await })
         };
         let n_l = next_node!(&catalog);
+
+        // pools/db: a semaphore of two leases: a zk-curator holder, a
+        // Curator holder, a zk-curator acquirer that holds the internal
+        // mutex while its lease node waits, and a Curator acquirer queued
+        // on the internal mutex.
+        let sem_a = InterProcessSemaphoreV2::new(framework().await, &pool, 2).unwrap();
+        let pool_a = sem_a.acquire().await.unwrap();
+        let n_pa = next_node!(&pool_leases);
+        assert_eq!(n_pa, pool_a.path());
+        let mut pool_b = curator(java, "hold-lease", &pool, &markers_arg, 2).await;
+        pool_b.wait_for("held", PEER_LIMIT).await;
+        let n_pb = next_node!(&pool_leases);
+        let pool_c = {
+            let semaphore = InterProcessSemaphoreV2::new(framework().await, &pool, 2).unwrap();
+            tokio::spawn(async move { semaphore.acquire().await })
+        };
+        let n_pc = next_node!(&pool_leases);
+        // The internal queue as it is now (the third acquirer's node heads
+        // it), then the fourth's node behind it.
+        let queue_now = client.list_children(&pool_locks).await.unwrap();
+        seen.insert(pool_locks.clone(), queue_now);
+        let mut pool_d = curator(java, "hold-lease", &pool, &markers_arg, 2).await;
+        let n_pd = next_node!(&pool_locks);
 
         // elections/e: two zk-curator latches.
         let latch_m = LeaderLatch::new(framework().await, &latch, "m").unwrap();
@@ -514,6 +546,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         pending(&cur_f, "curator f");
         pending(&kaz_h, "kazoo h");
         pending(&cat_l, "catalog l");
+        pending(&pool_c, "pool c");
         assert!(!latch_n.has_leadership() && !latch_p.has_leadership());
 
         let (h, w) = ("holder", "waiter");
@@ -530,6 +563,10 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         expected.insert(
             catalog.clone(),
             vec![(n_j, h), (n_k.clone(), w), (n_l.clone(), w)],
+        );
+        expected.insert(
+            pool.clone(),
+            vec![(n_pa, h), (n_pb.clone(), h), (n_pc.clone(), w), (n_pd, w)],
         );
         expected.insert(latch.clone(), vec![(n_m, h), (n_n.clone(), w)]);
         expected.insert(election.clone(), vec![(n_o, h), (n_p.clone(), w)]);
@@ -554,6 +591,11 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         let kaz_h = granted(kaz_h, "kazoo h").await;
         cat_j.release().await.unwrap();
         cat_k.wait_for("held", WAIT_LIMIT).await;
+        pool_a.release().await.unwrap();
+        let pool_c = granted(pool_c, "pool c").await;
+        assert_eq!(pool_c.path(), n_pc);
+        // The fourth now holds the internal mutex; its lease node waits.
+        let n_pd = next_node!(&pool_leases);
         latch_m.close().await.unwrap();
         tokio::time::timeout(WAIT_LIMIT, latch_n.await_leadership())
             .await
@@ -574,6 +616,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         expected.insert(cur.clone(), vec![(n_f, h)]);
         expected.insert(kaz.clone(), vec![(n_h, h), (n_i, w)]);
         expected.insert(catalog.clone(), vec![(n_k, h), (n_l, w)]);
+        expected.insert(pool.clone(), vec![(n_pb, h), (n_pc.clone(), h), (n_pd, w)]);
         expected.insert(latch.clone(), vec![(n_n, h)]);
         expected.insert(election.clone(), vec![(n_p, h)]);
         let view = view_reaches(&live, &expected, "after the releases (live)").await;
@@ -596,6 +639,10 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         let_go(kaz_i).await;
         let_go(cat_k).await;
         granted(cat_l, "catalog l").await.release().await.unwrap();
+        let_go(pool_b).await;
+        pool_d.wait_for("held", WAIT_LIMIT).await;
+        let_go(pool_d).await;
+        pool_c.release().await.unwrap();
         latch_n.close().await.unwrap();
         latch_p.close().await.unwrap();
         live.close().await;

@@ -11,7 +11,8 @@
 // zookeeper.clientCnxnSocket, zookeeper.ssl.*), set on the java command line.
 // In "hold" mode it takes the mutex once and keeps it until its standard
 // input closes (see hold()); "hold-write" and "hold-read" do the same with
-// the write or the read lock of an InterProcessReadWriteLock.
+// the write or the read lock of an InterProcessReadWriteLock, "hold-lease"
+// with a lease of an InterProcessSemaphoreV2 of <leases> leases.
 // In "mutex" mode, each round also prints "held czxid=<C> waited_ms=<W>":
 // the czxid of its own lock node and how long the acquire took (the
 // fairness test of cohort hand-off counts the holds it waited through).
@@ -92,6 +93,9 @@ public class Interop {
             case "hold-read":
                 hold(client, new InterProcessReadWriteLock(client, path).readLock());
                 return;
+            case "hold-lease":
+                holdLease(client, new InterProcessSemaphoreV2(client, path, leases));
+                return;
             default:
                 throw new IllegalArgumentException("unknown mode " + mode);
         }
@@ -165,6 +169,28 @@ public class Interop {
         } catch (Exception e) {
             System.out.println("release failed: " + e);
         }
+        client.close();
+        System.exit(0);
+    }
+
+    /**
+     * "hold-lease" mode: takes a lease, prints "held", keeps it until
+     * standard input closes, returns it and exits 0.
+     */
+    private static void holdLease(CuratorFramework client, InterProcessSemaphoreV2 semaphore)
+            throws Exception {
+        System.out.println("ready");
+        System.out.flush();
+        Lease lease = semaphore.acquire(60, TimeUnit.SECONDS);
+        if (lease == null) {
+            throw new IllegalStateException("lease timed out");
+        }
+        System.out.println("held");
+        System.out.flush();
+        while (System.in.read() != -1) {
+            // Until the test closes our standard input.
+        }
+        semaphore.returnLease(lease);
         client.close();
         System.exit(0);
     }
