@@ -11,11 +11,10 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{make, raw, run, stderr, zkc};
+use common::{make, raw, run, stderr, Dashboard};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::process::Child;
 use zk_curator_testing::backend::Prerequisite;
 
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -29,123 +28,6 @@ fn unique(name: &str) -> String {
 /// A mutex participant's node under `lock`.
 fn mutex_node(lock: &str, seq: u32) -> String {
     format!("{lock}/_c_{UUID}-lock-{seq:010}")
-}
-
-/// A running dashboard and the address it serves.
-struct Dashboard {
-    child: Child,
-    address: String,
-}
-
-impl Dashboard {
-    async fn start(root: &str, options: &[&str]) -> Dashboard {
-        let mut args = vec!["dashboard", root, "--bind", "127.0.0.1:0"];
-        args.extend_from_slice(options);
-        let mut child = zkc(&args).spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        tokio::time::timeout(WAIT_LIMIT, out.read_line(&mut line))
-            .await
-            .expect("no address line")
-            .unwrap();
-        let address = line
-            .trim()
-            .strip_prefix("dashboard on http://")
-            .and_then(|rest| rest.strip_suffix('/'))
-            .unwrap_or_else(|| panic!("first line: {line:?}"))
-            .to_owned();
-        Dashboard { child, address }
-    }
-
-    /// `GET path`: the status line, the headers and the body.
-    async fn get(&self, path: &str) -> (String, String, String) {
-        self.get_with(path, "").await
-    }
-
-    /// `GET path` with `extra` header lines.
-    async fn get_with(&self, path: &str, extra: &str) -> (String, String, String) {
-        let mut stream = TcpStream::connect(&self.address).await.unwrap();
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\n{extra}Connection: close\r\n\r\n",
-            self.address
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut response = Vec::new();
-        tokio::time::timeout(WAIT_LIMIT, stream.read_to_end(&mut response))
-            .await
-            .expect("response in time")
-            .unwrap();
-        let response = String::from_utf8(response).unwrap();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap();
-        let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
-        (
-            status.to_owned(),
-            headers.to_ascii_lowercase(),
-            body.to_owned(),
-        )
-    }
-
-    async fn snapshot(&self) -> (String, Value) {
-        let (status, headers, body) = self.get("/api/snapshot").await;
-        assert!(status.contains(" 200 "), "{status}");
-        assert!(
-            headers.contains("content-type: application/json"),
-            "{headers}"
-        );
-        let value = serde_json::from_str(&body).unwrap();
-        (body, value)
-    }
-
-    /// The snapshot, once `ready` says it is.
-    async fn snapshot_when(&self, ready: impl Fn(&Value) -> bool) -> (String, Value) {
-        let started = Instant::now();
-        loop {
-            let (text, value) = self.snapshot().await;
-            if value["current"] == true && ready(&value) {
-                return (text, value);
-            }
-            assert!(started.elapsed() < WAIT_LIMIT, "never ready: {value}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// `/metrics` once `ready` says it is: OpenMetrics (as Prometheus
-    /// asks for it) when `openmetrics`, else Prometheus's text format.
-    async fn metrics_when(&self, openmetrics: bool, ready: impl Fn(&str) -> bool) -> String {
-        let started = Instant::now();
-        let (accept, content_type) = if openmetrics {
-            (
-                "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
-                "content-type: application/openmetrics-text; version=1.0.0",
-            )
-        } else {
-            ("", "content-type: text/plain; version=0.0.4")
-        };
-        loop {
-            let (status, headers, body) = self.get_with("/metrics", accept).await;
-            assert!(status.contains(" 200 "), "{status}");
-            assert!(headers.contains(content_type), "{headers}");
-            if ready(&body) {
-                return body;
-            }
-            assert!(started.elapsed() < WAIT_LIMIT, "never ready:\n{body}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Stops it by its own pid (SIGINT): it ends with 0.
-    async fn stop(mut self) {
-        let pid = self.child.id().unwrap().to_string();
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap();
-        let status = tokio::time::timeout(WAIT_LIMIT, self.child.wait())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(status.code(), Some(0));
-    }
 }
 
 /// A listing with what changes with time (ages) left out.

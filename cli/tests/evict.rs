@@ -8,37 +8,23 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{raw, run, server, text, zkc};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::Command;
+use common::{curator_interop, framework, raw, run, server, text, zkc};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use zk_curator::framework::zk;
-use zk_curator::{Framework, InterProcessMutex, LockLoss};
-use zk_curator_testing::backend::Prerequisite;
-use zk_curator_testing::curator::{self, JavaProgram};
+use zk_curator::{InterProcessMutex, LockLoss};
+use zk_curator_testing::peer::Peer;
 
 const TEST_LIMIT: Duration = Duration::from_secs(180);
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
 /// A removal is a connect, a sync, a few reads and a delete.
 const AT_ONCE: Duration = Duration::from_secs(3);
+/// A JVM starting, connecting and taking a lock, on a loaded machine.
+const PEER_LIMIT: Duration = Duration::from_secs(120);
 
 fn unique(name: &str) -> String {
     format!("/cli-evict/{name}-{}", std::process::id())
-}
-
-async fn framework() -> Framework {
-    let framework = Framework::builder()
-        .connect_string(server().connect_string())
-        .session_timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    framework.start().unwrap();
-    framework.block_until_connected(WAIT_LIMIT).await.unwrap();
-    framework
 }
 
 /// A zk-curator holder's node removed: its hold is lost (node deleted) at
@@ -154,65 +140,32 @@ async fn missing_paths_and_nodes_and_acl_refusals() {
     .expect("test timed out");
 }
 
-fn curator_holder() -> Option<&'static JavaProgram> {
-    static COMPILED: OnceLock<Option<JavaProgram>> = OnceLock::new();
-    COMPILED
-        .get_or_init(|| {
-            let test = std::thread::current().name().unwrap_or("evict").to_owned();
-            if !Prerequisite::Curator.check(&test) {
-                return None;
-            }
-            let source =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/Interop.java");
-            Some(curator::compile(&source))
-        })
-        .as_ref()
-}
-
 /// A Curator holder (the interop harness's Java program, in its `hold`
 /// mode) has no loss signal: `evict` refuses it (exit 65, nothing removed)
 /// until `--force`, which removes it and says that its holder may go on;
 /// Curator itself still believes it holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_curator_holder_is_removed_only_with_force() {
-    let Some(java) = curator_holder() else { return };
+    let Some(java) = curator_interop() else {
+        return;
+    };
     tokio::time::timeout(TEST_LIMIT, async {
         let path = unique("curator");
         let markers = tempfile::tempdir().unwrap();
-        let mut child = Command::new("java")
-            .args([
-                "-cp",
-                &java.classpath,
-                "Interop",
-                &server().connect_string(),
-                "hold",
-                &path,
-                "1",
-            ])
-            .arg(markers.path())
-            .arg("1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let held = tokio::time::timeout(Duration::from_secs(120), async {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if out.read_line(&mut line).await.unwrap() == 0 {
-                    return None;
-                }
-                if let Some(node) = line.trim().strip_prefix("held node=") {
-                    return Some(node.to_owned());
-                }
-            }
-        })
-        .await
-        .unwrap()
-        .expect("the Curator holder never held");
+        let markers = markers.path().to_str().unwrap();
+        let connect = server().connect_string();
+        let mut holder = Peer::java(
+            java,
+            "Interop",
+            &[&connect, "hold", &path, "1", markers, "1"],
+            PEER_LIMIT,
+        )
+        .await;
+        let held = holder
+            .line(PEER_LIMIT, |line| {
+                line.strip_prefix("held node=").map(str::to_owned)
+            })
+            .await;
         let (output, _) = run(&["evict", &path, "--node", &held]).await;
         assert_eq!(output.status.code(), Some(65), "{}", text(&output.stderr));
         assert!(
@@ -236,12 +189,10 @@ async fn a_curator_holder_is_removed_only_with_force() {
             client.check_stat(&held).await.unwrap().is_none(),
             "still there"
         );
-        drop(child.stdin.take());
-        let mut rest = String::new();
-        out.read_to_string(&mut rest).await.unwrap();
-        assert!(child.wait().await.unwrap().success(), "{rest}");
+        let (status, said) = holder.finish(PEER_LIMIT).await;
+        assert_eq!(status, Some(0), "{said}");
         // Curator never noticed: the danger --force names.
-        assert!(rest.contains("still held=true"), "{rest}");
+        assert!(said.contains("still held=true"), "{said}");
     })
     .await
     .expect("test timed out");

@@ -9,13 +9,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
-use common::{make, raw, run, server, stderr, zkc};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
-use zk_curator_testing::backend::{Prerequisite, DEBIAN_PYTHON};
+use common::{kazoo_available, kazoo_script, make, raw, run, server, stderr, zkc};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+use zk_curator_testing::peer::Peer;
 
 const TEST_LIMIT: Duration = Duration::from_secs(180);
 const WAIT_LIMIT: Duration = Duration::from_secs(30);
@@ -110,34 +110,20 @@ async fn elect_and_lock_never_share_a_path() {
     .expect("test timed out");
 }
 
-fn kazoo_available() -> bool {
-    Prerequisite::Kazoo.check(std::thread::current().name().unwrap_or("kazoo"))
-}
-
-fn participant_script() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/interop/kazoo_participant.py")
-}
-
 /// A kazoo participant (tests/interop/kazoo_participant.py) in `mode`,
 /// once connected.
-async fn kazoo(
-    mode: &str,
-    path: &str,
-    rounds: u32,
-    markers: &Path,
-) -> (Child, BufReader<tokio::process::ChildStdout>) {
-    let mut child = Command::new(DEBIAN_PYTHON)
-        .arg(participant_script())
-        .args([&server().connect_string(), mode, path, &rounds.to_string()])
-        .arg(markers)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = wait_for_line(&mut child, "ready").await;
-    (child, out)
+async fn kazoo(mode: &str, path: &str, rounds: u32, markers: &Path) -> Peer {
+    let connect = server().connect_string();
+    Peer::kazoo(
+        &kazoo_script(),
+        &connect,
+        mode,
+        path,
+        rounds,
+        markers,
+        WAIT_LIMIT,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,10 +134,8 @@ async fn lock_in_curator_s_layout_beside_a_kazoo_holder_is_refused_at_once() {
     tokio::time::timeout(TEST_LIMIT, async {
         let path = unique("curator-beside-kazoo");
         let markers = tempfile::tempdir().unwrap();
-        let (mut child, mut out) = kazoo("hold", &path, 1, markers.path()).await;
-        let mut line = String::new();
-        out.read_line(&mut line).await.unwrap();
-        assert_eq!(line.trim(), "held");
+        let mut holder = kazoo("hold", &path, 1, markers.path()).await;
+        holder.wait_for("held", WAIT_LIMIT).await;
         let before = children(&path).await;
         for extra in [&[][..], &["--read"][..], &["--write"][..]] {
             let mut args = vec!["lock", path.as_str()];
@@ -163,10 +147,8 @@ async fn lock_in_curator_s_layout_beside_a_kazoo_holder_is_refused_at_once() {
         }
         let (output, took) = run(&["elect", &path, "--", "true"]).await;
         assert_refused(&output, took, "--layout kazoo");
-        drop(child.stdin.take());
-        let mut rest = String::new();
-        out.read_to_string(&mut rest).await.unwrap();
-        assert!(child.wait().await.unwrap().success(), "kazoo: {rest}");
+        let (status, said) = holder.finish(WAIT_LIMIT).await;
+        assert_eq!(status, Some(0), "kazoo: {said}");
     })
     .await
     .expect("test timed out");
@@ -187,7 +169,7 @@ async fn elect_in_kazoo_s_layout_and_a_kazoo_election_lead_one_at_a_time() {
     tokio::time::timeout(TEST_LIMIT, async {
         let path = unique("kazoo-election");
         let markers = tempfile::tempdir().unwrap();
-        let (mut python, mut out) = kazoo("election", &path, 12, markers.path()).await;
+        let mut python = kazoo("election", &path, 12, markers.path()).await;
         let mut terms = 0;
         let python_done = loop {
             let mut elect = zkc(&[
@@ -202,14 +184,13 @@ async fn elect_in_kazoo_s_layout_and_a_kazoo_election_lead_one_at_a_time() {
                 stderr(&output)
             );
             terms += 1;
-            if let Some(status) = python.try_wait().unwrap() {
-                break status;
+            if python.has_ended() {
+                break python.finish(WAIT_LIMIT).await;
             }
             assert!(terms < 200, "the kazoo side never finished");
         };
-        let mut rest = String::new();
-        out.read_to_string(&mut rest).await.unwrap();
-        assert!(python_done.success(), "kazoo: {rest}");
+        let (status, said) = python_done;
+        assert_eq!(status, Some(0), "kazoo: {said}");
         // Both sides' sections, by wall clock: no two overlap, and each
         // side led after the other at least once.
         let text = std::fs::read_to_string(markers.path().join("intervals")).unwrap();

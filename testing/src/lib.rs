@@ -22,6 +22,8 @@
 //!   has noticed.
 //! * [`FaultProxy`] sits between clients and the server and drops connections, partitions the
 //!   network, or swallows the reply to a chosen request.
+//! * [`Peer`](peer::Peer) drives a participant of another library (a Curator program, a
+//!   kazoo script) as a child process that speaks in lines.
 //! * [`EmbeddedServer`] is an in-process, single-node server speaking ZooKeeper's client
 //!   protocol (no JVM needed), with the same faults built in; it is the `zk-curator-server`
 //!   crate, re-exported here as the module `embedded`.
@@ -65,6 +67,7 @@ pub mod curator;
 pub mod error;
 pub mod expire;
 pub mod kerberos;
+pub mod peer;
 mod process;
 pub mod proxy;
 pub mod server;

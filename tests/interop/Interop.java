@@ -10,7 +10,9 @@
 // the ZooKeeper client's system properties (zookeeper.client.secure,
 // zookeeper.clientCnxnSocket, zookeeper.ssl.*), set on the java command line.
 // In "hold" mode it takes the mutex once and keeps it until its standard
-// input closes (see hold()).
+// input closes (see hold()); "hold-write" and "hold-read" do the same with
+// the write or the read lock of an InterProcessReadWriteLock, "hold-lease"
+// with a lease of an InterProcessSemaphoreV2 of <leases> leases.
 // In "mutex" mode, each round also prints "held czxid=<C> waited_ms=<W>":
 // the czxid of its own lock node and how long the acquire took (the
 // fairness test of cohort hand-off counts the holds it waited through).
@@ -83,7 +85,16 @@ public class Interop {
                 kind = "s";
                 break;
             case "hold":
-                hold(client, path);
+                hold(client, new NodeMutex(client, path));
+                return;
+            case "hold-write":
+                hold(client, new InterProcessReadWriteLock(client, path).writeLock());
+                return;
+            case "hold-read":
+                hold(client, new InterProcessReadWriteLock(client, path).readLock());
+                return;
+            case "hold-lease":
+                holdLease(client, new InterProcessSemaphoreV2(client, path, leases));
                 return;
             default:
                 throw new IllegalArgumentException("unknown mode " + mode);
@@ -133,18 +144,21 @@ public class Interop {
     }
 
     /**
-     * "hold" mode: takes the mutex, prints "held node=<N>", and keeps it
-     * until standard input closes; then says whether it still believed it
-     * held ("still held=<bool>", Curator's own view: it has no loss
+     * "hold" modes: takes the lock, prints "held node=<N>" (a plain mutex,
+     * which names its node) or "held" (a read-write lock's side), and keeps
+     * it until standard input closes; then says whether it still believed
+     * it held ("still held=<bool>", Curator's own view: it has no loss
      * signal), releases if it can, and exits 0.
      */
-    private static void hold(CuratorFramework client, String path) throws Exception {
-        NodeMutex mutex = new NodeMutex(client, path);
+    private static void hold(CuratorFramework client, InterProcessMutex mutex) throws Exception {
         System.out.println("ready");
+        System.out.flush();
         if (!mutex.acquire(60, TimeUnit.SECONDS)) {
             throw new IllegalStateException("lock timed out");
         }
-        System.out.println("held node=" + mutex.node());
+        System.out.println(mutex instanceof NodeMutex
+            ? "held node=" + ((NodeMutex) mutex).node()
+            : "held");
         System.out.flush();
         while (System.in.read() != -1) {
             // Until the test closes our standard input.
@@ -155,6 +169,28 @@ public class Interop {
         } catch (Exception e) {
             System.out.println("release failed: " + e);
         }
+        client.close();
+        System.exit(0);
+    }
+
+    /**
+     * "hold-lease" mode: takes a lease, prints "held", keeps it until
+     * standard input closes, returns it and exits 0.
+     */
+    private static void holdLease(CuratorFramework client, InterProcessSemaphoreV2 semaphore)
+            throws Exception {
+        System.out.println("ready");
+        System.out.flush();
+        Lease lease = semaphore.acquire(60, TimeUnit.SECONDS);
+        if (lease == null) {
+            throw new IllegalStateException("lease timed out");
+        }
+        System.out.println("held");
+        System.out.flush();
+        while (System.in.read() != -1) {
+            // Until the test closes our standard input.
+        }
+        semaphore.returnLease(lease);
         client.close();
         System.exit(0);
     }

@@ -5,8 +5,9 @@ participants of zk-curator on the same path.
     kazoo_participant.py CONNECT MODE PATH ROUNDS MARKERS
 
 MODE: `lock` (kazoo's Lock), `write` (WriteLock), `read` (ReadLock),
-`semaphore` (a Semaphore of 2 leases), `election` (Election.run), or `hold`
-(a Lock held until standard input closes, then released).
+`semaphore` (a Semaphore of 2 leases), `election` (Election.run), `hold`
+(a Lock held until standard input closes, then released), or `lead` (an
+Election led until standard input closes).
 
 Each critical section goes as the Rust side's does: a marker file
 `<w|r>-python-<pid>-<round>` is created in MARKERS, the markers present are
@@ -14,7 +15,8 @@ checked against the rule (a writer alone; a reader with no writer), a line
 `python` is appended to MARKERS/log, and the section's wall-clock start and
 end (nanoseconds) are appended to MARKERS/intervals as
 `<w|r> python <start> <end>` for the test to check for overlaps afterwards.
-Prints `ready` once connected, `held` in `hold` mode once it holds, and
+Prints `ready` once connected, `held` in `hold` mode once it holds, `led`
+in `lead` mode once it leads, and
 exits 0 with no violation seen, 1 with some, 2 on a usage error.
 """
 import os
@@ -75,6 +77,12 @@ def main():
             print("held", flush=True)
             sys.stdin.read()
             lock.release()
+            return 0
+        if mode == "lead":
+            def lead():
+                print("led", flush=True)
+                sys.stdin.read()
+            zk.Election(path, identifier).run(lead)
             return 0
         if mode == "semaphore":
             semaphore = zk.Semaphore(path, identifier, max_leases=SEMAPHORE_LEASES)
