@@ -265,7 +265,8 @@ async fn listing(
         let mut listing = json!({ "path": path, "kind": kind.name() });
         match &kind {
             PathKind::Recipe(Family::CuratorLatch) => {
-                listing["recipe"] = json!("latch");
+                // The same words as `locks --all` and the dashboard.
+                listing["recipe"] = json!(Family::CuratorLatch.describe());
                 listing["election_participants"] = json!(found.len());
             }
             PathKind::Recipe(family) => {
