@@ -86,7 +86,7 @@
 //! * the workloads, in run order: `warm_up.rs`, `uncontended.rs`,
 //!   `latency.rs`, `ceiling.rs` (`--ensemble` only), `contended.rs`,
 //!   `tasks.rs` (with `cohort.rs`), `failover.rs`, `observe.rs`, `tls.rs`,
-//!   `scale.rs`.
+//!   `tree.rs` (with `entities.rs`), `scale.rs`.
 
 #[path = "locks/ceiling.rs"]
 mod ceiling;
@@ -98,6 +98,8 @@ mod contended;
 mod contenders;
 #[path = "locks/ensemble.rs"]
 mod ensemble;
+#[path = "locks/entities.rs"]
+mod entities;
 #[path = "locks/failover.rs"]
 mod failover;
 #[path = "locks/figures.rs"]

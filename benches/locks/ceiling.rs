@@ -81,18 +81,18 @@ pub(crate) async fn ceiling_phase(
     };
     let limit = config.limit();
     // An unmeasured run on the new sessions.
-    let _ = run(&clients, &base, depth, Duration::from_millis(500), limit).await;
+    let _ = pairs(&clients, &base, depth, Duration::from_millis(500), limit).await;
     let mut reps: Vec<Measured<Rep>> = Vec::with_capacity(config.reps);
     for _ in 0..config.reps {
         settle().await;
         let addr = target.four_letter.as_deref();
         let before = counters(addr).await;
         let started = Instant::now();
-        let pairs = run(&clients, &base, depth, window, limit).await;
+        let done = pairs(&clients, &base, depth, window, limit).await;
         let elapsed = started.elapsed();
         let after = counters(addr).await;
         let traffic = Traffic::between(before, after, elapsed, idle);
-        reps.push(pairs.map(|(within, all)| Rep {
+        reps.push(done.map(|(within, all)| Rep {
             per_s: within as f64 / window.as_secs_f64(),
             requests: per(traffic.map(|t| t.requests), all as f64),
             fsyncs: per(traffic.and_then(|t| t.fsyncs), all as f64),
@@ -129,8 +129,9 @@ pub(crate) async fn ceiling_phase(
 }
 
 /// Every session pipelines pairs for `window`; the pairs that completed
-/// within it, and all the pairs sent (the drain included).
-async fn run(
+/// within it, and all the pairs sent (the drain included). Also the
+/// standalone server's ceiling in the tree workload (`entities.rs`).
+pub(crate) async fn pairs(
     clients: &[zk::Client],
     base: &str,
     depth: usize,
@@ -197,7 +198,7 @@ async fn pipeline(
 }
 
 /// Creates the persistent parents of `path` (not `path` itself).
-async fn create_parents(client: &zk::Client, path: &str) -> Result<(), BoxError> {
+pub(crate) async fn create_parents(client: &zk::Client, path: &str) -> Result<(), BoxError> {
     let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     let mut at = String::new();
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();

@@ -11,7 +11,7 @@ use zk_curator::framework::zk;
 use zk_curator::{CohortPolicy, Framework, InterProcessMutex};
 
 use super::figures::{Cycles, Handoffs};
-use super::in_process::{contended_rust, LockHandle};
+use super::in_process::{contended_rust, entities_rust, LockHandle};
 use super::limits::{bounded, BoxError, Measured, CLOSE_LIMIT, CONNECT_LIMIT};
 use super::peers::{field, Peer, PeerSetup};
 use super::sessions::{framework, raw_client, Tune};
@@ -268,6 +268,51 @@ impl Contender {
         let mut figures = bounded(limit, contended_rust(handles, tasks, window)).await?;
         figures.passes = passes_before
             .zip(self.passes(connect, sessions))
+            .map(|(before, after)| after - before);
+        Ok(figures)
+    }
+
+    /// `tasks` tasks on ONE session, task i on `<base>/e<i>` (one lock per
+    /// entity, as services take locks), each looping acquire → release on
+    /// its own path for `window` (`in_process::entities_rust`; the peers'
+    /// `entities` command).
+    pub(crate) async fn entities(
+        &mut self,
+        connect: &str,
+        base: &str,
+        tasks: usize,
+        window: Duration,
+        limit: Duration,
+    ) -> Measured<Handoffs> {
+        self.connect(connect, 1).await?;
+        if let Imp::Peer(peer) = &mut self.imp {
+            let peer = peer.as_mut().as_mut().map_err(|r| r.clone())?;
+            let r = peer
+                .request(
+                    &format!("entities {connect} {base} {tasks} {}", window.as_millis()),
+                    limit,
+                )
+                .await?;
+            return Ok(Handoffs {
+                per_s: field::<f64>(&r, "handoffs")? / field::<f64>(&r, "secs")?,
+                holds: field(&r, "handoffs")?,
+                switches: 0,
+                releases: field(&r, "releases")?,
+                gap_ms: None,
+                passes: None,
+            });
+        }
+        let mut handles = Vec::with_capacity(tasks);
+        for i in 0..tasks {
+            let mut one = self
+                .handles(connect, &format!("{base}/e{i}"), 1)
+                .map_err(|e| e.to_string())?;
+            handles.push(one.pop().ok_or("no session")?);
+        }
+        let passes_before = self.passes(connect, 1);
+        let mut figures = bounded(limit, entities_rust(handles, window)).await?;
+        figures.passes = passes_before
+            .zip(self.passes(connect, 1))
             .map(|(before, after)| after - before);
         Ok(figures)
     }

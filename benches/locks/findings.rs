@@ -32,6 +32,35 @@ pub(crate) struct Findings {
     pub(crate) tls: Option<TlsFindings>,
     /// The ensemble's create+delete pairs/s (`--ensemble`, `ceiling.rs`).
     pub(crate) ceiling: Option<Spread>,
+    /// The tree workload's observer (`tree.rs`): its cold start in seconds,
+    /// and this process's RSS growth in MiB.
+    pub(crate) tree_cold: Option<(f64, Option<f64>)>,
+    /// The tree workload's per-entity hand-offs (`entities.rs`).
+    pub(crate) entities: Option<EntityFindings>,
+    /// Contended hand-offs/s without an observer and with one, and the
+    /// observer's cost per rep (1 - with / without, the two runs of a rep).
+    pub(crate) observed: Option<ObservedFindings>,
+}
+
+/// Per-entity hand-offs/s (T tasks on one session, a lock each).
+#[derive(Clone, Copy)]
+pub(crate) struct EntityFindings {
+    pub(crate) tasks: usize,
+    pub(crate) zk_curator: Option<Spread>,
+    pub(crate) curator: Option<Spread>,
+    /// The server's create+delete pairs/s in the same reps.
+    pub(crate) ceiling: Option<Spread>,
+}
+
+/// Contended hand-offs/s on one path, with a `TreeObserver` over it and
+/// without.
+#[derive(Clone, Copy)]
+pub(crate) struct ObservedFindings {
+    pub(crate) sessions: usize,
+    pub(crate) without: Option<Spread>,
+    pub(crate) with: Option<Spread>,
+    /// The cost of each rep, as a share of its run without (0.02 = 2 %).
+    pub(crate) cost: Option<Spread>,
 }
 
 /// The cohort row of the tasks table (T tasks on one session).

@@ -137,3 +137,58 @@ pub(crate) async fn contended_rust(
         passes: None,
     })
 }
+
+/// One task per handle, each handle on a path of its own (one lock per
+/// entity), every task looping acquire → release for `window`; a hold begun
+/// after the window is released and not counted. No task ever waits for
+/// another: every hold of an entity is a hand-off of that entity from its
+/// last hold (a create and a delete on the server, as a hand-off to another
+/// process).
+pub(crate) async fn entities_rust(
+    handles: Vec<LockHandle>,
+    window: Duration,
+) -> Result<Handoffs, BoxError> {
+    if handles.is_empty() {
+        return Err("no session".into());
+    }
+    let deadline = Instant::now() + window;
+    let mut running = Scoped(Vec::with_capacity(handles.len()));
+    for handle in handles {
+        running.0.push(tokio::spawn(async move {
+            let (mut holds, mut releases) = (0u64, 0u64);
+            loop {
+                let held = handle.acquire().await?;
+                let late = Instant::now() >= deadline;
+                if !late {
+                    holds += 1;
+                }
+                held.release().await?;
+                releases += 1;
+                if late {
+                    return Ok::<_, BoxError>((holds, releases));
+                }
+            }
+        }));
+    }
+    let (mut holds, mut releases, mut failure) = (0, 0, None);
+    for task in running.0.iter_mut() {
+        match task.await? {
+            Ok((h, r)) => {
+                holds += h;
+                releases += r;
+            }
+            Err(err) => failure = Some(err),
+        }
+    }
+    if let Some(err) = failure {
+        return Err(err);
+    }
+    Ok(Handoffs {
+        per_s: holds as f64 / window.as_secs_f64(),
+        holds,
+        switches: 0,
+        releases,
+        gap_ms: None,
+        passes: None,
+    })
+}

@@ -54,6 +54,11 @@ pub(crate) struct Counters {
     pub(crate) packets: f64,
     pub(crate) deleted: f64,
     pub(crate) children: f64,
+    /// NodeCreated and NodeDataChanged notifications sent (a persistent
+    /// recursive watch, the tree observer's, is told of creations too), if
+    /// the server reports them.
+    pub(crate) created: Option<f64>,
+    pub(crate) changed: Option<f64>,
     pub(crate) ephemerals: f64,
     /// Watches set now (all kinds, all sessions).
     pub(crate) watches_set: f64,
@@ -80,6 +85,8 @@ pub(crate) async fn counters(addr: Option<&str>) -> Option<Counters> {
             packets: get("zk_packets_received")?,
             deleted: get("zk_sum_node_deleted_watch_count")?,
             children: get("zk_sum_node_children_watch_count")?,
+            created: get("zk_sum_node_created_watch_count"),
+            changed: get("zk_sum_node_changed_watch_count"),
             ephemerals: get("zk_ephemerals_count")?,
             watches_set: get("zk_watch_count")?,
             fsyncs: get("zk_cnt_fsynctime"),
@@ -91,6 +98,8 @@ pub(crate) async fn counters(addr: Option<&str>) -> Option<Counters> {
                 packets: t.packets + read.packets,
                 deleted: t.deleted + read.deleted,
                 children: t.children + read.children,
+                created: t.created.zip(read.created).map(|(a, b)| a + b),
+                changed: t.changed.zip(read.changed).map(|(a, b)| a + b),
                 ephemerals: t.ephemerals + read.ephemerals,
                 watches_set: t.watches_set + read.watches_set,
                 fsyncs: t.fsyncs.zip(read.fsyncs).map(|(a, b)| a + b),
@@ -109,6 +118,10 @@ pub(crate) struct Traffic {
     pub(crate) requests: f64,
     /// NodeDeleted + NodeChildrenChanged notifications sent.
     pub(crate) watches: f64,
+    /// Every watch notification sent: those, and NodeCreated and
+    /// NodeDataChanged (what a persistent recursive watch adds), if the
+    /// server reports them.
+    pub(crate) notifications: Option<f64>,
     /// Transaction-log fsyncs (a group commit syncs several writes at once).
     pub(crate) fsyncs: Option<f64>,
 }
@@ -124,6 +137,11 @@ impl Traffic {
         Some(Traffic {
             requests: (a.packets - b.packets - a.sources - idle * elapsed.as_secs_f64()).max(0.0),
             watches: (a.deleted - b.deleted) + (a.children - b.children),
+            notifications: a.created.zip(b.created).zip(a.changed.zip(b.changed)).map(
+                |((ac, bc), (ah, bh))| {
+                    (a.deleted - b.deleted) + (a.children - b.children) + (ac - bc) + (ah - bh)
+                },
+            ),
             fsyncs: a.fsyncs.zip(b.fsyncs).map(|(a, b)| a - b),
         })
     }

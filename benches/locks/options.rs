@@ -41,7 +41,10 @@ pub(crate) enum Workload {
     /// and to drain, whether the server survives
     Scale,
     /// A TreeObserver over 10,000 lock paths of 10 participants: its cold
-    /// start, its memory, and commit-to-view after a hand-off
+    /// start, its memory, and commit-to-view after a hand-off; then 1,000
+    /// tasks on one session, a lock each (--entities), against Curator and
+    /// the server's create+delete ceiling, with and without an observer; and
+    /// contended hand-offs/s with an observer against without
     Tree,
 }
 
@@ -130,6 +133,14 @@ struct Args {
     /// --quick]
     #[arg(long, value_name = "S", value_parser = positive)]
     observer_sessions: Option<usize>,
+    /// The tree workload's tasks on one session, each on a lock path of its
+    /// own [default: 1000; 100 with --quick]
+    #[arg(long, value_name = "T", value_parser = positive)]
+    entities: Option<usize>,
+    /// The tree workload's reps of contended hand-offs with an observer
+    /// against without [default: 7; 1 with --quick]
+    #[arg(long, value_name = "K", value_parser = positive)]
+    observed_reps: Option<usize>,
     /// Start N ZooKeeper servers as one replicated ensemble (at least 3) and
     /// run there: uncontended, contended, tasks and failover, and the
     /// ensemble's ceiling
@@ -235,6 +246,18 @@ pub(crate) struct Config {
     pub(crate) scale_sessions: usize,
     /// The client RSS at which a scale child gives up.
     pub(crate) scale_rss_cap_mib: i64,
+    /// The tree workload's per-entity piece: tasks on one session, each on
+    /// a lock path of its own; each measurement's window, and an unmeasured
+    /// run of each row before the reps.
+    pub(crate) entity_tasks: usize,
+    pub(crate) entity_window: Duration,
+    pub(crate) entity_warmup: Duration,
+    /// The tree workload's contended hand-offs with an observer against
+    /// without: reps (each one of both, in alternating order), sessions on
+    /// the one path, and each measurement's window.
+    pub(crate) observed_reps: usize,
+    pub(crate) observed_sessions: usize,
+    pub(crate) observed_window: Duration,
     pub(crate) plot: Option<PathBuf>,
     /// The workloads to run (`--only`); all of them when empty.
     pub(crate) only: Vec<Workload>,
@@ -263,6 +286,8 @@ impl Config {
             scale,
             observers,
             observer_sessions,
+            entities,
+            observed_reps,
             ensemble,
             ceiling_sessions,
             ceiling_depth,
@@ -325,6 +350,12 @@ impl Config {
             },
             scale_sessions: 4,
             scale_rss_cap_mib: 3072,
+            entity_tasks: entities.unwrap_or(if quick { 100 } else { 1000 }),
+            entity_window: Duration::from_millis(if quick { 500 } else { 3000 }),
+            entity_warmup: Duration::from_millis(if quick { 200 } else { 1000 }),
+            observed_reps: observed_reps.unwrap_or(if quick { 1 } else { 7 }),
+            observed_sessions: 8,
+            observed_window: Duration::from_millis(if quick { 500 } else { 3000 }),
             plot,
             only,
             ensemble,

@@ -13,6 +13,11 @@
 //! starts and once its view is current (the server, when it runs in this
 //! process, made its nodes before: what grows is the observer's, with the
 //! server's answers to its reads).
+//!
+//! Then, once the tree is removed, the hand-offs (`entities.rs`): 1,000
+//! tasks on one session, a lock each, against Curator and the server's
+//! create+delete ceiling, with and without an observer; and contended
+//! hand-offs/s with an observer attached against without.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +26,7 @@ use zk_curator::recipes::layout::Role;
 use zk_curator::recipes::tree::TreeObserver;
 
 use super::contenders::Contender;
+use super::entities::entities_phase;
 use super::figures::percentile;
 use super::findings::Findings;
 use super::limits::within;
@@ -72,9 +78,9 @@ pub(crate) async fn tree_phase(
     config: &Config,
     target: &Target,
     root: &str,
-    _contenders: &mut [Contender],
-    _idle: f64,
-    _findings: &mut Findings,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
 ) {
     let (paths, per_path) = sizes(config);
     println!();
@@ -82,9 +88,11 @@ pub(crate) async fn tree_phase(
         "== Tree: one TreeObserver over {paths} lock paths of {per_path} participants ({} nodes) ==",
         paths * per_path
     );
-    if let Err(err) = run(config, target, root, paths, per_path).await {
-        println!("tree workload failed: {err}");
+    match run(config, target, root, paths, per_path).await {
+        Ok(cold) => findings.tree_cold = Some(cold),
+        Err(err) => println!("tree workload failed: {err}"),
     }
+    entities_phase(config, target, root, contenders, idle, findings).await;
 }
 
 async fn run(
@@ -93,7 +101,7 @@ async fn run(
     root: &str,
     paths: usize,
     per_path: usize,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<(f64, Option<f64>), Box<dyn std::error::Error + Send + Sync>> {
     let base = format!("{root}/tree");
     let client = raw_client(&target.connect).await?;
     let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -147,12 +155,11 @@ async fn run(
     .await?;
     let cold = started.elapsed();
     let rss_after = rss_kib();
-    let grown = match (rss_before, rss_after) {
-        (Some(before), Some(after)) => {
-            format!("{:.1} MiB", after.saturating_sub(before) as f64 / 1024.0)
-        }
-        _ => "n/a".to_owned(),
+    let grown_mib = match (rss_before, rss_after) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before) as f64 / 1024.0),
+        _ => None,
     };
+    let grown = grown_mib.map_or_else(|| "n/a".to_owned(), |m| format!("{m:.1} MiB"));
     println!(
         "cold start (sync, pipelined listing, view current): {:.2} s; this process's RSS grew by {grown}",
         cold.as_secs_f64()
@@ -225,5 +232,5 @@ async fn run(
     in_batches(dirs, delete).await?;
     delete(base).await?;
     println!("tree removed in {:.1} s", removed.elapsed().as_secs_f64());
-    Ok(())
+    Ok((cold.as_secs_f64(), grown_mib))
 }

@@ -110,6 +110,93 @@ pub(crate) fn print_targets(config: &Config, f: &Findings) {
     }
     cohort::print_targets(config, f);
     tls::print_targets(f);
+    print_tree_targets(f);
+}
+
+/// Issue 45's goals, from the tree workload (when it ran).
+fn print_tree_targets(f: &Findings) {
+    if f.tree_cold.is_none() && f.entities.is_none() && f.observed.is_none() {
+        return;
+    }
+    println!();
+    println!("== Issue 45 targets (the tree workload; a verdict, not an assertion) ==");
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "n/a",
+    };
+    if let Some((cold, grown)) = f.tree_cold {
+        println!(
+            "observer: cold start {cold:.2} s (target <= 5 s): {}; this process's RSS grew by {} (target <= 64 MiB): {}",
+            verdict(Some(cold <= 5.0)),
+            grown.map_or_else(|| "n/a".to_owned(), |m| format!("{m:.1} MiB")),
+            verdict(grown.map(|m| m <= 64.0))
+        );
+    }
+    if let Some(e) = f.entities {
+        let share = e
+            .zk_curator
+            .zip(e.ceiling)
+            .filter(|(_, c)| c.median > 0.0)
+            .map(|(z, c)| z.median / c.median);
+        let noise = match (e.zk_curator, e.curator) {
+            (Some(a), Some(b)) => match a.within_noise(&b) {
+                Some(true) => " (within noise)",
+                _ => "",
+            },
+            _ => "",
+        };
+        println!(
+            "per entity ({} tasks on one session, a lock each): zk-curator {} hand-offs/s = {} of the ceiling's {} create+delete pairs/s (target >= 50%): {}; {} Curator's rate{noise} (target > 1x): {}",
+            e.tasks,
+            opt(e.zk_curator, 0),
+            share.map_or_else(
+                || "n/a".to_owned(),
+                |s| match (e.zk_curator, e.ceiling) {
+                    (Some(z), Some(c)) if z.reps >= 2 => format!(
+                        "{:.0}% (its reps {:.0}–{:.0}%)",
+                        100.0 * s,
+                        100.0 * z.min / c.median,
+                        100.0 * z.max / c.median
+                    ),
+                    _ => format!("{:.0}%", 100.0 * s),
+                }
+            ),
+            opt(e.ceiling, 0),
+            verdict(share.map(|s| s >= 0.5)),
+            ratio(e.zk_curator.as_ref(), e.curator.as_ref()),
+            verdict(
+                e.zk_curator
+                    .zip(e.curator)
+                    .map(|(a, b)| a.median > b.median)
+            )
+        );
+    }
+    if let Some(o) = f.observed {
+        let cost = o
+            .without
+            .zip(o.with)
+            .filter(|(a, _)| a.median > 0.0)
+            .map(|(a, b)| 1.0 - b.median / a.median);
+        // The reps' own costs (the two runs of a rep) must be narrower
+        // than the goal's two points either side to judge it.
+        let spread = o.cost.filter(|c| c.reps >= 2 && c.max - c.min > 0.04);
+        let judged = match (cost, spread) {
+            (None, _) => "n/a".to_owned(),
+            (Some(c), Some(s)) => format!(
+                "not resolved: the reps' own costs span {:.1}% to {:.1}%, wider than the goal (median {} it)",
+                100.0 * s.min,
+                100.0 * s.max,
+                if c <= 0.02 { "within" } else { "above" }
+            ),
+            (Some(c), None) => verdict(Some(c <= 0.02)).to_owned(),
+        };
+        println!(
+            "contended N = {}: the observer costs {} of hand-offs/s, over the medians (target <= 2%): {judged}",
+            o.sessions,
+            cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c)),
+        );
+    }
 }
 
 /// The end of a run on the ensemble (`--ensemble`): its ceiling, and every

@@ -20,6 +20,9 @@
 //          uncontended <connect> <path> <cycles>       on the first kept session
 //          contended   <connect> <path> <sessions> <tasks> <millis>
 //                      <tasks> threads spread over the first <sessions> kept sessions
+//          entities    <connect> <base> <tasks> <millis>
+//                      <tasks> threads on the first kept session, thread i on <base>/e<i>
+//                      (one lock per entity), each looping acquire -> release on its own path
 //          latch-start <path> <connect> [<connect> ...]
 //                      an election: a NEW session per connect string (one participant each),
 //                      a LeaderLatch on each, all on <path>; answers once one of them leads
@@ -156,6 +159,10 @@ public class CuratorBench {
                     case "contended":
                         contended(sessions(w[1], Integer.parseInt(w[3])), w[2],
                             Integer.parseInt(w[4]), Long.parseLong(w[5]));
+                        break;
+                    case "entities":
+                        entities(sessions(w[1], 1).get(0), w[2], Integer.parseInt(w[3]),
+                            Long.parseLong(w[4]));
                         break;
                     case "latch-start":
                         latchStart(w[1], Arrays.asList(w).subList(2, w.length));
@@ -527,6 +534,63 @@ public class CuratorBench {
         System.out.printf(java.util.Locale.ROOT,
             "RESULT kind=contended sessions=%d tasks=%d handoffs=%d switches=%d releases=%d secs=%.3f%s%n",
             clients.size(), tasks, handoffs.get(), switches.get(), releases.get(), millis / 1000.0, gap);
+    }
+
+    /**
+     * T threads on ONE session, thread i on a path of its own (<base>/e<i>): one lock
+     * per entity, as services take locks. Each loops acquire -> release for a fixed
+     * time; no thread waits for another. A hold that starts after the deadline is
+     * released and not counted.
+     */
+    private static void entities(CuratorFramework client, String base, int tasks, long millis)
+            throws Exception {
+        AtomicLong holds = new AtomicLong();
+        AtomicLong releases = new AtomicLong();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch go = new CountDownLatch(1);
+        long[] deadline = new long[1];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < tasks; i++) {
+            InterProcessMutex mutex = new InterProcessMutex(client, base + "/e" + i);
+            Thread thread = new Thread(() -> {
+                try {
+                    go.await();
+                    while (true) {
+                        acquire(mutex);
+                        boolean late = System.nanoTime() >= deadline[0];
+                        if (!late) {
+                            holds.incrementAndGet();
+                        }
+                        mutex.release();
+                        releases.incrementAndGet();
+                        if (late) {
+                            break;
+                        }
+                    }
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                }
+            });
+            thread.start();
+            threads.add(thread);
+        }
+        deadline[0] = System.nanoTime() + millis * 1_000_000L;
+        go.countDown();
+        long joinUntil = System.currentTimeMillis() + millis + TimeUnit.SECONDS.toMillis(2 * ACQUIRE_TIMEOUT_S);
+        for (Thread thread : threads) {
+            thread.join(Math.max(1, joinUntil - System.currentTimeMillis()));
+        }
+        if (failure.get() != null) {
+            throw new IllegalStateException("an entity's task failed", failure.get());
+        }
+        for (Thread thread : threads) {
+            if (thread.isAlive()) {
+                throw new IllegalStateException("an entity's task did not finish");
+            }
+        }
+        System.out.printf(java.util.Locale.ROOT,
+            "RESULT kind=entities tasks=%d handoffs=%d releases=%d secs=%.3f%n",
+            tasks, holds.get(), releases.get(), millis / 1000.0);
     }
 
     /**

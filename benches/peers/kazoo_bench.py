@@ -16,6 +16,10 @@ Usage:
           uncontended <connect> <path> <cycles>     on the first kept session
           contended   <connect> <path> <sessions> <tasks> <millis>
                       <tasks> threads over the first <sessions> kept sessions
+          entities    <connect> <base> <tasks> <millis>
+                      <tasks> threads on the first kept session, thread i
+                      on <base>/e<i> (one lock per entity), each looping
+                      acquire -> release on its own path
           quit
     python3 kazoo_bench.py memory <connect> <path> <clients> <waiters>
         one shot, in a fresh process
@@ -178,6 +182,56 @@ def contended(clients, path, tasks, millis):
     )
 
 
+def entities(zk, base, tasks, millis):
+    """`tasks` threads on ONE session, thread i on a path of its own
+    (<base>/e<i>): one lock per entity, as services take locks. Each loops
+    acquire -> release for a fixed time; no thread waits for another. A
+    hold that starts after the deadline is released and not counted."""
+    counts = {"handoffs": 0, "releases": 0}
+    count_lock = threading.Lock()
+    failures = []
+    go = threading.Event()
+    deadline = [0.0]
+
+    def run(lock):
+        try:
+            go.wait()
+            while True:
+                acquire(lock)
+                late = time.monotonic() >= deadline[0]
+                lock.release()
+                with count_lock:
+                    if not late:
+                        counts["handoffs"] += 1
+                    counts["releases"] += 1
+                if late:
+                    break
+        except Exception as err:  # reported below
+            failures.append(err)
+
+    threads = [
+        threading.Thread(target=run, args=(Lock(zk, "%s/e%d" % (base, i)),), daemon=True)
+        for i in range(tasks)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline[0] = time.monotonic() + millis / 1000.0
+    go.set()
+    join_until = time.monotonic() + millis / 1000.0 + 2 * ACQUIRE_TIMEOUT_S
+    for thread in threads:
+        thread.join(max(0.001, join_until - time.monotonic()))
+    if failures:
+        raise RuntimeError("an entity's task failed: %r" % failures[0])
+    if any(thread.is_alive() for thread in threads):
+        raise RuntimeError("an entity's task did not finish")
+    return "RESULT kind=entities tasks=%d handoffs=%d releases=%d secs=%.3f" % (
+        tasks,
+        counts["handoffs"],
+        counts["releases"],
+        millis / 1000.0,
+    )
+
+
 def serve():
     print("READY version=%s" % KAZOO_VERSION, flush=True)
     for line in sys.stdin:
@@ -195,6 +249,10 @@ def serve():
             elif words[0] == "contended":
                 answer = contended(
                     sessions(words[1], int(words[3])), words[2], int(words[4]), int(words[5])
+                )
+            elif words[0] == "entities":
+                answer = entities(
+                    sessions(words[1], 1)[0], words[2], int(words[3]), int(words[4])
                 )
             else:
                 answer = "FAILED: unknown command %s" % words[0]

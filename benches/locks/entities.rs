@@ -1,0 +1,629 @@
+//! The tree workload's hand-offs (issue 45), after the observer's cold
+//! start and memory (`tree.rs`):
+//!
+//! * **Per entity**: T tasks (`--entities`, 1,000) on ONE session, task i
+//!   on a lock path of its own (`<base>/e<i>`), the way services take
+//!   locks: one lock per entity. Each task loops acquire → release on its
+//!   own path for the window; no task ever waits for another. A hand-off
+//!   here is one hold of an entity after the last one ended: the entity's
+//!   lock freed (a delete) and taken again (a create), which is what a
+//!   hand-off to another process costs the server too, without the waiter's
+//!   watch. Every contender in the same reps, plus zk-curator with a
+//!   `TreeObserver` (on a session of its own) over the entities' root, plus
+//!   the server's create+delete ceiling (`ceiling.rs`: pipelined
+//!   zookeeper-client sessions), interleaved in a rotating order. Requests
+//!   and notifications per hand-off are the server's counts (`mntr`), all
+//!   kinds of notification (a persistent recursive watch is told of
+//!   creations too).
+//! * **Contended, observed**: zk-curator's contended workload (N sessions,
+//!   one task each, one path) with a `TreeObserver` over the path's parent
+//!   against without, in the same rep, the order alternating from rep to
+//!   rep; the observer's cost per rep, and over the medians.
+//!
+//! The observer is started (its cold start) before the server's counts are
+//! read and the window opens, and closed with its session after; before
+//! the counts are read again the bench waits until it has applied the
+//! run's events (two per hand-off: the node's creation and its deletion),
+//! so its reads are counted with the run that caused them. It runs in this
+//! process, on the same two cores as the contenders and the server: the
+//! cost measured is the client's CPU as well as the server's notifications.
+
+use std::time::{Duration, Instant};
+
+use zk_curator::framework::zk;
+use zk_curator::recipes::tree::TreeObserver;
+use zk_curator::Framework;
+
+use super::ceiling;
+use super::contenders::{Contender, CURATOR, ZK_CURATOR};
+use super::figures::{per, Handoffs};
+use super::findings::{EntityFindings, Findings, ObservedFindings};
+use super::limits::{within, BoxError, Measured, CLOSE_LIMIT};
+use super::mntr::{counters, Traffic};
+use super::options::Config;
+use super::reps::{rotation, settle, spread};
+use super::sessions::{framework, raw_client, Tune};
+use super::stats::{ratio, Spread};
+use super::table::{lead_columns, lead_header, noise_note, opt};
+use super::target::Target;
+
+/// Bounds on an observer's cold start, and on its catching up with a run.
+const COLD_LIMIT: Duration = Duration::from_secs(60);
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(20);
+/// The label of the per-entity row with an observer.
+const OBSERVED_LABEL: &str = "zk-curator + TreeObserver";
+
+/// One row of the per-entity table.
+#[derive(Debug, Clone, Copy)]
+enum Row {
+    Contender(usize),
+    /// zk-curator, with an observer over the entities' root.
+    Observed,
+    /// The server's create+delete pairs, pipelined.
+    Ceiling,
+}
+
+/// One measurement of one row, its figures per hand-off (per pair for the
+/// ceiling).
+struct Rep {
+    per_s: f64,
+    requests: Option<f64>,
+    notifications: Option<f64>,
+    /// Events the observer applied (observed rows).
+    events: Option<f64>,
+}
+
+/// A `TreeObserver` on a session of its own, its view current.
+struct Attached {
+    framework: Framework,
+    observer: TreeObserver,
+}
+
+impl Attached {
+    async fn start(connect: &str, root: &str, max_paths: usize) -> Result<Attached, BoxError> {
+        let framework = framework(connect, Tune::Plain).await?;
+        let observer = match TreeObserver::new(framework.clone(), root, max_paths) {
+            Ok(observer) => observer,
+            Err(err) => {
+                let _ = within(CLOSE_LIMIT, framework.close()).await;
+                return Err(err.into());
+            }
+        };
+        let attached = Attached {
+            framework,
+            observer,
+        };
+        let current = async {
+            attached.observer.start()?;
+            let mut changes = attached.observer.changes();
+            within(COLD_LIMIT, async {
+                while !changes.borrow_and_update().current {
+                    if changes.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .await?;
+            Ok::<_, BoxError>(())
+        };
+        match current.await {
+            Ok(()) => Ok(attached),
+            Err(err) => {
+                attached.close().await;
+                Err(err)
+            }
+        }
+    }
+
+    fn events(&self) -> u64 {
+        self.observer.view().events
+    }
+
+    /// Waits until the view is current and `events` more than `from` were
+    /// applied.
+    async fn caught_up(&self, from: u64, events: u64) -> Result<(), BoxError> {
+        let mut changes = self.observer.changes();
+        let waited = within(CATCH_UP_LIMIT, async {
+            loop {
+                let view = changes.borrow_and_update().clone();
+                if view.current && view.events >= from + events {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        waited.map_err(|_| {
+            format!(
+                "the observer applied {} of the run's {events} events within {CATCH_UP_LIMIT:?}",
+                self.events().saturating_sub(from)
+            )
+            .into()
+        })
+    }
+
+    async fn close(self) {
+        self.observer.close().await;
+        let _ = within(CLOSE_LIMIT, self.framework.close()).await;
+    }
+}
+
+/// What every measurement needs.
+struct Ctx<'a> {
+    connect: &'a str,
+    addr: Option<&'a str>,
+    idle: f64,
+    limit: Duration,
+}
+
+pub(crate) async fn entities_phase(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    per_entity(config, target, root, contenders, idle, findings).await;
+    observed(config, target, root, contenders, idle, findings).await;
+}
+
+async fn per_entity(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    let (tasks, window) = (config.entity_tasks, config.entity_window);
+    println!();
+    println!(
+        "== Per entity: {tasks} tasks on ONE session, each on a lock path of its own, {:.1} s a rep ==",
+        window.as_secs_f64()
+    );
+    println!("   the way services take locks: one lock per entity. Each task loops acquire -> release on its own path;");
+    println!("   no task waits for another. hand-off = one hold of an entity begun within the window (its lock freed");
+    println!("   by the last hold's delete and taken again by a create, as a hand-off to another process, without");
+    println!("   the waiter's watch); per second, all entities together. Peers: {tasks} threads on one session.");
+    println!(
+        "   {OBSERVED_LABEL}: the zk-curator row with a TreeObserver (a session of its own) over the entities' root."
+    );
+    println!(
+        "   ceiling: create+delete pairs/s of {} pipelined zookeeper-client session(s), {} pairs in flight each (ceiling.rs).",
+        config.ceiling_sessions, config.ceiling_depth
+    );
+    println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off");
+    println!("   (ceiling: per pair); events = the observer's events applied per hand-off; every row warmed first");
+    let ctx = Ctx {
+        connect: &target.connect,
+        addr: target.four_letter.as_deref(),
+        idle,
+        limit: config.limit(),
+    };
+    let base = format!("{root}/entities");
+    let clients = open_ceiling(config, &ctx, &base).await;
+    let rows: Vec<Row> = (0..contenders.len())
+        .map(Row::Contender)
+        .chain([Row::Observed, Row::Ceiling])
+        .collect();
+    let label = |row: Row| match row {
+        Row::Contender(i) => contenders[i].label,
+        Row::Observed => OBSERVED_LABEL,
+        Row::Ceiling => "ceiling (create+delete pairs/s)",
+    };
+    let labels: Vec<&'static str> = rows.iter().map(|&r| label(r)).collect();
+
+    // Unmeasured: every row once (the entities' parents made, the peers'
+    // code for this shape compiled).
+    for (&row, label) in rows.iter().zip(&labels) {
+        let warm = measure(
+            row,
+            &ctx,
+            &base,
+            tasks,
+            config.entity_warmup,
+            contenders,
+            &clients,
+            config.ceiling_depth,
+        )
+        .await;
+        if let Err(reason) = warm {
+            println!("  warm-up of {label}: n/a ({reason})");
+        }
+    }
+    let mut reps: Vec<Vec<Measured<Rep>>> = rows.iter().map(|_| Vec::new()).collect();
+    for rep in 0..config.reps {
+        for i in rotation(rep, rows.len()) {
+            settle().await;
+            let result = measure(
+                rows[i],
+                &ctx,
+                &base,
+                tasks,
+                window,
+                contenders,
+                &clients,
+                config.ceiling_depth,
+            )
+            .await;
+            reps[i].push(result);
+        }
+    }
+    if let Ok(clients) = clients {
+        drop(clients);
+    }
+
+    let rates: Vec<Option<Spread>> = reps.iter().map(|r| spread(r, |x| Some(x.per_s))).collect();
+    let ceiling_at = rows.len() - 1;
+    let ceiling = rates[ceiling_at];
+    let share = |rate: Option<Spread>| match (rate, ceiling) {
+        (Some(r), Some(c)) if c.median > 0.0 => format!(
+            "{:.0}% ({:.0}–{:.0})",
+            100.0 * r.median / c.median,
+            100.0 * r.min / c.median,
+            100.0 * r.max / c.median
+        ),
+        _ => "n/a".to_owned(),
+    };
+    println!(
+        "{} {:>15} {:>6} {:>6} {:>6}  note",
+        lead_header("hand-offs/s"),
+        "% ceiling",
+        "req",
+        "notif",
+        "events"
+    );
+    for (i, label) in labels.iter().enumerate() {
+        let requests = spread(&reps[i], |x| x.requests);
+        let notifications = spread(&reps[i], |x| x.notifications);
+        let events = spread(&reps[i], |x| x.events);
+        let lead = if i == ceiling_at {
+            match rates[i] {
+                Some(s) => format!("{:>10.0} {:>17} {:>9} {:>9}", s.median, s.range(0), "", ""),
+                None => format!("{:>10} {:>17} {:>9} {:>9}", "n/a", "", "", ""),
+            }
+        } else {
+            lead_columns(&rates, i, 0)
+        };
+        let note = if i == ceiling_at {
+            String::new()
+        } else if i == ceiling_at - 1 {
+            // The observed row: against the same contender without it.
+            match (rates[i], rates[ZK_CURATOR]) {
+                (Some(a), Some(b)) => match a.within_noise(&b) {
+                    Some(true) => "within noise of zk-curator".to_owned(),
+                    Some(false) => String::new(),
+                    None => "1 rep: no noise estimate".to_owned(),
+                },
+                _ => String::new(),
+            }
+        } else {
+            noise_note(&rates, i)
+        };
+        println!(
+            "{:<34} {lead} {:>15} {:>6} {:>6} {:>6}  {note}{}",
+            label,
+            if i == ceiling_at {
+                String::new()
+            } else {
+                share(rates[i])
+            },
+            opt(requests, 2),
+            opt(notifications, 2),
+            if events.is_some() {
+                opt(events, 2)
+            } else {
+                String::new()
+            },
+            failed(&reps[i])
+                .map(|f| format!(" {f}"))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "(% ceiling = hand-offs/s as a share of the ceiling's median, median (min–max); vs Cur. / vs zkc = ratio of medians)"
+    );
+    findings.entities = Some(EntityFindings {
+        tasks,
+        zk_curator: rates[ZK_CURATOR],
+        curator: rates.get(CURATOR).copied().flatten(),
+        ceiling,
+    });
+}
+
+/// The ceiling's sessions and their parent node, or why not.
+async fn open_ceiling(config: &Config, ctx: &Ctx<'_>, base: &str) -> Measured<Vec<zk::Client>> {
+    let opened = async {
+        let mut clients = Vec::with_capacity(config.ceiling_sessions);
+        for _ in 0..config.ceiling_sessions {
+            clients.push(raw_client(ctx.connect).await?);
+        }
+        if let Some(first) = clients.first() {
+            ceiling::create_parents(first, &format!("{base}/ceiling/x")).await?;
+        }
+        Ok::<_, BoxError>(clients)
+    };
+    opened.await.map_err(|e| format!("connect: {e}"))
+}
+
+/// One run of one row, with the server's counts read around it.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    row: Row,
+    ctx: &Ctx<'_>,
+    base: &str,
+    tasks: usize,
+    window: Duration,
+    contenders: &mut [Contender],
+    clients: &Measured<Vec<zk::Client>>,
+    depth: usize,
+) -> Measured<Rep> {
+    match row {
+        Row::Ceiling => {
+            let clients = clients.as_ref().map_err(|e| e.clone())?;
+            let before = counters(ctx.addr).await;
+            let started = Instant::now();
+            let done = ceiling::pairs(
+                clients,
+                &format!("{base}/ceiling"),
+                depth,
+                window,
+                ctx.limit,
+            )
+            .await;
+            let traffic = Traffic::between(
+                before,
+                counters(ctx.addr).await,
+                started.elapsed(),
+                ctx.idle,
+            );
+            let (within, all) = done?;
+            Ok(Rep {
+                per_s: within as f64 / window.as_secs_f64(),
+                requests: per(traffic.map(|t| t.requests), all as f64),
+                notifications: per(traffic.and_then(|t| t.notifications), all as f64),
+                events: None,
+            })
+        }
+        Row::Contender(i) => {
+            let c = &mut contenders[i];
+            let path = format!("{base}/{}", c.short);
+            let before = counters(ctx.addr).await;
+            let started = Instant::now();
+            let result = c
+                .entities(ctx.connect, &path, tasks, window, ctx.limit)
+                .await;
+            let traffic = Traffic::between(
+                before,
+                counters(ctx.addr).await,
+                started.elapsed(),
+                ctx.idle,
+            );
+            Ok(figures(result?, traffic, None))
+        }
+        Row::Observed => {
+            // The zk-curator row's paths, observed.
+            let c = &mut contenders[ZK_CURATOR];
+            let path = format!("{base}/{}", c.short);
+            let attached = Attached::start(ctx.connect, &path, tasks + 10)
+                .await
+                .map_err(|e| format!("observer: {e}"))?;
+            let from = attached.events();
+            let before = counters(ctx.addr).await;
+            let started = Instant::now();
+            let result = c
+                .entities(ctx.connect, &path, tasks, window, ctx.limit)
+                .await;
+            let caught = match &result {
+                Ok(h) => attached.caught_up(from, 2 * h.releases).await,
+                Err(_) => Ok(()),
+            };
+            let traffic = Traffic::between(
+                before,
+                counters(ctx.addr).await,
+                started.elapsed(),
+                ctx.idle,
+            );
+            let events = attached.events().saturating_sub(from);
+            attached.close().await;
+            let handoffs = result?;
+            caught.map_err(|e| e.to_string())?;
+            Ok(figures(handoffs, traffic, Some(events as f64)))
+        }
+    }
+}
+
+/// A run's figures per hand-off (per release: the drain's holds, begun
+/// after the window, cost requests too).
+fn figures(h: Handoffs, traffic: Option<Traffic>, events: Option<f64>) -> Rep {
+    let releases = h.releases as f64;
+    Rep {
+        per_s: h.per_s,
+        requests: per(traffic.map(|t| t.requests), releases),
+        notifications: per(traffic.and_then(|t| t.notifications), releases),
+        events: events.and_then(|e| per(Some(e), releases)),
+    }
+}
+
+/// Why a row's reps failed, if any did.
+fn failed<T>(reps: &[Measured<T>]) -> Option<String> {
+    let failed: Vec<&String> = reps.iter().filter_map(|r| r.as_ref().err()).collect();
+    let first = failed.first()?;
+    Some(if failed.len() == reps.len() {
+        format!("n/a ({first})")
+    } else {
+        format!("{} of {} reps failed: {first}", failed.len(), reps.len())
+    })
+}
+
+/// Contended hand-offs/s of zk-curator on one path, with an observer over
+/// its parent against without, interleaved.
+async fn observed(
+    config: &Config,
+    target: &Target,
+    root: &str,
+    contenders: &mut [Contender],
+    idle: f64,
+    findings: &mut Findings,
+) {
+    let (n, window, k) = (
+        config.observed_sessions,
+        config.observed_window,
+        config.observed_reps,
+    );
+    let Some(c) = contenders.get_mut(ZK_CURATOR) else {
+        return;
+    };
+    println!();
+    println!(
+        "== Contended, observed: {} with N = {n} sessions (one task each) on ONE path, {k} rep(s) of {:.1} s, with a",
+        c.label,
+        window.as_secs_f64()
+    );
+    println!("   TreeObserver (a session of its own, in this process) over the path's parent and without, both in each rep,");
+    println!("   the order alternating from rep to rep ==");
+    println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off;");
+    println!("   events = the observer's events applied per hand-off; cost = 1 - with / without");
+    let ctx = Ctx {
+        connect: &target.connect,
+        addr: target.four_letter.as_deref(),
+        idle,
+        limit: config.limit(),
+    };
+    let base = format!("{root}/observed");
+    let path = format!("{base}/lock");
+    // Unmeasured: once each (the path made, the observer's code warm).
+    for observe in [false, true] {
+        if let Err(reason) =
+            contended_run(c, &ctx, &base, &path, n, config.entity_warmup, observe).await
+        {
+            println!(
+                "  warm-up {}: n/a ({reason})",
+                if observe { "with" } else { "without" }
+            );
+        }
+    }
+    // [without, with], each rep.
+    let mut reps: [Vec<Measured<Rep>>; 2] = [Vec::new(), Vec::new()];
+    let mut costs = Vec::new();
+    for rep in 0..k {
+        let mut pair = [None, None];
+        for observe in [rep % 2 == 1, rep % 2 == 0] {
+            settle().await;
+            let result = contended_run(c, &ctx, &base, &path, n, window, observe).await;
+            pair[usize::from(observe)] = result.as_ref().ok().map(|r| r.per_s);
+            reps[usize::from(observe)].push(result);
+        }
+        if let [Some(without), Some(with)] = pair {
+            if without > 0.0 {
+                costs.push(1.0 - with / without);
+            }
+        }
+    }
+    let rates: Vec<Option<Spread>> = reps.iter().map(|r| spread(r, |x| Some(x.per_s))).collect();
+    println!(
+        "{:<34} {:>10} {:>17} {:>6} {:>6} {:>6}  note",
+        "", "hand-offs/s", "min–max", "req", "notif", "events"
+    );
+    for (i, name) in ["without an observer", "with a TreeObserver"]
+        .iter()
+        .enumerate()
+    {
+        let requests = spread(&reps[i], |x| x.requests);
+        let notifications = spread(&reps[i], |x| x.notifications);
+        let events = spread(&reps[i], |x| x.events);
+        let lead = match rates[i] {
+            Some(s) => format!("{:>10.0} {:>17}", s.median, s.range(0)),
+            None => format!("{:>10} {:>17}", "n/a", ""),
+        };
+        println!(
+            "{name:<34} {lead} {:>6} {:>6} {:>6}  {}",
+            opt(requests, 2),
+            opt(notifications, 2),
+            if events.is_some() {
+                opt(events, 2)
+            } else {
+                String::new()
+            },
+            failed(&reps[i]).unwrap_or_default()
+        );
+    }
+    let cost = Spread::of(&costs);
+    let noise = match (rates[0], rates[1]) {
+        (Some(a), Some(b)) => match a.within_noise(&b) {
+            Some(true) => "the two rows are within noise of each other",
+            Some(false) => "the two rows' ranges do not overlap",
+            None => "1 rep: no noise estimate",
+        },
+        _ => "",
+    };
+    println!(
+        "observer's cost: {} of hand-offs/s over the medians (with / without = {}); per rep (the two runs of a rep): median {}, min–max {}; {noise}",
+        match (rates[0], rates[1]) {
+            (Some(a), Some(b)) if a.median > 0.0 => format!("{:.1}%", 100.0 * (1.0 - b.median / a.median)),
+            _ => "n/a".to_owned(),
+        },
+        ratio(rates[1].as_ref(), rates[0].as_ref()),
+        cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c.median)),
+        cost.map_or_else(
+            || "n/a".to_owned(),
+            |c| format!("{:.1}%–{:.1}%", 100.0 * c.min, 100.0 * c.max)
+        ),
+    );
+    findings.observed = Some(ObservedFindings {
+        sessions: n,
+        without: rates[0],
+        with: rates[1],
+        cost,
+    });
+}
+
+/// One contended run of zk-curator on `path`, with an observer over `base`
+/// if `observe`.
+async fn contended_run(
+    c: &mut Contender,
+    ctx: &Ctx<'_>,
+    base: &str,
+    path: &str,
+    n: usize,
+    window: Duration,
+    observe: bool,
+) -> Measured<Rep> {
+    let attached = if observe {
+        Some(
+            Attached::start(ctx.connect, base, 10)
+                .await
+                .map_err(|e| format!("observer: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let from = attached.as_ref().map_or(0, Attached::events);
+    let before = counters(ctx.addr).await;
+    let started = Instant::now();
+    let result = c
+        .contended(ctx.connect, path, n, n, window, ctx.limit)
+        .await;
+    let caught = match (&attached, &result) {
+        (Some(a), Ok(h)) => a.caught_up(from, 2 * h.releases).await,
+        _ => Ok(()),
+    };
+    let traffic = Traffic::between(
+        before,
+        counters(ctx.addr).await,
+        started.elapsed(),
+        ctx.idle,
+    );
+    let events = attached
+        .as_ref()
+        .map(|a| a.events().saturating_sub(from) as f64);
+    if let Some(a) = attached {
+        a.close().await;
+    }
+    let handoffs = result?;
+    caught.map_err(|e| e.to_string())?;
+    Ok(figures(handoffs, traffic, events))
+}
