@@ -27,6 +27,7 @@ use zk_curator::recipes::layout::Layout;
 use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
 use crate::acl::AclArgs;
+use crate::bounds::BoundArgs;
 use crate::child::Signals;
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
@@ -80,6 +81,8 @@ pub(crate) struct ElectArgs {
     /// between SIGTERM and SIGKILL.
     #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
     pub(crate) kill_after: Duration,
+    #[command(flatten)]
+    pub(crate) bounds: BoundArgs,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
@@ -268,6 +271,7 @@ async fn run_open(
         None,
         &mut signals,
         args.kill_after,
+        &args.bounds,
     )
     .await;
     // A step-down at a revocation request ends the term as revoked.

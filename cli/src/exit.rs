@@ -31,6 +31,9 @@ pub(crate) const TIMEOUT: u8 = 75;
 pub(crate) const LOST: u8 = 76;
 /// The hold was revoked while the command ran.
 pub(crate) const REVOKED: u8 = 77;
+/// A bound of the command run under a hold passed (`--max-hold`,
+/// `--max-silence`): its group was stopped, then the hold given back.
+pub(crate) const BOUND_PASSED: u8 = 79;
 /// Standard output was closed by its reader (`| head`): what a shell
 /// reports for a command SIGPIPE ended (128 + 13), said without a message.
 pub(crate) const CLOSED_OUTPUT: u8 = 141;

@@ -35,10 +35,11 @@ use zk_curator::{
 };
 
 use crate::acl::AclArgs;
+use crate::bounds::{BoundArgs, ProgressFile, PROGRESS_ENV};
 use crate::child::{self, run_under, status_code, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
-use crate::exit::{shown, Failure, LOST, OTHER, REVOKED, TIMEOUT};
+use crate::exit::{shown, Failure, BOUND_PASSED, LOST, OTHER, REVOKED, TIMEOUT};
 use crate::guard;
 
 /// Options of `lock`.
@@ -77,6 +78,8 @@ pub(crate) struct LockArgs {
     /// between SIGTERM and SIGKILL.
     #[arg(long, value_name = "D", default_value = "10s", value_parser = parse_duration)]
     pub(crate) kill_after: Duration,
+    #[command(flatten)]
+    pub(crate) bounds: BoundArgs,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
@@ -194,6 +197,9 @@ pub(crate) enum Ending {
     Lost(LockLoss),
     /// A revocation was asked for; the group was stopped.
     Revoked,
+    /// A bound of the command passed (`--max-hold`, `--max-silence`),
+    /// said in words; the group was stopped.
+    BoundPassed(String),
 }
 
 /// How long the release may wait for ZooKeeper's answer.
@@ -250,6 +256,7 @@ async fn run_open(
         Some(&revoked),
         &mut signals,
         args.kill_after,
+        &args.bounds,
     )
     .await;
     let code = exit_code(ending, &what);
@@ -296,6 +303,10 @@ pub(crate) fn exit_code(ending: Result<Ending, Failure>, what: &str) -> Result<u
             LOST,
             format!("lost {what} ({reason}); the command was stopped"),
         )),
+        Ending::BoundPassed(said) => Err(Failure::new(
+            BOUND_PASSED,
+            format!("{said}; the command was stopped and {what} given back"),
+        )),
         Ending::Revoked => Err(Failure::new(
             REVOKED,
             format!("{what} was revoked; the command was stopped"),
@@ -338,14 +349,32 @@ pub(crate) async fn run_command(
     revoked: Option<&Notify>,
     signals: &mut Signals,
     kill_after: Duration,
+    bounds: &BoundArgs,
 ) -> Result<Ending, Failure> {
     let Some((program, rest)) = command.split_first() else {
         return Err(Failure::usage("no command given after --"));
     };
-    let env = [
+    let progress =
+        match bounds.max_silence {
+            Some(_) => Some(ProgressFile::make().map_err(|err| {
+                Failure::new(OTHER, format!("cannot make the progress file: {err}"))
+            })?),
+            None => None,
+        };
+    let mut env = vec![
         (TOKEN_ENV, hold.fencing_token().to_string()),
         (NODE_ENV, hold.path().to_owned()),
     ];
+    if let Some(progress) = &progress {
+        env.push((PROGRESS_ENV, progress.path().display().to_string()));
+    }
+    let bound = async {
+        if bounds.is_bounded() {
+            crate::bounds::passed(bounds, progress.as_ref()).await
+        } else {
+            std::future::pending().await
+        }
+    };
     let revocation = async {
         match revoked {
             Some(revoked) => revoked.notified().await,
@@ -364,6 +393,11 @@ pub(crate) async fn run_command(
                     shown(hold.path())
                 );
                 Ending::Revoked
+            }
+            bound = bound => {
+                let said = bounds.describe(bound);
+                eprintln!("zk-curator: {said}; stopping the command");
+                Ending::BoundPassed(said)
             }
         }
     };

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod acl;
+mod bounds;
 mod child;
 mod connect;
 mod dashboard;
@@ -128,6 +129,8 @@ Exit codes:
        or zk-curator was stopped for longer than its lease (its guard
        killed the group)
   77   the hold was revoked while the command ran (its process group was stopped)
+  79   --max-hold or --max-silence passed: the command's process group was
+       stopped, then the lock given back; the message names the bound
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
@@ -163,6 +166,8 @@ Exit codes:
        guard killed the group)
   77   asked to step down (`zk-curator revoke PATH`) while the command ran
        (its process group was stopped; leadership passed on)
+  79   --max-hold or --max-silence passed: the command's process group was
+       stopped, then leadership given up; the message names the bound
   126  the command could not be executed
   127  the command was not found
   128+N the command was ended by signal N (e.g. 130, 143), or
