@@ -254,3 +254,181 @@ async fn absurd_bounds_are_refused_before_anything_is_sent() {
     })
     .await;
 }
+
+/// `hold` (bounded with a silence bound, never told of progress, kept by a
+/// task stuck for good) ends within the bound: `next` (another framework's
+/// acquire) completes, the loss says the silence bound, and a fenced write
+/// through it is refused.
+async fn ends_by_silence<T: Send + 'static>(
+    hold: zk_curator::Hold,
+    keep: T,
+    next: impl std::future::Future<Output = ()>,
+) {
+    let connect = server().unwrap().connect_string();
+    let raw = raw_client(&connect).await;
+    let data = data_node(&raw, "bounded-data").await;
+    hold.bound(HoldBounds::new().silence(SILENCE)).unwrap();
+    let granted = Instant::now();
+    let fence = hold.fence().unwrap();
+    let lost = hold.lost();
+    let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
+    let stuck = tokio::spawn(async move {
+        let _keep = keep;
+        let _ = blocked.await;
+    });
+    next.await;
+    let after = granted.elapsed();
+    assert!(
+        after >= SILENCE,
+        "the next holder came before the bound: {after:?}"
+    );
+    assert!(after < SILENCE + LATE, "the hold ended late: {after:?}");
+    assert_eq!(lost.await, LockLoss::BoundPassed(Bound::Silence));
+    let write = fence.set_data(&data, b"stuck", None).await;
+    assert!(
+        matches!(
+            write,
+            Err(Error::LockLost {
+                reason: LockLoss::BoundPassed(Bound::Silence),
+                ..
+            })
+        ),
+        "{write:?}"
+    );
+    stuck.abort();
+}
+
+/// Every kind of hold ends by its bound: both halves of a read-write lock
+/// (the guard's `bound`), a semaphore lease, a semaphore mutex and a
+/// multi-lock (their `set_hold_bounds`), and a leader's term (the next
+/// leader takes over).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_hold_ends_by_its_bound() {
+    use zk_curator::{
+        InterProcessMultiLock, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+        InterProcessSemaphoreV2,
+    };
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        // The write half: the next writer gets it.
+        let path = unique_path("bounded-write");
+        let rw = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let guard = rw.write_lock().lock().await.unwrap();
+        let next = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let hold = (*guard).clone();
+        ends_by_silence(hold, guard, async {
+            next.write_lock()
+                .lock()
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        })
+        .await;
+
+        // The read half: a waiting writer gets it.
+        let path = unique_path("bounded-read");
+        let rw = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let guard = rw.read_lock().lock().await.unwrap();
+        let next = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let hold = (*guard).clone();
+        ends_by_silence(hold, guard, async {
+            next.write_lock()
+                .lock()
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        })
+        .await;
+
+        // A lease of a one-lease semaphore.
+        let path = unique_path("bounded-lease");
+        let sem = InterProcessSemaphoreV2::new(framework(&connect).await, &path, 1).unwrap();
+        let lease = sem.acquire().await.unwrap();
+        let next = InterProcessSemaphoreV2::new(framework(&connect).await, &path, 1).unwrap();
+        let hold = (*lease).clone();
+        ends_by_silence(hold, lease, async {
+            next.acquire().await.unwrap().release().await.unwrap();
+        })
+        .await;
+
+        // A semaphore mutex, bounded as a default.
+        let path = unique_path("bounded-semaphore-mutex");
+        let mutex = InterProcessSemaphoreMutex::new(framework(&connect).await, &path).unwrap();
+        mutex
+            .set_hold_bounds(HoldBounds::new().silence(SILENCE))
+            .unwrap();
+        mutex.acquire().await.unwrap();
+        let next = InterProcessSemaphoreMutex::new(framework(&connect).await, &path).unwrap();
+        let granted = Instant::now();
+        let lost = mutex.lost();
+        next.acquire().await.unwrap();
+        let after = granted.elapsed();
+        assert!(after >= SILENCE && after < SILENCE + LATE, "{after:?}");
+        assert_eq!(lost.await, LockLoss::BoundPassed(Bound::Silence));
+        next.release().await.unwrap();
+
+        // A multi-lock: one bound for the set; each member goes on.
+        let a = unique_path("bounded-multi-a");
+        let b = unique_path("bounded-multi-b");
+        let multi =
+            InterProcessMultiLock::from_paths(framework(&connect).await, &[&a, &b]).unwrap();
+        multi
+            .set_hold_bounds(HoldBounds::new().silence(SILENCE))
+            .unwrap();
+        let taken = multi.clone();
+        let (held_tx, held) = tokio::sync::oneshot::channel();
+        let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
+        let stuck = tokio::spawn(async move {
+            taken.acquire().await.unwrap();
+            let _ = held_tx.send(taken.lost());
+            let _ = blocked.await;
+        });
+        let lost = held.await.unwrap();
+        let granted = Instant::now();
+        let others = framework(&connect).await;
+        let on_b = InterProcessMutex::new(others.clone(), &b).unwrap();
+        let on_a = InterProcessMutex::new(others, &a).unwrap();
+        let (gb, ga) = tokio::join!(on_b.lock(), on_a.lock());
+        let after = granted.elapsed();
+        assert!(after < SILENCE + LATE, "{after:?}");
+        assert_eq!(lost.await, LockLoss::BoundPassed(Bound::Silence));
+        ga.unwrap().release().await.unwrap();
+        gb.unwrap().release().await.unwrap();
+        stuck.abort();
+
+        // A leader's term: the next participant leads.
+        let path = unique_path("bounded-term");
+        let (_fa, first) = common::started_latch(&connect, &path, "a").await;
+        let term = common::leads(&first, Duration::from_secs(20)).await;
+        let (_fb, second) = common::started_latch(&connect, &path, "b").await;
+        let hold = (*term).clone();
+        ends_by_silence(hold, term, async {
+            common::leads(&second, SILENCE + LATE).await;
+        })
+        .await;
+    })
+    .await;
+}
+
+/// A bounded multi-lock over locks that are not mutexes is refused: their
+/// holds are their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_of_other_locks_cannot_be_bounded() {
+    use std::sync::Arc;
+    use zk_curator::{InterProcessLock, InterProcessMultiLock, InterProcessSemaphoreMutex};
+    let Some(server) = server() else { return };
+    let fw = framework(&server.connect_string()).await;
+    let member: Arc<dyn InterProcessLock> =
+        Arc::new(InterProcessSemaphoreMutex::new(fw, &unique_path("other")).unwrap());
+    let multi = InterProcessMultiLock::new(vec![member]).unwrap();
+    assert!(matches!(
+        multi.set_hold_bounds(HoldBounds::new().silence(SILENCE)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(multi.set_hold_bounds(HoldBounds::new()).is_ok());
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Instrument;
-use zk_curator_framework::lock_internals::{Fence, LockLoss, Wait};
+use zk_curator_framework::lock_internals::{BoundsSetting, Fence, HoldBounds, LockLoss, Wait};
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -130,6 +130,8 @@ struct Shared {
     /// `[/a, /b]`, for logs and spans.
     label: String,
     holds: Reentrant<MultiHold>,
+    /// The bounds of the set (see [`InterProcessMultiLock::set_hold_bounds`]).
+    bounds: BoundsSetting,
 }
 
 /// One owner's hold of every member.
@@ -252,8 +254,54 @@ impl InterProcessMultiLock {
                 members,
                 label,
                 holds: Reentrant::new(),
+                bounds: BoundsSetting::default(),
             }),
         })
+    }
+
+    /// Bounds every later hold of the set (see [`HoldBounds`]): one bound
+    /// for the set, counted from the moment every member is held; each
+    /// member's hold gets it then, and [`progress`](Self::progress) is said
+    /// to every member at once. Once a bound passes the members' holds are
+    /// lost with [`LockLoss::BoundPassed`] and their nodes deleted, so
+    /// [`lost`](Self::lost) fires and each lock goes to its next waiter.
+    /// Only a multi-lock of mutexes ([`from_paths`](Self::from_paths),
+    /// [`from_mutexes`](Self::from_mutexes)) can be bounded: the other
+    /// members' holds are their own locks'.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
+    /// refuses, or for bounds on a multi-lock built with
+    /// [`new`](Self::new); nothing changes then.
+    pub fn set_hold_bounds(&self, bounds: HoldBounds) -> Result<()> {
+        bounds.validate()?;
+        if bounds.is_bounded()
+            && self
+                .shared
+                .members
+                .iter()
+                .any(|m| matches!(m, Member::Lock(_)))
+        {
+            return Err(Error::InvalidArgument(
+                "only a multi-lock of mutexes (from_paths, from_mutexes) can be bounded: \
+                 bound each of the other locks itself"
+                    .into(),
+            ));
+        }
+        self.shared.bounds.set(bounds)
+    }
+
+    /// Says the current owner's hold of the set is making progress (every
+    /// member's, see [`Hold::progress`](zk_curator_framework::lock_internals::Hold::progress)):
+    /// cheap, synchronous, no I/O; nothing if the owner holds nothing.
+    pub fn progress(&self) {
+        self.shared.holds.with_current(|hold| {
+            for member in &hold.members {
+                if let MemberHold::Guard(guard) = member {
+                    guard.progress();
+                }
+            }
+        });
     }
 
     /// The members' paths, in acquisition (ascending) order.
@@ -368,6 +416,13 @@ impl InterProcessMultiLock {
             tracing::info!(%member, %loss, "a member was lost while acquiring the others; rolling back");
             taken.roll_back().await;
             return Err(Error::lock_lost(member, loss));
+        }
+        // One bound for the set, from now (checked when set: cannot fail).
+        let bounds = self.shared.bounds.get();
+        for hold in &taken.holds {
+            if let MemberHold::Guard(guard) = hold {
+                let _ = guard.bound(bounds);
+            }
         }
         tracing::info!("multi-lock acquired");
         Ok(Some(MultiHold {

@@ -8,8 +8,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
-    until_held, Acquire, Fence, FencingToken, Hold, HoldBounds, LockInternals, LockInternalsDriver,
-    LockLoss, Revocation, RevocationListener, RevocationSetting, StandardLockInternalsDriver, Wait,
+    until_held, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
+    LockInternalsDriver, LockLoss, Revocation, RevocationListener, RevocationSetting,
+    StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -26,7 +27,7 @@ struct Shared {
     guards: Arc<Guards>,
     revocation: RevocationSetting,
     /// The bounds every hold gets unless its acquire gives its own.
-    bounds: std::sync::RwLock<HoldBounds>,
+    bounds: BoundsSetting,
 }
 
 impl Shared {
@@ -35,10 +36,7 @@ impl Shared {
     }
 
     fn bounds(&self) -> HoldBounds {
-        *self
-            .bounds
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.bounds.get()
     }
 
     async fn acquire_hold(&self, wait: Wait, bounds: HoldBounds) -> Result<Option<Hold>> {
@@ -182,7 +180,7 @@ impl InterProcessMutex {
                 owners: Reentrant::new(),
                 guards: Arc::new(Guards::default()),
                 revocation: RevocationSetting::default(),
-                bounds: std::sync::RwLock::new(HoldBounds::new()),
+                bounds: BoundsSetting::default(),
             }),
         })
     }
@@ -200,13 +198,7 @@ impl InterProcessMutex {
     /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
     /// refuses (a zero, or one longer than a year); nothing changes.
     pub fn set_hold_bounds(&self, bounds: HoldBounds) -> Result<()> {
-        bounds.validate()?;
-        *self
-            .shared
-            .bounds
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = bounds;
-        Ok(())
+        self.shared.bounds.set(bounds)
     }
 
     /// Says the current owner's hold is making progress (see

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use zk_curator_framework::lock_internals::{Fence, FencingToken, Hold, LockLoss, Wait};
+use zk_curator_framework::lock_internals::{
+    BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockLoss, Wait,
+};
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::lock::InterProcessLock;
@@ -56,6 +58,8 @@ use crate::semaphore::{InterProcessSemaphoreV2, Lease};
 pub struct InterProcessSemaphoreMutex {
     semaphore: InterProcessSemaphoreV2,
     lease: Arc<Mutex<Option<Lease>>>,
+    /// The bounds of every hold (see [`HoldBounds`]).
+    bounds: Arc<BoundsSetting>,
 }
 
 impl fmt::Debug for InterProcessSemaphoreMutex {
@@ -77,7 +81,27 @@ impl InterProcessSemaphoreMutex {
         Ok(InterProcessSemaphoreMutex {
             semaphore: InterProcessSemaphoreV2::new(framework, path, 1)?,
             lease: Arc::new(Mutex::new(None)),
+            bounds: Arc::new(BoundsSetting::default()),
         })
+    }
+
+    /// Bounds every later hold of this mutex (see [`HoldBounds`]): once a
+    /// bound passes, the hold is lost with [`LockLoss::BoundPassed`] and its
+    /// lease node deleted, whether or not the holder still runs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
+    /// refuses; nothing changes.
+    pub fn set_hold_bounds(&self, bounds: HoldBounds) -> Result<()> {
+        self.bounds.set(bounds)
+    }
+
+    /// Says the hold is making progress (see [`Hold::progress`]): cheap,
+    /// synchronous, no I/O; nothing if the mutex is not held here.
+    pub fn progress(&self) {
+        if let Some(lease) = self.slot().as_ref() {
+            lease.progress();
+        }
     }
 
     /// The lock's path.
@@ -140,6 +164,8 @@ impl InterProcessSemaphoreMutex {
     async fn acquire_with(&self, wait: Wait) -> Result<bool> {
         match self.semaphore.acquire_one(wait).await? {
             Some(lease) => {
+                // Checked when set: cannot fail.
+                let _ = lease.bound(self.bounds.get());
                 // No await between the grant and the store.
                 self.store(lease);
                 Ok(true)

@@ -222,3 +222,33 @@ pub(crate) fn enforce(weak: Weak<HoldInner>) {
         }
     });
 }
+
+/// A lock's default [`HoldBounds`], settable from any handle (for the
+/// recipes: each keeps one, and bounds every hold whose acquire gives none
+/// of its own with it).
+#[derive(Debug, Default)]
+pub struct BoundsSetting(std::sync::RwLock<HoldBounds>);
+
+impl BoundsSetting {
+    /// The bounds now.
+    pub fn get(&self) -> HoldBounds {
+        *self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets the bounds, checked first.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
+    /// refuses; nothing changes then.
+    pub fn set(&self, bounds: HoldBounds) -> Result<()> {
+        bounds.validate()?;
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = bounds;
+        Ok(())
+    }
+}

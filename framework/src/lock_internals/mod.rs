@@ -53,7 +53,7 @@ mod wait;
 
 use tracing::Instrument;
 
-pub use self::bounds::{Bound, HoldBounds, MAX_BOUND};
+pub use self::bounds::{Bound, BoundsSetting, HoldBounds, MAX_BOUND};
 pub use self::cohort::CohortPolicy;
 use self::cohort::{Baton, Run};
 pub use self::deadline::Wait;
