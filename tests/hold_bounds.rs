@@ -267,8 +267,10 @@ async fn ends_by_silence<T: Send + 'static>(
     let connect = server().unwrap().connect_string();
     let raw = raw_client(&connect).await;
     let data = data_node(&raw, "bounded-data").await;
+    // Set once: a hold bounded already keeps its bounds, and its clock.
     hold.bound(HoldBounds::new().silence(SILENCE)).unwrap();
-    let granted = Instant::now();
+    // When its silence began: the bound's start (no progress said).
+    let granted = hold.last_progress().unwrap().into_std();
     let fence = hold.fence().unwrap();
     let lost = hold.lost();
     let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
@@ -431,4 +433,144 @@ async fn a_multi_lock_of_other_locks_cannot_be_bounded() {
         Err(Error::InvalidArgument(_))
     ));
     assert!(multi.set_hold_bounds(HoldBounds::new()).is_ok());
+}
+
+/// With cohort hand-off, a passed node carries the bound of the acquire
+/// that receives it (from the pass on), not of the hold that passed it: an
+/// unbounded holder passes to a bounded waiter of the same framework, which
+/// then goes silent; its hold ends within its own bound, and a waiter of
+/// another framework gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_node_carries_the_receiving_acquire_s_bound() {
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        let path = unique_path("bounded-pass");
+        let fw = common::framework_with(&connect, |b| b.cohort(common::patient())).await;
+        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let holder = mutex.lock().await.unwrap();
+        assert_eq!(holder.bounds(), HoldBounds::new());
+        let receiving = {
+            let mutex = mutex.clone();
+            tokio::spawn(
+                async move { mutex.lock_bounded(HoldBounds::new().silence(SILENCE)).await },
+            )
+        };
+        assert!(
+            common::eventually(common::PATIENCE, || async { fw.locally_queued(&path) == 1 }).await,
+            "the bounded waiter never queued"
+        );
+        holder.release().await.unwrap();
+        let received = common::joined(receiving).await;
+        assert_eq!(
+            received.fencing_token().pass(),
+            1,
+            "the node was not passed"
+        );
+        assert_eq!(received.bounds(), HoldBounds::new().silence(SILENCE));
+        let next = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let hold = (*received).clone();
+        ends_by_silence(hold, received, async {
+            next.lock().await.unwrap().release().await.unwrap();
+        })
+        .await;
+    })
+    .await;
+}
+
+/// A release racing the bound: whichever comes first, the lock is free
+/// after, no node is left, and the release says the truth (done, or lost
+/// to the bound). A framework closed under a bounded hold ends it as
+/// closed, and its task does not outlive it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_racing_the_bound_and_a_close_leave_nothing() {
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        let raw = raw_client(&connect).await;
+        let path = unique_path("bounded-race");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let bound = Duration::from_millis(100);
+        let (mut released, mut lost) = (0, 0);
+        for round in 0..20u32 {
+            let guard = mutex
+                .lock_bounded(HoldBounds::new().duration(bound))
+                .await
+                .unwrap();
+            // Around the bound: from 20 ms before to 20 ms after it.
+            tokio::time::sleep(
+                bound - Duration::from_millis(20) + Duration::from_millis(u64::from(round) * 2),
+            )
+            .await;
+            match guard.release().await {
+                Ok(()) => released += 1,
+                Err(Error::LockLost {
+                    reason: LockLoss::BoundPassed(Bound::Duration),
+                    ..
+                }) => lost += 1,
+                Err(other) => panic!("round {round}: {other}"),
+            }
+            assert!(
+                common::eventually(LATE, || async {
+                    common::children(&raw, &path).await.is_empty()
+                })
+                .await,
+                "round {round}: a node was left"
+            );
+        }
+        assert_eq!(released + lost, 20);
+
+        // A close under a bounded hold.
+        let fw = framework(&connect).await;
+        let closing = InterProcessMutex::new(fw.clone(), &unique_path("bounded-close")).unwrap();
+        let guard = closing
+            .lock_bounded(HoldBounds::new().silence(SILENCE))
+            .await
+            .unwrap();
+        fw.close().await;
+        assert_eq!(guard.loss(), Some(LockLoss::Closed));
+        tokio::time::sleep(SILENCE * 2).await;
+        // Still the first reason: the bound did not overwrite it.
+        assert_eq!(guard.loss(), Some(LockLoss::Closed));
+    })
+    .await;
+}
+
+/// A downgrade never stretches a bound: the read hold taken level with a
+/// write hold goes on under the write hold's hold bound, counted from the
+/// write grant, and ends with it; a writer queued behind gets the lock.
+/// The read-write lock's default bounds bound both halves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_keeps_the_write_hold_s_bound_and_clock() {
+    use zk_curator::InterProcessReadWriteLock;
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        let path = unique_path("bounded-downgrade");
+        let rw = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let hold_bound = Duration::from_millis(1500);
+        rw.set_hold_bounds(HoldBounds::new().duration(hold_bound))
+            .unwrap();
+        let write = rw.write_lock().lock().await.unwrap();
+        let granted = write.last_progress().unwrap().into_std();
+        assert_eq!(write.bounds(), HoldBounds::new().duration(hold_bound));
+        // Half the bound as a writer, then a downgrade.
+        tokio::time::sleep(hold_bound / 2).await;
+        let read = write.downgrade().await.unwrap();
+        assert_eq!(read.bounds(), HoldBounds::new().duration(hold_bound));
+        let writer = InterProcessReadWriteLock::new(framework(&connect).await, &path).unwrap();
+        let next = writer.write_lock().lock().await.unwrap();
+        let after = granted.elapsed();
+        assert!(
+            after >= hold_bound,
+            "the read hold ended before the bound: {after:?}"
+        );
+        assert!(
+            after < hold_bound + LATE,
+            "the downgrade restarted the bound: {after:?}"
+        );
+        assert_eq!(read.loss(), Some(LockLoss::BoundPassed(Bound::Duration)));
+        next.release().await.unwrap();
+    })
+    .await;
 }

@@ -152,6 +152,15 @@ impl Running {
         self.bounds
     }
 
+    /// The same bounds, on the same clocks (start and last progress).
+    pub(crate) fn continued(&self) -> Self {
+        Running {
+            bounds: self.bounds,
+            start: self.start,
+            progress: AtomicU64::new(self.progress.load(Ordering::Relaxed)),
+        }
+    }
+
     /// Records progress now.
     pub(crate) fn progress(&self) {
         let since = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);

@@ -147,6 +147,21 @@ impl Hold {
         Ok(())
     }
 
+    /// Bounds this hold as `from` is bounded, on `from`'s clocks: the hold
+    /// bound still counts from `from`'s grant, the silence from its last
+    /// progress (a hold that takes over from another, such as a read hold
+    /// taken level with a write hold by a downgrade, cannot stretch its
+    /// bounds). Nothing if `from` is unbounded or this hold is bounded
+    /// already.
+    pub fn continue_bounds(&self, from: &Hold) {
+        let Some(running) = from.running() else {
+            return;
+        };
+        if self.inner.bounds.set(running.continued()).is_ok() {
+            bounds::enforce(Arc::downgrade(&self.inner));
+        }
+    }
+
     /// The hold's bounds (unbounded if none were set).
     pub fn bounds(&self) -> HoldBounds {
         self.running().map(Running::bounds).unwrap_or_default()

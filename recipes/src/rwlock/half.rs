@@ -230,6 +230,13 @@ impl<H: Half> LockHalf<H> {
         self.side().owners.with_current(Hold::fencing_token)
     }
 
+    /// Says the current owner's hold of this half is making progress (see
+    /// [`Hold::progress`]): cheap, synchronous, no I/O; nothing if it holds
+    /// nothing.
+    pub fn progress(&self) {
+        self.side().owners.with_current(Hold::progress);
+    }
+
     /// The node of the current owner's hold, if it has one.
     pub fn lock_node(&self) -> Option<String> {
         self.side().owners.with_current(|h| h.path().to_owned())

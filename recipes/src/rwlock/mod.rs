@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 use zk_curator_framework::lock_internals::{
-    Acquire, Hold, LockInternals, LockInternalsDriver, Revocation, RevocationSetting, Wait,
+    Acquire, BoundsSetting, Hold, HoldBounds, LockInternals, LockInternalsDriver, Revocation,
+    RevocationSetting, Wait,
 };
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
@@ -59,6 +60,8 @@ struct Shared {
     data: Arc<[u8]>,
     read: Side,
     write: Side,
+    /// The bounds of every hold of either half whose acquire gives none.
+    bounds: BoundsSetting,
 }
 
 /// A read-write lock shared by every process that uses the same ZooKeeper
@@ -235,8 +238,21 @@ impl InterProcessReadWriteLock {
                 data: data.into(),
                 read,
                 write,
+                bounds: BoundsSetting::default(),
             }),
         })
+    }
+
+    /// Bounds every later hold of either half (task holds and guards; see
+    /// [`HoldBounds`]). A read hold taken by a downgrade goes on under the
+    /// write hold's bounds, on its clocks (see
+    /// [`Hold::continue_bounds`]), so a downgrade never stretches a bound.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bounds [`HoldBounds::validate`]
+    /// refuses; nothing changes.
+    pub fn set_hold_bounds(&self, bounds: HoldBounds) -> Result<()> {
+        self.shared.bounds.set(bounds)
     }
 
     /// The lock's path.
@@ -283,12 +299,14 @@ impl Shared {
         internals: &LockInternals,
         side: &Side,
         wait: Wait,
+        bounds: HoldBounds,
     ) -> Result<Option<Hold>> {
         let revocation = side.revocation();
         let request = Acquire::new()
             .data(&self.data)
             .wait(wait)
-            .revocation(revocation.as_ref());
+            .revocation(revocation.as_ref())
+            .bounds(bounds);
         internals.acquire(request).await
     }
 
@@ -305,7 +323,7 @@ impl Shared {
                     tracing::debug!(path = %self.path(), "write lock refused: upgrade");
                     return Err(Error::UpgradeNotSupported);
                 }
-                self.acquire_on(&self.write.internals, &self.write, wait)
+                self.acquire_on(&self.write.internals, &self.write, wait, self.bounds.get())
                     .await
             }
             HalfKind::Read => match self.write.owners.with_current(Hold::clone) {
@@ -317,7 +335,7 @@ impl Shared {
                     Err(would_deadlock(self.path()))
                 }
                 None => {
-                    self.acquire_on(&self.read.internals, &self.read, wait)
+                    self.acquire_on(&self.read.internals, &self.read, wait, self.bounds.get())
                         .await
                 }
             },
@@ -346,7 +364,14 @@ impl Shared {
                 u32::MAX,
                 Arc::new(driver),
             )?;
-            self.acquire_on(&internals, &self.read, wait).await
+            let read = self
+                .acquire_on(&internals, &self.read, wait, HoldBounds::new())
+                .await?;
+            // The read hold goes on under the write hold's bounds.
+            if let Some(read) = &read {
+                read.continue_bounds(write_hold);
+            }
+            Ok(read)
         }
         .instrument(span)
         .await
