@@ -574,3 +574,87 @@ async fn a_downgrade_keeps_the_write_hold_s_bound_and_clock() {
     })
     .await;
 }
+
+/// Published progress: the holder's node gains `progress_ms` in its
+/// identity, written at most once per quarter of the silence bound and only
+/// after progress; other processes read it; once progress stops, so do the
+/// writes. Publishing needs a silence bound, bounds given at the acquire,
+/// and identity data, each refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_is_published_on_the_node_at_most_once_a_quarter() {
+    use zk_curator::framework::identity::{progress_of, HolderIdentity};
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        let raw = raw_client(&connect).await;
+        let path = unique_path("published");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let bounds = HoldBounds::new().silence(SILENCE).publish_progress();
+        let guard = mutex.lock_bounded(bounds).await.unwrap();
+        let node = guard.path().to_owned();
+        let (data, stat) = raw.get_data(&node).await.unwrap();
+        assert_eq!(progress_of(&data), None, "published before any progress");
+        assert_eq!(stat.version, 0);
+        let working = Duration::from_millis(2400);
+        let began = Instant::now();
+        let mut seen = Vec::new();
+        while began.elapsed() < working {
+            guard.progress();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let (data, _) = raw.get_data(&node).await.unwrap();
+            if let Some(at) = progress_of(&data) {
+                if seen.last() != Some(&at) {
+                    seen.push(at);
+                }
+            }
+            assert!(guard.is_valid());
+        }
+        let (data, stat) = raw.get_data(&node).await.unwrap();
+        // Still the holder's identity, with its progress.
+        assert!(HolderIdentity::parse(&data).is_some(), "{data:?}");
+        let writes = stat.version;
+        let quarters = i32::try_from(working.as_millis() / (SILENCE / 4).as_millis()).unwrap();
+        assert!(writes >= 3, "progress was not published: {writes} writes");
+        assert!(
+            writes <= quarters + 2,
+            "{writes} writes in {quarters} quarters"
+        );
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        let now_ms = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        let last = *seen.last().unwrap();
+        assert!(
+            (now_ms - last).abs() < 2_000,
+            "published {last}, now {now_ms}"
+        );
+        // Silence: no more writes, and the hold ends.
+        let reason = tokio::time::timeout(SILENCE + LATE, guard.lost())
+            .await
+            .unwrap();
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Silence));
+        if let Ok((_, stat)) = raw.get_data(&node).await {
+            assert!(stat.version <= writes + 1, "written after progress stopped");
+        }
+
+        // Refusals, before anything is sent.
+        let other = unique_path("published-refused");
+        let refused = InterProcessMutex::new(framework(&connect).await, &other).unwrap();
+        let no_silence = HoldBounds::new().duration(SILENCE).publish_progress();
+        assert!(matches!(
+            refused.lock_bounded(no_silence).await,
+            Err(Error::InvalidArgument(_))
+        ));
+        let guard = refused.lock().await.unwrap();
+        assert!(matches!(
+            guard.bound(bounds),
+            Err(Error::InvalidArgument(_))
+        ));
+        guard.release().await.unwrap();
+    })
+    .await;
+}

@@ -702,10 +702,18 @@ pub(crate) fn identity_text(data: &[u8]) -> String {
             };
             let (label, host, pid) = (field("label"), field("host"), field("pid"));
             let place = format!("{host}:{pid}");
-            if label.is_empty() {
+            let who = if label.is_empty() {
                 place
             } else {
                 format!("{label} ({place})")
+            };
+            // A bounded hold's published progress (HoldBounds::publish_progress).
+            match zk_curator::framework::identity::progress_of(data) {
+                Some(at) => {
+                    let ago = u64::try_from(now_ms().saturating_sub(at)).unwrap_or(0);
+                    format!("{who}, progress {} ago", span(ago))
+                }
+                None => who,
             }
         }
         Value::String(text) => text,

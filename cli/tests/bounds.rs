@@ -223,3 +223,45 @@ async fn absurd_bounds_are_usage_errors_before_anything_is_sent() {
     .await
     .expect("test timed out");
 }
+
+/// A holder that publishes its progress (`HoldBounds::publish_progress`):
+/// `locks` shows how long ago, in text and in the JSON identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_shows_published_progress() {
+    use zk_curator::{HoldBounds, InterProcessMutex};
+    tokio::time::timeout(TEST_LIMIT, async {
+        let path = unique("published");
+        let mutex = InterProcessMutex::new(common::framework().await, &path).unwrap();
+        let guard = mutex
+            .lock_bounded(
+                HoldBounds::new()
+                    .silence(Duration::from_secs(4))
+                    .publish_progress(),
+            )
+            .await
+            .unwrap();
+        guard.progress();
+        let client = raw().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (data, _) = client.get_data(guard.path()).await.unwrap();
+            if zk_curator::framework::identity::progress_of(&data).is_some() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "never published");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (output, _) = run(&["locks", &path]).await;
+        let shown = text(&output.stdout);
+        assert!(shown.contains(", progress "), "{shown}");
+        let (output, _) = run(&["locks", &path, "--json"]).await;
+        let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            listed["participants"][0]["identity"]["progress_ms"].is_i64(),
+            "{listed}"
+        );
+        guard.release().await.unwrap();
+    })
+    .await
+    .expect("test timed out");
+}

@@ -63,6 +63,27 @@ impl HolderIdentity {
     }
 }
 
+/// The key under which a bounded hold publishes its last progress in its
+/// node's identity (milliseconds since the epoch; see
+/// [`HoldBounds::publish_progress`](crate::lock_internals::HoldBounds::publish_progress)).
+pub const PROGRESS_KEY: &str = "progress_ms";
+
+/// `data` (an identity, or any JSON object) with its last progress set to
+/// `at_ms`; `None` if `data` is not a JSON object.
+pub fn with_progress(data: &[u8], at_ms: i64) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(data).ok()?;
+    value
+        .as_object_mut()?
+        .insert(PROGRESS_KEY.to_owned(), serde_json::Value::from(at_ms));
+    serde_json::to_vec(&value).ok()
+}
+
+/// The last progress published in node `data`, if any.
+pub fn progress_of(data: &[u8]) -> Option<i64> {
+    let value: serde_json::Value = serde_json::from_slice(data).ok()?;
+    value.get(PROGRESS_KEY)?.as_i64()
+}
+
 /// The host name: `HOSTNAME`, else the kernel's, else `unknown`.
 fn host_name() -> String {
     let from_env = std::env::var("HOSTNAME").ok();
@@ -99,6 +120,18 @@ mod tests {
             .contains("label"));
         assert_eq!(HolderIdentity::parse(b""), None);
         assert_eq!(HolderIdentity::parse(b"__REVOKE__"), None);
+    }
+
+    #[test]
+    fn progress_is_added_to_an_identity_and_read_back() {
+        let me = HolderIdentity::of_this_process(Some("nightly")).to_bytes();
+        let with = with_progress(&me, 1234).unwrap();
+        assert_eq!(progress_of(&with), Some(1234));
+        assert_eq!(HolderIdentity::parse(&with), HolderIdentity::parse(&me));
+        assert_eq!(progress_of(&with_progress(&with, 99).unwrap()), Some(99));
+        assert_eq!(with_progress(b"plain", 1), None);
+        assert_eq!(with_progress(b"[1]", 1), None);
+        assert_eq!(progress_of(&me), None);
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub const MAX_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
 pub struct HoldBounds {
     duration: Option<Duration>,
     silence: Option<Duration>,
+    publish: bool,
 }
 
 /// Which bound ended a hold.
@@ -88,6 +89,24 @@ impl HoldBounds {
         self
     }
 
+    /// Publishes the last progress on the holder's node, for `locks`, the
+    /// tree observer and other processes to see: the node's identity (its
+    /// JSON data) gains `progress_ms` (milliseconds since the epoch, see
+    /// [`identity::with_progress`](crate::identity::with_progress)), written
+    /// at most once per quarter of the silence bound, and only when there
+    /// was progress since the last write. Needs a silence bound, and bounds
+    /// given at the acquire ([`Acquire::bounds`](super::Acquire::bounds),
+    /// a lock's default) of a node whose data is an identity (the default).
+    pub fn publish_progress(mut self) -> Self {
+        self.publish = true;
+        self
+    }
+
+    /// Whether progress is published (see [`publish_progress`](Self::publish_progress)).
+    pub fn publishes_progress(&self) -> bool {
+        self.publish
+    }
+
     /// The hold bound, if any.
     pub fn max_duration(&self) -> Option<Duration> {
         self.duration
@@ -126,6 +145,11 @@ impl HoldBounds {
                 _ => {}
             }
         }
+        if self.publish && self.silence.is_none() {
+            return Err(Error::InvalidArgument(
+                "progress is published once per quarter of the silence bound: give one".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -133,6 +157,8 @@ impl HoldBounds {
 /// The bounds of one hold, as it runs.
 pub(crate) struct Running {
     bounds: HoldBounds,
+    /// The node's data to publish progress in, when it is published.
+    publish: Option<std::sync::Arc<[u8]>>,
     /// The grant (or when the bounds were set), on tokio's clock.
     start: Instant,
     /// The last progress, in nanoseconds after `start`.
@@ -140,9 +166,10 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    pub(crate) fn new(bounds: HoldBounds) -> Self {
+    pub(crate) fn new(bounds: HoldBounds, publish: Option<std::sync::Arc<[u8]>>) -> Self {
         Running {
             bounds,
+            publish,
             start: Instant::now(),
             progress: AtomicU64::new(0),
         }
@@ -156,6 +183,9 @@ impl Running {
     pub(crate) fn continued(&self) -> Self {
         Running {
             bounds: self.bounds,
+            // A hold that continues another's is a node of its own, whose
+            // data it does not know: it does not publish.
+            publish: None,
             start: self.start,
             progress: AtomicU64::new(self.progress.load(Ordering::Relaxed)),
         }
@@ -201,6 +231,9 @@ impl Running {
 /// at the next end as things stand, or when the hold ends otherwise.
 pub(crate) fn enforce(weak: Weak<HoldInner>) {
     tokio::spawn(async move {
+        // What was last published, and when.
+        let mut published = Duration::ZERO;
+        let mut published_at: Option<Instant> = None;
         loop {
             let (end, mut ended) = {
                 let Some(hold) = Hold::upgrade(&weak) else {
@@ -222,7 +255,24 @@ pub(crate) fn enforce(weak: Weak<HoldInner>) {
                 let Some((end, _)) = running.next_end() else {
                     return;
                 };
-                (end, hold.ended())
+                let mut wake = end;
+                if let (Some(data), Some(silence)) = (&running.publish, running.bounds.silence) {
+                    let quarter = silence / 4;
+                    let now = Instant::now();
+                    let due = published_at.is_none_or(|at| now >= at + quarter);
+                    let progress = running.last_progress() - running.start;
+                    if due && progress > published {
+                        publish(&hold, data, running.last_progress());
+                        published = progress;
+                        published_at = Some(now);
+                    }
+                    if let Some(at) = published_at {
+                        wake = wake.min((at + quarter).max(now + Duration::from_millis(1)));
+                    } else {
+                        wake = wake.min(now + quarter);
+                    }
+                }
+                (wake, hold.ended())
             };
             tokio::select! {
                 () = tokio::time::sleep_until(end) => {}
@@ -260,4 +310,27 @@ impl BoundsSetting {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = bounds;
         Ok(())
     }
+}
+
+/// Writes `progress` (the last progress, on tokio's clock) into the
+/// identity `data` of `hold`'s node, on its session, without waiting.
+fn publish(hold: &Hold, data: &[u8], progress: Instant) {
+    let Some(session) = hold.session() else {
+        return;
+    };
+    let ago = Instant::now().saturating_duration_since(progress);
+    let at = std::time::SystemTime::now()
+        .checked_sub(ago)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let Some(data) = crate::identity::with_progress(data, at) else {
+        return;
+    };
+    let client = session.client().clone();
+    let path = hold.path().to_owned();
+    tokio::spawn(async move {
+        if let Err(err) = client.set_data(&path, &data, None).await {
+            tracing::debug!(%err, node = %path, "progress not published");
+        }
+    });
 }

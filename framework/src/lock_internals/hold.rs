@@ -136,12 +136,34 @@ impl Hold {
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for bounds
     /// [`HoldBounds::validate`] refuses.
+    ///
+    /// Bounds that publish progress
+    /// ([`HoldBounds::publish_progress`]) are given at the acquire only:
+    /// here they are [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn bound(&self, bounds: HoldBounds) -> crate::Result<()> {
+        if bounds.publishes_progress() {
+            return Err(crate::Error::InvalidArgument(
+                "bounds that publish progress are given at the acquire (its node's data is \
+                 where progress goes)"
+                    .into(),
+            ));
+        }
+        self.bound_publishing(bounds, None)
+    }
+
+    /// [`Hold::bound`], publishing progress in `data` (the node's data) if
+    /// the bounds say so.
+    pub(crate) fn bound_publishing(
+        &self,
+        bounds: HoldBounds,
+        data: Option<Arc<[u8]>>,
+    ) -> crate::Result<()> {
         bounds.validate()?;
         if !bounds.is_bounded() {
             return Ok(());
         }
-        if self.inner.bounds.set(Running::new(bounds)).is_ok() {
+        let publish = data.filter(|_| bounds.publishes_progress());
+        if self.inner.bounds.set(Running::new(bounds, publish)).is_ok() {
             bounds::enforce(Arc::downgrade(&self.inner));
         }
         Ok(())

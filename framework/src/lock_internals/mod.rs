@@ -118,6 +118,7 @@ impl LockInternals {
     pub async fn acquire(&self, request: Acquire<'_>) -> Result<Option<Hold>> {
         self.check_node_data(request.data)?;
         request.bounds.validate()?;
+        let published = self.published_data(&request)?;
         self.framework.check_open()?;
         let bounds = request.bounds;
         let request = Acquire {
@@ -164,7 +165,7 @@ impl LockInternals {
         let result = wait.bound(acquire).await.unwrap_or(Ok(None));
         if let Ok(Some(hold)) = &result {
             // Validated above: cannot fail.
-            let _ = hold.bound(bounds);
+            let _ = hold.bound_publishing(bounds, published);
         }
         waiting.finish(match &result {
             Ok(Some(_)) => "acquired",
@@ -179,6 +180,26 @@ impl LockInternals {
             Err(err) => tracing::info!(%err, "lock acquire failed"),
         });
         result
+    }
+
+    /// The node data progress is published in, for bounds that publish it:
+    /// the acquire's data, or the framework's default (the holder identity).
+    fn published_data(&self, request: &Acquire<'_>) -> Result<Option<std::sync::Arc<[u8]>>> {
+        if !request.bounds.publishes_progress() {
+            return Ok(None);
+        }
+        let data = match request.data {
+            [] => self.framework.default_node_data(),
+            data => data,
+        };
+        if crate::identity::with_progress(data, 0).is_none() {
+            return Err(crate::Error::InvalidArgument(
+                "progress is published in the node's identity (a JSON object), and this \
+                 acquire's node data is something else"
+                    .into(),
+            ));
+        }
+        Ok(Some(data.into()))
     }
 
     /// The key of the shared node this acquire may join, if the driver and
