@@ -74,7 +74,7 @@ const DOM_GOAL_MS: f64 = 100.0;
 )]
 struct Args {
     /// A short run, as CI's: 100 paths, 10 hand-offs of warm-up and 30
-    /// measured
+    /// measured, at most 60 s of them
     #[arg(long)]
     quick: bool,
     /// Lock paths under the root [default: 1000; 100 with --quick]
@@ -92,6 +92,10 @@ struct Args {
     /// Measure `/events` only (no browser)
     #[arg(long)]
     no_browser: bool,
+    /// Stop handing off after this many seconds and report what was
+    /// measured by then (it says so) [default: 900; 60 with --quick]
+    #[arg(long, value_name = "S", value_parser = positive)]
+    max_secs: Option<usize>,
     /// Passed by `cargo bench` to every bench program; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -118,20 +122,22 @@ struct Sizes {
     participants: usize,
     handoffs: usize,
     warm_up: usize,
+    budget: Duration,
 }
 
 impl Sizes {
     fn of(args: &Args) -> Sizes {
-        let (paths, handoffs, warm_up) = if args.quick {
-            (100, 30, 10)
+        let (paths, handoffs, warm_up, secs) = if args.quick {
+            (100, 30, 10, 60)
         } else {
-            (1_000, 500, 50)
+            (1_000, 500, 50, 900)
         };
         Sizes {
             paths: args.paths.unwrap_or(paths),
             participants: args.participants,
             handoffs: args.handoffs.unwrap_or(handoffs),
             warm_up: args.warm_up.unwrap_or(warm_up),
+            budget: Duration::from_secs(args.max_secs.unwrap_or(secs) as u64),
         }
     }
 }
@@ -439,7 +445,23 @@ async fn measure(
     let mut page_work = Vec::with_capacity(sizes.handoffs);
     let mut early = 0usize;
     let measuring = Instant::now();
+    let mut done = 0;
     for i in 0..sizes.warm_up + sizes.handoffs {
+        if measuring.elapsed() > sizes.budget {
+            println!(
+                "stopped at the time budget ({} s, --max-secs): {} of {} hand-offs measured",
+                sizes.budget.as_secs(),
+                to_events.len(),
+                sizes.handoffs
+            );
+            break;
+        }
+        if i > 0 && i % 50 == 0 {
+            println!(
+                "  {i} hand-offs in {:.1} s",
+                measuring.elapsed().as_secs_f64()
+            );
+        }
         let at = i % dirs.len();
         let dir = &dirs[at];
         let gone = format!("{dir}/{}", node_name(first_seq[at]));
@@ -496,14 +518,14 @@ async fn measure(
                 .await
                 .map_err(|err| format!("the waiter after hand-off {i} in the DOM: {err}"))?;
         }
+        done += 1;
     }
     let spent = measuring.elapsed();
     if let Some(browser) = &browser {
         clock_check(browser, "end").await;
     }
     println!(
-        "{} hand-offs (and as many new waiters) in {:.1} s; /events messages read: {}, the largest {} bytes",
-        sizes.warm_up + sizes.handoffs,
+        "{done} hand-offs (and as many new waiters) in {:.1} s; /events messages read: {}, the largest {} bytes",
         spent.as_secs_f64(),
         events.received(),
         events.largest()
