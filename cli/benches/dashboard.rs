@@ -409,6 +409,18 @@ async fn measure(
         first.bytes
     );
 
+    // What one view costs the dashboard to make and send, alone.
+    let mut gets = Vec::new();
+    for _ in 0..5 {
+        let (took, bytes) = sse::timed_get(address, "/api/snapshot").await?;
+        gets.push((ms(took), bytes));
+    }
+    gets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    println!(
+        "GET /api/snapshot (the same view as JSON, {} bytes), 5 times: median {:.2} ms, fastest {:.2} ms",
+        gets[2].1, gets[2].0, gets[0].0
+    );
+
     let browser = if with_browser {
         match browser::Browser::start(&format!("http://{address}/")).await {
             Ok(browser) => browser,

@@ -134,6 +134,20 @@ impl Events {
     }
 }
 
+/// `GET path` on `address`, read to its end: how long it took and the
+/// body's size (a view's JSON made once, with no event stream around it).
+pub(crate) async fn timed_get(address: &str, path: &str) -> Result<(Duration, usize), BoxError> {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(address).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await?;
+    let took = started.elapsed();
+    let body = find(&response, b"\r\n\r\n", 0).map_or(0, |end| response.len() - end - 4);
+    Ok((took, body))
+}
+
 fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     haystack
         .get(from..)?
