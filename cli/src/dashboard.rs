@@ -297,6 +297,152 @@ struct Shared {
     policy: Arc<Policy>,
     known: Known,
     registry: Registry,
+    feed: Feed,
+}
+
+/// What `/events` sends, built once for every connection: the view as
+/// last sent (with its number) and the changes since, numbered in order.
+/// A connection starts from the view, then takes each change numbered
+/// after it; one that falls more than [`FEED_BACKLOG`] changes behind
+/// (a slow or stalled reader) is sent the whole view again.
+#[derive(Debug)]
+struct Feed {
+    state: Mutex<FeedState>,
+    changes: tokio::sync::broadcast::Sender<(u64, Arc<str>)>,
+}
+
+/// The feed's view as last sent.
+#[derive(Debug, Default)]
+struct FeedState {
+    /// The number of the last change sent.
+    seq: u64,
+    /// The view as shown then.
+    view: Arc<TreeView>,
+    /// Each path's flags then (they change with time, too).
+    flags: HashMap<String, Vec<&'static str>>,
+}
+
+/// How many changes the feed keeps for connections behind it: past that a
+/// connection gets the whole view again, so memory stays bounded whatever
+/// the readers do.
+const FEED_BACKLOG: usize = 16;
+
+/// How often flags that change with time alone (overdue, leaderless) are
+/// looked at again.
+const FEED_TICK: Duration = Duration::from_secs(1);
+
+impl Feed {
+    fn new() -> Self {
+        Feed {
+            state: Mutex::new(FeedState::default()),
+            changes: tokio::sync::broadcast::channel(FEED_BACKLOG).0,
+        }
+    }
+
+    /// The view as last sent, its number, and a receiver of the changes
+    /// after it (taken together, so none is missed or sent twice).
+    fn start(
+        &self,
+    ) -> (
+        u64,
+        Arc<TreeView>,
+        tokio::sync::broadcast::Receiver<(u64, Arc<str>)>,
+    ) {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (state.seq, state.view.clone(), self.changes.subscribe())
+    }
+}
+
+/// Follows the observer (and the clock, for flags) and sends each change
+/// once: the paths whose entry changed, the paths gone, and the view's own
+/// fields.
+async fn feed(shared: Arc<Shared>) {
+    let mut changes = shared.observer.changes();
+    let mut tick = tokio::time::interval(FEED_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let view = Arc::new(shown_view(
+            &changes.borrow_and_update().clone(),
+            &shared.known,
+        ));
+        let now = now_ms();
+        let flags: HashMap<String, Vec<&'static str>> = view
+            .paths
+            .iter()
+            .map(|(path, observed)| {
+                (
+                    path.clone(),
+                    flags_of(&shared.policy.facts(path, observed, now), observed),
+                )
+            })
+            .collect();
+        {
+            let mut state = shared
+                .feed
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let before = state.view.clone();
+            let changed: std::collections::BTreeSet<&String> = view
+                .paths
+                .iter()
+                .filter(|(path, observed)| {
+                    let same = before
+                        .paths
+                        .get(*path)
+                        .is_some_and(|old| Arc::ptr_eq(old, observed) || **old == ***observed);
+                    !same || state.flags.get(*path) != flags.get(*path)
+                })
+                .map(|(path, _)| path)
+                .collect();
+            let removed: Vec<&String> = before
+                .paths
+                .keys()
+                .filter(|path| !view.paths.contains_key(*path))
+                .collect();
+            let fields_changed = before.current != view.current
+                || before.since_ms != view.since_ms
+                || before.capped != view.capped
+                || before.listings != view.listings
+                || before.events != view.events;
+            if !changed.is_empty() || !removed.is_empty() || fields_changed {
+                let mut part = (*view).clone();
+                part.paths.retain(|path, _| changed.contains(path));
+                let mut message = view_json(&shared, &part, now);
+                let seq = state.seq + 1;
+                message["seq"] = json!(seq);
+                message["removed"] = json!(removed);
+                let text: Arc<str> = json_text(&message).into();
+                state.seq = seq;
+                state.view = view.clone();
+                state.flags = flags;
+                // No receiver is no error: nobody is watching.
+                let _ = shared.feed.changes.send((seq, text));
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+/// The flags of a path (as the page and the snapshot show them).
+fn flags_of(facts: &Facts, observed: &ObservedPath) -> Vec<&'static str> {
+    let mut flags = Vec::new();
+    if facts.overdue.as_ref().is_some_and(|o| o.2) {
+        flags.push("overdue");
+    }
+    if facts.leaderless {
+        flags.push("leaderless");
+    }
+    if observed.unknown.count > 0 {
+        flags.push("unknown");
+    }
+    flags
 }
 
 /// `zk-curator dashboard ROOT`: binds, connects, checks the root, then
@@ -385,7 +531,9 @@ async fn serve(
         policy,
         known,
         registry,
+        feed: Feed::new(),
     });
+    let feeding = tokio::spawn(feed(shared.clone()));
     let app = Router::new()
         .route("/", get(page))
         .route("/events", get(events))
@@ -407,6 +555,7 @@ async fn serve(
         _ = terminate.recv() => Ok(0),
     };
     tracker.abort();
+    feeding.abort();
     observer.close().await;
     ended
 }
@@ -457,28 +606,61 @@ async fn snapshot(State(shared): State<Arc<Shared>>) -> Response {
     )
 }
 
-/// The view, then each new view as it comes; a client that reads slowly
-/// (or never) is sent the latest view when it reads again, never a
-/// backlog: the observer's `watch` channel keeps only the latest, and at
-/// most one event waits in this connection.
+/// The whole view (event `view`, with the number of the last change it
+/// holds, `seq`), then each change after it (event `change`: the paths
+/// whose entry changed, in full, `removed` for the paths gone, and the
+/// view's own fields), built once by the [`feed`] for every connection. A
+/// client that reads slowly (or never) holds back nothing: past
+/// [`FEED_BACKLOG`] changes behind, it is sent the whole view again when
+/// it reads.
 async fn events(
     State(shared): State<Arc<Shared>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let changes = shared.observer.changes();
     let stream = futures::stream::unfold(
-        (shared, changes, true),
-        |(shared, mut changes, first)| async move {
-            if !first && changes.changed().await.is_err() {
-                return None;
+        (shared, None),
+        |(shared, started): (
+            Arc<Shared>,
+            Option<(u64, tokio::sync::broadcast::Receiver<(u64, Arc<str>)>)>,
+        )| async move {
+            let (seq, mut changes) = match started {
+                Some(started) => started,
+                None => return Some(whole_view(shared)),
+            };
+            loop {
+                match changes.recv().await {
+                    Ok((number, _)) if number <= seq => {}
+                    Ok((number, text)) => {
+                        let event = Event::default().event("change").data(&*text);
+                        return Some((Ok(event), (shared, Some((number, changes)))));
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        return Some(whole_view(shared));
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
             }
-            let view = changes.borrow_and_update().clone();
-            let view = shown_view(&view, &shared.known);
-            let text = json_text(&view_json(&shared, &view, now_ms()));
-            let event = Event::default().event("view").data(text);
-            Some((Ok(event), (shared, changes, false)))
         },
     );
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+/// The `view` event of the feed's view, and where the connection goes on
+/// from.
+#[allow(clippy::type_complexity)]
+fn whole_view(
+    shared: Arc<Shared>,
+) -> (
+    Result<Event, Infallible>,
+    (
+        Arc<Shared>,
+        Option<(u64, tokio::sync::broadcast::Receiver<(u64, Arc<str>)>)>,
+    ),
+) {
+    let (seq, view, changes) = shared.feed.start();
+    let mut message = view_json(&shared, &view, now_ms());
+    message["seq"] = json!(seq);
+    let event = Event::default().event("view").data(json_text(&message));
+    (Ok(event), (shared, Some((seq, changes))))
 }
 
 /// `/metrics`: OpenMetrics when the scraper accepts it (Prometheus asks
@@ -535,16 +717,7 @@ fn view_json(shared: &Shared, view: &TreeView, now: i64) -> Value {
     if let Some(paths) = listing["paths"].as_array_mut() {
         for (entry, (path, observed)) in paths.iter_mut().zip(&view.paths) {
             let facts = shared.policy.facts(path, observed, now);
-            let mut flags = Vec::new();
-            if facts.overdue.as_ref().is_some_and(|o| o.2) {
-                flags.push("overdue");
-            }
-            if facts.leaderless {
-                flags.push("leaderless");
-            }
-            if observed.unknown.count > 0 {
-                flags.push("unknown");
-            }
+            let flags = flags_of(&facts, observed);
             entry["label"] = json!(facts.recipe);
             entry["holders"] = json!(facts.holders);
             entry["waiters"] = json!(facts.waiters);

@@ -176,6 +176,71 @@ async fn events_follow_a_hand_off() {
     .expect("test timed out");
 }
 
+/// After the whole view, `/events` sends changes: only the paths whose
+/// entry changed (a hand-off on one lock of two sends that one), numbered
+/// after the view; and a flag that comes with time alone (`--overdue`)
+/// is sent without any change in ZooKeeper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_send_only_what_changed_and_flags_as_time_passes() {
+    tokio::time::timeout(TEST_LIMIT, async {
+        let root = unique("changes");
+        let client = raw().await;
+        let a = format!("{root}/locks/a");
+        let b = format!("{root}/locks/b");
+        make(&client, &mutex_node(&a, 1), b"first").await;
+        make(&client, &mutex_node(&a, 2), b"second").await;
+        make(&client, &mutex_node(&b, 1), b"other").await;
+        let overdue = format!("{a}=700ms");
+        let dashboard = Dashboard::start(&root, &["--overdue", &overdue]).await;
+        dashboard
+            .snapshot_when(|v| v["paths"].as_array().is_some_and(|p| p.len() == 2))
+            .await;
+        let mut stream = TcpStream::connect(&dashboard.address).await.unwrap();
+        let request = format!(
+            "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
+            dashboard.address
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut events = BufReader::new(stream);
+        let first = next_view(&mut events).await;
+        assert_eq!(first["paths"].as_array().unwrap().len(), 2, "{first}");
+        let seq = first["seq"].as_u64().unwrap();
+        client.delete(&mutex_node(&a, 1), None).await.unwrap();
+        let handed = loop {
+            let change = next_view(&mut events).await;
+            assert!(change["seq"].as_u64().unwrap() > seq, "{change}");
+            let paths = change["paths"].as_array().unwrap();
+            assert!(
+                paths.iter().all(|p| p["path"] != b.as_str()),
+                "b unchanged, yet sent: {change}"
+            );
+            if paths
+                .iter()
+                .any(|p| p["participants"][0]["identity"] == "second")
+            {
+                break change;
+            }
+        };
+        assert_eq!(handed["paths"].as_array().unwrap().len(), 1, "{handed}");
+        assert!(handed["removed"].as_array().unwrap().is_empty(), "{handed}");
+        // The new hold is known to have begun now: overdue 700 ms later,
+        // with nothing else happening.
+        let flagged = loop {
+            let change = next_view(&mut events).await;
+            let paths = change["paths"].as_array().unwrap();
+            if let Some(p) = paths.iter().find(|p| p["path"] == a.as_str()) {
+                if p["flags"] == serde_json::json!(["overdue"]) {
+                    break change;
+                }
+            }
+        };
+        assert_eq!(flagged["paths"].as_array().unwrap().len(), 1, "{flagged}");
+        dashboard.stop().await;
+    })
+    .await
+    .expect("test timed out");
+}
+
 /// Every sample line of an OpenMetrics text: `name{labels} value`.
 fn samples(text: &str) -> Vec<(String, String, f64)> {
     text.lines()

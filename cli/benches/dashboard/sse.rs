@@ -239,7 +239,7 @@ async fn read(
                     data.push(value.strip_prefix(' ').unwrap_or(value));
                 }
             }
-            if name != "view" || data.is_empty() {
+            if !(name == "view" || name == "change") || data.is_empty() {
                 continue;
             }
             let data = data.join("\n");
