@@ -322,6 +322,13 @@ struct FeedState {
     flags: HashMap<String, Vec<&'static str>>,
 }
 
+/// A connection's receiver of the feed's numbered changes.
+type Changes = tokio::sync::broadcast::Receiver<(u64, Arc<str>)>;
+
+/// Where a connection is in the feed: the number of the last change it
+/// was sent, and its receiver (`None` before its first event).
+type Position = Option<(u64, Changes)>;
+
 /// How many changes the feed keeps for connections behind it: past that a
 /// connection gets the whole view again, so memory stays bounded whatever
 /// the readers do.
@@ -341,13 +348,7 @@ impl Feed {
 
     /// The view as last sent, its number, and a receiver of the changes
     /// after it (taken together, so none is missed or sent twice).
-    fn start(
-        &self,
-    ) -> (
-        u64,
-        Arc<TreeView>,
-        tokio::sync::broadcast::Receiver<(u64, Arc<str>)>,
-    ) {
+    fn start(&self) -> (u64, Arc<TreeView>, Changes) {
         let state = self
             .state
             .lock()
@@ -618,10 +619,7 @@ async fn events(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = futures::stream::unfold(
         (shared, None),
-        |(shared, started): (
-            Arc<Shared>,
-            Option<(u64, tokio::sync::broadcast::Receiver<(u64, Arc<str>)>)>,
-        )| async move {
+        |(shared, started): (Arc<Shared>, Position)| async move {
             let (seq, mut changes) = match started {
                 Some(started) => started,
                 None => return Some(whole_view(shared)),
@@ -647,15 +645,7 @@ async fn events(
 /// The `view` event of the feed's view, and where the connection goes on
 /// from.
 #[allow(clippy::type_complexity)]
-fn whole_view(
-    shared: Arc<Shared>,
-) -> (
-    Result<Event, Infallible>,
-    (
-        Arc<Shared>,
-        Option<(u64, tokio::sync::broadcast::Receiver<(u64, Arc<str>)>)>,
-    ),
-) {
+fn whole_view(shared: Arc<Shared>) -> (Result<Event, Infallible>, (Arc<Shared>, Position)) {
     let (seq, view, changes) = shared.feed.start();
     let mut message = view_json(&shared, &view, now_ms());
     message["seq"] = json!(seq);
