@@ -644,7 +644,6 @@ async fn events(
 
 /// The `view` event of the feed's view, and where the connection goes on
 /// from.
-#[allow(clippy::type_complexity)]
 fn whole_view(shared: Arc<Shared>) -> (Result<Event, Infallible>, (Arc<Shared>, Position)) {
     let (seq, view, changes) = shared.feed.start();
     let mut message = view_json(&shared, &view, now_ms());
