@@ -15,8 +15,8 @@
 //! forceSync=yes, ZooKeeper's default 1000 MB heap). With `--ensemble N`
 //! (issue 32) it starts N such servers as one replicated ensemble
 //! (`locks/ensemble.rs`) and runs the uncontended, contended, tasks (with
-//! the cohort curve) and failover workloads there, every contender with the
-//! full connect string; it also measures the ensemble's own ceiling, the
+//! the cohort curve), failover and bounds workloads there, every contender
+//! with the full connect string; it also measures the ensemble's own ceiling, the
 //! create+delete pairs/s of pipelined `zookeeper-client` sessions
 //! (`locks/ceiling.rs`), and gives each contended row as a share of it.
 //! The other workloads need the standalone server and are skipped (named in
@@ -46,6 +46,12 @@
 //! Curator, hand-off latency and fsyncs per hand-off (`mntr`
 //! `zk_cnt_fsynctime`), and then the curve over `max_passes` with the other
 //! session's longest wait (`locks/cohort.rs`).
+//!
+//! The bounds workload (issue 46, `locks/bounds.rs`) times, on two
+//! zk-curator sessions, how soon a waiter gets the lock after a stuck
+//! holder's silence bound passes, against an ordinary hand-off interleaved
+//! with it, and counts the requests per acquire and per hand-off with
+//! bounds set (never passing) against none.
 //!
 //! The TLS workload (issue 22, `locks/tls.rs`) starts a second server
 //! serving a TLS port beside the plain one and measures uncontended cycles
@@ -86,8 +92,10 @@
 //! * the workloads, in run order: `warm_up.rs`, `uncontended.rs`,
 //!   `latency.rs`, `ceiling.rs` (`--ensemble` only), `contended.rs`,
 //!   `tasks.rs` (with `cohort.rs`), `failover.rs`, `observe.rs`, `tls.rs`,
-//!   `tree.rs` (with `entities.rs`), `scale.rs`.
+//!   `tree.rs` (with `entities.rs`), `bounds.rs`, `scale.rs`.
 
+#[path = "locks/bounds.rs"]
+mod bounds;
 #[path = "locks/ceiling.rs"]
 mod ceiling;
 #[path = "locks/cohort.rs"]
@@ -155,6 +163,7 @@ mod warm_up;
 
 use std::time::{Duration, Instant};
 
+use bounds::bounds_phase;
 use ceiling::ceiling_phase;
 use contended::contended_phase;
 use contenders::start_contenders;
@@ -272,6 +281,7 @@ async fn run(config: Config) -> Result<(), BoxError> {
     workload!(Workload::Observe, observe_phase);
     workload!(Workload::Tls, tls_phase);
     workload!(Workload::Tree, tree_phase);
+    workload!(Workload::Bounds, bounds_phase);
     // The contenders' sessions go before the scale workload, which may
     // kill the server (before issue 9 it does).
     for c in contenders {

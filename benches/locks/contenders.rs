@@ -160,6 +160,19 @@ impl Contender {
         }
     }
 
+    /// The first `n` sessions of a zk-curator row on `connect` (opened if
+    /// need be), for a workload that drives the library itself.
+    pub(crate) async fn frameworks(&mut self, connect: &str, n: usize) -> Measured<Vec<Framework>> {
+        self.connect(connect, n).await?;
+        match &self.imp {
+            Imp::ZkCurator { pools, .. } => Ok(pools
+                .get(connect)
+                .map(|p| p[..n.min(p.len())].to_vec())
+                .unwrap_or_default()),
+            _ => Err("not a zk-curator row".to_owned()),
+        }
+    }
+
     /// One lock handle per session (its tasks share it, like the peers'
     /// threads share their session's mutex).
     fn handles(&self, connect: &str, path: &str, n: usize) -> Result<Vec<LockHandle>, BoxError> {

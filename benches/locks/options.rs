@@ -46,6 +46,10 @@ pub(crate) enum Workload {
     /// the server's create+delete ceiling, with and without an observer; and
     /// contended hand-offs/s with an observer against without
     Tree,
+    /// Hold bounds (issue 46): a stuck holder's silence bound passing to
+    /// the next holder's grant, against an ordinary hand-off; requests per
+    /// acquire and hand-off with bounds set against none
+    Bounds,
 }
 
 impl Workload {
@@ -61,6 +65,7 @@ impl Workload {
             Workload::Tls => "tls",
             Workload::Scale => "scale",
             Workload::Tree => "tree",
+            Workload::Bounds => "bounds",
         }
     }
 }
@@ -68,11 +73,12 @@ impl Workload {
 /// The workloads that run on an ensemble (`--ensemble`); the others need
 /// the one standalone server (a proxy in front of it, a second server, a
 /// server the workload may kill) and are skipped.
-pub(crate) const ENSEMBLE_WORKLOADS: [Workload; 4] = [
+pub(crate) const ENSEMBLE_WORKLOADS: [Workload; 5] = [
     Workload::Uncontended,
     Workload::Contended,
     Workload::Tasks,
     Workload::Failover,
+    Workload::Bounds,
 ];
 
 /// `ZK_CONNECT`, and how the bench is started by `cargo bench`.
@@ -142,8 +148,8 @@ struct Args {
     #[arg(long, value_name = "K", value_parser = positive)]
     observed_reps: Option<usize>,
     /// Start N ZooKeeper servers as one replicated ensemble (at least 3) and
-    /// run there: uncontended, contended, tasks and failover, and the
-    /// ensemble's ceiling
+    /// run there: uncontended, contended, tasks, failover and bounds, and
+    /// the ensemble's ceiling
     #[arg(long, value_name = "N", value_parser = members)]
     ensemble: Option<usize>,
     /// The ceiling's pipelined sessions [default: 2 per member]
