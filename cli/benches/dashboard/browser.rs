@@ -60,13 +60,16 @@ new MutationObserver(check).observe(box, { childList: true, subtree: true, chara
 // Runs after the page's own listener (registered first) has rendered the
 // message, and after the observer's check of that render.
 if (typeof source !== "undefined") {
-  source.addEventListener("view", (event) => {
+  const seen = (event) => {
     const t = target;
     if (t && t.at !== null && t.message === null && !t.finished) {
       t.message = performance.timeOrigin + event.timeStamp;
       finish(t);
     }
-  });
+  };
+  // The whole view, and each change after it.
+  source.addEventListener("view", seen);
+  source.addEventListener("change", seen);
 }
 window.__zkBench = {
   expect(path, name, holder) {
