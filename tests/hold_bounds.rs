@@ -658,3 +658,52 @@ async fn progress_is_published_on_the_node_at_most_once_a_quarter() {
     })
     .await;
 }
+
+/// A stuck hold lost to something else first (its connection dropped, a
+/// `Suspended` loss, while its session survives) still loses its node at
+/// its bound: the holder never releases, and without this the node would
+/// stay for as long as the session lives. (Found by the simulator's stuck
+/// holders, seed 6 with `--strict-bounds`.) A hold released after such a
+/// loss leaves nothing for the bound to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_lost_to_a_suspension_first_still_loses_its_node_at_the_bound() {
+    use zk_curator_testing::FaultProxy;
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let raw = raw_client(&server.connect_string()).await;
+        let path = unique_path("bounded-suspended");
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework(&proxy.connect_string()).await;
+        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let bound = Duration::from_secs(3);
+        let guard = mutex
+            .lock_bounded(HoldBounds::new().silence(bound))
+            .await
+            .unwrap();
+        let granted = guard.last_progress().unwrap().into_std();
+        let session = fw.session().await.unwrap().id();
+        proxy.drop_connections();
+        let reason = tokio::time::timeout(bound, guard.lost()).await.unwrap();
+        assert!(matches!(reason, LockLoss::ConnectionState(_)), "{reason}");
+        // The session survives (the client reconnects within its timeout);
+        // the stuck holder never releases; the node goes at the bound.
+        assert!(
+            common::eventually(bound + LATE, || async {
+                common::children(&raw, &path).await.is_empty()
+            })
+            .await,
+            "the node of a stuck hold lost to a suspension stayed"
+        );
+        assert!(granted.elapsed() >= bound, "gone before its bound");
+        assert_eq!(
+            fw.session().await.unwrap().id(),
+            session,
+            "the session did not survive"
+        );
+        // The first reason stays.
+        assert_eq!(guard.loss(), Some(reason));
+        drop(guard);
+        fw.close().await;
+    })
+    .await;
+}

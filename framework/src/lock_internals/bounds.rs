@@ -242,15 +242,33 @@ pub(crate) fn enforce(weak: Weak<HoldInner>) {
                 let Some(running) = hold.running() else {
                     return;
                 };
+                if hold.is_given_back() {
+                    // Released or passed on: the node is the release's.
+                    return;
+                }
                 match hold.check() {
                     Ok(()) => {}
                     Err(LockLoss::BoundPassed(bound)) => {
                         hold.end_by_bound(bound);
                         return;
                     }
-                    // Released, passed on or lost otherwise: its node is
-                    // the release's, or gone.
-                    Err(_) => return,
+                    // The node is gone: deleted, or with its session.
+                    Err(
+                        LockLoss::NodeDeleted
+                        | LockLoss::SessionReplaced
+                        | LockLoss::Closed
+                        | LockLoss::NotHeld,
+                    ) => return,
+                    // Lost otherwise first (a suspension, the lease, a
+                    // revocation): a stuck holder never releases, and its
+                    // node stays while its session lives. At the bound it
+                    // goes, as it would have.
+                    Err(_) => {
+                        if let Some(bound) = running.passed(Instant::now()) {
+                            hold.end_by_bound(bound);
+                            return;
+                        }
+                    }
                 }
                 let Some((end, _)) = running.next_end() else {
                     return;

@@ -85,8 +85,12 @@ pub(crate) struct HoldInner {
     /// together (readers): the node is deleted only when the last share
     /// goes (see [`LeaveShare`]).
     share: std::sync::OnceLock<LeaveShare>,
-    /// Its bounds, once set (see [`super::bounds`]).
-    bounds: std::sync::OnceLock<Running>,
+    /// Its bounds, once set (see [`super::bounds`]); shared with the hold
+    /// of the same node taken up again after a suspension.
+    bounds: std::sync::OnceLock<Arc<Running>>,
+    /// Set once the hold was given back (released, passed on, or handed to
+    /// the background cleaner), whatever its loss latch says.
+    given_back: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Hold {
@@ -118,8 +122,17 @@ impl Hold {
                 keep: std::sync::atomic::AtomicBool::new(false),
                 share: std::sync::OnceLock::new(),
                 bounds: std::sync::OnceLock::new(),
+                given_back: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Whether the hold was given back (released, passed on, or handed to
+    /// the background cleaner).
+    pub(crate) fn is_given_back(&self) -> bool {
+        self.inner
+            .given_back
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The hold behind `weak`, if it lives.
@@ -163,7 +176,12 @@ impl Hold {
             return Ok(());
         }
         let publish = data.filter(|_| bounds.publishes_progress());
-        if self.inner.bounds.set(Running::new(bounds, publish)).is_ok() {
+        if self
+            .inner
+            .bounds
+            .set(Arc::new(Running::new(bounds, publish)))
+            .is_ok()
+        {
             bounds::enforce(Arc::downgrade(&self.inner));
         }
         Ok(())
@@ -179,7 +197,7 @@ impl Hold {
         let Some(running) = from.running() else {
             return;
         };
-        if self.inner.bounds.set(running.continued()).is_ok() {
+        if self.inner.bounds.set(Arc::new(running.continued())).is_ok() {
             bounds::enforce(Arc::downgrade(&self.inner));
         }
     }
@@ -190,7 +208,7 @@ impl Hold {
     }
 
     pub(crate) fn running(&self) -> Option<&Running> {
-        self.inner.bounds.get()
+        self.inner.bounds.get().map(|running| &**running)
     }
 
     /// Says the holder is making progress: the silence bound (see
@@ -258,6 +276,13 @@ impl Hold {
         let pass = self.fencing_token().pass().saturating_add(1);
         let hold = Hold::new(self.inner.framework.clone(), self.inner.node.clone(), epoch);
         hold.start_run(Run::resumed(pass));
+        // The same node under the same bounds and clocks: progress said on
+        // either counts for both.
+        if let Some(running) = self.inner.bounds.get() {
+            if hold.inner.bounds.set(running.clone()).is_ok() {
+                bounds::enforce(Arc::downgrade(&hold.inner));
+            }
+        }
         hold
     }
 
@@ -331,6 +356,9 @@ impl Hold {
             if self.check().is_err() {
                 return false;
             }
+            self.inner
+                .given_back
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             self.inner.lost.send_if_modified(|current| {
                 if current.is_some() {
                     return false;
@@ -527,6 +555,9 @@ impl Hold {
     /// first (see [`fencing::while_valid`](super::fencing::while_valid)):
     /// once this returns, no write under the hold goes out.
     pub(crate) fn end(&self) {
+        self.inner
+            .given_back
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.gate.ending(|| {
             self.inner.lost.send_if_modified(|current| {
                 if current.is_some() {
