@@ -49,7 +49,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer]... [--secs D] [--threads T] [--twice-every K] [--save]";
+[--break fence|loss|observer|bound]... [--secs D] [--threads T] [--twice-every K] [--save]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -83,9 +83,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     "fence" => options.breaks.fence = true,
                     "loss" => options.breaks.loss = true,
                     "observer" => options.breaks.observer = true,
+                    "bound" => options.breaks.bound = true,
                     other => {
                         return Err(format!(
-                            "--break: unknown kind {other:?} (fence, loss, observer)"
+                            "--break: unknown kind {other:?} (fence, loss, observer, bound)"
                         ))
                     }
                 }
@@ -289,7 +290,7 @@ fn batch(options: &Options) -> ExitCode {
         twice.load(Ordering::SeqCst),
         differed.load(Ordering::SeqCst),
     );
-    let broken = options.breaks.fence || options.breaks.loss || options.breaks.observer;
+    let broken = options.breaks.any();
     if let Some(&first) = seeds.first() {
         let (plan, outcome) = regressions::shrink(first, options.duration, options.breaks);
         println!(

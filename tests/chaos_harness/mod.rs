@@ -203,7 +203,7 @@ use zk_curator::recipes::layout::{lock_participants, Layout, Role};
 use zk_curator::recipes::tree::{TreeObserver, TreeView};
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
-    CohortPolicy, Error, Fence, FencingToken, Framework, InterProcessMutex,
+    CohortPolicy, Error, Fence, FencingToken, Framework, HoldBounds, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderElection, LeaderLatch,
     LeaderObserver, LeaderSelector, LeaderTerm, Leadership, Lease, LockLoss, MutexGuard,
     Observation, WriteGuard, WriteLock,
@@ -211,6 +211,7 @@ use zk_curator::{
 use zk_curator_testing::{FaultProxy, TestingCluster, TestingServer};
 
 pub mod ensemble;
+mod stuck;
 
 /// What a run is aimed at: one server, or a replicated ensemble (whose own
 /// faults join the schedule: see [`ensemble`]), or a server on a simulated
@@ -394,6 +395,25 @@ pub struct Config {
     /// in real time, where another thread may end a term between the
     /// stream's look and the check (a false report).
     pub probe_leadership: bool,
+    /// Stuck holders (see "Stuck holders"): every other contender's lock
+    /// holds are bounded, and now and then get stuck. `ZK_CHAOS_STUCK=0`
+    /// turns them off.
+    pub stuck: bool,
+    /// `ZK_CHAOS_BREAK=bound`: a stuck holder's progress is said by a
+    /// timer instead of by its work (a planted bug: its hold never ends).
+    pub break_bound: bool,
+    /// How long after a bound's end its hold's `lost()` may fire: the
+    /// enforcer's wake-up (its timer, then its task's turn). Exact in a
+    /// simulation; a loaded machine's scheduling in real time.
+    pub wake_slack: Duration,
+    /// How long after a bound's end, beyond the session timeout (and
+    /// [`Config::read_lag`]), a stuck hold's node may still be there: see
+    /// rule 8 of "Stuck holders".
+    pub stuck_slack: Duration,
+    /// A loss is seen the instant it is latched (one thread: a simulation),
+    /// so a stuck hold seen lost at or after its bound's end must say
+    /// [`LockLoss::BoundPassed`].
+    pub loss_seen_at_once: bool,
 }
 
 impl Config {
@@ -427,7 +447,20 @@ impl Config {
             skip_faults: std::collections::BTreeSet::new(),
             release_bound: Duration::from_secs(3),
             probe_leadership: false,
+            stuck: std::env::var("ZK_CHAOS_STUCK").map_or(true, |v| v != "0"),
+            break_bound: broken.split(',').any(|b| b == "bound"),
+            wake_slack: Duration::from_secs(1),
+            stuck_slack: STUCK_SLACK,
+            loss_seen_at_once: false,
         }
+    }
+
+    /// A stuck hold's node may outlive its bound by `slack` beyond the
+    /// session timeout and the read lag (an ensemble that cannot write for
+    /// a while needs more than [`STUCK_SLACK`]).
+    pub fn with_stuck_slack(mut self, slack: Duration) -> Config {
+        self.stuck_slack = slack;
+        self
     }
 
     /// On an ensemble: an observer's server may answer up to `lag` behind
@@ -587,6 +620,14 @@ struct Log {
     /// Releases of a hold already lost that took longer than
     /// [`Config::release_bound`], with how long.
     slow_releases: Vec<Duration>,
+    /// Stuck holds, as the checker judged them (rule 8).
+    stuck: Vec<stuck::Judged>,
+    /// Bounds that passed too early (rule 9), in words.
+    early_bounds: Vec<String>,
+    /// Writes of stuck holders once woken, through the fence taken before
+    /// they got stuck, and how many of them found the hold lost first.
+    stuck_writes: u64,
+    stuck_writes_lost: u64,
 }
 
 /// One report of an election's observer, as the harness received it.
@@ -691,6 +732,10 @@ pub struct Report {
     windows: Vec<FaultWindow>,
     /// What the tree observer showed.
     tree: TreeLog,
+    /// [`Config::stuck`].
+    stuck: bool,
+    /// [`Config::loss_seen_at_once`].
+    loss_seen_at_once: bool,
 }
 
 impl Report {
@@ -760,6 +805,20 @@ impl Report {
                     log.ended_handouts
                 ));
             }
+            if let Some(zero) = self.started {
+                found.extend(
+                    stuck::violations(&log.stuck, zero, self.loss_seen_at_once)
+                        .into_iter()
+                        .map(|v| format!("{kind:?}: {v}")),
+                );
+            }
+            if !log.early_bounds.is_empty() {
+                let shown: Vec<&String> = log.early_bounds.iter().take(4).collect();
+                found.push(format!(
+                    "{kind:?}: {} bound(s) passed before their time: {shown:?}",
+                    log.early_bounds.len()
+                ));
+            }
             if kind.is_election() {
                 found.extend(
                     term_order_violations(&log.intervals)
@@ -776,6 +835,12 @@ impl Report {
             }
         }
         found.extend(self.tree_violations());
+        if self.stuck && self.logs.values().all(|log| log.stuck.is_empty()) {
+            found.push(
+                "stuck holders on, yet no hold got stuck (the run proved nothing of the bounds)"
+                    .to_owned(),
+            );
+        }
         if self.passes == Some(0) {
             found.push("cohort mode, yet no node was passed (the run proved nothing)".to_owned());
         }
@@ -825,6 +890,19 @@ impl Report {
                     i.obeyed
                 ));
             }
+            for j in &log.stuck {
+                lines.push(format!(
+                    "{kind:?} stuck {}.{} at {} end {} seen {} lost {:?} gone {:?} left {:?}",
+                    j.who,
+                    j.task,
+                    at(j.stuck_at),
+                    at(j.end),
+                    at(j.end_seen),
+                    j.lost.map(|(loss, when)| (loss, at(when))),
+                    j.gone_at.iter().map(|g| g.map(at)).collect::<Vec<_>>(),
+                    j.left
+                ));
+            }
             for a in &log.accepted {
                 lines.push(format!(
                     "{kind:?} write {} token {:?} lost before {}",
@@ -844,7 +922,7 @@ impl Report {
                 log.handed_out, log.ended_handouts
             ));
             lines.push(format!(
-                "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} ({} of the host) late writes {}/{} losses {:?}",
+                "{kind:?} acquired {} timed out {} errors {} refused {} interference {} pauses {} ({} of the host) late writes {}/{} stuck writes {}/{} early {:?} losses {:?}",
                 log.acquired,
                 log.timed_out,
                 log.acquire_errors,
@@ -854,6 +932,9 @@ impl Report {
                 log.host_pauses,
                 log.late_accepted,
                 log.late_writes,
+                log.stuck_writes_lost,
+                log.stuck_writes,
+                log.early_bounds,
                 log.losses
             ));
         }
@@ -1227,6 +1308,21 @@ impl fmt::Display for Report {
              Stale losses: {inside} inside a fault window (+{:?}), {outside} outside (flaps)",
             self.session_timeout
         )?;
+        for (kind, log) in &self.logs {
+            if log.stuck.is_empty() {
+                continue;
+            }
+            let (judged, by_bound, otherwise, lost_after, gone_after) = stuck::figures(&log.stuck);
+            writeln!(
+                f,
+                "stuck {:<11} {judged} hold(s): {by_bound} lost by a bound, {otherwise} lost otherwise first; \
+                 lost() at most {lost_after:?} after the bound's end, node gone at most {gone_after:?} after; \
+                 {} of {} write(s) once woken found the hold lost (all refused)",
+                format!("{kind:?}"),
+                log.stuck_writes_lost,
+                log.stuck_writes
+            )?;
+        }
         let tree = &self.tree;
         let current = tree.views.iter().filter(|seen| seen.current).count();
         let listings = tree.views.last().map_or(0, |seen| seen.listings);
@@ -1464,6 +1560,18 @@ impl Taken {
         }
     }
 
+    /// Says the hold is making progress (nothing for an unbounded hold).
+    fn progress(&self) {
+        match self {
+            Taken::Guard(g) => g.progress(),
+            Taken::Task(m) => m.progress(),
+            Taken::Write(g) => g.progress(),
+            Taken::Lease(l) => l.progress(),
+            Taken::Multi(m) => m.progress(),
+            Taken::Term(t, _) => t.progress(),
+        }
+    }
+
     /// Why the hold ended, if it is known to have.
     fn loss(&self) -> Option<LockLoss> {
         match self {
@@ -1655,6 +1763,9 @@ struct Shared {
     host_pauses: Mutex<Vec<(usize, Instant, Option<Instant>)>>,
     /// What the tree observer showed.
     tree: Mutex<TreeLog>,
+    /// Where stuck holders hand their holds to the checker (`None` once
+    /// the contenders are done).
+    stuck_holds: Mutex<Option<mpsc::UnboundedSender<stuck::StuckHold>>>,
 }
 
 impl Shared {
@@ -1715,6 +1826,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         .await
         .unwrap();
     let (pause_tx, mut pause_rx) = mpsc::unbounded_channel();
+    let (stuck_tx, stuck_rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         config: config.clone(),
         stop: AtomicBool::new(false),
@@ -1725,7 +1837,10 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         places: contenders.iter().map(|c| c.place.clone()).collect(),
         host_pauses: Mutex::new(Vec::new()),
         tree: Mutex::new(TreeLog::default()),
+        stuck_holds: Mutex::new(Some(stuck_tx)),
     });
+    // The stuck holds' checker, on the harness's runtime and session.
+    let stuck_checker = tokio::spawn(stuck::checker(shared.clone(), raw.clone(), stuck_rx));
     let mut tasks = Vec::new();
     let mut selectors = Vec::new();
     for (who, contender) in contenders.iter().enumerate() {
@@ -1922,6 +2037,10 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     for task in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
     }
+    // No hold gets stuck any more: the checker ends with its last check
+    // (each bounded by its deadlines).
+    drop(shared.stuck_holds.lock().unwrap().take());
+    let _ = tokio::time::timeout(Duration::from_secs(60), stuck_checker).await;
     // Quiet: the tree observer must agree with the truth (rule 7), then it
     // is closed where it runs, before the frameworks close.
     let agreement = tree_agreement(target, &config, &root, &tree).await;
@@ -2055,6 +2174,8 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         expiries,
         windows,
         tree,
+        stuck: config.stuck,
+        loss_seen_at_once: config.loss_seen_at_once,
     }
 }
 
@@ -2261,6 +2382,11 @@ fn value_of(id: &str) -> String {
     format!("value of {id}")
 }
 
+/// How long after a bound's end, beyond the session timeout, a stuck
+/// hold's node may still be there on one server (rule 8 of "Stuck
+/// holders").
+pub const STUCK_SLACK: Duration = Duration::from_secs(2);
+
 /// How late `ZK_CHAOS_BREAK=observer` hands observations out.
 pub const OBSERVER_BREAK_DELAY: Duration = Duration::from_secs(3);
 
@@ -2292,41 +2418,45 @@ fn lock_of(
     who: usize,
 ) -> Lock {
     let fw = framework.clone();
+    // A stuck holder's lock bounds its holds by default (see "Stuck
+    // holders"); a semaphore's lease is bounded once granted.
+    let bounds = stuck::bounds_of(&shared.config, who, kind).unwrap_or_default();
+    let mutex = |mutex: InterProcessMutex| {
+        mutex.set_hold_bounds(bounds).unwrap();
+        Lock::Mutex(mutex)
+    };
+    let write = |rw: InterProcessReadWriteLock| {
+        rw.set_hold_bounds(bounds).unwrap();
+        Lock::Write(rw.write_lock())
+    };
     match kind {
-        Kind::MutexGuard => {
-            Lock::Mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-guard")).unwrap())
-        }
-        Kind::MutexTask => {
-            Lock::Mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-task")).unwrap())
-        }
-        Kind::WriteLock => Lock::Write(
-            InterProcessReadWriteLock::new(fw, &format!("{root}/rw"))
-                .unwrap()
-                .write_lock(),
-        ),
+        Kind::MutexGuard => mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-guard")).unwrap()),
+        Kind::MutexTask => mutex(InterProcessMutex::new(fw, &format!("{root}/mutex-task")).unwrap()),
+        Kind::WriteLock => write(InterProcessReadWriteLock::new(fw, &format!("{root}/rw")).unwrap()),
         Kind::Semaphore2 => {
             Lock::Semaphore(InterProcessSemaphoreV2::new(fw, &format!("{root}/sem"), 2).unwrap())
         }
-        Kind::MultiLock => Lock::Multi(
-            InterProcessMultiLock::from_paths(
+        Kind::MultiLock => {
+            let multi = InterProcessMultiLock::from_paths(
                 fw,
                 &[&format!("{root}/multi-b"), &format!("{root}/multi-a")],
             )
-            .unwrap(),
-        ),
-        Kind::KazooMutex => Lock::Mutex(
+            .unwrap();
+            multi.set_hold_bounds(bounds).unwrap();
+            Lock::Multi(multi)
+        }
+        Kind::KazooMutex => mutex(
             InterProcessMutex::with_layout(fw, &format!("{root}/kazoo-mutex"), Layout::Kazoo)
                 .unwrap(),
         ),
-        Kind::KazooWrite => Lock::Write(
+        Kind::KazooWrite => write(
             InterProcessReadWriteLock::with_layout(
                 fw,
                 &format!("{root}/kazoo-rw"),
                 Layout::Kazoo,
                 format!("contender-{who}").as_bytes(),
             )
-            .unwrap()
-            .write_lock(),
+            .unwrap(),
         ),
         Kind::Latch => Lock::Latch(LatchSlot::start(
             shared,
@@ -2407,6 +2537,11 @@ struct Seat {
     kind: Kind,
     framework: Framework,
     counter: String,
+    /// The bounds of its holds, if it is a stuck holder (see "Stuck
+    /// holders").
+    bounds: Option<HoldBounds>,
+    /// Its choice to get stuck, from a generator of its own.
+    stuck_rng: Mutex<Rng>,
 }
 
 async fn contend(
@@ -2421,6 +2556,8 @@ async fn contend(
     let deadline = 3 * shared.config.session_timeout;
     let counter = counter_path(&root, kind);
     let seat = Seat {
+        bounds: stuck::bounds_of(&shared.config, who, kind),
+        stuck_rng: Mutex::new(stuck::stuck_rng(&shared.config, who, task, kind)),
         shared,
         who,
         task,
@@ -2439,6 +2576,14 @@ async fn contend(
             shared.log(kind, |log| log.late_acquires.push(waited));
         }
         let taken = match taken {
+            Ok(Some(Taken::Lease(lease))) => {
+                // A lease is bounded from its grant on (a semaphore has no
+                // default bounds).
+                if let Some(bounds) = seat.bounds {
+                    lease.bound(bounds).unwrap();
+                }
+                Taken::Lease(lease)
+            }
             Ok(Some(taken)) => taken,
             Ok(None) => {
                 shared.log(kind, |log| log.timed_out += 1);
@@ -2513,6 +2658,8 @@ fn start_selector(
         kind: Kind::Selector,
         framework: framework.clone(),
         counter: counter_path(root, Kind::Selector),
+        bounds: None,
+        stuck_rng: Mutex::new(Rng(1)),
     });
     let rng = Mutex::new(rng);
     let lead = move |term: LeaderTerm| {
@@ -2612,6 +2759,13 @@ struct Record<'a> {
     term: Option<LeaderTerm>,
     /// Whether a [`LockLoss::Stale`] of this hold was recorded already.
     stale_noted: bool,
+    /// When the acquire began (the hold's grant came after).
+    asked: Option<Instant>,
+    /// When its holder said progress, each stamp just after the call.
+    progress: Vec<Instant>,
+    /// A stuck holder found its hold lost when it woke: it did nothing
+    /// from this instant (when it got stuck), so its hold ends here.
+    stuck_end: Option<Instant>,
 }
 
 impl<'a> Record<'a> {
@@ -2648,11 +2802,41 @@ impl<'a> Record<'a> {
                 _ => None,
             },
             stale_noted: false,
+            asked,
+            progress: Vec::new(),
+            stuck_end: None,
+        }
+    }
+
+    /// Says progress on a bounded hold, and stamps it.
+    fn progress(&mut self, taken: &Taken) {
+        if self.seat.bounds.is_some() {
+            taken.progress();
+            self.progress.push(now());
+        }
+    }
+
+    /// Rule 9: a bound that passed (seen at `at`) had its time.
+    fn check_bound(&self, loss: LockLoss, at: Instant) {
+        let (Some(bounds), LockLoss::BoundPassed(bound)) = (self.seat.bounds, loss) else {
+            return;
+        };
+        let asked = self.asked.unwrap_or(self.interval.start);
+        if let Some(early) = stuck::early(bounds, bound, asked, &self.progress, at) {
+            let who = (self.seat.who, self.seat.task);
+            self.seat
+                .shared
+                .log(self.seat.kind, |log| log.early_bounds.push(format!("#{}/{}: {early}", who.0, who.1)));
         }
     }
 
     /// The hold ended early, signalled by its `lost()`.
     fn lost(&mut self, loss: LockLoss) {
+        self.lost_at(loss, now());
+    }
+
+    /// The hold ended early, its `lost()` having fired at `at`.
+    fn lost_at(&mut self, loss: LockLoss, at: Instant) {
         let Seat {
             shared, kind, who, ..
         } = self.seat;
@@ -2662,6 +2846,7 @@ impl<'a> Record<'a> {
         };
         shared.log(*kind, |log| *log.losses.entry(reason).or_default() += 1);
         self.interval.loss = Some(loss);
+        self.check_bound(loss, at);
         if loss == LockLoss::Stale {
             self.stale(*who);
         }
@@ -2687,7 +2872,7 @@ impl Drop for Record<'_> {
             self.stale(self.seat.who);
         }
         let mut interval = self.interval.clone();
-        interval.end = now();
+        interval.end = self.stuck_end.unwrap_or_else(now);
         // Its place stopped during the hold: it could not obey the loss
         // signal then (only its fence protects).
         if self
@@ -2760,27 +2945,22 @@ async fn section(
         shared,
         who,
         kind,
-        task: _,
         framework,
         counter,
+        ..
     } = seat;
     let (who, kind) = (*who, *kind);
     let t = shared.config.session_timeout;
     let exclusive = kind.holders() == 1;
-    // Read, then await something, watching the loss signal.
-    let read = async {
-        let (data, stat) = framework
-            .call_with_retry(|client| {
-                let counter = counter.clone();
-                async move { client.get_data(&counter).await }
-            })
-            .await
-            .ok()?;
-        tokio::time::sleep(rng.millis(5, 120)).await;
-        Some((data, stat))
-    };
+    // Read, then await something, watching the loss signal (and saying
+    // progress between the steps, on a bounded hold).
+    record.progress(taken);
+    let read = framework.call_with_retry(|client| {
+        let counter = counter.clone();
+        async move { client.get_data(&counter).await }
+    });
     let read = tokio::select! {
-        read = read => read,
+        read = read => read.ok(),
         loss = &mut *lost => {
             record.lost(loss);
             return true;
@@ -2789,6 +2969,26 @@ async fn section(
     let Some((data, stat)) = read else {
         return false;
     };
+    record.progress(taken);
+    // Now and then a bounded holder gets stuck here (see "Stuck holders").
+    if !pause
+        && seat.bounds.is_some()
+        && seat.stuck_rng.lock().unwrap().below(stuck::STUCK_ONE_IN) == 0
+    {
+        if let Some((written, ended)) = get_stuck(seat, taken, record, &data, &stat).await {
+            note_written(seat, taken, record, written);
+            return ended;
+        }
+    }
+    let work = tokio::time::sleep(rng.millis(5, 120));
+    tokio::select! {
+        () = work => {}
+        loss = &mut *lost => {
+            record.lost(loss);
+            return true;
+        }
+    }
+    record.progress(taken);
     let written = if pause {
         // A process pause: the holder neither watches nor acts while its
         // session is expired; then it writes at once.
@@ -2844,6 +3044,16 @@ async fn section(
             }
         }
     };
+    note_written(seat, taken, record, written);
+    false
+}
+
+/// Records what became of a critical section's write.
+fn note_written(seat: &Seat, taken: &Taken, record: &mut Record<'_>, written: Written) {
+    let Seat {
+        shared, who, kind, ..
+    } = seat;
+    let (who, kind) = (*who, *kind);
     // A holder whose place was stopped meanwhile could not obey either.
     if shared.host_paused_since(who, record.interval.start) {
         record.interval.obeyed = false;
@@ -2860,7 +3070,97 @@ async fn section(
         Written::Interfered if obeyed => shared.log(kind, |log| log.interference += 1),
         _ => {}
     }
-    false
+}
+
+/// A bounded holder gets stuck after its read (see "Stuck holders"): it
+/// takes its fence (a holder about to write), hands the hold to the
+/// checker, and does nothing (no progress, no watching, no I/O) until the
+/// checker has judged the hold, its framework and session going on as
+/// before. Then it wakes and writes once through that fence, without
+/// looking first. Returns the write, and whether the hold had ended (then
+/// its interval ends at the instant it got stuck: it did nothing after).
+/// `None`: it did not get stuck (its hold was lost already, or the run is
+/// winding down).
+async fn get_stuck(
+    seat: &Seat,
+    taken: &Taken,
+    record: &mut Record<'_>,
+    data: &[u8],
+    stat: &zk::Stat,
+) -> Option<(Written, bool)> {
+    let bounds = seat.bounds?;
+    let fence = taken.fence().ok()?;
+    let sender = seat.shared.stuck_holds.lock().unwrap().clone()?;
+    let stuck_at = now();
+    // The library's clocks start at the grant (a lock's default bounds) or
+    // at the bounding call (a lease), both before the hold's start here,
+    // and its last progress came before the last stamp: `end` is when the
+    // first bound passes at the latest.
+    let last = record.progress.last().copied().unwrap_or(record.interval.start);
+    let end = [
+        bounds.max_silence().map(|silence| last + silence),
+        bounds
+            .max_duration()
+            .map(|duration| record.interval.start + duration),
+    ]
+    .into_iter()
+    .flatten()
+    .min()?;
+    let lost = stuck::watch_loss(&fence);
+    let feeding = Arc::new(AtomicBool::new(false));
+    if seat.shared.config.break_bound {
+        if let Some(silence) = bounds.max_silence() {
+            stuck::feed_by_timer(&fence, silence, feeding.clone());
+        }
+    }
+    let (done, judged) = oneshot::channel();
+    let hold = stuck::StuckHold {
+        who: seat.who,
+        task: seat.task,
+        kind: seat.kind,
+        nodes: fence.holds().iter().map(|h| h.path().to_owned()).collect(),
+        stuck_at,
+        end,
+        lost: lost.clone(),
+        done,
+    };
+    if sender.send(hold).is_err() {
+        return None;
+    }
+    stuck::stay_stuck(judged).await;
+    feeding.store(true, Ordering::SeqCst);
+    // Woken: one write through the fence taken before, as if nothing had
+    // happened.
+    let lost_first = taken.loss();
+    let value = std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.split(' ').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let token = record.interval.token;
+    let next = format!("{} {}", value + 1, token);
+    let version = (seat.kind.holders() == 1).then_some(stat.version);
+    let written = match fence.set_data(&seat.counter, next.as_bytes(), version).await {
+        Ok(_) => Written::Accepted(Accepted {
+            value: value + 1,
+            token,
+            lost_before: lost_first.is_some(),
+        }),
+        Err(Error::LockLost { .. }) => Written::Refused,
+        Err(Error::BadVersion) => Written::Interfered,
+        Err(_) => Written::Failed,
+    };
+    seat.shared.log(seat.kind, |log| {
+        log.stuck_writes += 1;
+        log.stuck_writes_lost += u64::from(lost_first.is_some());
+    });
+    let Some(first) = lost_first else {
+        return Some((written, false));
+    };
+    let (loss, at) = (*lost.lock().unwrap()).unwrap_or((first, now()));
+    record.stuck_end = Some(stuck_at);
+    record.lost_at(loss, at);
+    Some((written, true))
 }
 
 /// The critical section's write: the counter plus one, with this holder's
@@ -3068,6 +3368,7 @@ mod tests {
             places: Vec::new(),
             host_pauses: Mutex::new(vec![(0, at(1_000), Some(at(2_000))), (1, at(3_000), None)]),
             tree: Mutex::new(TreeLog::default()),
+            stuck_holds: Mutex::new(None),
         };
         assert!(shared.host_paused_since(0, at(500)));
         assert!(shared.host_paused_since(0, at(2_000)));
