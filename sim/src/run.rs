@@ -27,6 +27,10 @@ pub struct Breaks {
     pub observer: bool,
     /// Stuck holders' progress is said by a timer, not by their work.
     pub bound: bool,
+    /// Not a planted bug: `--strict-bounds` holds the library to rule 8
+    /// (b) for stuck holds lost otherwise first too (see the harness's
+    /// `Config::strict_bounds`).
+    pub strict_bounds: bool,
 }
 
 impl Breaks {
@@ -99,6 +103,7 @@ impl Scenario {
             wake_slack: Duration::from_millis(2),
             stuck_slack: chaos_harness::STUCK_SLACK,
             loss_seen_at_once: true,
+            strict_bounds: breaks.strict_bounds,
         };
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);

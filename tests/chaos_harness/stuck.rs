@@ -38,10 +38,11 @@ pub(super) fn bounds_of(config: &Config, who: usize, kind: Kind) -> Option<HoldB
     if !config.stuck || kind.is_election() || who % 2 == 1 {
         return None;
     }
-    let mut rng = Rng(
-        (config.seed ^ 0x57c4_b0d5_0000_0000 ^ ((who as u64 + 1) << 24) ^ ((kind as u64 + 1) << 8))
-            | 1,
-    );
+    let mut rng = Rng((config.seed
+        ^ 0x57c4_b0d5_0000_0000
+        ^ ((who as u64 + 1) << 24)
+        ^ ((kind as u64 + 1) << 8))
+        | 1);
     let mut bounds = HoldBounds::new().silence(rng.millis(200, 800));
     if rng.below(3) == 0 {
         bounds = bounds.duration(rng.millis(1500, 4000));
@@ -52,14 +53,17 @@ pub(super) fn bounds_of(config: &Config, who: usize, kind: Kind) -> Option<HoldB
 /// The generator of a bounded seat's choice to get stuck (its own, so an
 /// unbounded contender's draws are those of a run without stuck holders).
 pub(super) fn stuck_rng(config: &Config, who: usize, task: usize, kind: Kind) -> Rng {
-    Rng((config.seed ^ 0x0057_0c4e_d000_0000 ^ ((who as u64 + 1) << 40) ^ ((task as u64) << 20)
+    Rng((config.seed
+        ^ 0x0057_0c4e_d000_0000
+        ^ ((who as u64 + 1) << 40)
+        ^ ((task as u64) << 20)
         ^ (kind as u64 + 1))
         | 1)
 }
 
 /// One time in this many, a bounded holder's critical section gets stuck
 /// after its read.
-pub(super) const STUCK_ONE_IN: u64 = 6;
+pub(super) const STUCK_ONE_IN: u64 = 3;
 
 /// The longest a stuck task waits for the checker's verdict before it wakes
 /// anyway (the checker's deadlines are seconds; this only keeps the wait
@@ -116,7 +120,11 @@ pub(super) struct Judged {
 /// `lost()` too).
 pub(super) fn watch_loss(fence: &Fence) -> LostSlot {
     let slot: LostSlot = Arc::new(Mutex::new(None));
-    let losses: Vec<_> = fence.holds().iter().map(|hold| hold.lost().boxed()).collect();
+    let losses: Vec<_> = fence
+        .holds()
+        .iter()
+        .map(|hold| hold.lost().boxed())
+        .collect();
     let record = slot.clone();
     tokio::spawn(async move {
         let (loss, _, _) = futures::future::select_all(losses).await;
@@ -284,11 +292,30 @@ async fn judge(shared: Arc<Shared>, raw: zk::Client, hold: StuckHold) {
     let _ = hold.done.send(());
 }
 
+/// Whether a stuck hold was lost otherwise (a connection state, a stale
+/// lease) before its bound's end: the library then leaves its node to the
+/// holder's release (`bounds::enforce` stops at any other loss), which a
+/// stuck holder never makes (see "Stuck holders", rule 8 (b)).
+pub(super) fn lost_otherwise_first(j: &Judged) -> bool {
+    j.lost.is_some_and(|(loss, when)| {
+        !matches!(
+            loss,
+            LockLoss::BoundPassed(_) | LockLoss::NodeDeleted | LockLoss::SessionReplaced
+        ) && when < j.end_seen
+    })
+}
+
 /// What is wrong with the stuck holds of one kind (rule 8 of the notes),
 /// each in words with instants since `zero`. `exact`: a loss is seen the
 /// instant it is latched (one thread: the simulator), so one seen at or
-/// after the bound's end must be the bound's.
-pub(super) fn violations(judged: &[Judged], zero: Instant, exact: bool) -> Vec<String> {
+/// after the bound's end must be the bound's. `strict`: a node left by a
+/// hold lost otherwise first counts too (see [`lost_otherwise_first`]).
+pub(super) fn violations(
+    judged: &[Judged],
+    zero: Instant,
+    exact: bool,
+    strict: bool,
+) -> Vec<String> {
     let at = |i: Instant| i.saturating_duration_since(zero);
     let mut late = Vec::new();
     let mut reason = Vec::new();
@@ -319,7 +346,7 @@ pub(super) fn violations(judged: &[Judged], zero: Instant, exact: bool) -> Vec<S
                 reason.push(format!("{name}: lost at {:?} with {loss:?}", at(when)));
             }
         }
-        if !j.left.is_empty() {
+        if !j.left.is_empty() && (strict || !lost_otherwise_first(j)) {
             left.push(format!(
                 "{name}, lost {:?}: {:?} still there at {:?}",
                 j.lost.map(|(loss, when)| (loss, at(when))),
@@ -342,6 +369,29 @@ pub(super) fn violations(judged: &[Judged], zero: Instant, exact: bool) -> Vec<S
     found
 }
 
+/// The stuck holds lost otherwise first whose node outlived the bound's
+/// end plus the slack (the library's gap of rule 8 (b)), in words.
+pub(super) fn left_after_other_loss(judged: &[Judged], zero: Instant) -> Vec<String> {
+    let at = |i: Instant| i.saturating_duration_since(zero);
+    judged
+        .iter()
+        .filter(|j| !j.left.is_empty() && lost_otherwise_first(j))
+        .map(|j| {
+            format!(
+                "#{}/{} stuck at {:?}, lost {:?} at {:?}, bound's end {:?}: {:?} still there at {:?}",
+                j.who,
+                j.task,
+                at(j.stuck_at),
+                j.lost.map(|(loss, _)| loss),
+                j.lost.map(|(_, when)| at(when)),
+                at(j.end_seen),
+                j.left,
+                at(j.gone_by)
+            )
+        })
+        .collect()
+}
+
 /// The figures of one kind's stuck holds: how many, lost by a bound / lost
 /// otherwise first, and the longest from the bound's end (as the host saw
 /// it) to the loss and to the node's deletion as told to the harness.
@@ -352,16 +402,27 @@ pub(super) fn figures(judged: &[Judged]) -> (usize, usize, usize, Duration, Dura
         .count();
     let otherwise = judged
         .iter()
-        .filter(|j| j.lost.is_some_and(|(l, _)| !matches!(l, LockLoss::BoundPassed(_))))
+        .filter(|j| {
+            j.lost
+                .is_some_and(|(l, _)| !matches!(l, LockLoss::BoundPassed(_)))
+        })
         .count();
     let lost_after = judged
         .iter()
-        .filter_map(|j| j.lost.map(|(_, when)| when.saturating_duration_since(j.end_seen)))
+        .filter_map(|j| {
+            j.lost
+                .map(|(_, when)| when.saturating_duration_since(j.end_seen))
+        })
         .max()
         .unwrap_or_default();
     let gone_after = judged
         .iter()
-        .flat_map(|j| j.gone_at.iter().flatten().map(|g| g.saturating_duration_since(j.end_seen)))
+        .flat_map(|j| {
+            j.gone_at
+                .iter()
+                .flatten()
+                .map(|g| g.saturating_duration_since(j.end_seen))
+        })
         .max()
         .unwrap_or_default();
     (judged.len(), by_bound, otherwise, lost_after, gone_after)
