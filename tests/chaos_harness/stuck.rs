@@ -7,12 +7,14 @@
 //!
 //! A stuck holder hands its hold to the checker here, on the harness's own
 //! runtime and session, and waits (doing nothing) until the checker has
-//! judged it. The checker waits until the hold's deadlines, then looks:
-//! did its `lost()` fire (a watcher beside the stuck task records when, and
-//! why), and is its node gone (its own session's watch, and at the
-//! deadline a read, synced first)? Then the stuck task wakes and writes
-//! once through the fence it took before it got stuck: the server must
-//! never see that write if the hold was lost.
+//! judged it. The checker waits until its loss has been seen and the
+//! deletion of every node of it told (a watch of its own session), or
+//! until the hold's deadlines, then judges: did its `lost()` fire in time
+//! (a watcher beside the stuck task records when, and why), and was its
+//! node gone in time (told of the deletion by then, or a read at the
+//! deadline, synced first, does not find it)? Then the stuck task wakes
+//! and writes once through the fence it took before it got stuck: the
+//! server must never see that write if the hold was lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -244,8 +246,12 @@ async fn judge(shared: Arc<Shared>, raw: zk::Client, hold: StuckHold) {
             config.wake_slack,
             slack,
         );
+        // Judged as soon as what decides it is known: its loss seen, and
+        // every node's deletion told (the stuck task then wakes sooner, but
+        // only after both).
+        let settled = hold.lost.lock().unwrap().is_some() && gone_at.iter().all(Option::is_some);
         let wait_until = match found {
-            Some((_, _, gone_by)) if now() >= gone_by => {
+            Some((_, _, gone_by)) if now() >= gone_by || settled => {
                 known = found;
                 break;
             }
