@@ -519,7 +519,8 @@ mod tests {
         let progress = [at(100), at(250), at(400)];
         assert!(early(bounds, Bound::Silence, at(0), &progress, at(700)).is_none());
         assert!(early(bounds, Bound::Silence, at(0), &progress, at(600)).is_some());
-        assert!(early(bounds, Bound::Silence, at(0), &[at(350)], at(360)).is_some());
+        // Gaps of 100, 250 and 10 ms: none as long as the bound.
+        assert!(early(bounds, Bound::Silence, at(0), &[at(100), at(350)], at(360)).is_some());
         assert!(early(bounds, Bound::Duration, at(0), &progress, at(2000)).is_none());
         assert!(early(bounds, Bound::Duration, at(0), &progress, at(1900)).is_some());
     }
