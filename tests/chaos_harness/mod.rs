@@ -214,8 +214,8 @@
 //!    survived, a lease gone stale) keeps its node past `G`. The
 //!    enforcer stops at any other loss and leaves the node to the holder's
 //!    release, which a stuck holder never makes: the next waiter waits as
-//!    long as the stuck task does (in the simulator seeds 6, 28 and 93 of
-//!    0..100).
+//!    long as the stuck task does (in the simulator seeds 6 and 7 of
+//!    0..100: in seed 6 a connection reset 6 ms before the bound's end).
 //! 9. **No bound passes early.** A hold lost with
 //!    [`LockLoss::BoundPassed`] (`Silence`) at `T` had, among the instants
 //!    its acquire began, it said progress and `T`, a stretch without
