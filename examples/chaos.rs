@@ -7,10 +7,11 @@
 //! ZK_TEST_SERVER=real ZK_CHAOS_SECS=300 cargo run --release -p examples --example chaos
 //! ```
 //!
-//! `ZK_CHAOS_SEED` replays a run; `ZK_CHAOS_BREAK=fence`, `=loss` or
-//! `=observer` shows what happens without the fence, without the loss
-//! signal, or with an observer whose reports come late. Exits with status 1
-//! when a rule was broken.
+//! `ZK_CHAOS_SEED` replays a run; `ZK_CHAOS_BREAK=fence`, `=loss`,
+//! `=observer` or `=bound` shows what happens without the fence, without
+//! the loss signal, with an observer whose reports come late, or with stuck
+//! holders whose progress a timer says. Exits with status 1 when a rule was
+//! broken.
 
 #[path = "../tests/chaos_harness/mod.rs"]
 mod chaos_harness;

@@ -67,6 +67,7 @@ fn parse(text: &str) -> Result<Regression, String> {
                         "fence" => regression.breaks.fence = true,
                         "loss" => regression.breaks.loss = true,
                         "observer" => regression.breaks.observer = true,
+                        "bound" => regression.breaks.bound = true,
                         other => return Err(format!("unknown break {other:?}")),
                     }
                 }
@@ -83,7 +84,7 @@ fn parse(text: &str) -> Result<Regression, String> {
 }
 
 fn is_broken(breaks: Breaks) -> bool {
-    breaks.fence || breaks.loss || breaks.observer
+    breaks.any()
 }
 
 /// Runs every saved regression, in name order; returns how many failed.
@@ -190,6 +191,7 @@ pub fn save(
         (breaks.fence, "fence"),
         (breaks.loss, "loss"),
         (breaks.observer, "observer"),
+        (breaks.bound, "bound"),
     ] {
         if on {
             kinds.push(kind);

@@ -25,6 +25,19 @@ pub struct Breaks {
     pub loss: bool,
     /// Observers' reports are handed out late, as if just read.
     pub observer: bool,
+    /// Stuck holders' progress is said by a timer, not by their work.
+    pub bound: bool,
+    /// Not a planted bug: `--strict-bounds` holds the library to rule 8
+    /// (b) for stuck holds lost otherwise first too (see the harness's
+    /// `Config::strict_bounds`).
+    pub strict_bounds: bool,
+}
+
+impl Breaks {
+    /// Whether any bug is planted.
+    pub fn any(self) -> bool {
+        self.fence || self.loss || self.observer || self.bound
+    }
 }
 
 /// Faults left out of a seed's schedule, by their number in the run: the
@@ -82,6 +95,15 @@ impl Scenario {
             // One thread: no real time between a stream's look and the
             // harness's (see `Config::probe_leadership`).
             probe_leadership: true,
+            stuck: true,
+            break_bound: breaks.bound,
+            // One thread, one clock: the enforcer's timer fires at the
+            // bound's end, in the tick it falls in, and its loss is seen
+            // then.
+            wake_slack: Duration::from_millis(2),
+            stuck_slack: chaos_harness::STUCK_SLACK,
+            loss_seen_at_once: true,
+            strict_bounds: breaks.strict_bounds,
         };
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);
