@@ -17,7 +17,7 @@ use crate::chaos_harness::{self, Config, Target};
 use crate::net::{self, ContenderHost, LinkControl, SimTarget, SERVER};
 
 /// Bugs planted on purpose, to show that the checks catch them.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Breaks {
     /// Holders write without their fence.
     pub fence: bool,
@@ -27,10 +27,23 @@ pub struct Breaks {
     pub observer: bool,
     /// Stuck holders' progress is said by a timer, not by their work.
     pub bound: bool,
-    /// Not a planted bug: `--strict-bounds` holds the library to rule 8
-    /// (b) for stuck holds lost otherwise first too (see the harness's
-    /// `Config::strict_bounds`).
+    /// Not a planted bug: rule 8 (b) for stuck holds lost otherwise first
+    /// too (see the harness's `Config::strict_bounds`). On unless
+    /// `--lenient-bounds`.
     pub strict_bounds: bool,
+}
+
+impl Default for Breaks {
+    /// No bug planted; rule 8 (b) held whole.
+    fn default() -> Self {
+        Breaks {
+            fence: false,
+            loss: false,
+            observer: false,
+            bound: false,
+            strict_bounds: true,
+        }
+    }
 }
 
 impl Breaks {
