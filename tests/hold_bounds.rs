@@ -707,3 +707,55 @@ async fn a_hold_lost_to_a_suspension_first_still_loses_its_node_at_the_bound() {
     })
     .await;
 }
+
+/// The release of a hold its bound ended answers at once, even while the
+/// server answers nothing (its replies held): the node is the background
+/// cleaner's, and goes once the server answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_of_a_hold_its_bound_ended_answers_at_once() {
+    use zk_curator_testing::FaultProxy;
+    let Some(server) = server() else { return };
+    bounded(BOUND, async {
+        let raw = raw_client(&server.connect_string()).await;
+        let path = unique_path("bounded-release");
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework(&proxy.connect_string()).await;
+        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        // The enforcing task may not have run yet when the holder finds
+        // the hold lost: the release must leave the node to the cleaner.
+        let guard = mutex
+            .lock_bounded(HoldBounds::new().duration(Duration::from_millis(300)))
+            .await
+            .unwrap();
+        proxy.hold_replies(true);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(guard.loss(), Some(LockLoss::BoundPassed(Bound::Duration)));
+        let started = Instant::now();
+        let released = guard.release().await;
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "the release waited for the server: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(
+                released,
+                Err(Error::LockLost {
+                    reason: LockLoss::BoundPassed(Bound::Duration),
+                    ..
+                })
+            ),
+            "{released:?}"
+        );
+        proxy.hold_replies(false);
+        assert!(
+            common::eventually(LATE * 3, || async {
+                common::children(&raw, &path).await.is_empty()
+            })
+            .await,
+            "the node was left"
+        );
+        fw.close().await;
+    })
+    .await;
+}

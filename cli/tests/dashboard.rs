@@ -110,6 +110,19 @@ async fn the_snapshot_agrees_with_locks_all() {
     .expect("test timed out");
 }
 
+/// `GET /events` on the dashboard at `address`, its status line read
+/// (200).
+async fn open_events(address: &str) -> BufReader<TcpStream> {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let request = format!("GET /events HTTP/1.1\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut events = BufReader::new(stream);
+    let mut status = String::new();
+    events.read_line(&mut status).await.unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    events
+}
+
 /// The next `view` event of an event stream.
 async fn next_view(events: &mut BufReader<TcpStream>) -> Value {
     let mut line = String::new();
@@ -142,16 +155,7 @@ async fn events_follow_a_hand_off() {
         dashboard
             .snapshot_when(|v| v["paths"][0]["holders"] == 1)
             .await;
-        let mut stream = TcpStream::connect(&dashboard.address).await.unwrap();
-        let request = format!(
-            "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
-            dashboard.address
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut events = BufReader::new(stream);
-        let mut status = String::new();
-        events.read_line(&mut status).await.unwrap();
-        assert!(status.contains(" 200 "), "{status}");
+        let mut events = open_events(&dashboard.address).await;
         let holder = |view: &Value| view["paths"][0]["participants"][0].clone();
         let first = next_view(&mut events).await;
         assert_eq!(holder(&first)["identity"], "first", "{first}");
@@ -195,13 +199,7 @@ async fn events_send_only_what_changed_and_flags_as_time_passes() {
         dashboard
             .snapshot_when(|v| v["paths"].as_array().is_some_and(|p| p.len() == 2))
             .await;
-        let mut stream = TcpStream::connect(&dashboard.address).await.unwrap();
-        let request = format!(
-            "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n",
-            dashboard.address
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
-        let mut events = BufReader::new(stream);
+        let mut events = open_events(&dashboard.address).await;
         let first = next_view(&mut events).await;
         assert_eq!(first["paths"].as_array().unwrap().len(), 2, "{first}");
         let seq = first["seq"].as_u64().unwrap();

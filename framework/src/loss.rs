@@ -40,7 +40,29 @@ pub enum LockLoss {
     /// [`HoldBounds`](crate::lock_internals::HoldBounds)): it lasted its
     /// longest, or went too long without progress. Its node was deleted by
     /// the library.
-    BoundPassed(crate::lock_internals::Bound),
+    BoundPassed(Bound),
+}
+
+/// Which bound of a hold passed (see
+/// [`HoldBounds`](crate::lock_internals::HoldBounds)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Bound {
+    /// [`HoldBounds::duration`](crate::lock_internals::HoldBounds::duration):
+    /// the hold lasted its longest.
+    Duration,
+    /// [`HoldBounds::silence`](crate::lock_internals::HoldBounds::silence):
+    /// no progress was reported for that long.
+    Silence,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bound::Duration => "its hold bound (the longest it may last)",
+            Bound::Silence => "its silence bound (the longest it may go without progress)",
+        })
+    }
 }
 
 impl fmt::Display for LockLoss {

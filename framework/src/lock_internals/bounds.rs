@@ -28,7 +28,6 @@
 //! [`CohortPolicy::max_hold`](super::CohortPolicy::max_hold), which bounds
 //! a run of in-process passes of one node, not a hold.
 
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Weak;
 use std::time::Duration;
@@ -51,24 +50,9 @@ pub struct HoldBounds {
     publish: bool,
 }
 
-/// Which bound ended a hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Bound {
-    /// [`HoldBounds::duration`]: the hold lasted its longest.
-    Duration,
-    /// [`HoldBounds::silence`]: no progress was reported for that long.
-    Silence,
-}
-
-impl fmt::Display for Bound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Bound::Duration => "its hold bound (the longest it may last)",
-            Bound::Silence => "its silence bound (the longest it may go without progress)",
-        })
-    }
-}
+/// Which bound ended a hold (a reason of a loss: it lives beside
+/// [`LockLoss`]).
+pub use crate::loss::Bound;
 
 impl HoldBounds {
     /// No bound.

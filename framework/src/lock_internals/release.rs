@@ -45,6 +45,14 @@ pub(super) async fn release_as(
                 return Err(lost(loss.unwrap_or(LockLoss::SessionReplaced)));
             };
             let guard = ContenderGuard::node(&lock.framework, hold.path());
+            if let Some(loss @ LockLoss::BoundPassed(_)) = loss {
+                // The bound's end deletes the node in the background: the
+                // release of a hold it ended answers at once, and leaves
+                // the node to the cleaner too (the hold may have been found
+                // lost before its enforcing task ran).
+                drop(guard);
+                return Err(lost(loss));
+            }
             if let Some(loss) = loss {
                 let connected = lock
                     .framework
