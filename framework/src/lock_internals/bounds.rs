@@ -1,32 +1,6 @@
 //! [`HoldBounds`]: a hold that ends by itself when it has lasted too long,
-//! or when its holder has not reported progress for too long.
-//!
-//! A holder whose task is stuck (a deadlock, a wedged call) while its
-//! process and its session stay alive would otherwise keep its lock for as
-//! long as the process lives: the session is kept alive by the client, not
-//! by the work. A bound is kept by the work instead:
-//!
-//! * [`HoldBounds::duration`]: the hold ends once it has lasted this long
-//!   since its grant;
-//! * [`HoldBounds::silence`]: the hold ends once this long has passed since
-//!   the grant or the last [`Hold::progress`], whichever came last.
-//!
-//! When a bound passes, the library ends the hold without the holder's
-//! help, in this order:
-//! 1. the hold is lost with [`LockLoss::BoundPassed`], in one step of its
-//!    send gate: from that instant [`Hold::check`] (so `is_valid`, a
-//!    fence's writes) refuses in this process, and a fenced write already
-//!    past its check has been queued on the session before;
-//! 2. its node is deleted (by the framework's background cleaner, on the
-//!    same session, so after any write queued before): ZooKeeper refuses
-//!    the hold's fenced writes from then on, and the next waiter gets the
-//!    lock.
-//!
-//! The check of step 1 needs no task: a holder that looks at its hold
-//! after the bound finds it lost even if the task that deletes the node has
-//! not run yet. Not to be confused with
-//! [`CohortPolicy::max_hold`](super::CohortPolicy::max_hold), which bounds
-//! a run of in-process passes of one node, not a hold.
+//! or when its holder has not reported progress for too long (the rules
+//! are on [`HoldBounds`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Weak;
@@ -41,8 +15,35 @@ use crate::{Error, LockLoss, Result};
 /// unit slip), not a policy, and is refused before anything is sent.
 pub const MAX_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// The bounds of a hold (see the [module](self) notes). The default bounds
-/// nothing: a hold given no bound behaves as one before bounds existed.
+/// The bounds of a hold. The default bounds nothing: a hold given no bound
+/// behaves as one before bounds existed.
+///
+/// A holder whose task is stuck (a deadlock, a wedged call) while its
+/// process and its session stay alive would otherwise keep its lock for as
+/// long as the process lives: the session is kept alive by the client, not
+/// by the work. A bound is kept by the work instead:
+///
+/// * [`HoldBounds::duration`]: the hold ends once it has lasted this long
+///   since its grant;
+/// * [`HoldBounds::silence`]: the hold ends once this long has passed since
+///   the grant or the last [`Hold::progress`], whichever came last.
+///
+/// When a bound passes, the library ends the hold without the holder's
+/// help, in this order:
+/// 1. the hold is lost with [`LockLoss::BoundPassed`], in one step of its
+///    send gate: from that instant [`Hold::check`] (so `is_valid`, a
+///    fence's writes) refuses in this process, and a fenced write already
+///    past its check has been queued on the session before;
+/// 2. its node is deleted (by the framework's background cleaner, on the
+///    same session, so after any write queued before): ZooKeeper refuses
+///    the hold's fenced writes from then on, and the next waiter gets the
+///    lock.
+///
+/// The check of step 1 needs no task: a holder that looks at its hold
+/// after the bound finds it lost even if the task that deletes the node has
+/// not run yet. Not to be confused with
+/// [`CohortPolicy::max_hold`](super::CohortPolicy::max_hold), which bounds
+/// a run of in-process passes of one node, not a hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HoldBounds {
     duration: Option<Duration>,

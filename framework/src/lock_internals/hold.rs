@@ -140,7 +140,7 @@ impl Hold {
         weak.upgrade().map(|inner| Hold { inner })
     }
 
-    /// Bounds the hold from now (see [`super::bounds`]): once a bound
+    /// Bounds the hold from now (see [`HoldBounds`]): once a bound
     /// passes, the hold is lost with [`LockLoss::BoundPassed`] and its node
     /// deleted, without the holder's help. Set once: a second call (a
     /// reentrant acquire's, say) changes nothing, so the outermost acquire's
