@@ -3,13 +3,11 @@
 //! are on [`HoldBounds`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::hold::{Hold, HoldInner};
-use crate::{Error, LockLoss, Result};
+use crate::{Error, Result};
 
 /// The longest bound accepted: a year. Past that a bound is a mistake (a
 /// unit slip), not a policy, and is refused before anything is sent.
@@ -26,12 +24,12 @@ pub const MAX_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
 /// * [`HoldBounds::duration`]: the hold ends once it has lasted this long
 ///   since its grant;
 /// * [`HoldBounds::silence`]: the hold ends once this long has passed since
-///   the grant or the last [`Hold::progress`], whichever came last.
+///   the grant or the last [`Hold::progress`](super::Hold::progress), whichever came last.
 ///
 /// When a bound passes, the library ends the hold without the holder's
 /// help, in this order:
-/// 1. the hold is lost with [`LockLoss::BoundPassed`], in one step of its
-///    send gate: from that instant [`Hold::check`] (so `is_valid`, a
+/// 1. the hold is lost with [`LockLoss::BoundPassed`](crate::LockLoss::BoundPassed), in one step of its
+///    send gate: from that instant [`Hold::check`](super::Hold::check) (so `is_valid`, a
 ///    fence's writes) refuses in this process, and a fenced write already
 ///    past its check has been queued on the session before;
 /// 2. its node is deleted (by the framework's background cleaner, on the
@@ -52,7 +50,7 @@ pub struct HoldBounds {
 }
 
 /// Which bound ended a hold (a reason of a loss: it lives beside
-/// [`LockLoss`]).
+/// [`LockLoss`](crate::LockLoss)).
 pub use crate::loss::Bound;
 
 impl HoldBounds {
@@ -68,7 +66,7 @@ impl HoldBounds {
     }
 
     /// Ends the hold once `silence` has passed without progress (see
-    /// [`Hold::progress`]) since the grant or the last progress.
+    /// [`Hold::progress`](super::Hold::progress)) since the grant or the last progress.
     pub fn silence(mut self, silence: Duration) -> Self {
         self.silence = Some(silence);
         self
@@ -143,9 +141,9 @@ impl HoldBounds {
 pub(crate) struct Running {
     bounds: HoldBounds,
     /// The node's data to publish progress in, when it is published.
-    publish: Option<std::sync::Arc<[u8]>>,
+    pub(super) publish: Option<std::sync::Arc<[u8]>>,
     /// The grant (or when the bounds were set), on tokio's clock.
-    start: Instant,
+    pub(super) start: Instant,
     /// The last progress, in nanoseconds after `start`.
     progress: AtomicU64,
 }
@@ -188,7 +186,7 @@ impl Running {
     }
 
     /// When the next bound passes as things stand (progress may move it).
-    fn next_end(&self) -> Option<(Instant, Bound)> {
+    pub(crate) fn next_end(&self) -> Option<(Instant, Bound)> {
         let hold = self
             .bounds
             .duration
@@ -209,80 +207,6 @@ impl Running {
             .filter(|(end, _)| now >= *end)
             .map(|(_, bound)| bound)
     }
-}
-
-/// Ends `hold` when a bound passes, unless it ends first: a task of its own
-/// that holds the hold weakly (a dropped hold is not kept alive) and wakes
-/// at the next end as things stand, or when the hold ends otherwise.
-pub(crate) fn enforce(weak: Weak<HoldInner>) {
-    tokio::spawn(async move {
-        // What was last published, and when.
-        let mut published = Duration::ZERO;
-        let mut published_at: Option<Instant> = None;
-        loop {
-            let (end, mut ended) = {
-                let Some(hold) = Hold::upgrade(&weak) else {
-                    return;
-                };
-                let Some(running) = hold.running() else {
-                    return;
-                };
-                if hold.is_given_back() {
-                    // Released or passed on: the node is the release's.
-                    return;
-                }
-                match hold.check() {
-                    Ok(()) => {}
-                    Err(LockLoss::BoundPassed(bound)) => {
-                        hold.end_by_bound(bound);
-                        return;
-                    }
-                    // The node is gone: deleted, or with its session.
-                    Err(
-                        LockLoss::NodeDeleted
-                        | LockLoss::SessionReplaced
-                        | LockLoss::Closed
-                        | LockLoss::NotHeld,
-                    ) => return,
-                    // Lost otherwise first (a suspension, the lease, a
-                    // revocation): a stuck holder never releases, and its
-                    // node stays while its session lives. At the bound it
-                    // goes, as it would have.
-                    Err(_) => {
-                        if let Some(bound) = running.passed(Instant::now()) {
-                            hold.end_by_bound(bound);
-                            return;
-                        }
-                    }
-                }
-                let Some((end, _)) = running.next_end() else {
-                    return;
-                };
-                let mut wake = end;
-                if let (Some(data), Some(silence)) = (&running.publish, running.bounds.silence) {
-                    let quarter = silence / 4;
-                    let now = Instant::now();
-                    let due = published_at.is_none_or(|at| now >= at + quarter);
-                    let progress = running.last_progress() - running.start;
-                    if due && progress > published {
-                        publish(&hold, data, running.last_progress());
-                        published = progress;
-                        published_at = Some(now);
-                    }
-                    if let Some(at) = published_at {
-                        wake = wake.min((at + quarter).max(now + Duration::from_millis(1)));
-                    } else {
-                        wake = wake.min(now + quarter);
-                    }
-                }
-                (wake, hold.ended())
-            };
-            tokio::select! {
-                () = tokio::time::sleep_until(end) => {}
-                _ = ended.changed() => {}
-            }
-        }
-    });
 }
 
 /// A lock's default [`HoldBounds`], settable from any handle (for the
@@ -313,27 +237,4 @@ impl BoundsSetting {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = bounds;
         Ok(())
     }
-}
-
-/// Writes `progress` (the last progress, on tokio's clock) into the
-/// identity `data` of `hold`'s node, on its session, without waiting.
-fn publish(hold: &Hold, data: &[u8], progress: Instant) {
-    let Some(session) = hold.session() else {
-        return;
-    };
-    let ago = Instant::now().saturating_duration_since(progress);
-    let at = std::time::SystemTime::now()
-        .checked_sub(ago)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let Some(data) = crate::identity::with_progress(data, at) else {
-        return;
-    };
-    let client = session.client().clone();
-    let path = hold.path().to_owned();
-    tokio::spawn(async move {
-        if let Err(err) = client.set_data(&path, &data, None).await {
-            tracing::debug!(%err, node = %path, "progress not published");
-        }
-    });
 }

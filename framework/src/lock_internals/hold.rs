@@ -31,9 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::bounds::{self, Bound, HoldBounds, Running};
+use super::bounds::{Bound, HoldBounds, Running};
 use super::cohort::{Baton, Passes, Run};
 use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
@@ -182,7 +183,7 @@ impl Hold {
             .set(Arc::new(Running::new(bounds, publish)))
             .is_ok()
         {
-            bounds::enforce(Arc::downgrade(&self.inner));
+            enforce(Arc::downgrade(&self.inner));
         }
         Ok(())
     }
@@ -198,7 +199,7 @@ impl Hold {
             return;
         };
         if self.inner.bounds.set(Arc::new(running.continued())).is_ok() {
-            bounds::enforce(Arc::downgrade(&self.inner));
+            enforce(Arc::downgrade(&self.inner));
         }
     }
 
@@ -280,7 +281,7 @@ impl Hold {
         // either counts for both.
         if let Some(running) = self.inner.bounds.get() {
             if hold.inner.bounds.set(running.clone()).is_ok() {
-                bounds::enforce(Arc::downgrade(&hold.inner));
+                enforce(Arc::downgrade(&hold.inner));
             }
         }
         hold
@@ -735,4 +736,103 @@ async fn watch_deletion(hold: Hold) {
             Err(_) => return std::future::pending().await,
         }
     }
+}
+
+/// Ends `hold` when a bound passes, unless it ends first: a task of its own
+/// that holds the hold weakly (a dropped hold is not kept alive) and wakes
+/// at the next end as things stand, or when the hold ends otherwise.
+fn enforce(weak: std::sync::Weak<HoldInner>) {
+    tokio::spawn(async move {
+        // What was last published, and when.
+        let mut published = Duration::ZERO;
+        let mut published_at: Option<Instant> = None;
+        loop {
+            let (end, mut ended) = {
+                let Some(hold) = Hold::upgrade(&weak) else {
+                    return;
+                };
+                let Some(running) = hold.running() else {
+                    return;
+                };
+                if hold.is_given_back() {
+                    // Released or passed on: the node is the release's.
+                    return;
+                }
+                match hold.check() {
+                    Ok(()) => {}
+                    Err(LockLoss::BoundPassed(bound)) => {
+                        hold.end_by_bound(bound);
+                        return;
+                    }
+                    // The node is gone: deleted, or with its session.
+                    Err(
+                        LockLoss::NodeDeleted
+                        | LockLoss::SessionReplaced
+                        | LockLoss::Closed
+                        | LockLoss::NotHeld,
+                    ) => return,
+                    // Lost otherwise first (a suspension, the lease, a
+                    // revocation): a stuck holder never releases, and its
+                    // node stays while its session lives. At the bound it
+                    // goes, as it would have.
+                    Err(_) => {
+                        if let Some(bound) = running.passed(Instant::now()) {
+                            hold.end_by_bound(bound);
+                            return;
+                        }
+                    }
+                }
+                let Some((end, _)) = running.next_end() else {
+                    return;
+                };
+                let mut wake = end;
+                if let (Some(data), Some(silence)) =
+                    (&running.publish, running.bounds().max_silence())
+                {
+                    let quarter = silence / 4;
+                    let now = Instant::now();
+                    let due = published_at.is_none_or(|at| now >= at + quarter);
+                    let progress = running.last_progress() - running.start;
+                    if due && progress > published {
+                        publish(&hold, data, running.last_progress());
+                        published = progress;
+                        published_at = Some(now);
+                    }
+                    if let Some(at) = published_at {
+                        wake = wake.min((at + quarter).max(now + Duration::from_millis(1)));
+                    } else {
+                        wake = wake.min(now + quarter);
+                    }
+                }
+                (wake, hold.ended())
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(end) => {}
+                _ = ended.changed() => {}
+            }
+        }
+    });
+}
+
+/// Writes `progress` (the last progress, on tokio's clock) into the
+/// identity `data` of `hold`'s node, on its session, without waiting.
+fn publish(hold: &Hold, data: &[u8], progress: Instant) {
+    let Some(session) = hold.session() else {
+        return;
+    };
+    let ago = Instant::now().saturating_duration_since(progress);
+    let at = std::time::SystemTime::now()
+        .checked_sub(ago)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let Some(data) = crate::identity::with_progress(data, at) else {
+        return;
+    };
+    let client = session.client().clone();
+    let path = hold.path().to_owned();
+    tokio::spawn(async move {
+        if let Err(err) = client.set_data(&path, &data, None).await {
+            tracing::debug!(%err, node = %path, "progress not published");
+        }
+    });
 }
