@@ -659,22 +659,49 @@ async fn progress_is_published_on_the_node_at_most_once_a_quarter() {
     .await;
 }
 
+/// A mutex on a framework whose connection goes through a fault proxy,
+/// with a direct client to look at the server.
+struct Behind {
+    raw: zk_curator::framework::zk::Client,
+    path: String,
+    proxy: zk_curator_testing::FaultProxy,
+    fw: zk_curator::Framework,
+    mutex: InterProcessMutex,
+}
+
+async fn behind_proxy(server: &zk_curator_testing::TestingServer, name: &str) -> Behind {
+    let raw = raw_client(&server.connect_string()).await;
+    let path = unique_path(name);
+    let proxy = zk_curator_testing::FaultProxy::start(server.address())
+        .await
+        .unwrap();
+    let fw = framework(&proxy.connect_string()).await;
+    let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+    Behind {
+        raw,
+        path,
+        proxy,
+        fw,
+        mutex,
+    }
+}
+
 /// A stuck hold lost to something else first (its connection dropped, a
 /// `Suspended` loss, while its session survives) still loses its node at
 /// its bound: the holder never releases, and without this the node would
 /// stay for as long as the session lives. (Found by the simulator's stuck
-/// holders, seed 6 with `--strict-bounds`.) A hold released after such a
-/// loss leaves nothing for the bound to do.
+/// holders, seed 6.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_lost_to_a_suspension_first_still_loses_its_node_at_the_bound() {
-    use zk_curator_testing::FaultProxy;
     let Some(server) = server() else { return };
     bounded(BOUND, async {
-        let raw = raw_client(&server.connect_string()).await;
-        let path = unique_path("bounded-suspended");
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework(&proxy.connect_string()).await;
-        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let Behind {
+            raw,
+            path,
+            proxy,
+            fw,
+            mutex,
+        } = behind_proxy(server, "bounded-suspended").await;
         let bound = Duration::from_secs(3);
         let guard = mutex
             .lock_bounded(HoldBounds::new().silence(bound))
@@ -713,14 +740,15 @@ async fn a_hold_lost_to_a_suspension_first_still_loses_its_node_at_the_bound() {
 /// cleaner's, and goes once the server answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_release_of_a_hold_its_bound_ended_answers_at_once() {
-    use zk_curator_testing::FaultProxy;
     let Some(server) = server() else { return };
     bounded(BOUND, async {
-        let raw = raw_client(&server.connect_string()).await;
-        let path = unique_path("bounded-release");
-        let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let fw = framework(&proxy.connect_string()).await;
-        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let Behind {
+            raw,
+            path,
+            proxy,
+            fw,
+            mutex,
+        } = behind_proxy(server, "bounded-release").await;
         // The enforcing task may not have run yet when the holder finds
         // the hold lost: the release must leave the node to the cleaner.
         let guard = mutex
