@@ -2017,94 +2017,125 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         drawn += 1;
         config.skip_faults.contains(&(drawn - 1))
     };
-    loop {
-        if now() >= end {
-            break;
+    // The pauses a contender asks for run beside the injector, each for as
+    // long as it takes (a session timeout and more), so that they never
+    // starve the schedule: a contender paused is left out of the random
+    // faults until its pause has ended.
+    let paused = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let pauses = async {
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut done = Vec::new();
+        loop {
+            tokio::select! {
+                who = pause_rx.recv(), if now() < end => {
+                    let Some(who) = who else { break };
+                    paused.borrow_mut().insert(who);
+                    let (paused, shared) = (&paused, &shared);
+                    let contender = &contenders[who];
+                    running.push(async move {
+                        let start = now();
+                        let expired = expire(target, contender).await;
+                        shared.window(who, start);
+                        paused.borrow_mut().remove(&who);
+                        (start, who, expired)
+                    });
+                }
+                Some(ended) = running.next(), if !running.is_empty() => done.push(ended),
+                _ = tokio::time::sleep_until(end), if running.is_empty() => break,
+            }
         }
-        tokio::select! {
-            Some(who) = pause_rx.recv() => {
+        while let Some(ended) = running.next().await {
+            done.push(ended);
+        }
+        done
+    };
+    let injector = async {
+        loop {
+            if now() >= end {
+                break;
+            }
+            tokio::time::sleep_until(next.min(end)).await;
+            if now() >= end {
+                break;
+            }
+            next = now() + rng.millis(700, 2000);
+            // On an ensemble, every other fault is the ensemble's own (see
+            // `ensemble::Fault::nth` for the order), aimed at the observers in
+            // turn. (Cohort runs have no elections, so no observers.)
+            if let (Target::Ensemble(cluster), 0) = (target, rng.below(2)) {
+                let mut fault = ensemble::Fault::nth(ensemble_faults);
+                if watchers.is_empty() && matches!(fault, ensemble::Fault::ObserverLag) {
+                    ensemble_faults += 1;
+                    fault = ensemble::Fault::nth(ensemble_faults);
+                }
+                let aimed = (ensemble_faults as usize / 2) % watchers.len().max(1);
+                let observer = watchers
+                    .get(aimed)
+                    .map(|watcher| (&contenders[holders + aimed], watcher));
+                ensemble_faults += 1;
+                if skip(&config) {
+                    continue;
+                }
                 let start = now();
-                timeline.push((start, "pause+expiry", who));
-                expiries.extend(expire(target, &contenders[who]).await);
-                shared.window(who, start);
-                *faults.entry("pause+expiry").or_default() += 1;
+                timeline.push((start, fault.name(), usize::MAX));
+                fault.inject(cluster, &mut rng, observer, t).await;
+                *faults.entry(fault.name()).or_default() += 1;
+                // Every contender may feel it.
+                for who in 0..holders {
+                    shared.window(who, start);
+                }
                 continue;
             }
-            _ = tokio::time::sleep_until(next.min(end)) => {}
-        }
-        if now() >= end {
-            break;
-        }
-        next = now() + rng.millis(700, 2000);
-        // On an ensemble, every other fault is the ensemble's own (see
-        // `ensemble::Fault::nth` for the order), aimed at the observers in
-        // turn. (Cohort runs have no elections, so no observers.)
-        if let (Target::Ensemble(cluster), 0) = (target, rng.below(2)) {
-            let mut fault = ensemble::Fault::nth(ensemble_faults);
-            if watchers.is_empty() && matches!(fault, ensemble::Fault::ObserverLag) {
-                ensemble_faults += 1;
-                fault = ensemble::Fault::nth(ensemble_faults);
-            }
-            let aimed = (ensemble_faults as usize / 2) % watchers.len().max(1);
-            let observer = watchers
-                .get(aimed)
-                .map(|watcher| (&contenders[holders + aimed], watcher));
-            ensemble_faults += 1;
-            if skip(&config) {
+            let who = if contenders.len() > holders && rng.below(4) == 0 {
+                holders + rng.below((contenders.len() - holders) as u64) as usize
+            } else {
+                rng.below(holders as u64) as usize
+            };
+            let contender = &contenders[who];
+            let fault = rng.below(4);
+            if skip(&config) || paused.borrow().contains(&who) {
                 continue;
             }
             let start = now();
-            timeline.push((start, fault.name(), usize::MAX));
-            fault.inject(cluster, &mut rng, observer, t).await;
-            *faults.entry(fault.name()).or_default() += 1;
-            // Every contender may feel it.
-            for who in 0..holders {
+            timeline.push((
+                start,
+                ["blackhole", "reset", "stall", "expiry"][fault as usize],
+                who,
+            ));
+            match fault {
+                0 => {
+                    contender.blackhole(true);
+                    tokio::time::sleep(t + t / 2 + rng.millis(0, 500)).await;
+                    contender.blackhole(false);
+                    *faults.entry("blackhole").or_default() += 1;
+                }
+                1 => {
+                    contender.drop_connections();
+                    *faults.entry("reset").or_default() += 1;
+                }
+                2 => {
+                    contender.blackhole(true);
+                    tokio::time::sleep(t / 4).await;
+                    contender.blackhole(false);
+                    *faults.entry("stall").or_default() += 1;
+                }
+                _ => {
+                    expiries.extend(expire(target, &contenders[who]).await);
+                    *faults.entry("expiry").or_default() += 1;
+                }
+            }
+            if who < holders {
                 shared.window(who, start);
             }
-            continue;
         }
-        let who = if contenders.len() > holders && rng.below(4) == 0 {
-            holders + rng.below((contenders.len() - holders) as u64) as usize
-        } else {
-            rng.below(holders as u64) as usize
-        };
-        let contender = &contenders[who];
-        let fault = rng.below(4);
-        if skip(&config) {
-            continue;
-        }
-        let start = now();
-        timeline.push((
-            start,
-            ["blackhole", "reset", "stall", "expiry"][fault as usize],
-            who,
-        ));
-        match fault {
-            0 => {
-                contender.blackhole(true);
-                tokio::time::sleep(t + t / 2 + rng.millis(0, 500)).await;
-                contender.blackhole(false);
-                *faults.entry("blackhole").or_default() += 1;
-            }
-            1 => {
-                contender.drop_connections();
-                *faults.entry("reset").or_default() += 1;
-            }
-            2 => {
-                contender.blackhole(true);
-                tokio::time::sleep(t / 4).await;
-                contender.blackhole(false);
-                *faults.entry("stall").or_default() += 1;
-            }
-            _ => {
-                expiries.extend(expire(target, &contenders[who]).await);
-                *faults.entry("expiry").or_default() += 1;
-            }
-        }
-        if who < holders {
-            shared.window(who, start);
-        }
+    };
+    let (paused_runs, ()) = futures::future::join(pauses, injector).await;
+    for (start, who, expired) in paused_runs {
+        timeline.push((start, "pause+expiry", who));
+        expiries.extend(expired);
+        *faults.entry("pause+expiry").or_default() += 1;
     }
+    timeline.sort_by_key(|(start, _, _)| *start);
     shared.stop.store(true, Ordering::SeqCst);
     for contender in &contenders {
         contender.blackhole(false);
