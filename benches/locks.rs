@@ -134,6 +134,8 @@ mod peers;
 mod plot;
 #[path = "locks/proxy.rs"]
 mod proxy;
+#[path = "locks/publication.rs"]
+mod publication;
 #[path = "locks/reps.rs"]
 mod reps;
 #[path = "locks/scale.rs"]

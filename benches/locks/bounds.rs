@@ -33,8 +33,8 @@
 //!   same within 0.05 request), hand-offs, slower and so with a larger
 //!   share of the other sessions' pings, by the noise rule.
 //!
-//! Publication of progress on the holder's node (issue 46, item 2's
-//! option) does not exist yet: the workload says so instead of a figure.
+//! * **Publication of progress** on the holder's node: see
+//!   [`super::publication`].
 
 use std::time::{Duration, Instant};
 
@@ -128,8 +128,7 @@ pub(crate) async fn bounds_phase(
     };
     handoff_part(config, root, &a, &b).await;
     requests_part(config, target, root, &a, &b, idle).await;
-    println!();
-    println!("publication of progress on the holder's node: not implemented yet (issue 46, item 2's option); no figure");
+    super::publication::publication_part(config, target, root, &a, &b, idle).await;
 }
 
 /// Part 1: from the end of the bound to the next holder's grant, against an

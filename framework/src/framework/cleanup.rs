@@ -237,12 +237,35 @@ pub(super) async fn run(inner: Arc<Inner>, mut handovers: mpsc::UnboundedReceive
     let mut queue = Queue::new();
     let mut running = FuturesUnordered::new();
     let attempt_limit = inner.config.connection_timeout;
+    let start_due = |queue: &mut Queue, running: &mut FuturesUnordered<_>| {
+        let due = queue.take_due(Instant::now(), MAX_IN_FLIGHT - running.len());
+        for job in due {
+            let inner = inner.clone();
+            running.push(async move {
+                let result = match tokio::time::timeout(attempt_limit, attempt(&inner, &job)).await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(Error::Timeout(attempt_limit)),
+                };
+                (job, classify(result))
+            });
+        }
+    };
     loop {
-        let next_due = if running.len() < MAX_IN_FLIGHT {
+        let mut next_due = if running.len() < MAX_IN_FLIGHT {
             queue.next_due()
         } else {
             None
         };
+        // A job due already starts now, not at the timer's next tick (up to
+        // a millisecond later): a delete handed over is a hand-off waiting.
+        if next_due.is_some_and(|due| due <= Instant::now()) {
+            start_due(&mut queue, &mut running);
+            next_due = None;
+            if running.len() < MAX_IN_FLIGHT {
+                next_due = queue.next_due();
+            }
+        }
         tokio::select! {
             biased;
             _ = closed.wait_for(|c| *c) => break,
@@ -263,19 +286,7 @@ pub(super) async fn run(inner: Arc<Inner>, mut handovers: mpsc::UnboundedReceive
                     queue.all_due_now();
                 }
             }
-            _ = sleep_until_opt(next_due) => {
-                let due = queue.take_due(Instant::now(), MAX_IN_FLIGHT - running.len());
-                for job in due {
-                    let inner = inner.clone();
-                    running.push(async move {
-                        let result = match tokio::time::timeout(attempt_limit, attempt(&inner, &job)).await {
-                            Ok(result) => result,
-                            Err(_) => Err(Error::Timeout(attempt_limit)),
-                        };
-                        (job, classify(result))
-                    });
-                }
-            }
+            _ = sleep_until_opt(next_due) => start_due(&mut queue, &mut running),
         }
     }
     // Attempts still running hold the session; they are retried below.

@@ -76,8 +76,12 @@ impl HoldBounds {
     /// tree observer and other processes to see: the node's identity (its
     /// JSON data) gains `progress_ms` (milliseconds since the epoch, see
     /// [`identity::with_progress`](crate::identity::with_progress)), written
-    /// at most once per quarter of the silence bound, and only when there
-    /// was progress since the last write. Needs a silence bound, and bounds
+    /// at most once per quarter of the silence bound counting the grant as
+    /// the first (a hold shorter than a quarter writes nothing), and only
+    /// when there was progress since the last write. Each write also wakes
+    /// whoever watches the node (the holder's own loss watch and the next
+    /// waiter), who watch again: about three requests per write in all.
+    /// Needs a silence bound, and bounds
     /// given at the acquire ([`Acquire::bounds`](super::Acquire::bounds),
     /// a lock's default) of a node whose data is an identity (the default).
     pub fn publish_progress(mut self) -> Self {

@@ -745,9 +745,12 @@ fn enforce(weak: std::sync::Weak<HoldInner>) {
     tokio::spawn(async move {
         // What was last published, and when.
         let mut published = Duration::ZERO;
+        // When progress was last written; the grant (the bounds' start)
+        // counts as the first write: a hold shorter than a quarter of its
+        // silence bound publishes nothing.
         let mut published_at: Option<Instant> = None;
         loop {
-            let (end, mut ended) = {
+            let (wake, at_bound, mut ended) = {
                 let Some(hold) = Hold::upgrade(&weak) else {
                     return;
                 };
@@ -791,27 +794,77 @@ fn enforce(weak: std::sync::Weak<HoldInner>) {
                 {
                     let quarter = silence / 4;
                     let now = Instant::now();
-                    let due = published_at.is_none_or(|at| now >= at + quarter);
+                    let last = published_at.unwrap_or(running.start);
                     let progress = running.last_progress() - running.start;
-                    if due && progress > published {
+                    if now >= last + quarter && progress > published {
                         publish(&hold, data, running.last_progress());
                         published = progress;
                         published_at = Some(now);
                     }
-                    if let Some(at) = published_at {
-                        wake = wake.min((at + quarter).max(now + Duration::from_millis(1)));
+                    // The next turn a quarter after the last write, or,
+                    // with nothing said since, a quarter from now (never a
+                    // turn every tick while the holder is silent).
+                    let last = published_at.unwrap_or(running.start);
+                    let next = if now >= last + quarter {
+                        now + quarter
                     } else {
-                        wake = wake.min(now + quarter);
-                    }
+                        last + quarter
+                    };
+                    wake = wake.min(next);
                 }
-                (wake, hold.ended())
+                (wake, wake == end, hold.ended())
+            };
+            // The bound's end is met to the microsecond (the next waiter
+            // waits on it); a publication's turn, on the timer alone.
+            let sleep = async {
+                if at_bound {
+                    wake_at(wake).await;
+                } else {
+                    tokio::time::sleep_until(wake).await;
+                }
             };
             tokio::select! {
-                () = tokio::time::sleep_until(end) => {}
+                () = sleep => {}
                 _ = ended.changed() => {}
             }
         }
     });
+}
+
+/// How long before an instant [`wake_at`] has tokio's timer wake it.
+const WAKE_EARLY: Duration = Duration::from_millis(1);
+/// The most yields [`wake_at`] spends waiting out the rest.
+const WAKE_YIELDS: u32 = 20_000;
+
+/// Completes at `at` on tokio's clock, to within a few microseconds rather
+/// than the timer's granularity: tokio's timer rounds a deadline up to its
+/// next millisecond and fires it when its driver next turns, so a bound
+/// would end up to a millisecond or two late, and the next waiter with it.
+/// The timer wakes this [`WAKE_EARLY`] before `at`; the rest is spent
+/// yielding to the runtime (other tasks and the I/O driver run meanwhile),
+/// bounded by [`WAKE_YIELDS`]. A clock that does not move across a yield
+/// is paused (tests, the simulator: it only advances when the runtime is
+/// idle), and the timer alone is used.
+async fn wake_at(at: Instant) {
+    if at
+        .checked_sub(WAKE_EARLY)
+        .is_some_and(|early| early > Instant::now())
+    {
+        tokio::time::sleep_until(at - WAKE_EARLY).await;
+    }
+    let mut last = Instant::now();
+    for _ in 0..WAKE_YIELDS {
+        if last >= at {
+            return;
+        }
+        tokio::task::yield_now().await;
+        let now = Instant::now();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    tokio::time::sleep_until(at).await;
 }
 
 /// Writes `progress` (the last progress, on tokio's clock) into the
@@ -835,4 +888,42 @@ fn publish(hold: &Hold, data: &[u8], progress: Instant) {
             tracing::debug!(%err, node = %path, "progress not published");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bound never ends early: on a live clock `wake_at` returns at or
+    /// after its instant, whatever part the timer and the yields played.
+    #[tokio::test]
+    async fn wake_at_never_returns_before_its_instant() {
+        for micros in [0u64, 300, 999, 1_000, 1_700, 2_500, 10_000] {
+            let at = Instant::now() + Duration::from_micros(micros);
+            wake_at(at).await;
+            let now = Instant::now();
+            assert!(now >= at, "woke {:?} early", at - now);
+        }
+    }
+
+    /// On a paused clock (tests, the simulator) the yields see a clock
+    /// that does not move and leave the rest to the timer: `wake_at`
+    /// returns at its instant, or at the timer's next millisecond, without
+    /// spinning its yields out (which would keep a paused clock still).
+    #[tokio::test(start_paused = true)]
+    async fn wake_at_on_a_paused_clock_uses_the_timer() {
+        let start = Instant::now();
+        let at = start + Duration::from_millis(1500);
+        wake_at(at).await;
+        assert_eq!(Instant::now(), at);
+        // Within the early window: no timer before, the timer after.
+        let at = Instant::now() + Duration::from_micros(400);
+        wake_at(at).await;
+        let now = Instant::now();
+        assert!(
+            now >= at && now < at + Duration::from_millis(1),
+            "{:?}",
+            now - at
+        );
+    }
 }
