@@ -45,7 +45,7 @@ use super::figures::{per, Cycles, Handoffs};
 use super::findings::Findings;
 use super::in_process::{contended_rust, LockHandle};
 use super::limits::{bounded, within, BoxError, Measured, ACQUIRE_LIMIT};
-use super::mntr::{counters, Traffic};
+use super::mntr::{counters, session_packets, Traffic};
 use super::options::Config;
 use super::reps::settle;
 use super::stats::Spread;
@@ -556,6 +556,11 @@ async fn requests_part(
     println!("   (set_hold_bounds; the contended workload's count, whose mix of waits varies from run to run)");
     let measures = [Measure::Cycle, Measure::Queued, Measure::Free];
     let variants = [Variant::Unbounded, Variant::Bounded];
+    // The two sessions' own packets (`cons`), beside the server's totals.
+    let sessions: Vec<i64> = [a, b]
+        .iter()
+        .filter_map(|fw| fw.current_session().map(|s| s.id()))
+        .collect();
     // [measure][variant] -> per rep: (requests per unit, units/s).
     let mut reps: Vec<[Vec<Measured<Counted>>; 2]> =
         measures.iter().map(|_| [Vec::new(), Vec::new()]).collect();
@@ -566,6 +571,7 @@ async fn requests_part(
                 let path = format!("{root}/bounds/{measure:?}-{v}").to_lowercase();
                 settle().await;
                 let before = counters(addr).await;
+                let own_before = session_packets(addr, &sessions).await;
                 let started = Instant::now();
                 let run = async {
                     Ok::<_, BoxError>(match measure {
@@ -586,18 +592,25 @@ async fn requests_part(
                 let result = bounded(config.limit(), run).await;
                 let elapsed = started.elapsed();
                 let after = counters(addr).await;
+                let own_after = session_packets(addr, &sessions).await;
                 let traffic = Traffic::between(before, after, elapsed, idle);
-                reps[m][v].push(
-                    result.map(|(units, rate)| (per(traffic.map(|t| t.requests), units), rate)),
-                );
+                let own = own_before.zip(own_after).map(|(b, a)| a - b);
+                reps[m][v].push(result.map(|(units, rate)| {
+                    (
+                        per(traffic.map(|t| t.requests), units),
+                        per(own, units),
+                        rate,
+                    )
+                }));
             }
         }
     }
     println!(
-        "{:<62} {:>8} {:>15} {:>7} {:>11}  note",
-        "variant", "req", "min–max", "per s", "min–max"
+        "{:<62} {:>8} {:>15} {:>8} {:>15} {:>7} {:>11}  note",
+        "variant", "req", "min–max", "own", "min–max", "per s", "min–max"
     );
     let mut verdicts = Vec::new();
+    let mut own_verdicts = Vec::new();
     for (m, measure) in measures.iter().enumerate() {
         let req: Vec<Option<Spread>> = reps[m]
             .iter()
@@ -609,12 +622,22 @@ async fn requests_part(
                 )
             })
             .collect();
+        let own: Vec<Option<Spread>> = reps[m]
+            .iter()
+            .map(|r| {
+                Spread::of(
+                    &r.iter()
+                        .filter_map(|x| x.as_ref().ok()?.1)
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
         let rate: Vec<Option<Spread>> = reps[m]
             .iter()
             .map(|r| {
                 Spread::of(
                     &r.iter()
-                        .filter_map(|x| Some(x.as_ref().ok()?.1))
+                        .filter_map(|x| Some(x.as_ref().ok()?.2))
                         .collect::<Vec<_>>(),
                 )
             })
@@ -630,16 +653,21 @@ async fn requests_part(
                 None => ("n/a".to_owned(), String::new()),
             };
             let (rq, rq_range) = cols(req[v], 3);
+            let (ow, ow_range) = cols(own[v], 3);
             let (rt, rt_range) = cols(rate[v], 0);
             println!(
-                "{:<62} {rq:>8} {rq_range:>15} {rt:>7} {rt_range:>11}  {note}",
+                "{:<62} {rq:>8} {rq_range:>15} {ow:>8} {ow_range:>15} {rt:>7} {rt_range:>11}  {note}",
                 variant.label(measure.label())
             );
         }
         verdicts.push((*measure, req[0], req[1]));
+        own_verdicts.push((*measure, own[0], own[1]));
     }
     println!("(req = requests the server received, less the idle ping rate, per cycle or hand-off (free-running: per");
-    println!(" release); median and min–max over the reps; per s = cycles/s or hand-offs/s, for context)");
+    println!(" release); own = the packets of the two sessions alone (`cons`: no other session's, no idle rate to take");
+    println!(
+        " off); median and min–max over the reps; per s = cycles/s or hand-offs/s, for context)"
+    );
     println!(
         "verdict (goal: bounds add no request): cycles are \"same\" when the medians differ by less than {SAME} request"
     );
@@ -678,11 +706,42 @@ async fn requests_part(
             _ => println!("  {}: n/a", measure.label()),
         }
     }
+    println!(
+        "verdict on the sessions' own packets (no one else's, nothing to take off): \"same\" when the medians differ by"
+    );
+    println!(
+        "less than {SAME} request; the free-running count also carries its mix of waits, which varies from run to run"
+    );
+    for (measure, unbounded, bounded) in own_verdicts {
+        match (unbounded, bounded) {
+            (Some(u), Some(b)) => {
+                let diff = b.median - u.median;
+                let verdict = if diff.abs() < SAME {
+                    "same"
+                } else {
+                    "DIFFERENT"
+                };
+                let noise = match u.within_noise(&b) {
+                    Some(true) => "the reps' ranges overlap",
+                    Some(false) => "the reps' ranges do not overlap",
+                    None => "1 rep",
+                };
+                println!(
+                    "  {} (own): bounded {:.3} - unbounded {:.3} = {diff:+.3}: {verdict} ({noise})",
+                    measure.label(),
+                    b.median,
+                    u.median,
+                );
+            }
+            _ => println!("  {} (own): n/a (cons did not answer)", measure.label()),
+        }
+    }
 }
 
 /// One measurement of part 2: requests per cycle or hand-off (if the
-/// server's counts were read), and cycles or hand-offs per second.
-type Counted = (Option<f64>, f64);
+/// server's counts were read), the two sessions' own packets per cycle or
+/// hand-off (if `cons` answered), and cycles or hand-offs per second.
+type Counted = (Option<f64>, Option<f64>, f64);
 
 /// Two request counts per uncontended cycle are "the same" when they
 /// differ by less than this: an added request would add 1 per acquire;

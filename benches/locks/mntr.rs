@@ -48,6 +48,38 @@ pub(crate) async fn mntr(addr: &str) -> Result<HashMap<String, String>, BoxError
         .collect())
 }
 
+/// The packets the server has received on the connections of `sessions`
+/// so far (`cons`: `recved` of each connection whose `sid` is one of them),
+/// summed over the comma-separated servers (a session is connected to
+/// one); `None` if a server does not answer or a session is not found.
+/// Unlike [`counters`], no other session's traffic, and no idle rate to
+/// take off: what these sessions sent, their own pings included (one per
+/// third of the session timeout at most, and none while requests flow).
+pub(crate) async fn session_packets(addr: Option<&str>, sessions: &[i64]) -> Option<f64> {
+    let mut found = vec![false; sessions.len()];
+    let mut total = 0.0;
+    for one in addr?.split(',') {
+        let reply = four_letter(one, "cons").await.ok()?;
+        for line in reply.lines() {
+            let field = |name: &str| {
+                let start = line.find(name)? + name.len();
+                let rest = &line[start..];
+                let end = rest.find([',', ')']).unwrap_or(rest.len());
+                Some(&rest[..end])
+            };
+            let Some(sid) = field("sid=0x").and_then(|h| u64::from_str_radix(h, 16).ok()) else {
+                continue;
+            };
+            let Some(i) = sessions.iter().position(|&s| s as u64 == sid) else {
+                continue;
+            };
+            total += field("recved=")?.parse::<f64>().ok()?;
+            found[i] = true;
+        }
+    }
+    found.iter().all(|&f| f).then_some(total)
+}
+
 /// The server's running totals (`mntr`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counters {

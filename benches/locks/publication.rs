@@ -9,8 +9,9 @@
 //!   write per quarter of the bound (the option's rate, the only one it
 //!   has), so at most 4 / [`SILENCE`] a second. Without, the same holds and
 //!   progress, nothing written. Counted as every request count of the
-//!   bench is (`mntr`, less the idle ping rate), divided by the holders and
-//!   the window; the difference is the publication's cost.
+//!   bench is (`mntr`, less the idle ping rate) and from the session's own
+//!   packets (`cons`), divided by the holders and the window; the
+//!   difference is the publication's cost.
 //! * **Contended hand-offs per second with publication on and off.** Two
 //!   sessions, one task each, on one path, looping acquire, work, release
 //!   for the contended window; every hold has the same silence bound, with
@@ -30,7 +31,7 @@ use zk_curator::{Framework, HoldBounds, InterProcessMutex};
 
 use super::figures::per;
 use super::limits::{bounded, within, BoxError, Measured, ACQUIRE_LIMIT};
-use super::mntr::{counters, Traffic};
+use super::mntr::{counters, session_packets, Traffic};
 use super::options::Config;
 use super::reps::settle;
 use super::stats::Spread;
@@ -95,8 +96,9 @@ fn bounds(measure: Measure, publish: bool) -> HoldBounds {
 }
 
 /// One measurement: requests per unit (if the server's counts were read),
-/// units per second (hand-offs/s; for the rate, 0), and how many units.
-type Counted = (Option<f64>, f64);
+/// the two sessions' own packets per unit (if `cons` answered), and units
+/// per second (hand-offs/s; for the rate, 0).
+type Counted = (Option<f64>, Option<f64>, f64);
 
 pub(crate) async fn publication_part(
     config: &Config,
@@ -121,6 +123,10 @@ pub(crate) async fn publication_part(
     );
     println!("   hand-off: holds of no length (progress once), and holds of 8 ms under a silence bound of 20 ms (publishes once per hold)");
     let measures = [Measure::Rate, Measure::Brief, Measure::Working];
+    let sessions: Vec<i64> = [a, b]
+        .iter()
+        .filter_map(|fw| fw.current_session().map(|s| s.id()))
+        .collect();
     // [measure][off, on] -> per rep.
     let mut reps: Vec<[Vec<Measured<Counted>>; 2]> =
         measures.iter().map(|_| [Vec::new(), Vec::new()]).collect();
@@ -132,6 +138,7 @@ pub(crate) async fn publication_part(
                 let path = format!("{root}/bounds/publish-{measure:?}-{on}").to_lowercase();
                 settle().await;
                 let before = counters(addr).await;
+                let own_before = session_packets(addr, &sessions).await;
                 let started = Instant::now();
                 let run = async {
                     Ok::<_, BoxError>(match measure {
@@ -149,22 +156,23 @@ pub(crate) async fn publication_part(
                 let result = bounded(config.limit(), run).await;
                 let elapsed = started.elapsed();
                 let after = counters(addr).await;
+                let own_after = session_packets(addr, &sessions).await;
                 let traffic = Traffic::between(before, after, elapsed, idle);
+                let own = own_before.zip(own_after).map(|(b, a)| a - b);
                 reps[m][on].push(result.map(|(units, rate)| {
-                    let requests = traffic.map(|t| t.requests);
-                    let value = match measure {
-                        // Per holder and per second of the run.
-                        Measure::Rate => per(requests, units * elapsed.as_secs_f64()),
-                        _ => per(requests, units),
+                    // Per holder and per second of the run, or per hand-off.
+                    let of = |count| match measure {
+                        Measure::Rate => per(count, units * elapsed.as_secs_f64()),
+                        _ => per(count, units),
                     };
-                    (value, rate)
+                    (of(traffic.map(|t| t.requests)), of(own), rate)
                 }));
             }
         }
     }
     println!(
-        "{:<58} {:>5} {:>9} {:>15} {:>9} {:>13}  note",
-        "measure", "pub", "req", "min–max", "per s", "min–max"
+        "{:<58} {:>5} {:>9} {:>15} {:>9} {:>15} {:>9} {:>13}  note",
+        "measure", "pub", "req", "min–max", "own", "min–max", "per s", "min–max"
     );
     let mut medians = Vec::new();
     for (m, measure) in measures.iter().enumerate() {
@@ -177,10 +185,16 @@ pub(crate) async fn publication_part(
                     .filter_map(|x| x.as_ref().ok()?.0)
                     .collect::<Vec<_>>(),
             );
+            let own = Spread::of(
+                &runs
+                    .iter()
+                    .filter_map(|x| x.as_ref().ok()?.1)
+                    .collect::<Vec<_>>(),
+            );
             let rate = Spread::of(
                 &runs
                     .iter()
-                    .filter_map(|x| Some(x.as_ref().ok()?.1))
+                    .filter_map(|x| Some(x.as_ref().ok()?.2))
                     .collect::<Vec<_>>(),
             );
             let failed: Vec<&String> = runs.iter().filter_map(|x| x.as_ref().err()).collect();
@@ -193,22 +207,25 @@ pub(crate) async fn publication_part(
                 None => ("n/a".to_owned(), String::new()),
             };
             let (rq, rq_range) = cols(req, 3);
+            let (ow, ow_range) = cols(own, 3);
             let (rt, rt_range) = if *measure == Measure::Rate {
                 ("-".to_owned(), String::new())
             } else {
                 cols(rate, 0)
             };
             println!(
-                "{:<58} {:>5} {rq:>9} {rq_range:>15} {rt:>9} {rt_range:>13}  {note}",
+                "{:<58} {:>5} {rq:>9} {rq_range:>15} {ow:>9} {ow_range:>15} {rt:>9} {rt_range:>13}  {note}",
                 measure.label(),
                 if on == 1 { "on" } else { "off" }
             );
-            *slot = Some((req, rate));
+            *slot = Some((own.or(req), rate));
         }
         medians.push((*measure, row));
     }
     println!("(req = requests the server received, less the idle ping rate: per holder per second for the rate, per");
-    println!(" hand-off (release) for the contended rows; median and min–max over the reps; per s = hand-offs/s)");
+    println!(" hand-off (release) for the contended rows; own = the same from the two sessions' packets alone (`cons`),");
+    println!(" which the differences below use when the server answers it; median and min–max over the reps;");
+    println!(" per s = hand-offs/s)");
     for (measure, row) in medians {
         let [Some((off_req, off_rate)), Some((on_req, on_rate))] = row else {
             continue;
