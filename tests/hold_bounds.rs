@@ -796,3 +796,80 @@ async fn the_release_of_a_hold_its_bound_ended_answers_at_once() {
     })
     .await;
 }
+
+/// Revocation and published progress: a revoker's request written into a
+/// publishing holder's node is never overwritten by a later publication
+/// (the holder's listener is told, and the request stays for it and for
+/// anyone reading the node), and a holder that does not give the lock up
+/// still loses it at its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_request_is_not_overwritten_by_published_progress() {
+    use zk_curator::framework::lock_internals::REVOKE_MESSAGE;
+    use zk_curator::Revoker;
+    let Some(server) = server() else { return };
+    let connect = server.connect_string();
+    bounded(BOUND, async {
+        let raw = raw_client(&connect).await;
+        let path = unique_path("revoked-publishing");
+        let mutex = InterProcessMutex::new(framework(&connect).await, &path).unwrap();
+        let (told_tx, mut told) = tokio::sync::mpsc::unbounded_channel();
+        mutex.make_revocable(move |node: &str| {
+            let _ = told_tx.send(node.to_owned());
+        });
+        let bounds = HoldBounds::new().silence(SILENCE).publish_progress();
+        let guard = mutex.lock_bounded(bounds).await.unwrap();
+        let node = guard.path().to_owned();
+        let guard = std::sync::Arc::new(guard);
+        // The holder says progress all along, so a publication is due
+        // every quarter of the bound.
+        let (stop_tx, mut stop) = tokio::sync::oneshot::channel::<()>();
+        let working = {
+            let guard = guard.clone();
+            tokio::spawn(async move {
+                loop {
+                    guard.progress();
+                    tokio::select! {
+                        _ = &mut stop => return,
+                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                }
+            })
+        };
+        // A first publication, so that the request comes after one.
+        let published = async {
+            loop {
+                let (_, stat) = raw.get_data(&node).await.unwrap();
+                if stat.version >= 1 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(SILENCE * 2, published).await.unwrap();
+        let revoker = framework(&connect).await;
+        Revoker::attempt_revoke(&revoker, &node).await.unwrap();
+        let told_of = tokio::time::timeout(LATE, told.recv()).await.unwrap();
+        assert_eq!(told_of.as_deref(), Some(node.as_str()));
+        // Three quarters of progress later (three publications due), the
+        // request is still what the node holds.
+        tokio::time::sleep(SILENCE * 3 / 4).await;
+        let (data, _) = raw.get_data(&node).await.unwrap();
+        assert_eq!(data, REVOKE_MESSAGE, "the request was overwritten");
+        assert!(guard.is_valid());
+        // The holder never gives the lock up, and stops saying progress:
+        // the silence bound ends the hold all the same.
+        let _ = stop_tx.send(());
+        working.await.unwrap();
+        let reason = tokio::time::timeout(SILENCE + LATE, guard.lost())
+            .await
+            .unwrap();
+        assert_eq!(reason, LockLoss::BoundPassed(Bound::Silence));
+        let next = InterProcessMutex::new(revoker, &path).unwrap();
+        let next_guard = tokio::time::timeout(LATE, next.lock())
+            .await
+            .unwrap()
+            .unwrap();
+        next_guard.release().await.unwrap();
+    })
+    .await;
+}

@@ -81,6 +81,9 @@ impl HoldBounds {
     /// when there was progress since the last write. Each write also wakes
     /// whoever watches the node (the holder's own loss watch and the next
     /// waiter), who watch again: about three requests per write in all.
+    /// Each write is conditional on the node's version: once anyone else
+    /// writes the node (a revocation request, say), publication stops for
+    /// the hold, so such a request is never overwritten.
     /// Needs a silence bound, and bounds
     /// given at the acquire ([`Acquire::bounds`](super::Acquire::bounds),
     /// a lock's default) of a node whose data is an identity (the default).

@@ -749,6 +749,14 @@ fn enforce(weak: std::sync::Weak<HoldInner>) {
         // counts as the first write: a hold shorter than a quarter of its
         // silence bound publishes nothing.
         let mut published_at: Option<Instant> = None;
+        let written = Written::new();
+        if let Some(hold) = Hold::upgrade(&weak) {
+            // A node this acquire created (not passed on, not shared) has
+            // its first version; any other is read before the first write.
+            if hold.fencing_token().pass() == 0 && hold.inner.share.get().is_none() {
+                written.set(0);
+            }
+        }
         loop {
             let (wake, at_bound, mut ended) = {
                 let Some(hold) = Hold::upgrade(&weak) else {
@@ -796,8 +804,10 @@ fn enforce(weak: std::sync::Weak<HoldInner>) {
                     let now = Instant::now();
                     let last = published_at.unwrap_or(running.start);
                     let progress = running.last_progress() - running.start;
-                    if now >= last + quarter && progress > published {
-                        publish(&hold, data, running.last_progress());
+                    if now >= last + quarter
+                        && progress > published
+                        && publish(&hold, data, running.last_progress(), &written)
+                    {
                         published = progress;
                         published_at = Some(now);
                     }
@@ -867,11 +877,43 @@ async fn wake_at(at: Instant) {
     tokio::time::sleep_until(at).await;
 }
 
+/// The node's data version a publication expects: the write is
+/// conditional on it, so that anything else written into the node (a
+/// revocation request, above all) is never overwritten.
+#[derive(Clone)]
+struct Written(Arc<std::sync::atomic::AtomicI64>);
+
+impl Written {
+    /// A write is on its way.
+    const IN_FLIGHT: i64 = -1;
+    /// Someone else wrote the node: publication has stopped for the hold.
+    const STOPPED: i64 = -2;
+    /// A write failed without an answer: read the version first.
+    const UNKNOWN: i64 = -3;
+
+    fn new() -> Self {
+        Written(Arc::new(std::sync::atomic::AtomicI64::new(Self::UNKNOWN)))
+    }
+
+    fn set(&self, value: i64) {
+        self.0.store(value, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Writes `progress` (the last progress, on tokio's clock) into the
-/// identity `data` of `hold`'s node, on its session, without waiting.
-fn publish(hold: &Hold, data: &[u8], progress: Instant) {
+/// identity `data` of `hold`'s node, on its session, without waiting, if
+/// no write is on its way and nobody else has written the node since the
+/// last one (`written`: the write is conditional on the node's version;
+/// the first one, and one after a failure, reads the version first and
+/// goes ahead only if the node still holds an identity). Returns whether
+/// a write was started.
+fn publish(hold: &Hold, data: &[u8], progress: Instant, written: &Written) -> bool {
+    let expected = written.0.load(std::sync::atomic::Ordering::SeqCst);
+    if expected == Written::IN_FLIGHT || expected == Written::STOPPED {
+        return false;
+    }
     let Some(session) = hold.session() else {
-        return;
+        return false;
     };
     let ago = Instant::now().saturating_duration_since(progress);
     let at = std::time::SystemTime::now()
@@ -879,15 +921,45 @@ fn publish(hold: &Hold, data: &[u8], progress: Instant) {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let Some(data) = crate::identity::with_progress(data, at) else {
-        return;
+        return false;
     };
+    written.set(Written::IN_FLIGHT);
     let client = session.client().clone();
     let path = hold.path().to_owned();
+    let written = written.clone();
     tokio::spawn(async move {
-        if let Err(err) = client.set_data(&path, &data, None).await {
-            tracing::debug!(%err, node = %path, "progress not published");
+        let version = if expected == Written::UNKNOWN {
+            match client.get_data(&path).await {
+                Ok((now, stat)) if crate::identity::HolderIdentity::parse(&now).is_some() => {
+                    stat.version
+                }
+                Ok(_) => {
+                    tracing::info!(node = %path, "the node holds something else than its identity (a revocation request?): progress no longer published");
+                    written.set(Written::STOPPED);
+                    return;
+                }
+                Err(err) => {
+                    tracing::debug!(%err, node = %path, "progress not published");
+                    written.set(Written::UNKNOWN);
+                    return;
+                }
+            }
+        } else {
+            i32::try_from(expected).unwrap_or(i32::MAX)
+        };
+        match client.set_data(&path, &data, Some(version)).await {
+            Ok(stat) => written.set(i64::from(stat.version)),
+            Err(zk::Error::BadVersion) => {
+                tracing::info!(node = %path, "someone else wrote the node (a revocation request?): progress no longer published");
+                written.set(Written::STOPPED);
+            }
+            Err(err) => {
+                tracing::debug!(%err, node = %path, "progress not published");
+                written.set(Written::UNKNOWN);
+            }
         }
     });
+    true
 }
 
 #[cfg(test)]
