@@ -131,7 +131,7 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
 /// and boxes the futures the trait returns boxed. The forwarding is written
 /// here once, for every recipe.
 ///
-/// ```ignore
+/// ```text
 /// impl_inter_process_lock!(InterProcessMutex);
 /// impl_inter_process_lock!(LockHalf<H> where H: Half);
 /// // `lost` returns a `BoxFuture` already: not boxed twice.
