@@ -71,8 +71,9 @@
 //! workloads, and the fired NodeDeleted/NodeChildrenChanged watches), read
 //! before and after each measurement, so every contender is counted alike.
 //!
-//! The files, each with one job (all under `locks/`; this file holds only
-//! `main` and the run order):
+//! The files, each with one job (all under `locks/` but the arguments every
+//! bench program shares, `common/arguments.rs`; this file holds only `main`
+//! and the run order):
 //! * options and the run's frame: `options.rs` (the command line and the
 //!   sizes it leads to), `target.rs` (the server under test), `server.rs`
 //!   (starting our own ZooKeeper), `ensemble.rs` (our own ensemble,
@@ -94,6 +95,8 @@
 //!   `tasks.rs` (with `cohort.rs`), `failover.rs`, `observe.rs`, `tls.rs`,
 //!   `tree.rs` (with `entities.rs`), `bounds.rs`, `scale.rs`.
 
+#[path = "common/arguments.rs"]
+mod arguments;
 #[path = "locks/bounds.rs"]
 mod bounds;
 #[path = "locks/ceiling.rs"]

@@ -8,6 +8,9 @@
 //! --help` for what it takes). Needs Debian's `zookeeper` package for the
 //! real side; without it only the embedded server is measured.
 
+#[path = "common/arguments.rs"]
+mod arguments;
+
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -38,9 +41,8 @@ struct Args {
     /// of 5,000
     #[arg(long)]
     quick: bool,
-    /// Passed by `cargo bench` to every bench program; ignored
-    #[arg(long, hide = true)]
-    bench: bool,
+    #[command(flatten)]
+    cargo: arguments::CargoBench,
 }
 
 struct Sizes {
@@ -161,7 +163,7 @@ fn row(workload: &str, server: &str, figures: &Result<Figures, BoxError>, baseli
 fn main() -> Result<(), BoxError> {
     // The arguments before anything starts: `--help`, or a mistake in them,
     // ends the program here.
-    let Args { quick, bench: _ } = Args::parse();
+    let Args { quick, cargo: _ } = Args::parse();
     let sizes = if quick {
         Sizes {
             sequential: 300,

@@ -13,6 +13,7 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, ValueEnum};
 use zk_curator::CohortPolicy;
 
+use super::arguments::{positive, CargoBench};
 use super::limits::ACQUIRE_LIMIT;
 
 /// The workloads, in the order they run (the names `--only` takes).
@@ -159,17 +160,8 @@ struct Args {
     /// [default: 128]
     #[arg(long, value_name = "D", value_parser = positive)]
     ceiling_depth: Option<usize>,
-    /// Passed by `cargo bench` to every bench program; ignored
-    #[arg(long, hide = true)]
-    bench: bool,
-}
-
-/// A whole number above 0 (surrounding spaces allowed, as in `2, 8`).
-fn positive(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err("expected a whole number above 0".to_owned()),
-    }
+    #[command(flatten)]
+    cargo: CargoBench,
 }
 
 /// The members of an ensemble: 3 or more.
@@ -297,7 +289,7 @@ impl Config {
             ensemble,
             ceiling_sessions,
             ceiling_depth,
-            bench: _,
+            cargo: _,
         } = Args::parse();
         if ensemble.is_some() {
             if std::env::var("ZK_CONNECT").is_ok_and(|v| !v.is_empty()) {

@@ -26,6 +26,9 @@
 //! participants), and the bench waits until `/events` and the page show it
 //! before the next hand-off: each hand-off starts from a settled page.
 
+// The bench programs' shared arguments, beside the library's benches.
+#[path = "../../benches/common/arguments.rs"]
+mod arguments;
 #[path = "dashboard/browser.rs"]
 mod browser;
 #[path = "dashboard/sse.rs"]
@@ -34,6 +37,7 @@ mod sse;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use arguments::{positive, CargoBench};
 use clap::Parser;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -96,16 +100,8 @@ struct Args {
     /// measured by then (it says so) [default: 900; 60 with --quick]
     #[arg(long, value_name = "S", value_parser = positive)]
     max_secs: Option<usize>,
-    /// Passed by `cargo bench` to every bench program; ignored
-    #[arg(long, hide = true)]
-    bench: bool,
-}
-
-fn positive(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err("expected a whole number above 0".to_owned()),
-    }
+    #[command(flatten)]
+    cargo: CargoBench,
 }
 
 fn at_least_two(value: &str) -> Result<usize, String> {

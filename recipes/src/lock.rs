@@ -122,3 +122,75 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
     /// Cancel safe: it only reads.
     fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>>;
 }
+
+/// Implements [`InterProcessLock`] for a recipe whose inherent methods
+/// carry the trait's names: each trait method calls the recipe's own
+/// method of the same name (`acquire_with`, `loss`, `lost`, `fence`,
+/// `release`, `is_acquired_in_this_process`, `path`, `participant_nodes`;
+/// private ones will do, as the macro is called in the recipe's own module)
+/// and boxes the futures the trait returns boxed. The forwarding is written
+/// here once, for every recipe.
+///
+/// ```text
+/// impl_inter_process_lock!(InterProcessMutex);
+/// impl_inter_process_lock!(LockHalf<H> where H: Half);
+/// // `lost` returns a `BoxFuture` already: not boxed twice.
+/// impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed);
+/// ```
+///
+/// A recipe without one of those methods would call the trait's method
+/// from itself; rustc's `unconditional_recursion` lint says so (an error
+/// under CI's `-D warnings`).
+macro_rules! impl_inter_process_lock {
+    (@impl [$($generics:tt)*] $recipe:ty, $box_lost:path) => {
+        impl $($generics)* $crate::InterProcessLock for $recipe {
+            fn acquire_with(
+                &self,
+                wait: $crate::Wait,
+            ) -> ::futures::future::BoxFuture<'_, $crate::Result<bool>> {
+                ::futures::FutureExt::boxed(<$recipe>::acquire_with(self, wait))
+            }
+
+            fn loss(&self) -> Option<$crate::LockLoss> {
+                <$recipe>::loss(self)
+            }
+
+            fn lost(&self) -> ::futures::future::BoxFuture<'static, $crate::LockLoss> {
+                $box_lost(<$recipe>::lost(self))
+            }
+
+            fn fence(&self) -> $crate::Result<$crate::Fence> {
+                <$recipe>::fence(self)
+            }
+
+            fn release(&self) -> ::futures::future::BoxFuture<'_, $crate::Result<()>> {
+                ::futures::FutureExt::boxed(<$recipe>::release(self))
+            }
+
+            fn is_acquired_in_this_process(&self) -> bool {
+                <$recipe>::is_acquired_in_this_process(self)
+            }
+
+            fn path(&self) -> &str {
+                <$recipe>::path(self)
+            }
+
+            fn participant_nodes(
+                &self,
+            ) -> ::futures::future::BoxFuture<'_, $crate::Result<Vec<String>>> {
+                ::futures::FutureExt::boxed(<$recipe>::participant_nodes(self))
+            }
+        }
+    };
+    ($recipe:ty $(where $param:ident: $bound:path)?) => {
+        $crate::lock::impl_inter_process_lock!(
+            @impl [$(<$param: $bound>)?] $recipe, ::futures::FutureExt::boxed
+        );
+    };
+    ($recipe:ty $(where $param:ident: $bound:path)?, lost: already boxed) => {
+        $crate::lock::impl_inter_process_lock!(
+            @impl [$(<$param: $bound>)?] $recipe, ::std::convert::identity
+        );
+    };
+}
+pub(crate) use impl_inter_process_lock;

@@ -11,7 +11,7 @@ use zk_curator_framework::lock_internals::{BoundsSetting, Fence, HoldBounds, Loc
 use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
 
-use crate::lock::InterProcessLock;
+use crate::lock::{impl_inter_process_lock, InterProcessLock};
 use crate::mutex::{InterProcessMutex, MutexGuard};
 use crate::owner::Owner;
 use crate::reentrant::{Reentrant, ReentrantHold};
@@ -756,39 +756,7 @@ impl Drop for Taken {
     }
 }
 
-impl InterProcessLock for InterProcessMultiLock {
-    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMultiLock::acquire_with(self, wait).boxed()
-    }
-
-    fn loss(&self) -> Option<LockLoss> {
-        InterProcessMultiLock::loss(self)
-    }
-
-    fn lost(&self) -> BoxFuture<'static, LockLoss> {
-        InterProcessMultiLock::lost(self)
-    }
-
-    fn fence(&self) -> Result<Fence> {
-        InterProcessMultiLock::fence(self)
-    }
-
-    fn release(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessMultiLock::release(self).boxed()
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessMultiLock::is_acquired_in_this_process(self)
-    }
-
-    fn path(&self) -> &str {
-        InterProcessMultiLock::path(self)
-    }
-
-    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        InterProcessMultiLock::participant_nodes(self).boxed()
-    }
-}
+impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed);
 
 #[cfg(test)]
 mod tests {

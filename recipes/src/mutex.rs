@@ -5,8 +5,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
     until_held, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
     LockInternalsDriver, LockLoss, Revocation, RevocationListener, RevocationSetting,
@@ -15,7 +13,7 @@ use zk_curator_framework::lock_internals::{
 use zk_curator_framework::{Error, Framework, Result};
 
 use crate::held::{would_deadlock, Guards, Held};
-use crate::lock::InterProcessLock;
+use crate::lock::impl_inter_process_lock;
 use crate::reentrant::Reentrant;
 
 pub(crate) use crate::layout::LOCK_NAME;
@@ -313,6 +311,16 @@ impl InterProcessMutex {
         self.shared.owners.with_current(|h| h.path().to_owned())
     }
 
+    /// Why the current owner's hold can no longer be trusted, `None` while
+    /// it can ([`LockLoss::NotHeld`] without a hold): what
+    /// [`InterProcessLock::loss`](crate::InterProcessLock::loss) answers.
+    fn loss(&self) -> Option<LockLoss> {
+        self.shared
+            .owners
+            .with_current(Hold::loss)
+            .unwrap_or(Some(LockLoss::NotHeld))
+    }
+
     /// Whether the current owner holds the lock and its hold can still be
     /// trusted (see [`Hold::check`]); no I/O.
     pub fn is_valid(&self) -> bool {
@@ -544,42 +552,7 @@ impl std::ops::Deref for MutexGuard {
     }
 }
 
-impl InterProcessLock for InterProcessMutex {
-    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        InterProcessMutex::acquire_with(self, wait).boxed()
-    }
-
-    fn loss(&self) -> Option<LockLoss> {
-        self.shared
-            .owners
-            .with_current(Hold::loss)
-            .unwrap_or(Some(LockLoss::NotHeld))
-    }
-
-    fn lost(&self) -> BoxFuture<'static, LockLoss> {
-        InterProcessMutex::lost(self).boxed()
-    }
-
-    fn fence(&self) -> Result<Fence> {
-        InterProcessMutex::fence(self)
-    }
-
-    fn release(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessMutex::release(self).boxed()
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessMutex::is_acquired_in_this_process(self)
-    }
-
-    fn path(&self) -> &str {
-        InterProcessMutex::path(self)
-    }
-
-    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        InterProcessMutex::participant_nodes(self).boxed()
-    }
-}
+impl_inter_process_lock!(InterProcessMutex);
 
 #[cfg(test)]
 mod tests {

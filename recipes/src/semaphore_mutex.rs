@@ -5,14 +5,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
     BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockLoss, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
-use crate::lock::InterProcessLock;
+use crate::lock::impl_inter_process_lock;
 use crate::semaphore::{InterProcessSemaphoreV2, Lease};
 
 /// A mutex across processes that is **not reentrant** and **not owned by a
@@ -230,6 +228,13 @@ impl InterProcessSemaphoreMutex {
         self.slot().as_ref().map(|lease| Hold::clone(lease))
     }
 
+    /// Why the current hold can no longer be trusted, `None` while it can
+    /// ([`LockLoss::NotHeld`] when not held): what
+    /// [`InterProcessLock::loss`](crate::InterProcessLock::loss) answers.
+    fn loss(&self) -> Option<LockLoss> {
+        self.hold().map_or(Some(LockLoss::NotHeld), |h| h.loss())
+    }
+
     /// Completes when the current hold can no longer be trusted
     /// ([`LockLoss::NotHeld`] at once when not held). Looked up now.
     ///
@@ -267,39 +272,7 @@ impl InterProcessSemaphoreMutex {
     }
 }
 
-impl InterProcessLock for InterProcessSemaphoreMutex {
-    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        InterProcessSemaphoreMutex::acquire_with(self, wait).boxed()
-    }
-
-    fn loss(&self) -> Option<LockLoss> {
-        self.hold().map_or(Some(LockLoss::NotHeld), |h| h.loss())
-    }
-
-    fn lost(&self) -> BoxFuture<'static, LockLoss> {
-        InterProcessSemaphoreMutex::lost(self).boxed()
-    }
-
-    fn fence(&self) -> Result<Fence> {
-        InterProcessSemaphoreMutex::fence(self)
-    }
-
-    fn release(&self) -> BoxFuture<'_, Result<()>> {
-        InterProcessSemaphoreMutex::release(self).boxed()
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        InterProcessSemaphoreMutex::is_acquired_in_this_process(self)
-    }
-
-    fn path(&self) -> &str {
-        InterProcessSemaphoreMutex::path(self)
-    }
-
-    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        InterProcessSemaphoreMutex::participant_nodes(self).boxed()
-    }
-}
+impl_inter_process_lock!(InterProcessSemaphoreMutex);
 
 #[cfg(test)]
 mod tests {

@@ -7,15 +7,13 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use zk_curator_framework::lock_internals::{
     Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener, Wait,
 };
 use zk_curator_framework::Result;
 
 use super::{HalfKind, Shared};
-use crate::lock::InterProcessLock;
+use crate::lock::impl_inter_process_lock;
 use crate::mutex::{fence_of, lost_of};
 
 mod sealed {
@@ -181,6 +179,12 @@ impl<H: Half> LockHalf<H> {
         self.shared.acquire(H::kind(), Wait::Try).await
     }
 
+    /// The one acquire of this half, within `wait`:
+    /// [`InterProcessLock::acquire_with`](crate::InterProcessLock::acquire_with).
+    fn acquire_with(&self, wait: Wait) -> impl Future<Output = Result<bool>> + '_ {
+        self.shared.acquire(H::kind(), wait)
+    }
+
     /// Releases one hold of the current owner; the last release deletes the
     /// node (in the background if ZooKeeper cannot be reached right now).
     ///
@@ -242,6 +246,16 @@ impl<H: Half> LockHalf<H> {
         self.side().owners.with_current(|h| h.path().to_owned())
     }
 
+    /// Why the current owner's hold of this half can no longer be trusted,
+    /// `None` while it can ([`LockLoss::NotHeld`] without a hold): what
+    /// [`InterProcessLock::loss`](crate::InterProcessLock::loss) answers.
+    fn loss(&self) -> Option<LockLoss> {
+        self.side()
+            .owners
+            .with_current(Hold::loss)
+            .unwrap_or(Some(LockLoss::NotHeld))
+    }
+
     /// Whether the current owner holds this half and the hold can still be
     /// trusted; no I/O.
     pub fn is_valid(&self) -> bool {
@@ -284,39 +298,4 @@ impl<H: Half> LockHalf<H> {
     }
 }
 
-impl<H: Half> InterProcessLock for LockHalf<H> {
-    fn acquire_with(&self, wait: Wait) -> BoxFuture<'_, Result<bool>> {
-        self.shared.acquire(H::kind(), wait).boxed()
-    }
-
-    fn loss(&self) -> Option<LockLoss> {
-        self.side()
-            .owners
-            .with_current(Hold::loss)
-            .unwrap_or(Some(LockLoss::NotHeld))
-    }
-
-    fn lost(&self) -> BoxFuture<'static, LockLoss> {
-        LockHalf::lost(self).boxed()
-    }
-
-    fn fence(&self) -> Result<Fence> {
-        LockHalf::fence(self)
-    }
-
-    fn release(&self) -> BoxFuture<'_, Result<()>> {
-        LockHalf::release(self).boxed()
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        LockHalf::is_acquired_in_this_process(self)
-    }
-
-    fn path(&self) -> &str {
-        LockHalf::path(self)
-    }
-
-    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        LockHalf::participant_nodes(self).boxed()
-    }
-}
+impl_inter_process_lock!(LockHalf<H> where H: Half);
