@@ -12,8 +12,8 @@
 //!   this API takes (`zk::CreateMode` and `zk::Acls` for a fenced create,
 //!   `zk::MultiWriter` for a fenced multi of your own, `zk::Stat`).
 //!
-//! The repository's README has the full picture, and `docs/DESIGN.md` the
-//! design notes.
+//! The repository's README has the first steps, its guide (`docs/guide/`)
+//! the full picture, and `docs/DESIGN.md` the design notes.
 //!
 //! Most methods are the types' own. The few that live in traits, so that
 //! generic code can take any recipe (an election's `await_leadership`,
@@ -178,3 +178,25 @@ pub mod prelude {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust blocks of the guide's chapters (`docs/guide/`, where the
+/// README's longer sections live), built as doc tests as the README's are;
+/// `.ci/readme-check` builds them as a user's crate too.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/guide/README.md")]
+#[doc = include_str!("../docs/guide/benchmarks.md")]
+#[doc = include_str!("../docs/guide/chaos-and-simulation.md")]
+#[doc = include_str!("../docs/guide/coming-from-curator.md")]
+#[doc = include_str!("../docs/guide/command-line.md")]
+#[doc = include_str!("../docs/guide/embedded-server.md")]
+#[doc = include_str!("../docs/guide/interop.md")]
+#[doc = include_str!("../docs/guide/layout.md")]
+#[doc = include_str!("../docs/guide/leader-election.md")]
+#[doc = include_str!("../docs/guide/many-tasks.md")]
+#[doc = include_str!("../docs/guide/operations.md")]
+#[doc = include_str!("../docs/guide/running-tests.md")]
+#[doc = include_str!("../docs/guide/safety.md")]
+#[doc = include_str!("../docs/guide/security.md")]
+#[doc = include_str!("../docs/guide/stuck-holders.md")]
+#[doc = include_str!("../docs/guide/testing.md")]
+pub struct GuideDoctests;

@@ -1,14 +1,56 @@
-//! The README's account of the command line and the program's own `--help`
-//! say the same thing: the same commands, the same flags, the same exit
-//! codes. Either side changed alone fails here, naming what the other
-//! lacks.
+//! The documents' account of the command line (the README and the guide's
+//! chapters, `docs/guide/*.md`, wherever the text lives) and the program's
+//! own `--help` say the same thing: the same commands, the same flags, the
+//! same exit codes. Either side changed alone fails here, naming what the
+//! other lacks.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zk-curator");
-const README: &str = include_str!("../../README.md");
+
+/// README.md and every `docs/guide/*.md` (in name order), as (path, text),
+/// read when the test runs, so that a chapter added or moved is read too.
+fn documents() -> &'static [(PathBuf, String)] {
+    static DOCUMENTS: OnceLock<Vec<(PathBuf, String)>> = OnceLock::new();
+    DOCUMENTS.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("docs/guide"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+            .collect();
+        paths.sort();
+        paths.insert(0, root.join("README.md"));
+        paths
+            .into_iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+                (path, text)
+            })
+            .collect()
+    })
+}
+
+/// Every document's text, one after the other.
+fn all_documents() -> String {
+    documents()
+        .iter()
+        .map(|(_, text)| text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The level (number of `#`) and the title of a Markdown heading line.
+fn heading(line: &str) -> Option<(usize, &str)> {
+    let level = line.chars().take_while(|c| *c == '#').count();
+    let title = line[level..].strip_prefix(' ')?;
+    (1..=6).contains(&level).then(|| (level, title.trim()))
+}
 
 /// `zk-curator ARGS --help`, as text.
 fn help(args: &[&str]) -> String {
@@ -17,15 +59,45 @@ fn help(args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// The part of the README under the heading `title` (up to the next
-/// heading of the same level).
-fn section(title: &str) -> &'static str {
-    let start = README
-        .find(&format!("\n## {title}\n"))
-        .unwrap_or_else(|| panic!("the README has no section {title:?}"));
-    let rest = &README[start + 1..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
-    &rest[..end]
+/// The text under the heading `title`, at any level, in whichever document
+/// has it (the README or a chapter of the guide), up to the next heading
+/// of the same or a higher level; headings inside code blocks do not
+/// count. Exactly one document must have it.
+fn section(title: &str) -> String {
+    let mut found = Vec::new();
+    for (path, text) in documents() {
+        let mut taken: Option<(usize, Vec<&str>)> = None;
+        let mut in_code = false;
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            let head = if in_code { None } else { heading(line) };
+            if let Some((level, _)) = head {
+                if taken.as_ref().is_some_and(|(start, _)| level <= *start) {
+                    found.push((path, taken.take().unwrap().1.join("\n")));
+                }
+            }
+            if let Some((_, lines)) = taken.as_mut() {
+                lines.push(line);
+            } else if let Some((level, name)) = head {
+                if name == title {
+                    taken = Some((level, vec![line]));
+                }
+            }
+        }
+        if let Some((_, lines)) = taken {
+            found.push((path, lines.join("\n")));
+        }
+    }
+    match found.len() {
+        1 => found.pop().unwrap().1,
+        0 => panic!("no document (README.md, docs/guide/*.md) has a section {title:?}"),
+        _ => panic!(
+            "several documents have a section {title:?}: {:?}",
+            found.iter().map(|(path, _)| path).collect::<Vec<_>>()
+        ),
+    }
 }
 
 /// Every `--flag` written in `text`.
@@ -130,7 +202,7 @@ fn the_readme_names_every_command() {
     for command in commands() {
         assert!(
             section.contains(&format!("zk-curator {command}")),
-            "the README's \"Command line\" shows no `zk-curator {command}`"
+            "the documents' \"Command line\" shows no `zk-curator {command}`"
         );
     }
 }
@@ -142,23 +214,24 @@ fn flags_agree_between_the_readme_and_help() {
         declared.extend(declared_flags(&help(&[&command])));
     }
     assert!(declared.contains("--session-timeout"), "{declared:?}");
-    // Every flag of the program is written down somewhere in the README.
-    let documented = flags_in(README);
+    // Every flag of the program is written down somewhere in the README or
+    // the guide.
+    let documented = flags_in(&all_documents());
     let undocumented: Vec<_> = declared.difference(&documented).collect();
     assert!(
         undocumented.is_empty(),
-        "flags the README never mentions: {undocumented:?}"
+        "flags the README and the guide never mention: {undocumented:?}"
     );
-    // Every flag the README's command-line sections write for zk-curator
+    // Every flag the command-line sections (wherever they are) write for zk-curator
     // exists (the lines and spans that run cargo or pytest aside).
-    let mut written = flags_in(&without_other_tools(section("Command line")));
-    written.extend(flags_in(&without_other_tools(section(
+    let mut written = flags_in(&without_other_tools(&section("Command line")));
+    written.extend(flags_in(&without_other_tools(&section(
         "The embedded server",
     ))));
     let stale: Vec<_> = written.difference(&declared).collect();
     assert!(
         stale.is_empty(),
-        "flags the README writes that no command has: {stale:?}"
+        "flags the documents write that no command has: {stale:?}"
     );
 }
 
@@ -168,7 +241,7 @@ fn exit_codes_agree_between_the_readme_and_help() {
     for command in commands() {
         in_help.extend(exit_codes_in_help(&help(&[&command])));
     }
-    // The README's table: `| 64 | ...`, `| 126 / 127 | ...`.
+    // The documents' table: `| 64 | ...`, `| 126 / 127 | ...`.
     let mut in_readme = BTreeSet::new();
     for line in section("Command line").lines() {
         let Some(cell) = line.strip_prefix("| ").and_then(|l| l.split(" |").next()) else {
@@ -180,12 +253,12 @@ fn exit_codes_agree_between_the_readme_and_help() {
             }
         }
     }
-    // 0 (success) needs no row of its own in the README.
+    // 0 (success) needs no row of its own in the documents.
     in_help.remove("0");
     assert!(in_readme.contains("64"), "{in_readme:?}");
     assert_eq!(
         in_help, in_readme,
-        "exit codes in --help (left) and in the README's table (right) differ"
+        "exit codes in --help (left) and in the documents' table (right) differ"
     );
 }
 

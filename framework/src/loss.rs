@@ -30,7 +30,8 @@ pub enum LockLoss {
     /// the session timeout (on the monotonic clock): the session may have
     /// expired on the server, and the node with it, even though nothing has
     /// told this process yet, as after a long pause (a GC, SIGSTOP, a
-    /// stopped VM). The hold is a lease (README, "Safety").
+    /// stopped VM). The hold is a lease (the guide's "Safety" chapter,
+    /// `docs/guide/safety.md#a-hold-is-a-lease-as-in-chubby`).
     Stale,
     /// The holder gave the hold up because someone asked it to (a leader
     /// that steps down on a revocation request: the revocation protocol of

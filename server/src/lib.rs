@@ -115,7 +115,7 @@
 //! `zk-curator server --port 0` (the `zk-curator` command line) starts this server, prints
 //! its connect string on the first line of stdout and serves until SIGINT or SIGTERM
 //! (`--tls-cert`, `--tls-key` and `--tls-client-ca` add a TLS port); see the repository's
-//! README.
+//! guide, `docs/guide/embedded-server.md`.
 //!
 //! [`drop_connections`]: EmbeddedServer::drop_connections
 //! [`stall`]: EmbeddedServer::stall

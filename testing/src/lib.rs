@@ -55,9 +55,10 @@
 //! # }
 //! ```
 //!
-//! (`zk-curator` itself is tested this way; README's "The two commands" says
-//! how a suite that needs a real ZooKeeper, Curator or kazoo behaves when
-//! they are missing: see [`backend::Prerequisite`].)
+//! (`zk-curator` itself is tested this way; the guide's "The tests and the
+//! examples", `docs/guide/running-tests.md`, says how a suite that needs a
+//! real ZooKeeper, Curator or kazoo behaves when they are missing: see
+//! [`backend::Prerequisite`].)
 
 #![forbid(unsafe_code)]
 

@@ -206,7 +206,8 @@ impl Drop for Inner {
 /// Each time the latch leads it gets a [`LeaderTerm`], a lock hold with
 /// [`lost`](crate::Hold::lost), [`is_valid`](crate::Hold::is_valid),
 /// [`fence`](crate::Hold::fence) and [`fencing_token`](crate::Hold::fencing_token)
-/// under the framework's error policy (README, "Safety"). A term once lost
+/// under the framework's error policy (the guide's "Safety" chapter,
+/// `docs/guide/safety.md`). A term once lost
 /// is never trusted again: its [`lost`](crate::Hold::lost) completes and its
 /// fence refuses, whatever happens next.
 ///

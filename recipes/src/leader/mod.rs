@@ -26,7 +26,7 @@
 //! answers [`lost`](crate::Hold::lost), [`is_valid`](crate::Hold::is_valid),
 //! [`fence`](crate::Hold::fence) and [`fencing_token`](crate::Hold::fencing_token)
 //! with the meaning and the error-policy rules of every lock hold (the
-//! README's "Safety" section). A leader can `select!` on the loss of its
+//! guide's "Safety" chapter, `docs/guide/safety.md`). A leader can `select!` on the loss of its
 //! term and write to ZooKeeper only while it leads; tokens grow strictly
 //! from one term to the next. Curator leaves that to a connection-state
 //! listener of the user's; here the term knows.

@@ -14,7 +14,7 @@ use super::data::{encode, encode_request, Proclaimed};
 /// held as a lock hold is.
 ///
 /// A term *is* a [`Hold`] (and derefs to one), so it follows the rules of
-/// the README's "Safety" section under the framework's
+/// the guide's "Safety" chapter (`docs/guide/safety.md`) under the framework's
 /// [`ErrorPolicy`](zk_curator_framework::ErrorPolicy): once the connection
 /// is in an error state, the session that created the node is gone, the
 /// node was deleted, or the framework was closed, the term is over for good
@@ -113,8 +113,8 @@ impl LeaderTerm {
     /// so it is applied only while the term's node exists: a leader whose
     /// term has ended cannot overwrite what its successor proclaims. The
     /// value is kept in the election path's data, never in the node's, so
-    /// Curator participants still read the leader's id (the README,
-    /// "Proclaiming a value").
+    /// Curator participants still read the leader's id (the guide,
+    /// `docs/guide/leader-election.md#proclaiming-a-value`).
     ///
     /// A revocation request waiting for this term in that data is kept
     /// (the write is made on the version read, and made again if the data
