@@ -80,7 +80,7 @@ impl HoldBounds {
     /// the first (a hold shorter than a quarter writes nothing), and only
     /// when there was progress since the last write. Each write also wakes
     /// whoever watches the node (the holder's own loss watch and the next
-    /// waiter), who watch again: about three requests per write in all.
+    /// waiter), who watch again: a request more for each.
     /// Each write is conditional on the node's version: once anyone else
     /// writes the node (a revocation request, say), publication stops for
     /// the hold, so such a request is never overwritten.
