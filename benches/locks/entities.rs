@@ -14,7 +14,14 @@
 //!   zookeeper-client sessions), interleaved in a rotating order. Requests
 //!   and notifications per hand-off are the server's counts (`mntr`), all
 //!   kinds of notification (a persistent recursive watch is told of
-//!   creations too).
+//!   creations too). ZooKeeper 3.8 counts a persistent recursive watch's
+//!   `NodeDeleted` twice, once sent and once suppressed (the watch sits in
+//!   both of its watch tables): 10 creates and deletes under one such watch
+//!   read `zk_sum_node_deleted_watch_count` 20 and `..._created_...` 10,
+//!   while the watching client got 10 of each (zkCli's `addWatch -m
+//!   PERSISTENT_RECURSIVE`, ZooKeeper 3.8.0, 2026-12-05). So an observed
+//!   hand-off reads 3 notifications where the observer receives 2, which
+//!   its `events` column shows.
 //! * **Contended, observed**: zk-curator's contended workload (N sessions,
 //!   one task each, one path) with a `TreeObserver` over the path's parent
 //!   against without, in the same rep, the order alternating from rep to
@@ -196,6 +203,8 @@ async fn per_entity(
         config.ceiling_sessions, config.ceiling_depth
     );
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off");
+    println!("   (ZooKeeper 3.8 counts a persistent recursive watch's NodeDeleted twice: an observed hand-off's notif reads");
+    println!("   3 where the observer receives 2, its events column)");
     println!("   (ceiling: per pair); events = the observer's events applied per hand-off; every row warmed first");
     let ctx = Ctx {
         connect: &target.connect,
