@@ -28,6 +28,7 @@
 //! with the same rules, so what a tool shows (and what it offers to revoke)
 //! cannot drift from what the recipes do.
 
+use futures::StreamExt;
 use std::cmp::Ordering;
 
 use zk_curator_framework::lock_internals::{standard_sort_key, PredicateResults, SortKey};
@@ -709,7 +710,8 @@ pub async fn recipes_present(framework: &Framework, path: &str) -> Result<Vec<Re
     Ok(found)
 }
 
-/// How many locks [`survey`] reads the participants of at once.
+/// How many locks [`survey`] reads the participants of at once (a new one
+/// as each is answered).
 const SURVEY_READS: usize = 250;
 
 /// How many children of a folder [`identify`] looks into (one pipelined
@@ -1051,35 +1053,28 @@ pub async fn survey(framework: &Framework, root: &str, max_paths: usize) -> Resu
     }
     recipes.sort_by(|a, b| a.0.cmp(&b.0));
     // Each lock's participants from the listing already made (a
-    // semaphore's queues are listed again), so many locks at a time that
-    // the replies in flight stay bounded.
-    // Each chunk's listings are dropped once read: only the participants
-    // stay.
+    // semaphore's queues are listed again), at most SURVEY_READS locks'
+    // reads in flight at a time, a new one sent as each is answered (no
+    // barrier between batches: the session's pipeline stays full), in
+    // order. Each listing is dropped once read: only the participants stay.
     let mut found = Vec::with_capacity(recipes.len());
-    let mut recipes = recipes.into_iter();
-    loop {
-        let chunk: Vec<(String, PathKind, Vec<String>)> =
-            recipes.by_ref().take(SURVEY_READS).collect();
-        if chunk.is_empty() {
-            break;
-        }
-        let read =
-            futures::future::try_join_all(chunk.iter().map(|(path, _, children)| async move {
-                let mut all = Vec::new();
-                for family in families_among(children) {
-                    all.extend(participants_of(framework, path, family, children, None).await?);
-                }
-                Ok::<_, Error>(all)
-            }))
-            .await?;
-        for ((path, kind, children), participants) in chunk.into_iter().zip(read) {
-            found.push(Surveyed {
+    let mut reads = futures::stream::iter(recipes.into_iter().map(
+        |(path, kind, children)| async move {
+            let mut all = Vec::new();
+            for family in families_among(&children) {
+                all.extend(participants_of(framework, &path, family, &children, None).await?);
+            }
+            Ok::<_, Error>(Surveyed {
                 unknown: UnknownNodes::among(&children),
                 path,
                 kind,
-                participants,
-            });
-        }
+                participants: all,
+            })
+        },
+    ))
+    .buffered(SURVEY_READS);
+    while let Some(surveyed) = reads.next().await {
+        found.push(surveyed?);
     }
     Ok(Survey {
         found,
