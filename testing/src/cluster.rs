@@ -1285,6 +1285,37 @@ mod tests {
     }
 
     #[test]
+    fn member_zoo_cfg_is_unchanged() {
+        use crate::server::zoo_cfg_golden as golden;
+        let ports = |all: [(u16, u16, u16); 3]| {
+            all.map(|(client, peer, election)| NodePorts {
+                client,
+                peer,
+                election,
+            })
+        };
+        let real = ports(golden::MEMBER_PORTS);
+        let data = std::path::Path::new("/zk/node-1/data");
+        assert_eq!(
+            config(&Settings::default(), data, real[1], &real),
+            golden::MEMBER
+        );
+        let settings = Settings {
+            tick_time: Duration::from_millis(50),
+            init_limit: 10,
+            sync_limit: 5,
+            local_sessions: true,
+            quorum_through_proxies: true,
+            ..Settings::default()
+        };
+        let view = ports(golden::MEMBER_PROXIED_VIEW);
+        assert_eq!(
+            config(&settings, data, real[1], &view),
+            golden::MEMBER_PROXIED
+        );
+    }
+
+    #[test]
     fn rejects_empty_cluster() {
         let err = TestingCluster::builder().size(0).start().unwrap_err();
         assert!(matches!(err, Error::InvalidConfig(_)), "{err}");

@@ -24,6 +24,8 @@
 pub(crate) mod config;
 pub(crate) mod install;
 pub(crate) mod launch;
+#[cfg(test)]
+pub(crate) mod zoo_cfg_golden;
 
 use std::fmt;
 use std::fs;

@@ -252,3 +252,50 @@ pub(crate) fn jvm_args(container_check_interval: Duration) -> Vec<String> {
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".to_owned(),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::zoo_cfg_golden as golden;
+    use crate::tls::ClientAuth;
+
+    #[test]
+    fn standalone_zoo_cfg_is_unchanged() {
+        let data = Path::new("/zk/data");
+        assert_eq!(
+            Settings::default().zoo_cfg(2181, None, data),
+            golden::STANDALONE
+        );
+        let mut settings = Settings {
+            tick_time: Duration::from_millis(250),
+            min_session_timeout: Duration::from_secs(1),
+            max_session_timeout: Duration::from_secs(30),
+            tls: Some(Box::new(
+                ServerTls::new("/certs/key.pem", "/certs/trust.pem")
+                    .plaintext_port(true)
+                    .client_auth(ClientAuth::Want),
+            )),
+            ..Settings::default()
+        };
+        settings
+            .sasl
+            .digest_users
+            .push(("alice".to_owned(), "secret".to_owned()));
+        settings.sasl.required = true;
+        assert_eq!(
+            settings.zoo_cfg(2181, Some(2182), data),
+            golden::STANDALONE_TLS_SASL
+        );
+        let tls_only = Settings {
+            tls: Some(Box::new(ServerTls::new(
+                "/certs/key.pem",
+                "/certs/trust.pem",
+            ))),
+            ..Settings::default()
+        };
+        assert_eq!(
+            tls_only.zoo_cfg(2181, Some(2182), data),
+            golden::STANDALONE_TLS_ONLY
+        );
+    }
+}
