@@ -25,7 +25,8 @@
 //!
 //! Streams that do not parse as frames (e.g. four-letter-word commands such as `ruok`) are
 //! forwarded as opaque bytes. Frames are cut by the embedded server's reader
-//! ([`next_frame`](zk_curator_server::codec::next_frame)), with a larger bound on their length.
+//! ([`embedded::codec::next_frame`](crate::embedded::codec::next_frame)), with a larger bound
+//! on their length.
 
 use std::collections::HashMap;
 use std::fmt;
