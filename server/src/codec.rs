@@ -124,6 +124,69 @@ pub mod xid {
 /// Largest frame (and largest buffer) accepted, like ZooKeeper's default `jute.maxbuffer`.
 pub const MAX_PACKET: usize = 0xfffff;
 
+/// One whole frame cut off the front of a stream by [`next_frame`]: its `i32` length, then
+/// its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    bytes: Vec<u8>,
+}
+
+impl Frame {
+    /// The body: what follows the length.
+    pub fn body(&self) -> &[u8] {
+        &self.bytes[4..]
+    }
+
+    /// The whole frame as it was read, its length first.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// What the front of a stream of frames holds; see [`next_frame`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Framed {
+    /// Not a whole frame yet.
+    Incomplete,
+    /// A four-letter-word command (only when [`next_frame`] is asked to look for one).
+    FourLetter([u8; 4]),
+    /// A length that is negative or above the largest one accepted.
+    TooLong(i32),
+    /// One whole frame.
+    Frame(Frame),
+}
+
+/// Cuts the next frame off the front of `pending`, the bytes read so far; a frame whose
+/// length is negative or above `max_len` is [`TooLong`](Framed::TooLong), and nothing is cut
+/// until a whole frame is there.
+///
+/// With `four_letter_words`, four lowercase ASCII letters at the front are a command such as
+/// `ruok` ([`FourLetter`](Framed::FourLetter), nothing cut), as ZooKeeper reads them on a
+/// connection before its handshake (such a length would be above any `max_len` that fits in
+/// memory).
+pub fn next_frame(pending: &mut Vec<u8>, max_len: usize, four_letter_words: bool) -> Framed {
+    let Some(head) = pending.get(..4) else {
+        return Framed::Incomplete;
+    };
+    let word = [head[0], head[1], head[2], head[3]];
+    if four_letter_words && word.iter().all(u8::is_ascii_lowercase) {
+        return Framed::FourLetter(word);
+    }
+    let len = i32::from_be_bytes(word);
+    let Ok(size) = usize::try_from(len) else {
+        return Framed::TooLong(len);
+    };
+    if size > max_len {
+        return Framed::TooLong(len);
+    }
+    if pending.len() < 4 + size {
+        return Framed::Incomplete;
+    }
+    let rest = pending.split_off(4 + size);
+    let bytes = std::mem::replace(pending, rest);
+    Framed::Frame(Frame { bytes })
+}
+
 /// Why bytes could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeError {
@@ -1006,5 +1069,35 @@ mod tests {
         let req = ConnectRequest::decode(&w.buf).unwrap();
         assert_eq!(req.timeout, 5000);
         assert!(!req.read_only);
+    }
+
+    #[test]
+    fn next_frame_cuts_whole_frames_only() {
+        let mut pending = vec![0, 0, 0, 3, b'a', b'b'];
+        assert_eq!(next_frame(&mut pending, 16, false), Framed::Incomplete);
+        pending.extend_from_slice(&[b'c', 0, 0]);
+        let Framed::Frame(frame) = next_frame(&mut pending, 16, false) else {
+            panic!("a whole frame");
+        };
+        assert_eq!(frame.body(), b"abc");
+        assert_eq!(frame.as_bytes(), &[0, 0, 0, 3, b'a', b'b', b'c']);
+        assert_eq!(pending, [0, 0], "the rest stays");
+        assert_eq!(next_frame(&mut pending, 16, false), Framed::Incomplete);
+    }
+
+    #[test]
+    fn next_frame_refuses_bad_lengths_and_tells_four_letter_words() {
+        let mut long = 17i32.to_be_bytes().to_vec();
+        assert_eq!(next_frame(&mut long, 16, false), Framed::TooLong(17));
+        let mut negative = (-1i32).to_be_bytes().to_vec();
+        assert_eq!(next_frame(&mut negative, 16, false), Framed::TooLong(-1));
+        let mut ruok = b"ruok".to_vec();
+        assert_eq!(
+            next_frame(&mut ruok, 16, true),
+            Framed::FourLetter(*b"ruok")
+        );
+        assert_eq!(ruok, b"ruok", "nothing cut");
+        let len = i32::from_be_bytes(*b"ruok");
+        assert_eq!(next_frame(&mut ruok, 16, false), Framed::TooLong(len));
     }
 }

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tracing::{debug, info};
 
-use crate::codec::{op, ConnectRequest, Reader, Request, MAX_PACKET};
+use crate::codec::{next_frame, op, ConnectRequest, Framed, Reader, Request, MAX_PACKET};
 use crate::faults::LostReply;
 use crate::outbox::{outbox, Outbox, OutboxReceiver};
 use crate::shared::Shared;
@@ -97,44 +97,6 @@ impl Drop for ConnGuard {
     }
 }
 
-/// What the front of a connection's input holds.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Framed {
-    /// Not a whole frame yet.
-    Incomplete,
-    /// A four-letter-word command (only before the handshake).
-    FourLetter([u8; 4]),
-    /// A frame longer than `jute.maxbuffer` or with a negative length.
-    TooLong(i32),
-    /// One frame's body.
-    Frame(Vec<u8>),
-}
-
-/// Cuts the next frame off `pending`.
-pub(crate) fn next_frame(pending: &mut Vec<u8>, established: bool) -> Framed {
-    let Some(head) = pending.get(..4) else {
-        return Framed::Incomplete;
-    };
-    let word = [head[0], head[1], head[2], head[3]];
-    if !established && word.iter().all(u8::is_ascii_lowercase) {
-        return Framed::FourLetter(word);
-    }
-    let len = i32::from_be_bytes(word);
-    let Ok(size) = usize::try_from(len) else {
-        return Framed::TooLong(len);
-    };
-    if size > MAX_PACKET {
-        return Framed::TooLong(len);
-    }
-    if pending.len() < 4 + size {
-        return Framed::Incomplete;
-    }
-    let rest = pending.split_off(4 + size);
-    let mut frame = std::mem::replace(pending, rest);
-    frame.drain(..4);
-    Framed::Frame(frame)
-}
-
 /// How a listener's connections carry the protocol.
 #[derive(Clone, Debug)]
 pub(crate) enum Transport {
@@ -207,7 +169,7 @@ pub(crate) async fn serve_connection<S>(
         // Backpressure: requests are taken (from what was read, and from the socket) only
         // while the replies not yet written stay within the limit.
         while !closing && !shared.faults.is_stalled() && tx.queued() <= limit {
-            let body = match next_frame(&mut pending, established) {
+            let frame = match next_frame(&mut pending, MAX_PACKET, !established) {
                 Framed::Incomplete => break,
                 Framed::FourLetter(word) => {
                     let answer = {
@@ -227,12 +189,12 @@ pub(crate) async fn serve_connection<S>(
                     debug!(id, len, "frame length out of bounds; closing connection");
                     return;
                 }
-                Framed::Frame(body) => body,
+                Framed::Frame(frame) => frame,
             };
             if established {
-                closing = handle_request(id, &body, shared, &tx);
+                closing = handle_request(id, frame.body(), shared, &tx);
             } else {
-                let Ok(request) = ConnectRequest::decode(&body) else {
+                let Ok(request) = ConnectRequest::decode(frame.body()) else {
                     debug!(id, "malformed handshake; closing connection");
                     return;
                 };
@@ -428,10 +390,11 @@ pub fn feed_bytes(bytes: &[u8]) -> usize {
     let mut established = false;
     let mut handled = 0;
     let now = tokio::time::Instant::now();
-    while let Framed::Frame(body) = next_frame(&mut pending, established) {
+    while let Framed::Frame(frame) = next_frame(&mut pending, MAX_PACKET, !established) {
+        let body = frame.body();
         handled += 1;
         if established {
-            let mut header = Reader::new(&body);
+            let mut header = Reader::new(body);
             let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
                 break;
             };
@@ -442,7 +405,7 @@ pub fn feed_bytes(bytes: &[u8]) -> usize {
                 break;
             }
         } else {
-            let Ok(request) = ConnectRequest::decode(&body) else {
+            let Ok(request) = ConnectRequest::decode(body) else {
                 break;
             };
             match state.handshake(1, &request, now) {

@@ -15,10 +15,11 @@
 //! ([`cut_off`](TestingCluster::cut_off)); [`local_sessions`](TestingClusterBuilder::local_sessions)
 //! turns on ZooKeeper's local sessions.
 //!
-//! Each server is launched exactly like a [`ZooKeeperServer`](crate::ZooKeeperServer) (same
-//! `sh` wrapper and small-heap JVM flags; see the [server module](crate::server)): each JVM is
-//! killed by its own process id when its node is stopped, when the cluster is dropped, or when
-//! the test process exits for any reason.
+//! Each server is launched by the same launcher as a [`ZooKeeperServer`](crate::ZooKeeperServer)
+//! (same settings, `zoo.cfg` writer, `sh` wrapper, small-heap JVM flags and wait until it
+//! serves; see the [server module](crate::server)), told in addition what makes it a member:
+//! each JVM is killed by its own process id when its node is stopped, when the cluster is
+//! dropped, or when the test process exits for any reason.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), zk_curator_testing::Error> {
@@ -38,25 +39,22 @@
 //! ```
 
 use std::fmt;
-use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::error::Error;
-use crate::process::{
-    exit_error, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, ERROR_LOG_LINES,
-    OWNER_FILE, POLL_INTERVAL, START_PORT_ATTEMPTS,
-};
+use crate::process::{tail_lines, ProcessSlot, ServerProcess, POLL_INTERVAL};
 use crate::proxy::FaultProxy;
-use crate::server::config::{check_times, jvm_args};
-use crate::server::install::Installation;
-use crate::server::launch::{four_letter, is_bind_failure, spawn_wrapped, RESTART_BIND_PATIENCE};
+use crate::server::config::{Member, PeerPorts, Quorum, Settings};
+use crate::server::launch::{
+    four_letter, make_root, on_free_ports, respawn_all_and_wait, shutdown_all, spawn_all_and_wait,
+    Launcher,
+};
 
 /// The ensemble size of [`TestingCluster::start_default`].
 pub const DEFAULT_SIZE: usize = 3;
@@ -94,42 +92,28 @@ impl NodeMode {
     }
 }
 
-/// Settings chosen through [`TestingClusterBuilder`].
+/// Settings chosen through [`TestingClusterBuilder`]: those of every member (a standalone
+/// server's), the quorum's rules, and the ensemble's shape.
 #[derive(Clone, Debug)]
-struct Settings {
+struct EnsembleSettings {
+    server: Settings,
+    quorum: Quorum,
     size: usize,
-    tick_time: Duration,
-    init_limit: u32,
-    sync_limit: u32,
-    min_session_timeout: Duration,
-    max_session_timeout: Duration,
-    container_check_interval: Duration,
-    startup_timeout: Duration,
     quorum_through_proxies: bool,
-    local_sessions: bool,
 }
 
-impl Default for Settings {
+impl Default for EnsembleSettings {
     fn default() -> Self {
-        Settings {
+        EnsembleSettings {
+            server: Settings::default(),
+            quorum: Quorum::default(),
             size: DEFAULT_SIZE,
-            tick_time: Duration::from_millis(100),
-            // 5 s for a (re)joining follower to sync with the leader, and 2 s of silence before
-            // a peer counts as gone; generous for a loaded CI machine, and irrelevant to how
-            // fast a killed peer is noticed (its sockets close at once).
-            init_limit: 50,
-            sync_limit: 20,
-            min_session_timeout: Duration::from_millis(400),
-            max_session_timeout: Duration::from_secs(60),
-            container_check_interval: Duration::from_millis(100),
-            startup_timeout: Duration::from_secs(30),
             quorum_through_proxies: false,
-            local_sessions: false,
         }
     }
 }
 
-impl Settings {
+impl EnsembleSettings {
     fn validate(&self) -> Result<(), Error> {
         if self.size == 0 || self.size > MAX_SIZE {
             return Err(Error::InvalidConfig(format!(
@@ -137,18 +121,8 @@ impl Settings {
                 self.size
             )));
         }
-        check_times(
-            self.tick_time,
-            self.min_session_timeout,
-            self.max_session_timeout,
-            self.container_check_interval,
-        )?;
-        if self.init_limit == 0 || self.sync_limit == 0 {
-            return Err(Error::InvalidConfig(
-                "initLimit and syncLimit must be at least one tick".to_owned(),
-            ));
-        }
-        Ok(())
+        self.server.validate()?;
+        self.quorum.validate()
     }
 }
 
@@ -161,7 +135,7 @@ impl Settings {
 #[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until `start` is called"]
 pub struct TestingClusterBuilder {
-    settings: Settings,
+    settings: EnsembleSettings,
 }
 
 impl TestingClusterBuilder {
@@ -173,43 +147,43 @@ impl TestingClusterBuilder {
 
     /// Sets ZooKeeper's `tickTime`, its basic time unit.
     pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.settings.tick_time = tick_time;
+        self.settings.server.tick_time = tick_time;
         self
     }
 
     /// Sets `initLimit`, in ticks: how long a follower may take to connect and sync to a leader.
     pub fn init_limit(mut self, ticks: u32) -> Self {
-        self.settings.init_limit = ticks;
+        self.settings.quorum.init_limit = ticks;
         self
     }
 
     /// Sets `syncLimit`, in ticks: how long a peer may stay silent before it counts as gone.
     pub fn sync_limit(mut self, ticks: u32) -> Self {
-        self.settings.sync_limit = ticks;
+        self.settings.quorum.sync_limit = ticks;
         self
     }
 
     /// Sets the smallest session timeout the servers grant (`minSessionTimeout`).
     pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.min_session_timeout = timeout;
+        self.settings.server.min_session_timeout = timeout;
         self
     }
 
     /// Sets the largest session timeout the servers grant (`maxSessionTimeout`).
     pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.max_session_timeout = timeout;
+        self.settings.server.max_session_timeout = timeout;
         self
     }
 
     /// Sets how often the servers look for empty container nodes and expired TTL nodes.
     pub fn container_check_interval(mut self, interval: Duration) -> Self {
-        self.settings.container_check_interval = interval;
+        self.settings.server.container_check_interval = interval;
         self
     }
 
     /// Sets how long a start or restart may take before it fails.
     pub fn startup_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.startup_timeout = timeout;
+        self.settings.server.startup_timeout = timeout;
         self
     }
 
@@ -238,7 +212,7 @@ impl TestingClusterBuilder {
     /// member it connected to, is not known to the other members, and is upgraded to a global
     /// session when it first creates an ephemeral node.
     pub fn local_sessions(mut self, on: bool) -> Self {
-        self.settings.local_sessions = on;
+        self.settings.quorum.local_sessions = on;
         self
     }
 
@@ -267,120 +241,11 @@ impl TestingClusterBuilder {
     }
 }
 
-/// Everything needed to launch one node; cheap to clone and `'static`, so that launching can
-/// move to a blocking thread.
-#[derive(Clone, Debug)]
-struct NodeSpec {
-    index: usize,
-    installation: Installation,
-    root: PathBuf,
-    client_port: u16,
-    config: String,
-    jvm_args: Vec<String>,
-}
-
-impl NodeSpec {
-    fn data_dir(&self) -> PathBuf {
-        self.root.join("data")
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.root.join("zookeeper.log")
-    }
-
-    fn config_path(&self) -> PathBuf {
-        self.root.join("zoo.cfg")
-    }
-
-    fn address(&self) -> SocketAddr {
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.client_port))
-    }
-
-    /// Creates the node directory (an empty data directory holding `myid`, whatever was there
-    /// before) and its `zoo.cfg`.
-    fn prepare(&self) -> Result<(), Error> {
-        let data = self.data_dir();
-        if data.exists() {
-            fs::remove_dir_all(&data)
-                .map_err(|err| Error::io("cannot clear data directory", err))?;
-        }
-        fs::create_dir_all(&data).map_err(|err| Error::io("cannot create data directory", err))?;
-        fs::write(data.join("myid"), format!("{}\n", self.index + 1))
-            .map_err(|err| Error::io("cannot write myid", err))?;
-        fs::write(self.config_path(), &self.config)
-            .map_err(|err| Error::io("cannot write zoo.cfg", err))
-    }
-
-    fn spawn(&self) -> Result<ServerProcess, Error> {
-        spawn_wrapped(
-            &self.installation,
-            &self.jvm_args,
-            &self.config_path(),
-            &self.log_path(),
-            &self.root,
-            self.client_port,
-        )
-    }
-
-    fn mode(&self) -> Option<NodeMode> {
-        four_letter(self.address(), "srvr")
-            .ok()
-            .and_then(|reply| NodeMode::parse(&reply))
-    }
-}
-
-/// Ports of one node.
-#[derive(Clone, Copy, Debug)]
-struct NodePorts {
-    client: u16,
-    peer: u16,
-    election: u16,
-}
-
-/// The `zoo.cfg` of the member whose ports are `own`; `all[j]` is how it reaches member `j`
-/// (its own entry being its real ports).
-fn config(
-    settings: &Settings,
-    data_dir: &std::path::Path,
-    own: NodePorts,
-    all: &[NodePorts],
-) -> String {
-    let mut config = format!(
-        "tickTime={tick}\n\
-         initLimit={init}\n\
-         syncLimit={sync}\n\
-         clientPort={port}\n\
-         clientPortAddress=127.0.0.1\n\
-         dataDir={data}\n\
-         admin.enableServer=false\n\
-         4lw.commands.whitelist=*\n\
-         extendedTypesEnabled=true\n\
-         minSessionTimeout={min}\n\
-         maxSessionTimeout={max}\n\
-         maxClientCnxns=0\n\
-         standaloneEnabled=false\n\
-         reconfigEnabled=false\n\
-         quorumListenOnAllIPs=false\n",
-        tick = settings.tick_time.as_millis(),
-        init = settings.init_limit,
-        sync = settings.sync_limit,
-        port = own.client,
-        data = data_dir.display(),
-        min = settings.min_session_timeout.as_millis(),
-        max = settings.max_session_timeout.as_millis(),
-    );
-    if settings.local_sessions {
-        config.push_str("localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n");
-    }
-    for (index, ports) in all.iter().enumerate() {
-        config.push_str(&format!(
-            "server.{}=127.0.0.1:{}:{}\n",
-            index + 1,
-            ports.peer,
-            ports.election
-        ));
-    }
-    config
+/// Asks the server `launcher` started for `srvr` and returns the role it reports, if it serves.
+fn mode(launcher: &Launcher) -> Option<NodeMode> {
+    four_letter(launcher.address(), "srvr")
+        .ok()
+        .and_then(|reply| NodeMode::parse(&reply))
 }
 
 /// `count` distinct free loopback ports, kept bound until the listeners are dropped (so that
@@ -398,72 +263,13 @@ fn reserve_ports(count: usize) -> Result<(Vec<u16>, Vec<TcpListener>), Error> {
     Ok((ports, listeners))
 }
 
-/// Spawns every node of `specs` at once (an ensemble needs a quorum before any node serves)
-/// and waits until all of them serve clients. On failure every process of the batch is gone.
-fn launch_batch(specs: &[NodeSpec], timeout: Duration) -> Result<Vec<ServerProcess>, Error> {
-    let started = Instant::now();
-    let mut processes = Vec::with_capacity(specs.len());
-    for spec in specs {
-        match spec.spawn() {
-            Ok(process) => processes.push(process),
-            Err(err) => {
-                shutdown_all(processes);
-                return Err(err);
-            }
-        }
-    }
-    match wait_batch_serving(specs, &mut processes, timeout) {
-        Ok(()) => {
-            info!(
-                nodes = ?specs.iter().map(|s| s.index).collect::<Vec<_>>(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "ZooKeeper cluster nodes are serving"
-            );
-            Ok(processes)
-        }
-        Err(err) => {
-            shutdown_all(processes);
-            Err(err)
-        }
-    }
-}
-
-fn wait_batch_serving(
-    specs: &[NodeSpec],
-    processes: &mut [ServerProcess],
-    timeout: Duration,
-) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        for (spec, process) in specs.iter().zip(processes.iter_mut()) {
-            match process.child.try_wait() {
-                Ok(Some(status)) => {
-                    return Err(exit_error(status, &spec.log_path(), process.log_offset))
-                }
-                Ok(None) => {}
-                Err(err) => return Err(Error::io("cannot poll ZooKeeper process", err)),
-            }
-        }
-        let waiting = specs.iter().find(|spec| spec.mode().is_none());
-        let Some(waiting) = waiting else {
-            return Ok(());
-        };
-        if Instant::now() >= deadline {
-            return Err(Error::StartTimeout {
-                timeout,
-                log: waiting.log_path(),
-                log_tail: tail_lines(&waiting.log_path(), ERROR_LOG_LINES),
-            });
-        }
-        thread::sleep(POLL_INTERVAL);
-    }
-}
-
-/// `Ok(leader)` when every node of `specs` serves and exactly one leads; otherwise what was
-/// seen.
-fn probe(specs: &[NodeSpec]) -> Result<usize, String> {
-    let modes: Vec<(usize, Option<NodeMode>)> =
-        specs.iter().map(|spec| (spec.index, spec.mode())).collect();
+/// `Ok(leader)` when every node of `nodes` (index and launcher) serves and exactly one leads;
+/// otherwise what was seen.
+fn probe(nodes: &[(usize, Launcher)]) -> Result<usize, String> {
+    let modes: Vec<(usize, Option<NodeMode>)> = nodes
+        .iter()
+        .map(|(index, launcher)| (*index, mode(launcher)))
+        .collect();
     let leaders: Vec<usize> = modes
         .iter()
         .filter(|(_, mode)| *mode == Some(NodeMode::Leader))
@@ -474,31 +280,6 @@ fn probe(specs: &[NodeSpec]) -> Result<usize, String> {
         _ => Err(format!(
             "every running node to serve, one as the leader (node modes: {modes:?})"
         )),
-    }
-}
-
-/// Kills every process at once (closing all pipes first), then waits for each to be gone.
-fn shutdown_all(mut processes: Vec<ServerProcess>) {
-    for process in &mut processes {
-        drop(process.stdin.take());
-    }
-    for process in processes {
-        process.shutdown();
-    }
-}
-
-/// Like [`launch_batch`] on fixed ports: a port a killed node held may briefly be unavailable,
-/// so binding failures are retried for a while.
-fn relaunch_batch(specs: &[NodeSpec], timeout: Duration) -> Result<Vec<ServerProcess>, Error> {
-    let deadline = Instant::now() + RESTART_BIND_PATIENCE;
-    loop {
-        match launch_batch(specs, timeout) {
-            Err(err) if is_bind_failure(&err) && Instant::now() < deadline => {
-                debug!("a port is still taken; retrying the restart");
-                thread::sleep(Duration::from_millis(100));
-            }
-            other => return other,
-        }
     }
 }
 
@@ -516,7 +297,7 @@ struct PeerLinks {
 
 impl PeerLinks {
     /// Starts the proxies of every ordered pair towards the real ports of `ports`.
-    fn start(ports: &[NodePorts]) -> Result<PeerLinks, Error> {
+    fn start(ports: &[PeerPorts]) -> Result<PeerLinks, Error> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("zk-cluster-links")
@@ -573,12 +354,12 @@ impl PeerLinks {
     }
 
     /// How member `from` reaches every member: its own real ports, proxies for the others.
-    fn view_of(&self, from: usize, real: &[NodePorts]) -> Vec<NodePorts> {
+    fn view_of(&self, from: usize, real: &[PeerPorts]) -> Vec<PeerPorts> {
         real.iter()
             .enumerate()
             .map(
                 |(to, ports)| match (self.quorum(from, to), self.election(from, to)) {
-                    (Some(quorum), Some(election)) => NodePorts {
+                    (Some(quorum), Some(election)) => PeerPorts {
                         client: ports.client,
                         peer: quorum.local_addr().port(),
                         election: election.local_addr().port(),
@@ -602,35 +383,20 @@ impl Drop for PeerLinks {
 }
 
 struct Node {
-    spec: NodeSpec,
-    process: Mutex<Option<ServerProcess>>,
+    index: usize,
+    launcher: Launcher,
+    process: ProcessSlot,
 }
 
 impl Node {
-    fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
-        self.process
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     fn stop(&self) {
-        let process = self.lock().take();
-        if let Some(process) = process {
+        if let Some(process) = self.process.take() {
             process.shutdown();
             info!(
-                node = self.spec.index,
-                port = self.spec.client_port,
+                node = self.index,
+                port = self.launcher.port,
                 "ZooKeeper cluster node stopped"
             );
-        }
-    }
-
-    /// Installs a freshly started process, keeping only the newest when a concurrent restart
-    /// got there first.
-    fn install(&self, process: ServerProcess) {
-        let previous = self.lock().replace(process);
-        if let Some(previous) = previous {
-            previous.shutdown();
         }
     }
 }
@@ -708,24 +474,15 @@ impl TestingCluster {
         Self::start_async(DEFAULT_SIZE).await
     }
 
-    fn launch(settings: Settings) -> Result<Self, Error> {
+    fn launch(settings: EnsembleSettings) -> Result<Self, Error> {
         settings.validate()?;
-        let installation = Installation::locate()?;
-        sweep_abandoned_dirs();
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{DIR_PREFIX}cluster-"))
-            .tempdir()
-            .map_err(|err| Error::io("cannot create temporary directory", err))?;
-        fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
-            .map_err(|err| Error::io("cannot write owner file", err))?;
-        let jvm_args = jvm_args(settings.container_check_interval);
+        let (installation, dir) = make_root("cluster-")?;
         let started = Instant::now();
-        let mut last_error = None;
-        for attempt in 1..=START_PORT_ATTEMPTS {
+        let (launchers, processes, links) = on_free_ports(|| {
             let (free, reserved) = reserve_ports(3 * settings.size)?;
-            let ports: Vec<NodePorts> = free
+            let ports: Vec<PeerPorts> = free
                 .chunks(3)
-                .map(|chunk| NodePorts {
+                .map(|chunk| PeerPorts {
                     client: chunk[0],
                     peer: chunk[1],
                     election: chunk[2],
@@ -738,62 +495,52 @@ impl TestingCluster {
                 None
             };
             drop(reserved);
-            let specs = ports
+            let launchers = ports
                 .iter()
                 .enumerate()
-                .map(|(index, own)| {
-                    let root = dir.path().join(format!("node-{index}"));
-                    let view = match &links {
-                        Some(links) => links.view_of(index, &ports),
-                        None => ports.clone(),
-                    };
-                    NodeSpec {
-                        index,
-                        installation: installation.clone(),
-                        config: config(&settings, &root.join("data"), *own, &view),
-                        root,
-                        client_port: own.client,
-                        jvm_args: jvm_args.clone(),
-                    }
+                .map(|(index, own)| Launcher {
+                    installation: installation.clone(),
+                    settings: settings.server.clone(),
+                    root: dir.path().join(format!("node-{index}")),
+                    port: own.client,
+                    secure_port: None,
+                    member: Some(Member {
+                        myid: index + 1,
+                        quorum: settings.quorum,
+                        servers: match &links {
+                            Some(links) => links.view_of(index, &ports),
+                            None => ports.clone(),
+                        },
+                    }),
                 })
                 .collect::<Vec<_>>();
-            for spec in &specs {
-                spec.prepare()?;
+            for launcher in &launchers {
+                launcher.prepare_member()?;
             }
-            match launch_batch(&specs, settings.startup_timeout) {
-                Ok(processes) => {
-                    let cluster = TestingCluster {
-                        nodes: specs
-                            .into_iter()
-                            .zip(processes)
-                            .map(|(spec, process)| Node {
-                                spec,
-                                process: Mutex::new(Some(process)),
-                            })
-                            .collect(),
-                        startup_timeout: settings.startup_timeout,
-                        links,
-                        dir,
-                    };
-                    info!(
-                        connect_string = %cluster.connect_string(),
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "ZooKeeper test cluster is serving"
-                    );
-                    return Ok(cluster);
-                }
-                Err(err) if is_bind_failure(&err) => {
-                    debug!(
-                        attempt,
-                        "a port was taken before ZooKeeper could bind it; trying other ports"
-                    );
-                    last_error = Some(err);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        Err(last_error
-            .unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
+            let processes = spawn_all_and_wait(&launchers, settings.server.startup_timeout)?;
+            Ok((launchers, processes, links))
+        })?;
+        let cluster = TestingCluster {
+            nodes: launchers
+                .into_iter()
+                .zip(processes)
+                .enumerate()
+                .map(|(index, (launcher, process))| Node {
+                    index,
+                    launcher,
+                    process: ProcessSlot::new(process),
+                })
+                .collect(),
+            startup_timeout: settings.server.startup_timeout,
+            links,
+            dir,
+        };
+        info!(
+            connect_string = %cluster.connect_string(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "ZooKeeper test cluster is serving"
+        );
+        Ok(cluster)
     }
 
     fn node(&self, index: usize) -> &Node {
@@ -834,22 +581,22 @@ impl TestingCluster {
 
     /// Returns the client port of node `index`.
     pub fn port_of(&self, index: usize) -> u16 {
-        self.node(index).spec.client_port
+        self.node(index).launcher.port
     }
 
     /// Returns the client address of node `index`, `127.0.0.1:PORT`.
     pub fn address_of(&self, index: usize) -> SocketAddr {
-        self.node(index).spec.address()
+        self.node(index).launcher.address()
     }
 
     /// Returns the data directory of node `index` (holding `myid`, snapshots and logs).
     pub fn data_dir_of(&self, index: usize) -> PathBuf {
-        self.node(index).spec.data_dir()
+        self.node(index).launcher.data_dir()
     }
 
     /// Returns the file receiving node `index`'s server log (appended across restarts).
     pub fn log_path_of(&self, index: usize) -> PathBuf {
-        self.node(index).spec.log_path()
+        self.node(index).launcher.log_path()
     }
 
     /// Returns the last `lines` lines of node `index`'s server log, for diagnostics.
@@ -859,19 +606,13 @@ impl TestingCluster {
 
     /// Returns the process id of node `index`'s JVM, or `None` when it is stopped.
     pub fn pid_of(&self, index: usize) -> Option<u32> {
-        self.node(index)
-            .lock()
-            .as_ref()
-            .map(|process| process.java_pid)
+        self.node(index).process.pid()
     }
 
     /// Returns whether node `index`'s process is alive (it may not serve yet, e.g. while an
     /// election runs).
     pub fn is_running(&self, index: usize) -> bool {
-        match self.node(index).lock().as_mut() {
-            Some(process) => matches!(process.child.try_wait(), Ok(None)),
-            None => false,
-        }
+        self.node(index).process.is_running()
     }
 
     /// Asks node `index` for `srvr` and returns the role it reports, or `None` when it is
@@ -879,10 +620,10 @@ impl TestingCluster {
     /// second and a half, usually a millisecond.
     pub fn mode_of(&self, index: usize) -> Option<NodeMode> {
         let node = self.node(index);
-        if node.lock().is_none() {
+        if node.process.lock().is_none() {
             return None;
         }
-        node.spec.mode()
+        mode(&node.launcher)
     }
 
     /// Sends node `index` a four-letter command (`mntr`, `srvr`, `cons`...; every one is
@@ -1016,7 +757,7 @@ impl TestingCluster {
     pub fn wait_until_serving(&self, timeout: Duration) -> Result<usize, Error> {
         let deadline = Instant::now() + timeout;
         loop {
-            let state = probe(&self.running_specs());
+            let state = probe(&self.running());
             match state {
                 Ok(leader) => return Ok(leader),
                 Err(what) if Instant::now() >= deadline => {
@@ -1039,8 +780,8 @@ impl TestingCluster {
     pub async fn wait_until_serving_async(&self, timeout: Duration) -> Result<usize, Error> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let specs = self.running_specs();
-            let state = tokio::task::spawn_blocking(move || probe(&specs))
+            let running = self.running();
+            let state = tokio::task::spawn_blocking(move || probe(&running))
                 .await
                 .map_err(|err| Error::io("probe thread failed", std::io::Error::other(err)))?;
             match state {
@@ -1053,12 +794,12 @@ impl TestingCluster {
         }
     }
 
-    /// The specs of the nodes that have a process (whether or not it serves).
-    fn running_specs(&self) -> Vec<NodeSpec> {
+    /// The indexes and launchers of the nodes that have a process (whether or not it serves).
+    fn running(&self) -> Vec<(usize, Launcher)> {
         self.nodes
             .iter()
-            .filter(|node| node.lock().is_some())
-            .map(|node| node.spec.clone())
+            .filter(|node| node.process.lock().is_some())
+            .map(|node| (node.index, node.launcher.clone()))
             .collect()
     }
 
@@ -1075,7 +816,7 @@ impl TestingCluster {
         let processes: Vec<ServerProcess> = self
             .nodes
             .iter()
-            .filter_map(|node| node.lock().take())
+            .filter_map(|node| node.process.take())
             .collect();
         if !processes.is_empty() {
             shutdown_all(processes);
@@ -1114,9 +855,9 @@ impl TestingCluster {
     /// # Errors
     /// As [`restart`](Self::restart).
     pub fn restart_nodes(&self, indexes: &[usize]) -> Result<(), Error> {
-        let specs = self.stop_for_restart(indexes);
-        let processes = relaunch_batch(&specs, self.startup_timeout)?;
-        self.install(&specs, processes);
+        let (indexes, launchers) = self.stop_for_restart(indexes);
+        let processes = respawn_all_and_wait(&launchers, self.startup_timeout)?;
+        self.install(&indexes, processes);
         Ok(())
     }
 
@@ -1130,13 +871,13 @@ impl TestingCluster {
     /// The restart runs on a blocking thread and goes on if the future is
     /// dropped: the servers may still come up afterwards.
     pub async fn restart_nodes_async(&self, indexes: &[usize]) -> Result<(), Error> {
-        let specs = self.stop_for_restart(indexes);
+        let (indexes, launchers) = self.stop_for_restart(indexes);
         let timeout = self.startup_timeout;
-        let launch_specs = specs.clone();
-        let processes = tokio::task::spawn_blocking(move || relaunch_batch(&launch_specs, timeout))
-            .await
-            .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
-        self.install(&specs, processes);
+        let processes =
+            tokio::task::spawn_blocking(move || respawn_all_and_wait(&launchers, timeout))
+                .await
+                .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
+        self.install(&indexes, processes);
         Ok(())
     }
 
@@ -1159,27 +900,29 @@ impl TestingCluster {
             .await
     }
 
-    /// Stops the distinct nodes of `indexes` (all at once) and returns their specs.
-    fn stop_for_restart(&self, indexes: &[usize]) -> Vec<NodeSpec> {
+    /// Stops the distinct nodes of `indexes` (all at once) and returns them, in order, with
+    /// their launchers.
+    fn stop_for_restart(&self, indexes: &[usize]) -> (Vec<usize>, Vec<Launcher>) {
         let mut indexes = indexes.to_vec();
         indexes.sort_unstable();
         indexes.dedup();
         let processes: Vec<ServerProcess> = indexes
             .iter()
-            .filter_map(|&i| self.node(i).lock().take())
+            .filter_map(|&i| self.node(i).process.take())
             .collect();
         shutdown_all(processes);
-        indexes.iter().map(|&i| self.node(i).spec.clone()).collect()
+        let launchers = indexes
+            .iter()
+            .map(|&i| self.node(i).launcher.clone())
+            .collect();
+        (indexes, launchers)
     }
 
-    fn install(&self, specs: &[NodeSpec], processes: Vec<ServerProcess>) {
-        for (spec, process) in specs.iter().zip(processes) {
-            self.nodes[spec.index].install(process);
+    fn install(&self, indexes: &[usize], processes: Vec<ServerProcess>) {
+        for (&index, process) in indexes.iter().zip(processes) {
+            self.nodes[index].process.install(process);
         }
-        info!(
-            nodes = ?specs.iter().map(|s| s.index).collect::<Vec<_>>(),
-            "ZooKeeper cluster nodes restarted"
-        );
+        info!(nodes = ?indexes, "ZooKeeper cluster nodes restarted");
     }
 }
 
@@ -1206,54 +949,9 @@ mod tests {
     }
 
     #[test]
-    fn config_lists_every_server() {
-        let ports = [
-            NodePorts {
-                client: 1,
-                peer: 2,
-                election: 3,
-            },
-            NodePorts {
-                client: 4,
-                peer: 5,
-                election: 6,
-            },
-        ];
-        let text = config(
-            &Settings::default(),
-            std::path::Path::new("/d"),
-            ports[1],
-            &ports,
-        );
-        assert!(text.contains("clientPort=4\n"), "{text}");
-        assert!(text.contains("server.1=127.0.0.1:2:3\n"), "{text}");
-        assert!(text.contains("server.2=127.0.0.1:5:6\n"), "{text}");
-        assert!(text.contains("standaloneEnabled=false\n"), "{text}");
-    }
-
-    #[test]
-    fn local_sessions_are_switched_in_the_config() {
-        let ports = [NodePorts {
-            client: 1,
-            peer: 2,
-            election: 3,
-        }];
-        let dir = std::path::Path::new("/d");
-        let off = config(&Settings::default(), dir, ports[0], &ports);
-        assert!(!off.contains("localSessions"), "{off}");
-        let settings = Settings {
-            local_sessions: true,
-            ..Settings::default()
-        };
-        let on = config(&settings, dir, ports[0], &ports);
-        assert!(on.contains("localSessionsEnabled=true\n"), "{on}");
-        assert!(on.contains("localSessionsUpgradingEnabled=true\n"), "{on}");
-    }
-
-    #[test]
     fn each_member_reaches_its_peers_through_its_own_proxies() {
-        let real: Vec<NodePorts> = (0..3u16)
-            .map(|i| NodePorts {
+        let real: Vec<PeerPorts> = (0..3u16)
+            .map(|i| PeerPorts {
                 client: 10 + i,
                 peer: 20 + i,
                 election: 30 + i,

@@ -21,6 +21,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -201,6 +202,50 @@ impl Drop for ServerProcess {
         // Closing the pipe is enough for the wrapper to kill the JVM; `shutdown` additionally
         // waits, and is used on every regular path.
         drop(self.stdin.take());
+    }
+}
+
+/// The process of one server while it runs (empty once it was stopped), shared by the
+/// handle's methods.
+#[derive(Debug)]
+pub(crate) struct ProcessSlot(Mutex<Option<ServerProcess>>);
+
+impl ProcessSlot {
+    pub(crate) fn new(process: ServerProcess) -> Self {
+        ProcessSlot(Mutex::new(Some(process)))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The JVM's process id, `None` when stopped.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.lock().as_ref().map(|process| process.java_pid)
+    }
+
+    /// Whether the process is alive (it may have died since it was started).
+    pub(crate) fn is_running(&self) -> bool {
+        match self.lock().as_mut() {
+            Some(process) => matches!(process.child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Takes the process out, leaving the slot stopped.
+    pub(crate) fn take(&self) -> Option<ServerProcess> {
+        self.lock().take()
+    }
+
+    /// Installs a freshly started process, keeping only the newest when a concurrent restart
+    /// got there first.
+    pub(crate) fn install(&self, process: ServerProcess) {
+        let previous = self.lock().replace(process);
+        if let Some(previous) = previous {
+            previous.shutdown();
+        }
     }
 }
 

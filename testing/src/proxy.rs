@@ -24,7 +24,9 @@
 //! xid. Most requests continue with the node path as a length-prefixed string.
 //!
 //! Streams that do not parse as frames (e.g. four-letter-word commands such as `ruok`) are
-//! forwarded as opaque bytes.
+//! forwarded as opaque bytes. Frames are cut by the embedded server's reader
+//! ([`embedded::codec::next_frame`](crate::embedded::codec::next_frame)), with a larger bound
+//! on their length.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -38,6 +40,8 @@ use tokio::net::{lookup_host, TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 use tracing::{debug, info, warn};
+
+use zk_curator_server::codec::{self, next_frame, Framed};
 
 use crate::error::Error;
 
@@ -607,7 +611,7 @@ async fn pump(
                 Direction::Replies => inspect_reply(&frame, target, shared),
             };
             match verdict {
-                Verdict::Forward => out.extend_from_slice(&frame.bytes),
+                Verdict::Forward => out.extend_from_slice(frame.whole.as_bytes()),
                 Verdict::Lose => {
                     lose = true;
                     break;
@@ -807,15 +811,16 @@ fn request_path(code: i32, rest: &[u8]) -> Option<String> {
     None
 }
 
-/// One complete frame, including its length prefix.
+/// One complete frame, and whether it is the first of its direction (the handshake, which has
+/// no header).
 struct Frame {
-    bytes: Vec<u8>,
+    whole: codec::Frame,
     handshake: bool,
 }
 
 impl Frame {
     fn body(&self) -> &[u8] {
-        &self.bytes[4..]
+        self.whole.body()
     }
 }
 
@@ -839,23 +844,19 @@ impl FrameSplitter {
         if self.opaque {
             return None;
         }
-        let len = read_i32(&self.pending, 0)?;
-        let len = match usize::try_from(len) {
-            Ok(len) if len <= MAX_FRAME => len,
-            _ => {
-                self.opaque = true;
-                return None;
+        match next_frame(&mut self.pending, MAX_FRAME, false) {
+            Framed::Incomplete => None,
+            Framed::Frame(whole) => {
+                let handshake = self.frames_seen == 0;
+                self.frames_seen += 1;
+                Some(Frame { whole, handshake })
             }
-        };
-        let end = len + 4;
-        if self.pending.len() < end {
-            return None;
+            // Four-letter words are not looked for: their length is above `MAX_FRAME` anyway.
+            Framed::TooLong(_) | Framed::FourLetter(_) => {
+                self.opaque = true;
+                None
+            }
         }
-        let rest = self.pending.split_off(end);
-        let bytes = std::mem::replace(&mut self.pending, rest);
-        let handshake = self.frames_seen == 0;
-        self.frames_seen += 1;
-        Some(Frame { bytes, handshake })
     }
 
     /// Bytes that will never form frames because the stream turned out not to be ZooKeeper's.
@@ -921,7 +922,10 @@ mod tests {
                 request_path(read_i32(body, 4).unwrap(), &body[8..]).as_deref(),
                 Some("/a/_c_1")
             );
-            let rebuilt: Vec<u8> = frames.iter().flat_map(|f| f.bytes.clone()).collect();
+            let rebuilt: Vec<u8> = frames
+                .iter()
+                .flat_map(|f| f.whole.as_bytes().to_vec())
+                .collect();
             assert_eq!(rebuilt, stream);
         }
     }

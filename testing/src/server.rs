@@ -24,27 +24,24 @@
 pub(crate) mod config;
 pub(crate) mod install;
 pub(crate) mod launch;
+#[cfg(test)]
+pub(crate) mod zoo_cfg_golden;
 
 use std::fmt;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tempfile::TempDir;
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::error::Error;
 use crate::kerberos::KerberosService;
-use crate::process::{
-    free_port, sweep_abandoned_dirs, tail_lines, ServerProcess, DIR_PREFIX, OWNER_FILE,
-    START_PORT_ATTEMPTS,
-};
+use crate::process::{free_port, tail_lines, ProcessSlot};
 use crate::tls::ServerTls;
 use config::Settings;
-use install::Installation;
-use launch::{free_port_other_than, is_bind_failure, Launcher};
+use launch::{free_port_other_than, make_root, on_free_ports, Launcher};
 
 pub use install::{zookeeper_available, CLASSPATH_ENV};
 
@@ -163,7 +160,7 @@ pub struct ZooKeeperServer {
     port: u16,
     secure_port: Option<u16>,
     launcher: Launcher,
-    process: Mutex<Option<ServerProcess>>,
+    process: ProcessSlot,
     // Declared last so the directory is removed after the process is gone.
     dir: TempDir,
 }
@@ -206,19 +203,11 @@ impl ZooKeeperServer {
 
     fn launch(settings: Settings) -> Result<Self, Error> {
         settings.validate()?;
-        let installation = Installation::locate()?;
-        sweep_abandoned_dirs();
-        let dir = tempfile::Builder::new()
-            .prefix(DIR_PREFIX)
-            .tempdir()
-            .map_err(|err| Error::io("cannot create temporary directory", err))?;
-        fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string())
-            .map_err(|err| Error::io("cannot write owner file", err))?;
+        let (installation, dir) = make_root("")?;
         let data_dir = dir.path().join("data");
         fs::create_dir_all(&data_dir)
             .map_err(|err| Error::io("cannot create data directory", err))?;
-        let mut last_error = None;
-        for attempt in 1..=START_PORT_ATTEMPTS {
+        let (launcher, process) = on_free_ports(|| {
             let port = free_port()?;
             let secure_port = match settings.tls {
                 Some(_) => Some(free_port_other_than(port)?),
@@ -230,29 +219,18 @@ impl ZooKeeperServer {
                 root: dir.path().into(),
                 port,
                 secure_port,
+                member: None,
             };
-            match launcher.spawn_and_wait() {
-                Ok(process) => {
-                    return Ok(ZooKeeperServer {
-                        port,
-                        secure_port,
-                        launcher,
-                        process: Mutex::new(Some(process)),
-                        dir,
-                    });
-                }
-                Err(err @ Error::ServerExited { .. }) if is_bind_failure(&err) => {
-                    debug!(
-                        port,
-                        attempt, "port was taken before ZooKeeper could bind it; trying another"
-                    );
-                    last_error = Some(err);
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        Err(last_error
-            .unwrap_or_else(|| Error::InvalidConfig("no port attempt was made".to_owned())))
+            let process = launcher.spawn_and_wait()?;
+            Ok((launcher, process))
+        })?;
+        Ok(ZooKeeperServer {
+            port: launcher.port,
+            secure_port: launcher.secure_port,
+            launcher,
+            process: ProcessSlot::new(process),
+            dir,
+        })
     }
 
     /// Returns the connect string for clients, `127.0.0.1:PORT`.
@@ -314,16 +292,13 @@ impl ZooKeeperServer {
 
     /// Returns the process id of the running JVM, or `None` when stopped.
     pub fn pid(&self) -> Option<u32> {
-        self.lock().as_ref().map(|process| process.java_pid)
+        self.process.pid()
     }
 
     /// Returns whether the server process is alive (it may have died since it was started,
     /// e.g. when killed from outside).
     pub fn is_running(&self) -> bool {
-        match self.lock().as_mut() {
-            Some(process) => matches!(process.child.try_wait(), Ok(None)),
-            None => false,
-        }
+        self.process.is_running()
     }
 
     /// Kills the server (SIGKILL, like a crash) and blocks until the process is gone.
@@ -333,8 +308,7 @@ impl ZooKeeperServer {
     /// they survive a restart that happens before they time out. Stopping a stopped server
     /// does nothing.
     pub fn stop(&self) {
-        let process = self.lock().take();
-        if let Some(process) = process {
+        if let Some(process) = self.process.take() {
             process.shutdown();
             info!(port = self.port, "ZooKeeper test server stopped");
         }
@@ -343,7 +317,7 @@ impl ZooKeeperServer {
     /// Stops the server if it runs, then starts it again on the same port with the same data,
     /// blocking until it serves clients.
     pub fn restart(&self) -> Result<(), Error> {
-        let mut slot = self.lock();
+        let mut slot = self.process.lock();
         if let Some(process) = slot.take() {
             process.shutdown();
         }
@@ -367,19 +341,9 @@ impl ZooKeeperServer {
         let process = tokio::task::spawn_blocking(move || launcher.spawn_and_wait_for_port())
             .await
             .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
-        let mut slot = self.lock();
-        if let Some(previous) = slot.replace(process) {
-            // A concurrent restart got there first; keep the newest process only.
-            previous.shutdown();
-        }
+        self.process.install(process);
         info!(port = self.port, "ZooKeeper test server restarted");
         Ok(())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<ServerProcess>> {
-        self.process
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -1,5 +1,7 @@
 //! What a test server is told: the settings chosen through the builder, checked, and turned
-//! into the server's `zoo.cfg`, its JAAS login file and its JVM options.
+//! into the server's `zoo.cfg`, its JAAS login file and its JVM options. A member of a
+//! [`TestingCluster`](crate::TestingCluster) is told the same, plus what makes it a member
+//! ([`Member`]: its id, the quorum's rules and how it reaches its peers).
 
 use std::path::Path;
 use std::time::Duration;
@@ -8,31 +10,33 @@ use crate::error::Error;
 use crate::kerberos::KerberosService;
 use crate::tls::ServerTls;
 
-/// Settings chosen through [`ZooKeeperServerBuilder`](super::ZooKeeperServerBuilder).
+/// Settings chosen through [`ZooKeeperServerBuilder`](super::ZooKeeperServerBuilder), and
+/// those of every member chosen through [`TestingClusterBuilder`](crate::TestingClusterBuilder)
+/// (which sets neither TLS nor SASL).
 #[derive(Clone, Debug)]
-pub(super) struct Settings {
-    pub(super) tick_time: Duration,
-    pub(super) min_session_timeout: Duration,
-    pub(super) max_session_timeout: Duration,
-    pub(super) container_check_interval: Duration,
-    pub(super) startup_timeout: Duration,
+pub(crate) struct Settings {
+    pub(crate) tick_time: Duration,
+    pub(crate) min_session_timeout: Duration,
+    pub(crate) max_session_timeout: Duration,
+    pub(crate) container_check_interval: Duration,
+    pub(crate) startup_timeout: Duration,
     // Boxed: they are rarely set, and a server handle stays small.
-    pub(super) tls: Option<Box<ServerTls>>,
-    pub(super) sasl: Box<SaslSettings>,
+    pub(crate) tls: Option<Box<ServerTls>>,
+    pub(crate) sasl: Box<SaslSettings>,
 }
 
 /// SASL chosen through [`ZooKeeperServerBuilder`](super::ZooKeeperServerBuilder): DIGEST-MD5
 /// users or a Kerberos service (ZooKeeper serves one mechanism: GSSAPI when its login has a
 /// Kerberos principal, DIGEST-MD5 otherwise).
 #[derive(Clone, Debug, Default)]
-pub(super) struct SaslSettings {
-    pub(super) digest_users: Vec<(String, String)>,
-    pub(super) kerberos: Option<KerberosService>,
-    pub(super) required: bool,
+pub(crate) struct SaslSettings {
+    pub(crate) digest_users: Vec<(String, String)>,
+    pub(crate) kerberos: Option<KerberosService>,
+    pub(crate) required: bool,
 }
 
 impl SaslSettings {
-    pub(super) fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.digest_users.is_empty() || self.kerberos.is_some()
     }
 
@@ -72,7 +76,7 @@ impl SaslSettings {
     }
 
     /// The `Server` section ZooKeeper logs in with.
-    pub(super) fn jaas(&self) -> String {
+    pub(crate) fn jaas(&self) -> String {
         let mut jaas = String::from("Server {\n");
         if let Some(kerberos) = &self.kerberos {
             jaas.push_str(&format!(
@@ -108,10 +112,65 @@ impl Default for Settings {
     }
 }
 
+/// The rules an ensemble's members share, chosen through
+/// [`TestingClusterBuilder`](crate::TestingClusterBuilder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Quorum {
+    /// `initLimit`, in ticks.
+    pub(crate) init_limit: u32,
+    /// `syncLimit`, in ticks.
+    pub(crate) sync_limit: u32,
+    /// `localSessionsEnabled` and `localSessionsUpgradingEnabled`.
+    pub(crate) local_sessions: bool,
+}
+
+impl Default for Quorum {
+    fn default() -> Self {
+        Quorum {
+            // 5 s for a (re)joining follower to sync with the leader, and 2 s of silence before
+            // a peer counts as gone; generous for a loaded CI machine, and irrelevant to how
+            // fast a killed peer is noticed (its sockets close at once).
+            init_limit: 50,
+            sync_limit: 20,
+            local_sessions: false,
+        }
+    }
+}
+
+impl Quorum {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.init_limit == 0 || self.sync_limit == 0 {
+            return Err(Error::InvalidConfig(
+                "initLimit and syncLimit must be at least one tick".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The ports of one member of an ensemble, as a member reaches it: its client port, and the
+/// quorum and election ports of its `server.N` line (a member's own are the ones it binds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PeerPorts {
+    pub(crate) client: u16,
+    pub(crate) peer: u16,
+    pub(crate) election: u16,
+}
+
+/// What makes a server a member of an ensemble.
+#[derive(Clone, Debug)]
+pub(crate) struct Member {
+    /// Its `myid`, from 1.
+    pub(crate) myid: usize,
+    pub(crate) quorum: Quorum,
+    /// How it reaches every member, in `myid` order (its own entry being its real ports).
+    pub(crate) servers: Vec<PeerPorts>,
+}
+
 /// The timing rules every server this crate starts keeps, alone or in an
 /// ensemble: a tick of at least 1 ms, session timeout bounds in order, and a
 /// container check interval of at least 1 ms.
-pub(crate) fn check_times(
+fn check_times(
     tick_time: Duration,
     min_session_timeout: Duration,
     max_session_timeout: Duration,
@@ -136,7 +195,7 @@ pub(crate) fn check_times(
 }
 
 impl Settings {
-    pub(super) fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         check_times(
             self.tick_time,
             self.min_session_timeout,
@@ -160,52 +219,77 @@ impl Settings {
     }
 
     /// Whether the plaintext client port is served (always, unless TLS only).
-    pub(super) fn serves_plaintext(&self) -> bool {
+    pub(crate) fn serves_plaintext(&self) -> bool {
         self.tls.as_ref().is_none_or(|tls| tls.serves_plaintext())
     }
 
     /// The `zoo.cfg` of a server listening on `port` (unless TLS only) and, with TLS, on
-    /// `secure_port`, keeping its data in `data_dir`.
-    pub(super) fn zoo_cfg(&self, port: u16, secure_port: Option<u16>, data_dir: &Path) -> String {
-        let mut listeners = String::new();
+    /// `secure_port`, keeping its data in `data_dir`; with `member`, of that ensemble member.
+    pub(crate) fn zoo_cfg(
+        &self,
+        port: u16,
+        secure_port: Option<u16>,
+        data_dir: &Path,
+        member: Option<&Member>,
+    ) -> String {
+        let mut config = format!("tickTime={}\n", self.tick_time.as_millis());
+        if let Some(member) = member {
+            config.push_str(&format!(
+                "initLimit={}\nsyncLimit={}\n",
+                member.quorum.init_limit, member.quorum.sync_limit
+            ));
+        }
         if self.serves_plaintext() {
-            listeners.push_str(&format!("clientPort={port}\nclientPortAddress=127.0.0.1\n"));
+            config.push_str(&format!("clientPort={port}\nclientPortAddress=127.0.0.1\n"));
         }
         if let (Some(tls), Some(secure_port)) = (&self.tls, secure_port) {
-            listeners.push_str(&format!(
+            config.push_str(&format!(
                 "secureClientPort={secure_port}\nsecureClientPortAddress=127.0.0.1\n"
             ));
-            listeners.push_str(&tls.config_lines());
+            config.push_str(&tls.config_lines());
         }
         if self.sasl.enabled() {
-            listeners.push_str(
+            config.push_str(
                 "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n",
             );
             if self.sasl.required {
-                listeners.push_str("sessionRequireClientSASLAuth=true\n");
+                config.push_str("sessionRequireClientSASLAuth=true\n");
             }
         }
-        format!(
-            "tickTime={tick}\n\
-             {listeners}\
-             dataDir={data}\n\
+        config.push_str(&format!(
+            "dataDir={data}\n\
              admin.enableServer=false\n\
              4lw.commands.whitelist=*\n\
              extendedTypesEnabled=true\n\
              minSessionTimeout={min}\n\
              maxSessionTimeout={max}\n\
              maxClientCnxns=0\n\
-             standaloneEnabled=true\n",
-            tick = self.tick_time.as_millis(),
+             standaloneEnabled={standalone}\n",
             data = data_dir.display(),
             min = self.min_session_timeout.as_millis(),
             max = self.max_session_timeout.as_millis(),
-        )
+            standalone = member.is_none(),
+        ));
+        if let Some(member) = member {
+            config.push_str("reconfigEnabled=false\nquorumListenOnAllIPs=false\n");
+            if member.quorum.local_sessions {
+                config.push_str("localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true\n");
+            }
+            for (index, ports) in member.servers.iter().enumerate() {
+                config.push_str(&format!(
+                    "server.{}=127.0.0.1:{}:{}\n",
+                    index + 1,
+                    ports.peer,
+                    ports.election
+                ));
+            }
+        }
+        config
     }
 
     /// The JVM options of this server: those of every test server ([`jvm_args`]), plus, with
     /// SASL, where its JAAS file (written to `jaas_path`) and its `krb5.conf` are.
-    pub(super) fn jvm_args(&self, jaas_path: &Path) -> Vec<String> {
+    pub(crate) fn jvm_args(&self, jaas_path: &Path) -> Vec<String> {
         let mut args = jvm_args(self.container_check_interval);
         if self.sasl.enabled() {
             args.push(format!(
@@ -225,7 +309,7 @@ impl Settings {
 
 /// The JVM options of every test server (also the cluster's): a small heap and cheap
 /// compilation, no fsync, and containers reaped every `container_check_interval`.
-pub(crate) fn jvm_args(container_check_interval: Duration) -> Vec<String> {
+fn jvm_args(container_check_interval: Duration) -> Vec<String> {
     vec![
         // Small heap, cheap collector and the C1 compiler only: a test server is small and
         // short lived, and this keeps memory low when many run side by side.
@@ -251,4 +335,91 @@ pub(crate) fn jvm_args(container_check_interval: Duration) -> Vec<String> {
         "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS".to_owned(),
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".to_owned(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::zoo_cfg_golden as golden;
+    use crate::tls::ClientAuth;
+
+    #[test]
+    fn standalone_zoo_cfg_is_unchanged() {
+        let data = Path::new("/zk/data");
+        assert_eq!(
+            Settings::default().zoo_cfg(2181, None, data, None),
+            golden::STANDALONE
+        );
+        let mut settings = Settings {
+            tick_time: Duration::from_millis(250),
+            min_session_timeout: Duration::from_secs(1),
+            max_session_timeout: Duration::from_secs(30),
+            tls: Some(Box::new(
+                ServerTls::new("/certs/key.pem", "/certs/trust.pem")
+                    .plaintext_port(true)
+                    .client_auth(ClientAuth::Want),
+            )),
+            ..Settings::default()
+        };
+        settings
+            .sasl
+            .digest_users
+            .push(("alice".to_owned(), "secret".to_owned()));
+        settings.sasl.required = true;
+        assert_eq!(
+            settings.zoo_cfg(2181, Some(2182), data, None),
+            golden::STANDALONE_TLS_SASL
+        );
+        let tls_only = Settings {
+            tls: Some(Box::new(ServerTls::new(
+                "/certs/key.pem",
+                "/certs/trust.pem",
+            ))),
+            ..Settings::default()
+        };
+        assert_eq!(
+            tls_only.zoo_cfg(2181, Some(2182), data, None),
+            golden::STANDALONE_TLS_ONLY
+        );
+    }
+
+    #[test]
+    fn member_zoo_cfg_is_unchanged() {
+        let ports = |all: [(u16, u16, u16); 3]| {
+            all.map(|(client, peer, election)| PeerPorts {
+                client,
+                peer,
+                election,
+            })
+            .to_vec()
+        };
+        let real = ports(golden::MEMBER_PORTS);
+        let data = Path::new("/zk/node-1/data");
+        let member = Member {
+            myid: 2,
+            quorum: Quorum::default(),
+            servers: real.clone(),
+        };
+        assert_eq!(
+            Settings::default().zoo_cfg(real[1].client, None, data, Some(&member)),
+            golden::MEMBER
+        );
+        let settings = Settings {
+            tick_time: Duration::from_millis(50),
+            ..Settings::default()
+        };
+        let member = Member {
+            myid: 2,
+            quorum: Quorum {
+                init_limit: 10,
+                sync_limit: 5,
+                local_sessions: true,
+            },
+            servers: ports(golden::MEMBER_PROXIED_VIEW),
+        };
+        assert_eq!(
+            settings.zoo_cfg(real[1].client, None, data, Some(&member)),
+            golden::MEMBER_PROXIED
+        );
+    }
 }
