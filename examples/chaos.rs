@@ -13,13 +13,10 @@
 //! holders whose progress a timer says. Exits with status 1 when a rule was
 //! broken.
 
-#[path = "../tests/chaos_harness/mod.rs"]
-mod chaos_harness;
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = zk_curator_testing::TestingServer::start_async().await?;
-    let config = chaos_harness::Config::from_env(60);
+    let config = zk_curator_chaos::Config::from_env(60);
     println!(
         "chaos: {:?} on the {:?} server, {} contenders, session timeout {:?}, seed {}",
         config.duration,
@@ -28,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         config.session_timeout,
         config.seed
     );
-    let report = chaos_harness::run(&server, config).await;
+    let report = zk_curator_chaos::run(&server, config).await;
     println!("{report}");
     let violations = report.violations();
     for violation in &violations {

@@ -32,15 +32,18 @@
 //! also fails on the library's known gap (a stuck hold lost otherwise
 //! first keeps its node). `cargo run -p examples --example chaos` runs it
 //! for longer.
+//!
+//! The harness, its rules and their notes are the `zk-curator-chaos` crate
+//! (`chaos/`); this file aims it at a test server.
 #![allow(clippy::unwrap_used)]
 
-mod chaos_harness;
 mod common;
 
 use std::time::Duration;
 
 use common::{bounded, init_tracing, own_server};
 use zk_curator::CohortPolicy;
+use zk_curator_chaos as chaos;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_two_holders_and_no_stale_write_under_faults() {
@@ -48,7 +51,7 @@ async fn no_two_holders_and_no_stale_write_under_faults() {
     let Some(server) = own_server().await else {
         return;
     };
-    let config = chaos_harness::Config::from_env(30);
+    let config = chaos::Config::from_env(30);
     run_clean(&server, config, "chaos").await;
 }
 
@@ -56,11 +59,11 @@ async fn no_two_holders_and_no_stale_write_under_faults() {
 /// prints its report, and fails the test on any violation.
 async fn run_clean(
     server: &zk_curator_testing::TestingServer,
-    config: chaos_harness::Config,
+    config: chaos::Config,
     what: &str,
-) -> chaos_harness::Report {
+) -> chaos::Report {
     let limit = config.duration + Duration::from_secs(60);
-    let report = bounded(limit, chaos_harness::run(server, config)).await;
+    let report = bounded(limit, chaos::run(server, config)).await;
     println!("{report}");
     let violations = report.violations();
     assert!(
@@ -82,7 +85,7 @@ async fn cohort_no_two_holders_and_no_stale_write_under_faults() {
         return;
     };
     let policy = CohortPolicy::new(8, Duration::from_secs(1));
-    let config = chaos_harness::Config::from_env(20).with_cohort(policy, 3);
+    let config = chaos::Config::from_env(20).with_cohort(policy, 3);
     let report = run_clean(&server, config, "chaos with cohorting").await;
     assert!(report.passes.is_some_and(|p| p > 0), "no node was passed");
 }

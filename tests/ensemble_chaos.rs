@@ -5,7 +5,7 @@
 //! client-side ones: the leader killed, a follower's link from the leader
 //! stalled, a member cut off from its peers, the quorum lost and back, and
 //! an observer moved onto a lagging member (see the harness's `ensemble`
-//! module). Checked by the same rules as on one server: no overlaps among
+//! module, in the `zk-curator-chaos` crate). Checked by the same rules as on one server: no overlaps among
 //! holders that obey `lost()`, no stale fenced write, tokens in order,
 //! every acquire by its deadline, no leaked nodes, and an observer never
 //! reports a leader older than one it already reported, across session
@@ -22,13 +22,13 @@
 //! fails saying so, or is skipped under `ZK_SKIP_MISSING=zookeeper`.
 #![allow(clippy::unwrap_used)]
 
-mod chaos_harness;
 mod common;
 
 use std::time::Duration;
 
 use common::{bounded, init_tracing};
 use zk_curator::CohortPolicy;
+use zk_curator_chaos as chaos;
 use zk_curator_testing::backend::Prerequisite;
 use zk_curator_testing::TestingCluster;
 
@@ -51,14 +51,11 @@ async fn ensemble() -> TestingCluster {
 
 /// Runs the harness on `cluster` (bounded to its length plus two minutes),
 /// prints its report, and fails the test on any violation.
-async fn run_clean(
-    cluster: &TestingCluster,
-    config: chaos_harness::Config,
-) -> chaos_harness::Report {
+async fn run_clean(cluster: &TestingCluster, config: chaos::Config) -> chaos::Report {
     let limit = config.duration + Duration::from_secs(120);
     let report = bounded(
         limit,
-        chaos_harness::run_on(chaos_harness::Target::Ensemble(cluster), config),
+        chaos::run_on(chaos::Target::Ensemble(cluster), config),
     )
     .await;
     println!("{report}");
@@ -91,14 +88,14 @@ async fn no_two_holders_no_stale_write_and_no_older_report_on_an_ensemble_under_
         return;
     }
     let cluster = ensemble().await;
-    let config = chaos_harness::Config::from_env(60)
+    let config = chaos::Config::from_env(60)
         .with_read_lag(READ_LAG)
         .with_stuck_slack(STUCK_SLACK);
     let report = run_clean(&cluster, config).await;
     assert!(
         report
             .faults
-            .get(chaos_harness::ensemble::Fault::ObserverLag.name())
+            .get(chaos::ensemble::Fault::ObserverLag.name())
             .is_some_and(|&n| n > 0),
         "no observer was moved onto a lagging member (the run proved little): {:?}",
         report.faults
@@ -116,7 +113,7 @@ async fn cohort_no_two_holders_and_no_stale_write_on_an_ensemble_under_faults() 
     }
     let cluster = ensemble().await;
     let policy = CohortPolicy::new(8, Duration::from_secs(1));
-    let config = chaos_harness::Config::from_env(30)
+    let config = chaos::Config::from_env(30)
         .with_read_lag(READ_LAG)
         .with_stuck_slack(STUCK_SLACK)
         .with_cohort(policy, 3);

@@ -55,30 +55,6 @@ impl Gauge {
     }
 }
 
-/// A small seeded PRNG (xorshift64*), so runs are reproducible without a
-/// new dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
-
 /// Awaits `future`, failing the test instead of hanging if it takes longer
 /// than [`PATIENCE`].
 async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
@@ -262,9 +238,9 @@ async fn random_chunks_never_exceed_max() {
             let semaphore = InterProcessSemaphoreV2::new(fw, &path, MAX).unwrap();
             let gauge = gauge.clone();
             tasks.push(tokio::spawn(async move {
-                let mut rng = Rng::new(0x5EED + id);
+                let mut rng = fastrand::Rng::with_seed(0x5EED + id);
                 for _ in 0..3 {
-                    let n = rng.range(1, 3) as u32;
+                    let n = rng.u32(1..=3);
                     let mut leases = semaphore
                         .acquire_many_timeout(n, PATIENCE)
                         .await
@@ -272,13 +248,13 @@ async fn random_chunks_never_exceed_max() {
                         .expect("no acquire may time out");
                     assert_eq!(leases.len(), n as usize);
                     assert!(gauge.add(leases.len()) <= MAX as usize, "over max");
-                    tokio::time::sleep(Duration::from_millis(rng.range(0, 20))).await;
+                    tokio::time::sleep(Duration::from_millis(rng.u64(0..=20))).await;
                     while !leases.is_empty() {
-                        let chunk = rng.range(1, leases.len() as u64) as usize;
+                        let chunk = rng.usize(1..=leases.len());
                         let returned: Vec<Lease> = leases.drain(..chunk).collect();
                         gauge.sub(returned.len());
                         InterProcessSemaphoreV2::return_all(returned).await.unwrap();
-                        tokio::time::sleep(Duration::from_millis(rng.range(0, 5))).await;
+                        tokio::time::sleep(Duration::from_millis(rng.u64(0..=5))).await;
                     }
                 }
             }));
@@ -709,7 +685,7 @@ async fn multi_lease_acquirers_never_deadlock() {
             frameworks.push(fw);
             let gauge = gauge.clone();
             tasks.push(tokio::spawn(async move {
-                let mut rng = Rng::new(0xD1CE + id);
+                let mut rng = fastrand::Rng::with_seed(0xD1CE + id);
                 for _ in 0..6 {
                     let leases = semaphore
                         .acquire_many_timeout(want, Duration::from_secs(5))
@@ -717,7 +693,7 @@ async fn multi_lease_acquirers_never_deadlock() {
                         .unwrap()
                         .expect("multi-lease acquirers must not block each other");
                     assert!(gauge.add(leases.len()) <= MAX as usize, "over max");
-                    tokio::time::sleep(Duration::from_millis(rng.range(5, 20))).await;
+                    tokio::time::sleep(Duration::from_millis(rng.u64(5..=20))).await;
                     gauge.sub(leases.len());
                     InterProcessSemaphoreV2::return_all(leases).await.unwrap();
                 }

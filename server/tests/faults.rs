@@ -67,13 +67,8 @@ async fn garbage_and_four_letter_words() {
         .await
         .unwrap();
     // Random request frames after a valid handshake, over real sockets.
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+    let mut next = move || rng.u64(..);
     let mut handshake = vec![0, 0, 0, 45];
     handshake.extend_from_slice(&[0; 12]);
     handshake.extend_from_slice(&5000i32.to_be_bytes());
@@ -107,14 +102,9 @@ async fn garbage_and_four_letter_words() {
 
 #[test]
 fn randomized_frames_never_panic() {
-    // A small xorshift generator: reproducible, no dependencies.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    // Reproducible: fastrand's generator, seeded.
+    let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || rng.u64(..);
     let handshake = {
         let mut body = Vec::new();
         body.extend_from_slice(&0i32.to_be_bytes());

@@ -24,9 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-#[allow(missing_debug_implementations)]
-#[path = "../../tests/chaos_harness/mod.rs"]
-mod chaos_harness;
 mod net;
 mod regressions;
 mod run;

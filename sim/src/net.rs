@@ -20,7 +20,7 @@ use turmoil::net::{TcpListener, TcpStream};
 use zk_curator::framework::zk;
 use zk_curator_server::EmbeddedServer;
 
-use crate::chaos_harness::{Link, Place, SimServer};
+use zk_curator_chaos::{Link, Place, SimServer};
 
 /// The port every simulated host serves on.
 pub const PORT: u16 = 2181;
@@ -69,7 +69,7 @@ impl zk::Dialer for TurmoilDialer {
 
 /// What a link's connections told their clients: each node whose deletion
 /// a watch notification announced, with the harness's
-/// [`sequence`](crate::chaos_harness::sequence) number of the moment the
+/// [`sequence`](zk_curator_chaos::sequence) number of the moment the
 /// client was handed it.
 type Told = Arc<Mutex<Vec<(String, u64)>>>;
 
@@ -120,7 +120,7 @@ impl<S> Tap<S> {
             if !self.handshaken {
                 self.handshaken = true;
             } else if let Some(path) = deleted_node(frame) {
-                let seq = crate::chaos_harness::sequence();
+                let seq = zk_curator_chaos::sequence();
                 if let Ok(mut told) = self.told.lock() {
                     told.push((path, seq));
                 }
@@ -579,7 +579,7 @@ mod tests {
         other.delete("/watched", None).await.expect("delete");
         changed.changed().await;
         deleted.changed().await;
-        let woke = crate::chaos_harness::sequence();
+        let woke = zk_curator_chaos::sequence();
         let told = tapped.0.lock().expect("told").clone();
         let paths: Vec<&str> = told.iter().map(|(path, _)| path.as_str()).collect();
         assert_eq!(paths, ["/watched"], "{told:?}");

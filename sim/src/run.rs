@@ -13,8 +13,8 @@ use std::time::Duration;
 use zk_curator::framework::zk;
 use zk_curator::CohortPolicy;
 
-use crate::chaos_harness::{self, Config, Target};
 use crate::net::{self, ContenderHost, LinkControl, SimTarget, SERVER};
+use zk_curator_chaos::{Config, Target};
 
 /// Bugs planted on purpose, to show that the checks catch them.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +114,7 @@ impl Scenario {
             // bound's end, in the tick it falls in, and its loss is seen
             // then.
             wake_slack: Duration::from_millis(2),
-            stuck_slack: chaos_harness::STUCK_SLACK,
+            stuck_slack: zk_curator_chaos::STUCK_SLACK,
             loss_seen_at_once: true,
             strict_bounds: breaks.strict_bounds,
         };
@@ -251,7 +251,7 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
         simulate(seed, &scenario, breaks, plan, &dialer)
     }));
     zk::set_thread_dialer(None);
-    chaos_harness::set_clock(None);
+    zk_curator_chaos::set_clock(None);
     CLOCK_BASE.with(|b| b.set(None));
     let mut drawn = (0, 0);
     let (mut log, violations) = match result {
@@ -360,9 +360,9 @@ fn simulate(
         // The harness's stamps, read on any host, on this host's clock.
         let base = tokio::time::Instant::now() - turmoil::sim_elapsed().unwrap_or_default();
         CLOCK_BASE.with(|b| b.set(Some(base)));
-        chaos_harness::set_clock(Some(harness_now));
+        zk_curator_chaos::set_clock(Some(harness_now));
         // The server's host starts first: its first tick runs before ours.
-        let made = chaos_harness::run_on(Target::Sim(&target), config).await;
+        let made = zk_curator_chaos::run_on(Target::Sim(&target), config).await;
         *out.borrow_mut() = Some(made);
         Ok(())
     });

@@ -22,18 +22,15 @@ async fn bounded<F: Future>(future: F) -> F::Output {
         .expect("step timed out")
 }
 
-struct Rng(u64);
+/// The draws of a seeded `fastrand` generator the sequences are made of.
+trait Draw {
+    fn below(&mut self, n: usize) -> usize;
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
+impl Draw for fastrand::Rng {
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.usize(..n)
     }
 
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
@@ -69,7 +66,7 @@ fn st(stat: &Stat, sessions: &[i64]) -> String {
 type Pending = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 async fn run(cs: &str, seed: u64) -> Vec<String> {
-    let mut rng = Rng(seed);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(

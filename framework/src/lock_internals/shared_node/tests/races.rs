@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use super::*;
 
-/// A small deterministic generator (xorshift), one per task.
-struct Rng(u64);
+/// A deterministic generator, one per task (fastrand's, seeded).
+struct Rng(fastrand::Rng);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(fastrand::Rng::with_seed(seed))
+    }
+
     fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
+        self.0.u64(..n)
     }
 }
 
@@ -31,7 +32,7 @@ async fn yields(n: u64) {
 /// (an aborted one is withdrawn, or sometimes granted anyway, as when the
 /// grant beats the abort) and now and then loses a grant.
 async fn session(stand: Stand, done: Arc<AtomicBool>, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     while !done.load(Ordering::SeqCst) {
         let running: Vec<(usize, usize)> = stand
             .nodes()
@@ -69,7 +70,7 @@ async fn reader(
     seed: u64,
     rounds: usize,
 ) -> (usize, usize) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut held, mut gave_up) = (0, 0);
     for _ in 0..rounds {
         let key = keys[rng.below(2) as usize].clone();

@@ -1,5 +1,5 @@
-//! The ensemble's own faults, for runs on a 3-node [`TestingCluster`]
-//! built with its peer links through proxies
+//! The ensemble: its own faults, for runs on a 3-node [`TestingCluster`] built
+//! with its peer links through proxies
 //! ([`TestingClusterBuilder::quorum_through_proxies`](zk_curator_testing::TestingClusterBuilder::quorum_through_proxies)):
 //!
 //! * **leader kill**: the leader's JVM is killed, and started again after a
@@ -18,7 +18,7 @@
 //!   report one of them after a later one (the observer's rules 1 and 3).
 //!
 //! Each fault ends with the ensemble whole again (every member running,
-//! no link stalled or cut), or, if a restart failed, [`heal`] makes it so
+//! no link stalled or cut), or, if a restart failed, `heal` makes it so
 //! at the end of the run.
 
 use std::time::Duration;
@@ -27,15 +27,21 @@ use tokio::time::Instant;
 use zk_curator::LeaderObserver;
 use zk_curator_testing::TestingCluster;
 
-use super::{Contender, Rng};
+use crate::config::Draw;
+use crate::contenders::Contender;
 
 /// One of the ensemble's faults.
 #[derive(Clone, Copy, Debug)]
 pub enum Fault {
+    /// The leader killed, and started again after a while.
     LeaderKill,
+    /// What the leader sends one follower held for a while.
     Stall,
+    /// A member cut off from every peer for a while.
     CutOff,
+    /// Two members killed, then started again together.
     QuorumLoss,
+    /// An observer moved onto a lagging member.
     ObserverLag,
 }
 
@@ -59,6 +65,7 @@ impl Fault {
         Self::ALL[((n / 2) % (Self::ALL.len() as u64 - 1)) as usize]
     }
 
+    /// Its name in the report's table of faults.
     pub fn name(self) -> &'static str {
         match self {
             Fault::LeaderKill => "leader kill",
@@ -72,10 +79,10 @@ impl Fault {
     /// Injects the fault, and ends it, on `cluster`; `observer` is the one
     /// [`Fault::ObserverLag`] moves (with its observer), if the run has
     /// any. `t` is the frameworks' session timeout.
-    pub(super) async fn inject(
+    pub(crate) async fn inject(
         self,
         cluster: &TestingCluster,
-        rng: &mut Rng,
+        rng: &mut fastrand::Rng,
         observer: Option<(&Contender, &LeaderObserver)>,
         t: Duration,
     ) {
@@ -205,7 +212,7 @@ async fn restart(cluster: &TestingCluster, members: &[usize]) {
 
 /// Makes the ensemble whole again: every link open, every member running
 /// and serving.
-pub(super) async fn heal(cluster: &TestingCluster) {
+pub(crate) async fn heal(cluster: &TestingCluster) {
     for member in 0..cluster.size() {
         cut_off(cluster, member, false);
         let _ = cluster.stall_leader_to(member, false);
@@ -248,7 +255,7 @@ fn sessions(cluster: &TestingCluster) -> Option<usize> {
 /// (a close is acknowledged before every member has counted it), which is
 /// shorter than any session timeout of the run, so a session its framework
 /// did not close is still there.
-pub(super) async fn leftover_sessions(cluster: &TestingCluster, kept: usize) -> usize {
+pub(crate) async fn leftover_sessions(cluster: &TestingCluster, kept: usize) -> usize {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         let left = tokio::task::block_in_place(|| sessions(cluster))
