@@ -94,7 +94,7 @@ impl Scenario {
             duration: self.duration,
             contenders: self.contenders,
             session_timeout: self.session_timeout,
-            seed: seed | 1,
+            seed,
             break_fence: breaks.fence,
             break_loss: breaks.loss,
             break_observer: breaks.observer,
