@@ -30,12 +30,19 @@ pub struct HolderIdentity {
     pub label: Option<String>,
 }
 
+/// The host name of every identity made on a seeded thread (see
+/// [`HolderIdentity::of_this_process`]).
+pub const SEEDED_HOST: &str = "simulated";
+
 /// The longest label kept (longer ones are cut at a character boundary), so
 /// that node data stays small.
 pub const MAX_LABEL_LEN: usize = 256;
 
 impl HolderIdentity {
-    /// This process, with an optional label.
+    /// This process, with an optional label. On a thread seeded with
+    /// [`random::seed`](crate::random::seed) (a simulation) the host is
+    /// [`SEEDED_HOST`] and the pid 0: nothing of the real machine goes into
+    /// the simulated nodes, so a seed replays the same bytes on any machine.
     pub fn of_this_process(label: Option<&str>) -> HolderIdentity {
         let label = label.map(|label| {
             let mut end = label.len().min(MAX_LABEL_LEN);
@@ -44,6 +51,13 @@ impl HolderIdentity {
             }
             label[..end].to_owned()
         });
+        if crate::random::is_seeded() {
+            return HolderIdentity {
+                host: SEEDED_HOST.to_owned(),
+                pid: 0,
+                label,
+            };
+        }
         HolderIdentity {
             host: host_name(),
             pid: std::process::id(),
@@ -132,6 +146,21 @@ mod tests {
         assert_eq!(with_progress(b"plain", 1), None);
         assert_eq!(with_progress(b"[1]", 1), None);
         assert_eq!(progress_of(&me), None);
+    }
+
+    /// On a seeded thread (a simulation) nothing of the real machine goes
+    /// into an identity; each test runs on a thread of its own.
+    #[test]
+    fn a_seeded_thread_s_identity_names_no_real_host_or_process() {
+        std::thread::spawn(|| {
+            crate::random::seed(7);
+            let me = HolderIdentity::of_this_process(Some("sim"));
+            assert_eq!(me.host, SEEDED_HOST);
+            assert_eq!(me.pid, 0);
+            assert_eq!(me.label.as_deref(), Some("sim"));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
