@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::{mpsc, oneshot, watch};
 use turmoil::net::{TcpListener, TcpStream};
 use zk_curator::framework::zk;
+use zk_curator_server::codec::{next_frame, Framed};
 use zk_curator_server::EmbeddedServer;
 
 use zk_curator_chaos::{Link, Place, SimServer};
@@ -105,35 +106,32 @@ impl<S> Tap<S> {
         }
     }
 
-    /// Reads the whole frames among the bytes handed out so far. A stream
-    /// with a negative frame length is no ZooKeeper stream (the client drops
-    /// it on the same bytes): it is no longer read, nor kept.
+    /// Reads the whole frames among the bytes handed out so far, cut by
+    /// the server's own frame reader. A stream with a negative frame
+    /// length is no ZooKeeper stream (the client drops it on the same
+    /// bytes): it is no longer read, nor kept.
     fn read_frames(&mut self) {
-        if self.partial.len() >= 4 && self.partial[0] & 0x80 != 0 {
-            self.partial = Vec::new();
-            self.unreadable = true;
-            return;
-        }
-        let mut at = 0;
-        while let Some(frame) = frame_at(&self.partial[at..]) {
-            at += 4 + frame.len();
-            if !self.handshaken {
-                self.handshaken = true;
-            } else if let Some(path) = deleted_node(frame) {
-                let seq = zk_curator_chaos::sequence();
-                if let Ok(mut told) = self.told.lock() {
-                    told.push((path, seq));
+        loop {
+            match next_frame(&mut self.partial, usize::MAX, false) {
+                Framed::Frame(frame) => {
+                    if !self.handshaken {
+                        self.handshaken = true;
+                    } else if let Some(path) = deleted_node(frame.body()) {
+                        let seq = zk_curator_chaos::sequence();
+                        if let Ok(mut told) = self.told.lock() {
+                            told.push((path, seq));
+                        }
+                    }
+                }
+                Framed::Incomplete => return,
+                Framed::TooLong(_) | Framed::FourLetter(_) => {
+                    self.partial = Vec::new();
+                    self.unreadable = true;
+                    return;
                 }
             }
         }
-        self.partial.drain(..at);
     }
-}
-
-/// The frame at the start of `bytes` (after its length), if it is whole.
-fn frame_at(bytes: &[u8]) -> Option<&[u8]> {
-    let len = i32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
-    bytes.get(4..4 + usize::try_from(len).ok()?)
 }
 
 /// The path of the node a frame says was deleted, if it is that
