@@ -45,7 +45,7 @@ use super::figures::{per, Cycles, Handoffs};
 use super::findings::Findings;
 use super::in_process::{contended_rust, LockHandle};
 use super::limits::{bounded, within, BoxError, Measured, ACQUIRE_LIMIT};
-use super::mntr::{counters, session_packets, Traffic};
+use super::mntr::counting;
 use super::options::Config;
 use super::reps::settle;
 use super::stats::Spread;
@@ -570,9 +570,6 @@ async fn requests_part(
             for &v in &turn {
                 let path = format!("{root}/bounds/{measure:?}-{v}").to_lowercase();
                 settle().await;
-                let before = counters(addr).await;
-                let own_before = session_packets(addr, &sessions).await;
-                let started = Instant::now();
                 let run = async {
                     Ok::<_, BoxError>(match measure {
                         Measure::Cycle => {
@@ -589,12 +586,8 @@ async fn requests_part(
                         }
                     })
                 };
-                let result = bounded(config.limit(), run).await;
-                let elapsed = started.elapsed();
-                let after = counters(addr).await;
-                let own_after = session_packets(addr, &sessions).await;
-                let traffic = Traffic::between(before, after, elapsed, idle);
-                let own = own_before.zip(own_after).map(|(b, a)| a - b);
+                let (result, traffic, own, _) =
+                    counting(addr, &sessions, idle, bounded(config.limit(), run)).await;
                 reps[m][v].push(result.map(|(units, rate)| {
                     (
                         per(traffic.map(|t| t.requests), units),

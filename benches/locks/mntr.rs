@@ -80,6 +80,27 @@ pub(crate) async fn session_packets(addr: Option<&str>, sessions: &[i64]) -> Opt
     found.iter().all(|&f| f).then_some(total)
 }
 
+/// What the server received while `run` ran: its totals less the idle
+/// ping rate ([`Traffic::between`]) and, apart, the packets of `sessions`
+/// alone ([`session_packets`]); with `run`'s output and how long it took.
+pub(crate) async fn counting<T>(
+    addr: Option<&str>,
+    sessions: &[i64],
+    idle: f64,
+    run: impl std::future::Future<Output = T>,
+) -> (T, Option<Traffic>, Option<f64>, Duration) {
+    let before = counters(addr).await;
+    let own_before = session_packets(addr, sessions).await;
+    let started = std::time::Instant::now();
+    let output = run.await;
+    let elapsed = started.elapsed();
+    let after = counters(addr).await;
+    let own_after = session_packets(addr, sessions).await;
+    let traffic = Traffic::between(before, after, elapsed, idle);
+    let own = own_before.zip(own_after).map(|(b, a)| a - b);
+    (output, traffic, own, elapsed)
+}
+
 /// The server's running totals (`mntr`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Counters {

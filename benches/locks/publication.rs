@@ -31,7 +31,7 @@ use zk_curator::{Framework, HoldBounds, InterProcessMutex};
 
 use super::figures::per;
 use super::limits::{bounded, within, BoxError, Measured, ACQUIRE_LIMIT};
-use super::mntr::{counters, session_packets, Traffic};
+use super::mntr::counting;
 use super::options::Config;
 use super::reps::settle;
 use super::stats::Spread;
@@ -137,9 +137,6 @@ pub(crate) async fn publication_part(
                 let publish = on == 1;
                 let path = format!("{root}/bounds/publish-{measure:?}-{on}").to_lowercase();
                 settle().await;
-                let before = counters(addr).await;
-                let own_before = session_packets(addr, &sessions).await;
-                let started = Instant::now();
                 let run = async {
                     Ok::<_, BoxError>(match measure {
                         Measure::Rate => {
@@ -153,12 +150,8 @@ pub(crate) async fn publication_part(
                         }
                     })
                 };
-                let result = bounded(config.limit(), run).await;
-                let elapsed = started.elapsed();
-                let after = counters(addr).await;
-                let own_after = session_packets(addr, &sessions).await;
-                let traffic = Traffic::between(before, after, elapsed, idle);
-                let own = own_before.zip(own_after).map(|(b, a)| a - b);
+                let (result, traffic, own, elapsed) =
+                    counting(addr, &sessions, idle, bounded(config.limit(), run)).await;
                 reps[m][on].push(result.map(|(units, rate)| {
                     // Per holder and per second of the run, or per hand-off.
                     let of = |count| match measure {
