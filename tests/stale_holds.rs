@@ -376,6 +376,58 @@ async fn under_a_paused_clock_a_healthy_hold_lives_and_a_silent_one_goes() {
     .await;
 }
 
+/// The lease runs from when a request was sent, not from when its answer
+/// was read (seed 507 of the simulator at 5cd3ab0: a process stopped with
+/// the reply to its listing in its socket's buffer read it on waking, 5.3 s
+/// later, its session 2.7 s expired, and took that stale listing as fresh;
+/// its selector led on a node deleted 2.5 s before). Under a paused clock,
+/// client, framework and embedded server on one runtime: a read is sent,
+/// the server holds its answer for a tenth of the session timeout (less
+/// than a ping's interval, so nothing else is answered meanwhile), and the
+/// client's last-heard time after the answer is the read's sending, not
+/// its answer's coming.
+#[tokio::test(start_paused = true)]
+async fn an_answer_renews_the_lease_from_its_requests_sending() {
+    bounded(BOUND, async move {
+        let server = zk_curator_testing::EmbeddedServer::start().await.unwrap();
+        let fw = short_session(&server.connect_string()).await;
+        let timeout = negotiated(&fw).await;
+        let client = fw.session().await.unwrap().client().clone();
+        let data = "/lease-from-send".to_owned();
+        let open = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        client.create(&data, b"0", &open).await.unwrap();
+        // Quiet: the last ping answered, nothing in flight.
+        client.get_data(&data).await.unwrap();
+        let held = timeout / 10;
+        server.stall(Duration::from_secs(3600));
+        let sent = tokio::time::Instant::now();
+        let read = tokio::spawn({
+            let client = client.clone();
+            let data = data.clone();
+            async move { client.get_data(&data).await.map(|_| ()) }
+        });
+        tokio::time::sleep(held).await;
+        server.resume();
+        read.await.unwrap().unwrap();
+        let answered = tokio::time::Instant::now();
+        let heard = tokio::time::Instant::from_std(client.last_heard());
+        eprintln!(
+            "sent at +0, answered at {:?}, last heard at {:?} (session timeout {timeout:?})",
+            answered - sent,
+            heard.saturating_duration_since(sent)
+        );
+        assert!(answered - sent >= held, "the answer was held");
+        assert!(
+            heard <= sent + held / 2,
+            "the lease runs from the read's sending, not from its answer, {:?} later",
+            heard.saturating_duration_since(sent)
+        );
+        fw.close().await;
+    })
+    .await;
+}
+
 /// The environment variable that makes [`stopped_holder_child`] the child
 /// of [`a_holder_stopped_longer_than_its_session_knows_first_thing`]: the
 /// connect string, the lock path and the data node, separated by spaces.

@@ -3,6 +3,7 @@ use std::io::IoSlice;
 
 use futures::io::AsyncWriteExt;
 use hashbrown::HashMap;
+use tokio::time::Instant;
 use tracing::debug;
 
 use super::request::{MarshalledRequest, OpStat, Operation, SessionOperation, StateResponser};
@@ -23,6 +24,9 @@ pub struct Depot {
     writing_slices: Vec<IoSlice<'static>>,
     writing_operations: VecDeque<Operation>,
     written_operations: HashMap<i32, SessionOperation>,
+    /// When each written operation began to be written, by xid: the lease its answer renews
+    /// (`LastHeard`; zk-curator's lease-from-send.patch).
+    written_at: HashMap<i32, Instant>,
 
     sasl: bool,
     pending_operations: VecDeque<SessionOperation>,
@@ -41,6 +45,7 @@ impl Depot {
             writing_slices: Vec::with_capacity(writing_capacity),
             writing_operations: VecDeque::with_capacity(writing_capacity),
             written_operations: HashMap::with_capacity(128),
+            written_at: HashMap::with_capacity(128),
             pending_operations: VecDeque::with_capacity(32),
             watching_paths: HashMap::with_capacity(32),
             unwatching_paths: HashMap::with_capacity(32),
@@ -55,6 +60,7 @@ impl Depot {
         self.writing_slices.clear();
         self.writing_operations.clear();
         self.written_operations.clear();
+        self.written_at.clear();
         self.pending_operations.clear();
         self.watching_paths.clear();
         self.unwatching_paths.clear();
@@ -65,6 +71,7 @@ impl Depot {
         // In the order they were sent (xid order), not the map's: the order
         // their callers are woken in must not depend on a per-process hash
         // seed (zk-curator's `ordered-drains.patch`).
+        self.written_at.clear();
         let mut written: Vec<_> = self.written_operations.drain().collect();
         written.sort_unstable_by_key(|(xid, _)| *xid);
         written.into_iter().for_each(|(_, operation)| {
@@ -105,7 +112,14 @@ impl Depot {
         self.writing_operations.is_empty() && self.written_operations.is_empty() && self.pending_operations.is_empty()
     }
 
+    /// When the written operation `xid` began to be written, if it is still waiting for its
+    /// answer.
+    pub fn sent_at(&self, xid: i32) -> Option<Instant> {
+        self.written_at.get(&xid).copied()
+    }
+
     pub fn pop_request(&mut self, xid: i32) -> Result<SessionOperation, Error> {
+        self.written_at.remove(&xid);
         match self.written_operations.remove(&xid) {
             None => Err(Error::UnexpectedError(format!("recv response with xid {xid} but no pending request"))),
             Some(operation) => Ok(operation),
@@ -240,6 +254,7 @@ impl Depot {
             write.flush().await.map_err(Error::other)?;
             return std::future::pending().await;
         }
+        let began = Instant::now();
         let mut written_bytes = write.write_vectored(self.writing_slices.as_slice()).await.map_err(Error::other)?;
         let written_slices = self
             .writing_slices
@@ -265,6 +280,7 @@ impl Depot {
                 .for_each(|operation| {
                     let xid = operation.request.get_xid();
                     self.written_operations.insert(xid, operation);
+                    self.written_at.insert(xid, began);
                 });
         }
         if written_bytes != 0 {

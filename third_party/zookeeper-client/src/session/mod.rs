@@ -50,10 +50,15 @@ use crate::tls::TlsOptions;
 /// see PATCHES.md.
 pub type ConnectFailureObserver = std::sync::Arc<dyn Fn(&str, &Error) + Send + Sync>;
 
-/// When the server was last heard from on a session: the time the session's connection last
-/// received a packet (a reply, a watch notification, a ping's reply, the connect response of an
-/// establishment or a re-establishment). Recorded by the session's connection loop, read by its
-/// clients ([crate::Client::last_heard]). zk-curator patch, see PATCHES.md.
+/// When the server was last heard from on a session, as a lease can count on it: the time the
+/// request behind the newest answer received was sent (a reply, a ping's reply, the connect
+/// response of an establishment or a re-establishment). The server renews a session's expiry when
+/// it receives a request, so an answer proves the session alive until at least a session timeout
+/// after its request was sent, and no later: an answer read long after it came (it waited in the
+/// socket's buffer while the process was stopped) does not renew the lease from the moment it is
+/// read. A watch notification, answering no request, renews nothing. Recorded by the session's
+/// connection loop, read by its clients ([crate::Client::last_heard]). zk-curator patch, see
+/// PATCHES.md (last-heard.patch, lease-from-send.patch).
 ///
 /// On tokio's clock, as every time the session reads or waits for (tokio-clock.patch).
 #[derive(Debug)]
@@ -68,12 +73,14 @@ impl LastHeard {
         Self { base: Instant::now(), nanos: AtomicU64::new(0) }
     }
 
-    fn record(&self) {
-        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    /// The server was heard from in answer to a request sent at `sent`.
+    fn record_sent(&self, sent: Instant) {
+        let since = sent.saturating_duration_since(self.base);
+        let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
         self.nanos.fetch_max(nanos, Ordering::Relaxed);
     }
 
-    /// The last time a packet was received (the session's creation, before any).
+    /// When the request behind the newest answer was sent (the session's creation, before any).
     pub fn get(&self) -> Instant {
         self.base + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
     }
@@ -176,6 +183,7 @@ impl Builder {
             last_send: now,
             last_ping: None,
             last_heard: Arc::new(LastHeard::new()),
+            connect_sent: now,
             tick_timeout: Duration::ZERO,
             ping_timeout: Duration::ZERO,
             session_expired_timeout: Duration::ZERO,
@@ -214,6 +222,8 @@ pub struct Session {
     last_send: Instant,
     last_ping: Option<Instant>,
     last_heard: Arc<LastHeard>,
+    /// When the current connection attempt queued its connect request (see [LastHeard]).
+    connect_sent: Instant,
     tick_timeout: Duration,
     ping_timeout: Duration,
     session_expired_timeout: Duration,
@@ -432,7 +442,11 @@ impl Session {
         if header.xid == PredefinedXid::Notification as i32 {
             self.handle_notification(header.zxid, body, depot)?;
             return Ok(());
-        } else if header.xid == PredefinedXid::Ping as i32 {
+        }
+        if let Some(sent) = depot.sent_at(header.xid) {
+            self.last_heard.record_sent(sent);
+        }
+        if header.xid == PredefinedXid::Ping as i32 {
             depot.pop_ping()?;
             if let Some(last_ping) = self.last_ping.take() {
                 let elapsed = Instant::now() - last_ping;
@@ -513,6 +527,7 @@ impl Session {
         self.session.password.extend_from_slice(response.password);
         self.session.readonly = response.readonly;
         self.reset_timeout(Duration::from_millis(response.session_timeout as u64));
+        self.last_heard.record_sent(self.connect_sent);
         self.complete_connect();
         Ok(())
     }
@@ -533,7 +548,6 @@ impl Session {
         let consumed_bytes = recved.len() - reading.len();
         recved.drain(..consumed_bytes);
         self.last_recv = Instant::now();
-        self.last_heard.record();
         Ok(())
     }
 
@@ -718,6 +732,7 @@ impl Session {
         self.watch_manager.resend_watches(self.last_zxid, depot);
         self.last_send = Instant::now();
         self.last_recv = self.last_send;
+        self.connect_sent = self.last_send;
         self.last_ping = None;
         self.change_state(SessionState::Disconnected);
         match self.serve_connecting(&mut conn, buf, depot).await {
