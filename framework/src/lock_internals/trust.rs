@@ -61,7 +61,9 @@ fn unheard_too_long(client: &zk::Client) -> bool {
     now.saturating_duration_since(last_heard(client)) > client.session_timeout()
 }
 
-/// When the server was last heard from on `client`'s session. The client
+/// When the server was last heard from on `client`'s session: when the
+/// request behind the newest answer was sent (an answer read late, after a
+/// process stop, renews nothing past its request's sending). The client
 /// reads it on tokio's clock, as every time it keeps (the vendored client's
 /// tokio-clock.patch), and hands it out as a `std` `Instant`, its public
 /// type: back on tokio's clock here, so that the lease compares, and sleeps
