@@ -149,6 +149,35 @@ impl Config {
         self
     }
 
+    /// Rule 10's bound (see the crate's notes, "Liveness"): once every
+    /// fault is over, a contender that wants a lock gets it within this
+    /// long. The sum of what may still stand in its way then, each term
+    /// for one cause:
+    ///
+    /// - the session timeout: a node of a session no client uses any more
+    ///   (abandoned during the faults, or of a place stopped until the
+    ///   faults' end) goes when the server expires the session, within a
+    ///   session timeout of last hearing from it;
+    /// - [`Config::release_bound`] (the contenders' connection timeout): a
+    ///   client the faults left on a dead connection gives it up within
+    ///   it, reconnects, and a lost hold's release deletes its node;
+    /// - [`MAX_HOLD_BOUND`] plus [`Config::stuck_slack`] and
+    ///   [`Config::read_lag`]: a stuck hold in progress keeps its node until
+    ///   its bound passes, and rule 8 gives the node that much more (its
+    ///   session timeout is the first term's);
+    /// - 250 ms for each task that may hold the lock first (every
+    ///   contender's tasks): a critical section (5 to 120 ms of work, a
+    ///   read and a write) and its release, each a few round trips.
+    pub fn liveness_bound(&self) -> Duration {
+        let seats = (self.contenders * self.tasks.max(1)) as u32;
+        self.session_timeout
+            + self.release_bound
+            + MAX_HOLD_BOUND
+            + self.stuck_slack
+            + self.read_lag
+            + Duration::from_millis(250) * seats
+    }
+
     /// The kinds contended for.
     pub(crate) fn kinds(&self) -> Vec<Kind> {
         Kind::ALL
@@ -219,6 +248,9 @@ impl Kind {
 /// hold's node may still be there on one server (rule 8 of "Stuck
 /// holders").
 pub const STUCK_SLACK: Duration = Duration::from_secs(2);
+
+/// The longest hold bound a stuck holder draws (see "Stuck holders").
+pub const MAX_HOLD_BOUND: Duration = Duration::from_secs(4);
 
 /// How late `ZK_CHAOS_BREAK=observer` hands observations out.
 pub const OBSERVER_BREAK_DELAY: Duration = Duration::from_secs(3);

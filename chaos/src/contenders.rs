@@ -23,6 +23,7 @@ use zk_curator_testing::FaultProxy;
 use crate::config::{counter_path, Config, Draw, Kind};
 use crate::elections::{lead_term, LatchSlot};
 use crate::place::{now, run_at, since, spawn_at, Link, Place, Target};
+use crate::records::Wait;
 use crate::section::{loss_signal, section, GiveUp, Record, Seat, Taken};
 use crate::shared::Shared;
 use crate::stuck;
@@ -227,7 +228,9 @@ pub(crate) fn lock_of(
 /// A contender's task on one kind: takes the lock, lives the hold (a
 /// critical section, or a latch's term), releases it, and now and then
 /// writes once more through a fence taken before the release, until the
-/// run stops.
+/// run stops; then (the faults over) until it has had the lock once more
+/// by an acquire begun after the stop, each such acquire given a deadline
+/// past the liveness bound, and recorded for rule 10 (see "Liveness").
 pub(crate) async fn contend(
     shared: Arc<Shared>,
     (who, task): (usize, usize),
@@ -237,7 +240,15 @@ pub(crate) async fn contend(
     mut rng: fastrand::Rng,
     root: String,
 ) {
-    let deadline = 3 * shared.config.session_timeout;
+    let during_faults = 3 * shared.config.session_timeout;
+    let bound = shared.config.liveness_bound();
+    // After the stop: a waiter that is never woken overruns the bound
+    // before its deadline.
+    let after_faults = bound + Duration::from_secs(2);
+    // The latest a pause or a stop of a place begun before the stop ends,
+    // then the bound, and more: a task that has not had the lock by then
+    // gives up (rule 10 has found it).
+    let give_up = 3 * shared.config.session_timeout + bound + Duration::from_secs(2);
     let counter = counter_path(&root, kind);
     let seat = Seat {
         bounds: stuck::bounds_of(&shared.config, who, kind),
@@ -250,10 +261,34 @@ pub(crate) async fn contend(
         counter,
     };
     let shared = &seat.shared;
-    while !shared.stop.load(Ordering::SeqCst) {
+    // When this task first saw the stop, and whether it has had the lock
+    // by an acquire begun after.
+    let mut stopped: Option<tokio::time::Instant> = None;
+    loop {
+        let stop = shared.stop.load(Ordering::SeqCst);
+        if stop {
+            let since_stop = *stopped.get_or_insert_with(now);
+            if since(since_stop) > give_up {
+                break;
+            }
+        }
         let asked = now();
+        let deadline = if stop { after_faults } else { during_faults };
         let taken = lock.take(kind, deadline).await;
         let waited = since(asked);
+        if shared.stop.load(Ordering::SeqCst) {
+            let granted = matches!(taken, Ok(Some(_)));
+            let ended = now();
+            shared.log(kind, |log| {
+                log.waits.push(Wait {
+                    who,
+                    task,
+                    asked,
+                    ended,
+                    granted,
+                })
+            });
+        }
         // (A stop of the place lets no deadline fire until it ends.)
         if waited > deadline + Duration::from_millis(1500) && !shared.host_paused_since(who, asked)
         {
@@ -281,13 +316,16 @@ pub(crate) async fn contend(
             }
         };
         let watch_loss = !shared.config.break_loss;
+        // No pause once the faults are over (see "Liveness").
+        let calm = shared.stop.load(Ordering::SeqCst);
         if kind == Kind::Latch {
-            let pause = rng.below(8) == 0;
+            let pause = rng.below(8) == 0 && !calm;
             lead_term(&seat, &taken, Some(asked), &mut rng, watch_loss, pause).await;
         } else {
             // A pause expires the contender's session: as often per
             // contender with several tasks as with one.
-            let pause = kind.holders() == 1 && rng.below(12 * shared.config.tasks as u64) == 0;
+            let pause =
+                kind.holders() == 1 && rng.below(12 * shared.config.tasks as u64) == 0 && !calm;
             let mut record = Record::begin(&seat, &taken, Some(asked));
             let mut lost = loss_signal(&taken, watch_loss);
             section(&seat, &taken, &mut record, &mut lost, &mut rng, pause).await;
@@ -318,6 +356,10 @@ pub(crate) async fn contend(
                 log.late_writes += 1;
                 log.late_accepted += u64::from(accepted);
             });
+        }
+        // Had the lock by an acquire begun after the stop: done.
+        if stop {
+            break;
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use zk_curator::{Framework, LeaderLatch, LeaderSelector, LeaderTerm, Leadership, LockLoss};
 
 use crate::config::{counter_path, value_of, Draw, Kind};
-use crate::place::since;
+use crate::place::{now, since};
 use crate::section::{loss_signal, section, GiveUp, Record, Seat, Taken};
 use crate::shared::Shared;
 
@@ -129,24 +129,35 @@ pub(crate) fn start_selector(
         stuck_rng: Mutex::new((fastrand::Rng::with_seed(1), 0)),
     });
     let rng = Mutex::new(rng);
+    // When the contender last began to want leadership: the selector's
+    // start, then each term's end (the selector queues again after it). The
+    // library's checks before a term come after it, so a stop of the
+    // contender's place since then may fall between them and the term's
+    // first instant: the term is then seen late (as a latch's is, from its
+    // `await_leadership`), and left out of the token order.
+    let queued = Arc::new(Mutex::new(now()));
     let lead = move |term: LeaderTerm| {
         let seat = seat.clone();
         let mut rng = rng.lock().unwrap().fork();
+        let queued = queued.clone();
         async move {
+            let asked = Some(*queued.lock().unwrap());
+            // The term's end, however it ends (the selector may drop it).
+            let _requeued = Requeued(queued);
             if seat.shared.stop.load(Ordering::SeqCst) {
                 // The run is over: lead no more, until closed.
                 return std::future::pending().await;
             }
             let taken = Taken::Term(term, None);
-            let pause = rng.below(8) == 0;
+            let pause = rng.below(8) == 0 && !seat.shared.stop.load(Ordering::SeqCst);
             let break_loss = seat.shared.config.break_loss;
             if pause || break_loss {
                 let detached = async move {
-                    lead_term(&seat, &taken, None, &mut rng, !break_loss, pause).await;
+                    lead_term(&seat, &taken, asked, &mut rng, !break_loss, pause).await;
                 };
                 let _ = tokio::spawn(detached).await;
             } else {
-                lead_term(&seat, &taken, None, &mut rng, false, false).await;
+                lead_term(&seat, &taken, asked, &mut rng, false, false).await;
             }
         }
     };
@@ -162,6 +173,16 @@ pub(crate) fn start_selector(
         watched.leadership_changes()
     });
     selector
+}
+
+/// Stamps, when dropped, the instant a selector's term ended: the
+/// contender wants leadership again from then on.
+struct Requeued(Arc<Mutex<Instant>>);
+
+impl Drop for Requeued {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap() = now();
+    }
 }
 
 /// Reads a participant's leadership-changes stream to its end, slowly (a pause

@@ -32,6 +32,16 @@
 //! stopped during it counts as not obeying (it could not watch), and a hold
 //! seen only after a stop of its holder ((`Interval::seen_late` in the records)) is left
 //! out of the token-order rules: it may have been granted before the stop.
+//! For a lock or a latch "asked" is its acquire's start; for a selector's
+//! term, the selector's start or the end of the contender's term before
+//! (the selector queues again after it): the library's checks before a
+//! term come after that instant.
+//!
+//! Holds overlap (the rule "no two holders that obeyed at once") by the
+//! order in which the harness saw them begin and end ([`sequence`] numbers
+//! stamped with each start and end), not by their instants: in a
+//! simulation many events share one 1 ms tick, and two holds overlapping
+//! inside one would not be seen by the clock.
 //!
 //! Every instant the harness records is read from [`now`]: tokio's clock in
 //! real time; in the simulator one clock for all hosts (each host's tokio
@@ -231,6 +241,46 @@
 //! a lease renewed by a client library is): rule 8 must find stuck holds
 //! that do not end.
 //!
+//! # Liveness
+//!
+//! The rules above are about safety: nothing they check fails if nobody
+//! ever gets a lock again. At the run's end every fault is healed (the
+//! harness's links, the simulated network, an ensemble), no holder pauses
+//! or gets stuck any more, and each contender's task on every lock kind
+//! and latch (not the selectors: they are closed at the heal, and a
+//! selector's leader keeps its term until closed) goes on until it has had
+//! the lock once more by an acquire begun after the stop, each such
+//! acquire with a deadline past the bound below (so that a waiter nobody
+//! wakes overruns the bound before it gives up). Let `Q` be the instant
+//! every fault was over: the heal, or the end of the last fault window or
+//! stop of a place if later (a pause asked for near the end runs its
+//! length). Two rules:
+//!
+//! 10. **Every waiter gets the lock within the bound.** A task's acquires
+//!     in a row until one is granted are one wait; each wait that lasts
+//!     into the calm is granted by its first acquire's start (or `Q`, if
+//!     later) plus [`Config::liveness_bound`]: the session timeout (a node
+//!     of a session no client uses any more goes when the server expires
+//!     it), the connection timeout ([`Config::release_bound`]: a client on
+//!     a dead connection gives it up, reconnects, and a lost hold's node
+//!     is deleted), [`MAX_HOLD_BOUND`] and [`Config::stuck_slack`] (a stuck
+//!     hold in progress keeps its node until its bound, then rule 8's
+//!     slack), [`Config::read_lag`], and 250 ms for each task that may hold
+//!     the lock first (a critical section and its release, each a few round
+//!     trips). 11 to 15 s in the simulator (session timeouts of 1.5 to
+//!     4 s, 2 to 8 tasks), 11.75 s in `tests/chaos.rs`. A wait that gave
+//!     up sooner proves nothing and is not judged.
+//! 11. **Nothing is left behind.** Once every task has ended its last
+//!     round, no node stays under a lock path (the latches' left out: a
+//!     latch is queued until its framework closes) for longer than the
+//!     session timeout plus [`Config::stuck_slack`] and
+//!     [`Config::read_lag`], every framework still open: a node of a
+//!     session abandoned in the faults goes with the session within that;
+//!     a node that stays is one nobody holds or waits for (a release that
+//!     left it). After every framework has closed, a session timeout later,
+//!     no session but the harness's and no node is left either (as
+//!     before: `leftover_nodes`, `leftover_sessions`).
+//!
 //! # Stale losses: flaps?
 //!
 //! A hold ends with [`LockLoss::Stale`] when the
@@ -325,7 +375,7 @@ mod shared;
 mod stuck;
 mod verdict;
 
-pub use config::{Config, Kind, OBSERVER_BREAK_DELAY, STUCK_SLACK};
+pub use config::{Config, Kind, MAX_HOLD_BOUND, OBSERVER_BREAK_DELAY, STUCK_SLACK};
 pub use place::{now, sequence, set_clock, Link, Place, SimServer, Target};
 pub use records::Report;
 pub use run::{run, run_on};

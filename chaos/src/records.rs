@@ -30,6 +30,11 @@ pub(crate) struct Interval {
     pub(crate) loss: Option<LockLoss>,
     pub(crate) start: Instant,
     pub(crate) end: Instant,
+    /// The [`sequence`](crate::sequence) numbers of `start` and `end`: the
+    /// order in which the harness saw every hold begin and end, finer than
+    /// the clock (in a simulation, many events share one 1 ms tick).
+    pub(crate) start_seq: u64,
+    pub(crate) end_seq: u64,
     /// The holder watched the loss signal throughout (no simulated pause).
     pub(crate) obeyed: bool,
     /// The holder's place was stopped between its asking and its seeing
@@ -90,6 +95,34 @@ pub(crate) struct Log {
     /// they got stuck, and how many of them found the hold lost first.
     pub(crate) stuck_writes: u64,
     pub(crate) stuck_writes_lost: u64,
+    /// The acquires that ended once the faults were over (the harness's
+    /// stop), for the liveness rule (rule 10).
+    pub(crate) waits: Vec<Wait>,
+}
+
+/// One acquire, from the harness's stop on: who asked, when, when it ended
+/// and whether it got the lock (see "Liveness", rule 10).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wait {
+    /// Which contender, and which of its tasks.
+    pub(crate) who: usize,
+    pub(crate) task: usize,
+    pub(crate) asked: Instant,
+    pub(crate) ended: Instant,
+    pub(crate) granted: bool,
+}
+
+/// What the liveness rule (rule 10) reads beside each kind's waits.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Liveness {
+    /// The bound (see [`Config::liveness_bound`](crate::Config::liveness_bound)).
+    pub(crate) bound: Duration,
+    /// Every stop of a contender's place, each with its end.
+    pub(crate) host_pauses: Vec<HostPause>,
+    /// Nodes still under the lock paths (elections' latches left out)
+    /// `lingering_bound` after `rounds_ended`, every framework still open.
+    pub(crate) lingering: Vec<String>,
+    pub(crate) lingering_bound: Duration,
 }
 
 /// One report of an election's observer, as the harness received it.
@@ -213,6 +246,8 @@ pub struct Report {
     pub(crate) loss_seen_at_once: bool,
     /// [`Config::strict_bounds`](crate::Config::strict_bounds).
     pub(crate) strict_bounds: bool,
+    /// What the liveness rule reads (rule 10).
+    pub(crate) liveness: Liveness,
 }
 
 /// What the checker found of one stuck hold.
@@ -245,6 +280,13 @@ pub(crate) struct Judged {
 /// A stop of a contender's whole place ([`Place::pause`](crate::Place::pause)):
 /// who, from when, until when (`None`: not continued yet).
 pub(crate) type HostPause = (usize, Instant, Option<Instant>);
+
+/// Whether a hold that contender `who` asked for at `asked` (when known)
+/// and sees now is seen late: its place was stopped since it asked, so the
+/// grant may have come before the stop (see [`Interval::seen_late`]).
+pub(crate) fn seen_late(pauses: &[HostPause], who: usize, asked: Option<Instant>) -> bool {
+    asked.is_some_and(|asked| paused_since(pauses, who, asked))
+}
 
 /// Whether contender `who`'s place was stopped at some time since `since`,
 /// by `pauses`: none of its holders could watch or act then, those that

@@ -44,6 +44,16 @@ impl Report {
                     i.obeyed
                 ));
             }
+            for w in &log.waits {
+                lines.push(format!(
+                    "{kind:?} wait by {}.{} from {} to {} granted {}",
+                    w.who,
+                    w.task,
+                    at(w.asked),
+                    at(w.ended),
+                    w.granted
+                ));
+            }
             for j in &log.stuck {
                 lines.push(format!(
                     "{kind:?} stuck {}.{} at {} end {} seen {} lost {:?} gone {:?} left {:?}",

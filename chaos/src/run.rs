@@ -24,7 +24,7 @@ use crate::ensemble;
 use crate::faults::{inject, Injected};
 use crate::observers::{follow_tree, observe, tree_agreement, TREE_MAX_PATHS};
 use crate::place::{now, since, Target};
-use crate::records::{Report, TreeLog};
+use crate::records::{Liveness, Report, TreeLog};
 use crate::shared::Shared;
 use crate::stuck::checker;
 
@@ -182,10 +182,14 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         let close = contenders[*who].run(async move { selector.close().await });
         let _ = tokio::time::timeout(Duration::from_secs(30), close).await;
     }
-    // Every contender ends its round; a round is bounded by its deadlines.
+    // Every contender ends its rounds: the one under way, and one more
+    // begun after the stop (rule 10, "Liveness"), each bounded by its
+    // deadlines and the task's own limit.
+    let last_round = 3 * config.session_timeout + config.liveness_bound() + Duration::from_secs(30);
     for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+        let _ = tokio::time::timeout(last_round, task).await;
     }
+    let rounds_ended = now();
     // No hold gets stuck any more: the checker ends with its last check
     // (each bounded by its deadlines).
     drop(shared.stuck_holds.lock().unwrap().take());
@@ -194,6 +198,12 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // is closed where it runs, before the frameworks close.
     let agreement = tree_agreement(target, &config, &root, &tree).await;
     shared.tree.lock().unwrap().agreement = Some(agreement);
+    // Rule 10's leftovers: with every round ended, nothing may stay under
+    // the lock paths (the latches' nodes left out: each latch is queued
+    // until its framework closes) for longer than the session timeout and
+    // the slack (a node of a session no client uses any more, as above).
+    let lingering_bound = config.session_timeout + config.stuck_slack + config.read_lag;
+    let lingering = lingering_nodes(target, &raw, &root, rounds_ended + lingering_bound).await;
     let closing = tree.clone();
     let _ = contenders[tree_seat]
         .run(async move { closing.close().await })
@@ -306,6 +316,12 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     };
     let logs = std::mem::take(&mut *shared.logs.lock().unwrap());
     let windows = std::mem::take(&mut *shared.windows.lock().unwrap());
+    let liveness = Liveness {
+        bound: config.liveness_bound(),
+        host_pauses: shared.host_pauses.lock().unwrap().clone(),
+        lingering,
+        lingering_bound,
+    };
     Report {
         logs,
         faults,
@@ -326,5 +342,47 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         stuck: config.stuck,
         loss_seen_at_once: config.loss_seen_at_once,
         strict_bounds: config.strict_bounds,
+        liveness,
+    }
+}
+
+/// The nodes under the run's lock paths (not the latches') still there at
+/// `by`: listed every 100 ms (each path synced first: on an ensemble the
+/// session's server may lag) until none is, or until `by`.
+async fn lingering_nodes(
+    target: Target<'_>,
+    raw: &zk::Client,
+    root: &str,
+    by: tokio::time::Instant,
+) -> Vec<String> {
+    let latch = format!("{root}/latch");
+    // On an ensemble `raw`'s member may have been killed: a session of
+    // its own then.
+    let fresh;
+    let client = match target {
+        Target::Ensemble(_) => {
+            fresh = zk::Client::connector()
+                .with_session_timeout(Duration::from_secs(20))
+                .connect(&target.connect_string())
+                .await
+                .unwrap();
+            &fresh
+        }
+        Target::Server(_) | Target::Sim(_) => raw,
+    };
+    loop {
+        let mut left = Vec::new();
+        for dir in lock_dirs(root).into_iter().filter(|dir| *dir != latch) {
+            let _ = client.sync(&dir).await;
+            match client.list_children(&dir).await {
+                Ok(children) => left.extend(children.into_iter().map(|c| format!("{dir}/{c}"))),
+                Err(zk::Error::NoNode) => {}
+                Err(err) => left.push(format!("{dir}: not listed ({err})")),
+            }
+        }
+        if left.is_empty() || now() >= by {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -24,8 +24,8 @@ use zk_curator::{
 };
 
 use crate::config::{Draw, Kind};
-use crate::place::now;
-use crate::records::{Accepted, Interval};
+use crate::place::{now, sequence};
+use crate::records::{seen_late, Accepted, Interval};
 use crate::shared::{Shared, StuckHold};
 use crate::stuck::{self, STUCK_ONE_IN};
 use crate::verdict::early;
@@ -198,8 +198,9 @@ pub(crate) struct Record<'a> {
     /// When its holder said progress, each stamp just after the call.
     pub(crate) progress: Vec<Instant>,
     /// A stuck holder found its hold lost when it woke: it did nothing
-    /// from this instant (when it got stuck), so its hold ends here.
-    pub(crate) stuck_end: Option<Instant>,
+    /// from this instant (when it got stuck, with its
+    /// [`sequence`](crate::sequence) number), so its hold ends here.
+    pub(crate) stuck_end: Option<(Instant, u64)>,
 }
 
 impl<'a> Record<'a> {
@@ -214,7 +215,8 @@ impl<'a> Record<'a> {
         seat.shared.rounds.fetch_add(1, Ordering::Relaxed);
         seat.shared.log(seat.kind, |log| log.acquired += 1);
         let start = now();
-        let seen_late = asked.is_some_and(|asked| seat.shared.host_paused_since(seat.who, asked));
+        let start_seq = sequence();
+        let seen_late = seen_late(&seat.shared.host_pauses.lock().unwrap(), seat.who, asked);
         Record {
             seat,
             interval: Interval {
@@ -228,6 +230,8 @@ impl<'a> Record<'a> {
                 loss: None,
                 start,
                 end: start,
+                start_seq,
+                end_seq: start_seq,
                 obeyed: true,
                 seen_late,
             },
@@ -308,7 +312,7 @@ impl Drop for Record<'_> {
             self.stale(self.seat.who);
         }
         let mut interval = self.interval.clone();
-        interval.end = self.stuck_end.unwrap_or_else(now);
+        (interval.end, interval.end_seq) = self.stuck_end.unwrap_or_else(|| (now(), sequence()));
         // Its place stopped during the hold: it could not obey the loss
         // signal then (only its fence protects).
         if self
@@ -381,8 +385,9 @@ pub(crate) async fn section(
         return false;
     };
     record.progress(taken);
-    // Now and then a bounded holder gets stuck here (see "Stuck holders").
-    if !pause && seat.gets_stuck() {
+    // Now and then a bounded holder gets stuck here (see "Stuck holders"),
+    // while the faults last (see "Liveness").
+    if !pause && !shared.stop.load(Ordering::SeqCst) && seat.gets_stuck() {
         if let Some((written, ended)) = get_stuck(seat, taken, record, &data, &stat).await {
             note_written(seat, taken, record, written);
             return ended;
@@ -500,6 +505,7 @@ pub(crate) async fn get_stuck(
     let fence = taken.fence().ok()?;
     let sender = seat.shared.stuck_holds.lock().unwrap().clone()?;
     let stuck_at = now();
+    let stuck_seq = sequence();
     // The library's clocks start at the grant (a lock's default bounds) or
     // at the bounding call (a lease), both before the hold's start here,
     // and its last progress came before the last stamp: `end` is when the
@@ -573,7 +579,7 @@ pub(crate) async fn get_stuck(
         return Some((written, false));
     };
     let (loss, at) = (*lost.lock().unwrap()).unwrap_or((first, now()));
-    record.stuck_end = Some(stuck_at);
+    record.stuck_end = Some((stuck_at, stuck_seq));
     record.lost_at(loss, at);
     Some((written, true))
 }

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use zk_curator::framework::zk;
 use zk_curator::{Fence, HoldBounds};
 
-use crate::config::{Config, Draw, Kind};
+use crate::config::{Config, Draw, Kind, MAX_HOLD_BOUND};
 use crate::place::now;
 use crate::records::Judged;
 use crate::shared::{LostSlot, Shared, StuckHold};
@@ -50,7 +50,7 @@ pub(crate) fn bounds_of(config: &Config, who: usize, kind: Kind) -> Option<HoldB
     );
     let mut bounds = HoldBounds::new().silence(rng.millis(200, 800));
     if rng.below(3) == 0 {
-        bounds = bounds.duration(rng.millis(1500, 4000));
+        bounds = bounds.duration(rng.millis(1500, MAX_HOLD_BOUND.as_millis() as u64));
     }
     Some(bounds)
 }

@@ -17,7 +17,9 @@ use tokio::time::Instant;
 use zk_curator::{Bound, FencingToken, HoldBounds, LockLoss, Observation};
 
 use crate::config::{value_of, Kind};
-use crate::records::{Accepted, FaultWindow, HostPause, Interval, Judged, Log, Report, TreeLog};
+use crate::records::{
+    Accepted, FaultWindow, HostPause, Interval, Judged, Log, Report, TreeLog, Wait,
+};
 
 /// A fault of the run's timeline: when, what, on whom (`usize::MAX`: the
 /// ensemble's own, on everyone).
@@ -35,6 +37,10 @@ impl Report {
         }
         found.extend(nothing_stuck(self.stuck, self.logs.values()));
         found.extend(no_pass(self.passes));
+        found.extend(lingering(
+            &self.liveness.lingering,
+            self.liveness.lingering_bound,
+        ));
         found.extend(leftovers(
             &self.leftover_nodes,
             self.unclosed_sessions,
@@ -66,6 +72,14 @@ impl Report {
             );
         }
         found.extend(early_bounds(kind, &log.early_bounds));
+        if let (Some(zero), Some(healed)) = (self.started, self.tree.healed) {
+            let quiet = quiet_point(healed, &self.windows, &self.liveness.host_pauses);
+            found.extend(
+                liveness_violations(&log.waits, quiet, self.liveness.bound, zero)
+                    .into_iter()
+                    .map(|v| format!("{kind:?}: {v}")),
+            );
+        }
         if kind.is_election() {
             let observer = match self.started {
                 Some(zero) => observer_violations(log, &self.expiries, self.read_lag, zero),
@@ -109,14 +123,18 @@ pub(crate) fn overlaps(
 }
 
 /// The most intervals of holders that obeyed the loss signal, of different
-/// holders, active at one instant.
+/// holders, active at once: judged by the order in which the harness saw
+/// each begin and end (their [`sequence`](crate::sequence) numbers), not
+/// by their instants, so that two holds that overlap inside one tick of
+/// the clock (a simulation's 1 ms) are seen.
 pub(crate) fn max_concurrent(intervals: &[Interval]) -> usize {
-    let mut edges: Vec<(Instant, i32)> = intervals
+    let mut edges: Vec<(u64, i32)> = intervals
         .iter()
         .filter(|i| i.obeyed)
-        .flat_map(|i| [(i.start, 1), (i.end, -1)])
+        .flat_map(|i| [(i.start_seq, 1), (i.end_seq, -1)])
         .collect();
-    // Ends before starts at the same instant.
+    // Every number is drawn once: no ties but a hold that began and ended
+    // at one moment (a stuck hold found lost ends where it got stuck).
     edges.sort_by_key(|&(at, delta)| (at, delta));
     let (mut now, mut most) = (0i32, 0i32);
     for (_, delta) in edges {
@@ -140,10 +158,10 @@ fn explain_overlap(
     let at = |i: Instant| i.saturating_duration_since(zero);
     let obeyed: Vec<&Interval> = intervals.iter().filter(|i| i.obeyed).collect();
     for candidate in &obeyed {
-        let moment = candidate.start;
+        let (moment, seq) = (candidate.start, candidate.start_seq);
         let active: Vec<&&Interval> = obeyed
             .iter()
-            .filter(|i| i.start <= moment && moment < i.end)
+            .filter(|i| i.start_seq <= seq && seq < i.end_seq)
             .collect();
         if active.len() > limit {
             let first = active.iter().map(|i| i.start).min().unwrap_or(moment);
@@ -279,6 +297,95 @@ pub(crate) fn nothing_stuck<'a>(
 pub(crate) fn no_pass(passes: Option<u64>) -> Option<String> {
     (passes == Some(0))
         .then(|| "cohort mode, yet no node was passed (the run proved nothing)".to_owned())
+}
+
+/// When every fault was over: the heal of the links (`healed`), or the end
+/// of the last fault window or stop of a contender's place if later (a
+/// holder's pause asked for near the end runs its length after the heal).
+pub(crate) fn quiet_point(
+    healed: Instant,
+    windows: &[FaultWindow],
+    pauses: &[HostPause],
+) -> Instant {
+    windows
+        .iter()
+        .map(|w| w.end)
+        .chain(pauses.iter().filter_map(|p| p.2))
+        .fold(healed, Instant::max)
+}
+
+/// Rule 10 (the crate's notes, "Liveness"): once every fault is over (at
+/// `quiet`), a task that wants the lock gets it within `bound`. `waits`
+/// are one kind's acquires that ended after the stop; each task's tries in
+/// a row until one got the lock are one wait, from the first try's start
+/// (or `quiet`, if later) to the grant. A wait that never got the lock
+/// counts only if its last try ended past the bound (a task that gave up
+/// sooner proves nothing either way).
+pub(crate) fn liveness_violations(
+    waits: &[Wait],
+    quiet: Instant,
+    bound: Duration,
+    zero: Instant,
+) -> Vec<String> {
+    let at = |i: Instant| i.saturating_duration_since(zero);
+    let mut by_task: BTreeMap<(usize, usize), Vec<&Wait>> = BTreeMap::new();
+    for wait in waits {
+        by_task.entry((wait.who, wait.task)).or_default().push(wait);
+    }
+    let (mut late, mut never) = (Vec::new(), Vec::new());
+    for ((who, task), mut tries) in by_task {
+        tries.sort_by_key(|w| w.asked);
+        let mut since: Option<Instant> = None;
+        let last = tries.len() - 1;
+        for (i, wait) in tries.iter().enumerate() {
+            let first = *since.get_or_insert(wait.asked);
+            let from = first.max(quiet);
+            let took = wait.ended.saturating_duration_since(from);
+            if wait.granted {
+                if took > bound {
+                    late.push(format!(
+                        "#{who}/{task} waiting since {:?}, got it at {:?}",
+                        at(first),
+                        at(wait.ended)
+                    ));
+                }
+                since = None;
+            } else if i == last && took > bound {
+                never.push(format!(
+                    "#{who}/{task} waiting since {:?}, gave up at {:?}",
+                    at(first),
+                    at(wait.ended)
+                ));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (what, list) in [
+        ("got the lock later than", late),
+        ("never got the lock within", never),
+    ] {
+        if !list.is_empty() {
+            let shown: Vec<&String> = list.iter().take(4).collect();
+            found.push(format!(
+                "{} task(s) {what} the liveness bound once the faults were over (bound {bound:?}, over at {:?}): {shown:?}",
+                list.len(),
+                at(quiet)
+            ));
+        }
+    }
+    found
+}
+
+/// Rule 10's leftovers: no node under the lock paths (the latches' left
+/// out) once every round has ended, within `bound`.
+pub(crate) fn lingering(nodes: &[String], bound: Duration) -> Option<String> {
+    (!nodes.is_empty()).then(|| {
+        let shown: Vec<&String> = nodes.iter().take(6).collect();
+        format!(
+            "{} node(s) still under the lock paths once every round had ended (after {bound:?}): {shown:?}",
+            nodes.len()
+        )
+    })
 }
 
 /// Nothing left when everyone has closed: no node under a lock path, no
@@ -844,6 +951,10 @@ mod tests {
             loss: None,
             start: ms(zero, start),
             end: ms(zero, end),
+            // The harness's order: ten moments a millisecond, an end
+            // before a start at one instant.
+            start_seq: start * 10 + 1,
+            end_seq: end * 10,
             obeyed: true,
             seen_late: false,
         }
@@ -896,6 +1007,8 @@ mod tests {
             loss: None,
             start,
             end: start + Duration::from_millis(10),
+            start_seq: start_ms * 10 + 1,
+            end_seq: (start_ms + 10) * 10,
             obeyed: true,
             seen_late,
         }
@@ -965,6 +1078,156 @@ mod tests {
             held(zero, 2, 220, 260, 3),
         ];
         assert!(overlaps(Kind::Semaphore2, &three, &timeline, Some(zero)).is_some());
+    }
+
+    /// Overlaps are judged by the harness's order of events, not by the
+    /// clock: two holds within one millisecond, the second begun before the
+    /// first ended, overlap; the same instants in the other order do not.
+    #[test]
+    fn an_overlap_inside_one_tick_is_found() {
+        let zero = Instant::now();
+        let mut first = held(zero, 0, 100, 100, 1);
+        let mut second = held(zero, 1, 100, 101, 2);
+        (first.start_seq, first.end_seq) = (1, 3);
+        (second.start_seq, second.end_seq) = (2, 4);
+        assert_eq!(max_concurrent(&[first.clone(), second.clone()]), 2);
+        let found = overlaps(
+            Kind::MutexGuard,
+            &[first.clone(), second.clone()],
+            &[],
+            Some(zero),
+        );
+        assert!(
+            found.is_some_and(|v| v.contains("#0/0 token 1 100ms..100ms")),
+            "the holds in the words"
+        );
+        (second.start_seq, second.end_seq) = (4, 5);
+        assert_eq!(max_concurrent(&[first, second]), 1);
+    }
+
+    /// A selector's term whose holder's place was stopped between the
+    /// selector's queueing and the term's first instant is seen late, as a
+    /// latch's is: a stop there may hold back the term's start past a later
+    /// term's (the term was granted before the stop), and the token order
+    /// leaves it out. Without the queueing instant (as before: no `asked`
+    /// for a selector's term) it counted, and broke the order.
+    #[test]
+    fn a_selector_term_seen_late_is_left_out_of_the_order() {
+        let zero = Instant::now();
+        let stop = [(0, ms(zero, 150), Some(ms(zero, 400)))];
+        // #0 queued at 100, granted token 10 at 140, stopped 150..400: its
+        // term's first instant is 410; #1's term (token 20) began at 300.
+        let late = |asked: Option<Instant>| Interval {
+            seen_late: crate::records::seen_late(&stop, 0, asked),
+            ..held(zero, 0, 410, 500, 10)
+        };
+        let other = held(zero, 1, 300, 380, 20);
+        let before = [other.clone(), late(None)];
+        assert_eq!(term_order_violations(&before).len(), 1, "{before:?}");
+        let now = [other, late(Some(ms(zero, 100)))];
+        assert!(term_order_violations(&now).is_empty());
+        // Queued after the stop: not seen late.
+        assert!(!crate::records::seen_late(&stop, 0, Some(ms(zero, 401))));
+    }
+
+    /// The faults are over at the heal, or at the end of the last fault
+    /// window or stop of a place if later.
+    #[test]
+    fn the_faults_are_over_at_the_last_ones_end() {
+        let zero = Instant::now();
+        let window = |end| FaultWindow {
+            who: 0,
+            start: ms(zero, 0),
+            end: ms(zero, end),
+        };
+        assert_eq!(quiet_point(ms(zero, 5_000), &[], &[]), ms(zero, 5_000));
+        let windows = [window(4_000), window(6_000)];
+        assert_eq!(quiet_point(ms(zero, 5_000), &windows, &[]), ms(zero, 6_000));
+        let stops = [
+            (1, ms(zero, 4_500), Some(ms(zero, 7_000))),
+            (2, ms(zero, 1), None),
+        ];
+        assert_eq!(
+            quiet_point(ms(zero, 5_000), &windows, &stops),
+            ms(zero, 7_000)
+        );
+    }
+
+    /// Rule 10: a task's tries in a row are one wait, counted from the
+    /// later of its first try and the faults' end; a wait granted past the
+    /// bound, or given up past it, is found; one given up sooner, or
+    /// granted in time after tries that timed out, is not.
+    #[test]
+    fn a_wait_past_the_liveness_bound_is_found() {
+        let zero = Instant::now();
+        let bound = Duration::from_secs(5);
+        let quiet = ms(zero, 10_000);
+        let wait = |who, asked, ended, granted| Wait {
+            who,
+            task: 0,
+            asked: ms(zero, asked),
+            ended: ms(zero, ended),
+            granted,
+        };
+        let judge = |waits: &[Wait]| liveness_violations(waits, quiet, bound, zero);
+        // Waiting since before the faults' end, got it 4 s after; a retry
+        // after a timeout, got it 5 s after the faults' end.
+        let fine = [
+            wait(0, 8_000, 14_000, true),
+            wait(1, 9_000, 12_000, false),
+            wait(1, 12_100, 15_000, true),
+            // Gave up within the bound: proves nothing.
+            wait(2, 11_000, 14_000, false),
+        ];
+        assert!(judge(&fine).is_empty(), "{:?}", judge(&fine));
+        let late = [wait(1, 9_000, 12_000, false), wait(1, 12_100, 15_100, true)];
+        let found = judge(&late);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("1 task(s) got the lock later than the liveness bound")
+                && found[0].contains("#1/0 waiting since 9s, got it at 15.1s"),
+            "{found:?}"
+        );
+        let never = [wait(0, 10_500, 17_000, false)];
+        let found = judge(&never);
+        assert!(
+            found.len() == 1
+                && found[0].starts_with("1 task(s) never got the lock within the liveness bound")
+                && found[0].contains("#0/0 waiting since 10.5s, gave up at 17s"),
+            "{found:?}"
+        );
+        // The same words for another run's numbers (the regressions' rule).
+        assert_eq!(
+            crate::verdict::tests::rule(&found[0]),
+            "task(s) never got the lock within the liveness bound once the faults were over"
+        );
+    }
+
+    /// What `sim/regressions` keeps of a violation: its words before the
+    /// first " (" or ':', numbers left out.
+    fn rule(violation: &str) -> String {
+        let end = [violation.find(" ("), violation.find(':')]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(violation.len());
+        violation[..end]
+            .split_whitespace()
+            .filter(|w| !w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Rule 10's leftovers: a node still under a lock path is found.
+    #[test]
+    fn a_node_left_after_the_last_round_is_found() {
+        let bound = Duration::from_secs(4);
+        assert!(lingering(&[], bound).is_none());
+        let found = lingering(&["/r/mutex-guard/n".to_owned()], bound);
+        assert!(
+            found.is_some_and(|v| v.starts_with("1 node(s) still under the lock paths")
+                && v.ends_with("[\"/r/mutex-guard/n\"]")),
+        );
     }
 
     /// A write accepted after its hold was known lost is stale; so is one

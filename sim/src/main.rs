@@ -24,9 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod drift;
 mod net;
 mod regressions;
 mod run;
+mod threads;
 
 use run::{Breaks, Outcome, Plan};
 
@@ -43,10 +45,12 @@ struct Options {
     save: bool,
     /// One seed in this many runs twice (its two hashes compared).
     twice_every: u64,
+    /// Every host's clock drifts by up to this many parts per million.
+    drift_ppm: u64,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--save]";
+[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--drift-ppm P] [--save]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -57,6 +61,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         save: false,
         twice_every: 50,
+        drift_ppm: 200,
     };
     let mut from = 0;
     let mut count = 20;
@@ -74,6 +79,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--secs" => options.duration = Duration::from_secs(value("--secs")?.max(1)),
             "--threads" => options.threads = (value("--threads")? as usize).max(1),
             "--twice-every" => options.twice_every = value("--twice-every")?.max(1),
+            "--drift-ppm" => options.drift_ppm = value("--drift-ppm")?,
             "--break" => {
                 let kind = args.next().ok_or("--break needs a kind")?;
                 match kind.as_str() {
@@ -114,6 +120,8 @@ fn main() -> ExitCode {
         return relaunch(&args);
     }
     trace_if_asked();
+    threads::ours();
+    drift::set_max_ppm(options.drift_ppm);
     // A seed's step takes milliseconds; a minute is a task that never waits
     // (`ZK_SIM_STUCK_SECS`: another limit).
     let stuck = std::env::var("ZK_SIM_STUCK_SECS")
@@ -244,6 +252,7 @@ fn batch(options: &Options) -> ExitCode {
     std::thread::scope(|scope| {
         for _ in 0..options.threads {
             scope.spawn(|| loop {
+                threads::ours();
                 let seed = next.fetch_add(1, Ordering::SeqCst);
                 if seed >= options.seeds.end {
                     return;

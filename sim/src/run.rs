@@ -221,7 +221,10 @@ pub fn watch_progress(limit: Duration) {
     };
     let _ = std::thread::Builder::new()
         .name("progress".to_owned())
-        .spawn(watcher);
+        .spawn(move || {
+            crate::threads::ours();
+            watcher()
+        });
 }
 
 /// Notes that this thread's step ended at `at` of simulated time.
@@ -235,8 +238,14 @@ fn note_step(at: Duration) {
 /// Runs `seed` on this thread.
 pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcome {
     MINE.with(|p| p.seed.store(seed, Ordering::SeqCst));
-    let outcome = run_seed(seed, duration, breaks, plan);
+    let mut outcome = run_seed(seed, duration, breaks, plan);
     MINE.with(|p| p.seed.store(u64::MAX, Ordering::SeqCst));
+    let foreign = crate::threads::foreign();
+    if !foreign.is_empty() {
+        outcome.violations.push(format!(
+            "a real OS thread started while the seed ran (it runs outside the simulation: the seed cannot replay): {foreign:?}"
+        ));
+    }
     outcome
 }
 
@@ -370,6 +379,10 @@ fn simulate(
     // The network's own faults, from a generator of their own.
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x0ddf_a017);
     let mut log = Vec::new();
+    // Every host's clock at a rate of its own.
+    let mut names = vec![SERVER.to_owned(), "harness".to_owned()];
+    names.extend(links.iter().map(|link| link.host().to_owned()));
+    crate::drift::apply(&mut sim, seed, &names, &mut log);
     let mut next = Duration::from_millis(rng.u64(500..3000));
     let mut held: Option<(usize, Duration)> = None;
     let mut drawn = 0u64;

@@ -42,6 +42,11 @@ pub struct Sim<'a> {
 
     /// Hosts resumed, each with the time to jump its clock at its next tick.
     resumed: IndexMap<IpAddr, Duration>,
+
+    /// Hosts whose clock runs at a rate of its own (see
+    /// [`Sim::set_clock_drift`]): parts per million, and the drift gathered
+    /// so far, in nanoseconds, not yet applied.
+    drift: IndexMap<IpAddr, (i64, i64)>,
 }
 
 impl<'a> Sim<'a> {
@@ -60,6 +65,7 @@ impl<'a> Sim<'a> {
             steps: 1, // bumped after each step
             paused: IndexMap::new(),
             resumed: IndexMap::new(),
+            drift: IndexMap::new(),
         }
     }
 
@@ -253,6 +259,26 @@ impl<'a> Sim<'a> {
         if let Some(missed) = self.paused.shift_remove(&addr) {
             self.resumed.insert(addr, missed);
         }
+    }
+
+    /// Let the host's clock run `ppm` parts per million fast (above zero)
+    /// or slow (below), as a real host's oscillator does. The drift gathers
+    /// step by step, and is applied a whole tick at a time, the tick being
+    /// the clock's resolution: once a tick's worth has gathered, a fast
+    /// host's clock jumps one tick more at its next step (its timers due in
+    /// that tick firing together), and a slow host is skipped for a step
+    /// (nothing of it runs, and its clock stands still, while messages to
+    /// it wait). [`sim_elapsed`](crate::sim_elapsed) on the host reads the
+    /// simulation's time throughout. It goes on while the host is paused,
+    /// and is applied once it runs again.
+    ///
+    /// Must be called from outside the simulation.
+    pub fn set_clock_drift(&mut self, addr: impl ToIpAddr, ppm: i64) {
+        let addr = self.lookup(addr);
+        if !self.rts.contains_key(&addr) {
+            panic!("no host at {addr}");
+        }
+        self.drift.insert(addr, (ppm, 0));
     }
 
     /// Whether the host at `addr` is paused.
@@ -467,11 +493,31 @@ impl<'a> Sim<'a> {
         // completes, extract the result and return early if an error is
         // encountered.
 
+        // Each drifting host's drift of this step; a tick's worth gathered
+        // makes a running host jump a tick more (fast) or sit this step out
+        // (slow).
+        let tick_ns = tick.as_nanos() as i64;
+        let mut ahead = Vec::new();
+        let mut behind = Vec::new();
+        for (addr, (ppm, gathered)) in self.drift.iter_mut() {
+            *gathered += tick_ns * *ppm / 1_000_000;
+            if self.paused.contains_key(addr) {
+                continue;
+            }
+            if *gathered >= tick_ns {
+                *gathered -= tick_ns;
+                ahead.push(*addr);
+            } else if *gathered <= -tick_ns {
+                *gathered += tick_ns;
+                behind.push(*addr);
+            }
+        }
+
         let paused = &mut self.paused;
-        let (mut running, stopped): (Vec<_>, Vec<_>) = self
-            .rts
-            .iter_mut()
-            .partition(|(addr, rt)| rt.is_software_running() && !paused.contains_key(*addr));
+        let (mut running, stopped): (Vec<_>, Vec<_>) =
+            self.rts.iter_mut().partition(|(addr, rt)| {
+                rt.is_software_running() && !paused.contains_key(*addr) && !behind.contains(*addr)
+            });
         for missed in paused.values_mut() {
             *missed += tick;
         }
@@ -498,11 +544,19 @@ impl<'a> Sim<'a> {
 
                 // A host resumed from a pause starts this tick at the time
                 // it missed (its host timer kept up with the simulation).
-                let jump = self.resumed.get(&addr).copied().unwrap_or_default();
+                // So does one whose clock runs fast, by the tick it gained.
+                let mut jump = self.resumed.get(&addr).copied().unwrap_or_default();
+                if ahead.contains(&addr) {
+                    jump += tick;
+                }
                 world.current_host_mut().timer.now(rt.now() + jump);
             }
 
-            if let Some(missed) = self.resumed.shift_remove(&addr) {
+            let mut missed = self.resumed.shift_remove(&addr).unwrap_or_default();
+            if ahead.contains(&addr) {
+                missed += tick;
+            }
+            if !missed.is_zero() {
                 World::enter(&self.world, || rt.jump(missed));
             }
 
@@ -521,7 +575,12 @@ impl<'a> Sim<'a> {
 
         // Tick the nodes that are not actively running (i.e., crashed) to ensure their clock keeps up
         // with the rest of the simulation when they are restarted (bounced).
-        for (&addr, _rt) in stopped {
+        for (&addr, rt) in stopped {
+            // A client sitting out a step (paused, or its clock slow) has
+            // not finished.
+            if rt.is_client() && rt.is_software_running() {
+                is_finished = false;
+            }
             let mut world = self.world.borrow_mut();
             world.tick(addr, tick);
         }
