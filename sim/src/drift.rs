@@ -39,3 +39,47 @@ pub fn apply(sim: &mut turmoil::Sim<'_>, seed: u64, hosts: &[String], log: &mut 
         log.push(format!("0 drift {host} {ppm:+}ppm"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    /// A host 10 % fast wakes from a 1 s sleep of its own clock after
+    /// about 0.91 s of the simulation's time, one 10 % slow after about
+    /// 1.11 s, one without drift after 1 s; the simulation runs until the
+    /// slow one is done (a client sitting a step out has not finished).
+    #[test]
+    fn a_drifting_hosts_clock_gains_and_loses_ticks() {
+        let mut sim = turmoil::Builder::new()
+            .tick_duration(Duration::from_millis(1))
+            .build();
+        let woke: Rc<RefCell<Vec<(&'static str, u128)>>> = Rc::default();
+        for (name, ppm) in [("fast", 100_000), ("exact", 0), ("slow", -100_000)] {
+            let woke = woke.clone();
+            sim.client(name, async move {
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                let at = turmoil::sim_elapsed().expect("on a host").as_millis();
+                woke.borrow_mut().push((name, at));
+                Ok(())
+            });
+            sim.set_clock_drift(name, ppm);
+        }
+        sim.run().expect("the simulation");
+        let woke = woke.borrow().clone();
+        let at = |name| woke.iter().find(|(n, _)| *n == name).map(|(_, at)| *at);
+        assert!(
+            at("fast").is_some_and(|t| (905..=915).contains(&t)),
+            "{woke:?}"
+        );
+        assert!(
+            at("exact").is_some_and(|t| (999..=1001).contains(&t)),
+            "{woke:?}"
+        );
+        assert!(
+            at("slow").is_some_and(|t| (1105..=1115).contains(&t)),
+            "{woke:?}"
+        );
+    }
+}
