@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use zk_curator::{LockLoss, Observation};
 
 use crate::records::{Judged, Log, Report};
-use crate::verdict::{left_after_other_loss, max_concurrent, stale_split};
+use crate::verdict::{
+    calm_waits, left_after_other_loss, max_concurrent, quiet_point, stale_split, CalmWait,
+};
 
 impl Report {
     /// What happened in the run, one line per event, every instant as the
@@ -122,6 +124,23 @@ impl Report {
                 at(agreement.changed),
                 agreement.agreed.map(at),
                 at(agreement.ended)
+            ));
+        }
+        if let Some(healed) = self.tree.healed {
+            let quiet = quiet_point(healed, &self.windows, &self.liveness.host_pauses);
+            let longest = self
+                .logs
+                .values()
+                .flat_map(|log| calm_waits(&log.waits, quiet))
+                .map(|w| w.took)
+                .max()
+                .unwrap_or_default();
+            lines.push(format!(
+                "liveness quiet {} longest {} bound {} lingering {:?}",
+                at(quiet),
+                longest.as_micros(),
+                self.liveness.bound.as_micros(),
+                self.liveness.lingering
             ));
         }
         lines.push(format!(
@@ -256,6 +275,23 @@ impl fmt::Display for Report {
             tree.views.len(),
             agreed
         )?;
+        if let Some(healed) = self.tree.healed {
+            let quiet = quiet_point(healed, &self.windows, &self.liveness.host_pauses);
+            let waits: Vec<CalmWait> = self
+                .logs
+                .values()
+                .flat_map(|log| calm_waits(&log.waits, quiet))
+                .collect();
+            let longest = waits.iter().map(|w| w.took).max().unwrap_or_default();
+            let after = |i: Instant| i.saturating_duration_since(healed);
+            writeln!(
+                f,
+                "liveness: faults over {:?} after the heal; {} wait(s) into the calm, the longest {longest:?} (bound {:?})",
+                after(quiet),
+                waits.len(),
+                self.liveness.bound
+            )?;
+        }
         write!(
             f,
             "left behind: {} node(s), {} session(s)",

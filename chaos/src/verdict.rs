@@ -328,35 +328,24 @@ pub(crate) fn liveness_violations(
     zero: Instant,
 ) -> Vec<String> {
     let at = |i: Instant| i.saturating_duration_since(zero);
-    let mut by_task: BTreeMap<(usize, usize), Vec<&Wait>> = BTreeMap::new();
-    for wait in waits {
-        by_task.entry((wait.who, wait.task)).or_default().push(wait);
-    }
     let (mut late, mut never) = (Vec::new(), Vec::new());
-    for ((who, task), mut tries) in by_task {
-        tries.sort_by_key(|w| w.asked);
-        let mut since: Option<Instant> = None;
-        let last = tries.len() - 1;
-        for (i, wait) in tries.iter().enumerate() {
-            let first = *since.get_or_insert(wait.asked);
-            let from = first.max(quiet);
-            let took = wait.ended.saturating_duration_since(from);
-            if wait.granted {
-                if took > bound {
-                    late.push(format!(
-                        "#{who}/{task} waiting since {:?}, got it at {:?}",
-                        at(first),
-                        at(wait.ended)
-                    ));
-                }
-                since = None;
-            } else if i == last && took > bound {
-                never.push(format!(
-                    "#{who}/{task} waiting since {:?}, gave up at {:?}",
-                    at(first),
-                    at(wait.ended)
-                ));
-            }
+    for wait in calm_waits(waits, quiet) {
+        let (who, task) = (wait.who, wait.task);
+        if wait.took <= bound {
+            continue;
+        }
+        if wait.granted {
+            late.push(format!(
+                "#{who}/{task} waiting since {:?}, got it at {:?}",
+                at(wait.since),
+                at(wait.ended)
+            ));
+        } else {
+            never.push(format!(
+                "#{who}/{task} waiting since {:?}, gave up at {:?}",
+                at(wait.since),
+                at(wait.ended)
+            ));
         }
     }
     let mut found = Vec::new();
@@ -371,6 +360,53 @@ pub(crate) fn liveness_violations(
                 list.len(),
                 at(quiet)
             ));
+        }
+    }
+    found
+}
+
+/// One wait of rule 10: a task's acquires in a row, until one got the
+/// lock or the last of them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CalmWait {
+    pub(crate) who: usize,
+    pub(crate) task: usize,
+    /// The first acquire's start.
+    pub(crate) since: Instant,
+    /// When the last acquire ended, and whether it got the lock.
+    pub(crate) ended: Instant,
+    pub(crate) granted: bool,
+    /// How long it lasted once the faults were over.
+    pub(crate) took: Duration,
+}
+
+/// The waits of rule 10 among one kind's acquires `waits`: each task's
+/// acquires in a row until one got the lock are one wait, from the first
+/// one's start (or `quiet`, if later); a task's last acquires, none of
+/// which got the lock, are one too.
+pub(crate) fn calm_waits(waits: &[Wait], quiet: Instant) -> Vec<CalmWait> {
+    let mut by_task: BTreeMap<(usize, usize), Vec<&Wait>> = BTreeMap::new();
+    for wait in waits {
+        by_task.entry((wait.who, wait.task)).or_default().push(wait);
+    }
+    let mut found = Vec::new();
+    for ((who, task), mut tries) in by_task {
+        tries.sort_by_key(|w| w.asked);
+        let mut since: Option<Instant> = None;
+        let last = tries.len() - 1;
+        for (i, wait) in tries.iter().enumerate() {
+            let first = *since.get_or_insert(wait.asked);
+            if wait.granted || i == last {
+                found.push(CalmWait {
+                    who,
+                    task,
+                    since: first,
+                    ended: wait.ended,
+                    granted: wait.granted,
+                    took: wait.ended.saturating_duration_since(first.max(quiet)),
+                });
+                since = None;
+            }
         }
     }
     found
