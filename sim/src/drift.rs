@@ -32,7 +32,7 @@ pub fn apply(sim: &mut turmoil::Sim<'_>, seed: u64, hosts: &[String], log: &mut 
     if max == 0 {
         return;
     }
-    let mut rng = fastrand::Rng::with_seed(seed ^ 0xd71f_7c10_c4);
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x00d7_1f7c_10c4);
     for host in hosts {
         let ppm = rng.i64(-max..=max);
         sim.set_clock_drift(host.as_str(), ppm);
