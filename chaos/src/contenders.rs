@@ -261,8 +261,8 @@ pub(crate) async fn contend(
         counter,
     };
     let shared = &seat.shared;
-    // When this task first saw the stop, and whether it has had the lock
-    // by an acquire begun after.
+    // When this task first saw the stop (it goes on until it has had the
+    // lock by an acquire begun after, or gives up).
     let mut stopped: Option<tokio::time::Instant> = None;
     loop {
         let stop = shared.stop.load(Ordering::SeqCst);

@@ -112,7 +112,7 @@ pub(crate) struct Wait {
     pub(crate) granted: bool,
 }
 
-/// What the liveness rule (rule 10) reads beside each kind's waits.
+/// What the liveness rules (10 and 11) read beside each kind's waits.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Liveness {
     /// The bound (see [`Config::liveness_bound`](crate::Config::liveness_bound)).
@@ -246,7 +246,7 @@ pub struct Report {
     pub(crate) loss_seen_at_once: bool,
     /// [`Config::strict_bounds`](crate::Config::strict_bounds).
     pub(crate) strict_bounds: bool,
-    /// What the liveness rule reads (rule 10).
+    /// What the liveness rules read (rules 10 and 11).
     pub(crate) liveness: Liveness,
 }
 

@@ -198,7 +198,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // is closed where it runs, before the frameworks close.
     let agreement = tree_agreement(target, &config, &root, &tree).await;
     shared.tree.lock().unwrap().agreement = Some(agreement);
-    // Rule 10's leftovers: with every round ended, nothing may stay under
+    // Rule 11: with every round ended, nothing may stay under
     // the lock paths (the latches' nodes left out: each latch is queued
     // until its framework closes) for longer than the session timeout and
     // the slack (a node of a session no client uses any more, as above).

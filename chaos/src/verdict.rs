@@ -412,8 +412,8 @@ pub(crate) fn calm_waits(waits: &[Wait], quiet: Instant) -> Vec<CalmWait> {
     found
 }
 
-/// Rule 10's leftovers: no node under the lock paths (the latches' left
-/// out) once every round has ended, within `bound`.
+/// Rule 11 (the crate's notes, "Liveness"): no node under the lock paths
+/// (the latches' left out) once every round has ended, within `bound`.
 pub(crate) fn lingering(nodes: &[String], bound: Duration) -> Option<String> {
     (!nodes.is_empty()).then(|| {
         let shown: Vec<&String> = nodes.iter().take(6).collect();
@@ -1254,7 +1254,7 @@ mod tests {
             .join(" ")
     }
 
-    /// Rule 10's leftovers: a node still under a lock path is found.
+    /// Rule 11: a node still under a lock path is found.
     #[test]
     fn a_node_left_after_the_last_round_is_found() {
         let bound = Duration::from_secs(4);
