@@ -133,7 +133,7 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
 ///
 /// ```text
 /// impl_inter_process_lock!(InterProcessMutex);
-/// impl_inter_process_lock!(LockHalf<H> where H: Half);
+/// impl_inter_process_lock!(ReadLock);
 /// // `lost` returns a `BoxFuture` already: not boxed twice.
 /// impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed);
 /// ```
@@ -142,8 +142,8 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
 /// from itself; rustc's `unconditional_recursion` lint says so (an error
 /// under CI's `-D warnings`).
 macro_rules! impl_inter_process_lock {
-    (@impl [$($generics:tt)*] $recipe:ty, $box_lost:path) => {
-        impl $($generics)* $crate::InterProcessLock for $recipe {
+    (@impl $recipe:ty, $box_lost:path) => {
+        impl $crate::InterProcessLock for $recipe {
             fn acquire_with(
                 &self,
                 wait: $crate::Wait,
@@ -182,15 +182,11 @@ macro_rules! impl_inter_process_lock {
             }
         }
     };
-    ($recipe:ty $(where $param:ident: $bound:path)?) => {
-        $crate::lock::impl_inter_process_lock!(
-            @impl [$(<$param: $bound>)?] $recipe, ::futures::FutureExt::boxed
-        );
+    ($recipe:ty) => {
+        $crate::lock::impl_inter_process_lock!(@impl $recipe, ::futures::FutureExt::boxed);
     };
-    ($recipe:ty $(where $param:ident: $bound:path)?, lost: already boxed) => {
-        $crate::lock::impl_inter_process_lock!(
-            @impl [$(<$param: $bound>)?] $recipe, ::std::convert::identity
-        );
+    ($recipe:ty, lost: already boxed) => {
+        $crate::lock::impl_inter_process_lock!(@impl $recipe, ::std::convert::identity);
     };
 }
 pub(crate) use impl_inter_process_lock;
