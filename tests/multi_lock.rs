@@ -425,7 +425,7 @@ async fn times_out_when_one_path_is_held_elsewhere() {
         let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
         let held = holder.lock().await.unwrap();
-        let held_node = held.path().rsplit('/').next().unwrap().to_owned();
+        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
         let deadline = Duration::from_secs(1);
@@ -564,7 +564,7 @@ async fn dropped_acquire_releases_what_was_taken() {
             .lock()
             .await
             .unwrap();
-        let held_node = held.path().rsplit('/').next().unwrap().to_owned();
+        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
         drop_acquire_after_first_member(&multi, &raw, &a, &b).await;

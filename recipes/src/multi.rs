@@ -611,7 +611,7 @@ impl MemberHold {
     fn path(&self) -> String {
         match self {
             // The lock path is the parent of the guard's node.
-            MemberHold::Guard(guard) => split(guard.path()).0.to_owned(),
+            MemberHold::Guard(guard) => split(guard.node().path()).0.to_owned(),
             MemberHold::Lock(lock) => lock.path().to_owned(),
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{
-    until_held, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
+    until_held, AcquiredNode, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
     LockInternalsDriver, LockLoss, Revocation, RevocationListener, RevocationSetting,
     StandardLockInternalsDriver, Wait,
 };
@@ -306,9 +306,10 @@ impl InterProcessMutex {
         self.shared.owners.with_current(Hold::fencing_token)
     }
 
-    /// The node of the current owner's hold, if it holds the lock.
-    pub fn lock_node(&self) -> Option<String> {
-        self.shared.owners.with_current(|h| h.path().to_owned())
+    /// The node of the current owner's hold, if it holds the lock (its
+    /// [`path`](AcquiredNode::path) is the node's path).
+    pub fn node(&self) -> Option<AcquiredNode> {
+        self.shared.owners.with_current(|h| h.node().clone())
     }
 
     /// Why the current owner's hold can no longer be trusted, `None` while
@@ -521,7 +522,7 @@ pub struct MutexGuard {
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("node", &self.held.hold().path())
+            .field("node", &self.held.hold().node().path())
             .finish()
     }
 }

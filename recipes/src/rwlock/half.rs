@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{
-    Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener, Wait,
+    AcquiredNode, Fence, FencingToken, Hold, LockLoss, Revocation, RevocationListener, Wait,
 };
 use zk_curator_framework::Result;
 
@@ -187,9 +187,10 @@ macro_rules! half_api {
                 self.side().owners.with_current(Hold::progress);
             }
 
-            /// The node of the current owner's hold, if it has one.
-            pub fn lock_node(&self) -> Option<String> {
-                self.side().owners.with_current(|h| h.path().to_owned())
+            /// The node of the current owner's hold, if it has one (its
+            /// [`path`](AcquiredNode::path) is the node's path).
+            pub fn node(&self) -> Option<AcquiredNode> {
+                self.side().owners.with_current(|h| h.node().clone())
             }
 
             /// Why the current owner's hold of this half can no longer be trusted,
