@@ -315,7 +315,10 @@ async fn digest_auth_and_creator_acl() {
         let guard = mutex.lock().await.unwrap();
         // A session without alice's credentials cannot touch the lock node.
         let raw = raw_client(&server.connect_string()).await;
-        assert_eq!(raw.delete(guard.node().path(), None).await, Err(zk::Error::NoAuth));
+        assert_eq!(
+            raw.delete(guard.node().path(), None).await,
+            Err(zk::Error::NoAuth)
+        );
         assert_eq!(
             raw.get_acl(guard.node().path()).await.unwrap_err(),
             zk::Error::NoAuth

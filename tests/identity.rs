@@ -54,7 +54,12 @@ async fn participant_nodes_carry_the_holder_identity() {
             .lock()
             .await
             .unwrap();
-        assert!(raw.get_data(guard.node().path()).await.unwrap().0.is_empty());
+        assert!(raw
+            .get_data(guard.node().path())
+            .await
+            .unwrap()
+            .0
+            .is_empty());
         guard.release().await.unwrap();
         assert!(children(&raw, &path).await.is_empty());
         quiet.close().await;

@@ -213,7 +213,11 @@ async fn reports_term(
         let Observation::Leader(leader) = seen else {
             continue;
         };
-        assert_eq!(leader.node_path, term.node().path(), "only A leads: {leader:?}");
+        assert_eq!(
+            leader.node_path,
+            term.node().path(),
+            "only A leads: {leader:?}"
+        );
         assert!(leader.token <= term.fencing_token(), "{leader:?}");
         // The value comes a moment after the term begins (and with it, for
         // a term after the first, the term's count).

@@ -35,7 +35,11 @@ async fn until_value(changes: &mut Changes, term: &LeaderTerm, value: &[u8]) -> 
                     term.node().path()
                 );
             };
-            assert_eq!(leader.node_path, term.node().path(), "another leader: {leader:?}");
+            assert_eq!(
+                leader.node_path,
+                term.node().path(),
+                "another leader: {leader:?}"
+            );
             if leader.value == value {
                 return leader;
             }

@@ -185,7 +185,9 @@ async fn a_revocable_selector_steps_down_and_requeues() {
         wait_for_participants(&raw, &path, 2).await;
 
         let asked = Instant::now();
-        Revoker::attempt_revoke(&fw_r, term_1.node().path()).await.unwrap();
+        Revoker::attempt_revoke(&fw_r, term_1.node().path())
+            .await
+            .unwrap();
         let (term_2, _) = tokio::time::timeout(PATIENCE, terms_2.recv())
             .await
             .unwrap()

@@ -362,12 +362,16 @@ async fn waiting_readers_share_one_node_and_hold_together() {
                     let guard = read.lock().await.unwrap();
                     let token = guard.fencing_token();
                     together.wait().await;
-                    done_tx.send((token, guard.node().path().to_owned())).unwrap();
+                    done_tx
+                        .send((token, guard.node().path().to_owned()))
+                        .unwrap();
                     guard.release().await.unwrap();
                     return;
                 };
                 together.wait().await;
-                done_tx.send((token, read.node().unwrap().path().to_owned())).unwrap();
+                done_tx
+                    .send((token, read.node().unwrap().path().to_owned()))
+                    .unwrap();
                 read.release().await.unwrap();
             }));
         }
@@ -593,7 +597,9 @@ async fn a_lost_session_ends_every_share_of_a_read_node() {
                     .unwrap(),
             );
         }
-        assert!(guards.iter().all(|g| g.node().path() == guards[0].node().path()));
+        assert!(guards
+            .iter()
+            .all(|g| g.node().path() == guards[0].node().path()));
         assert!(guards.iter().all(|g| g.is_valid()));
 
         let client = fw.client().await.unwrap();

@@ -73,7 +73,9 @@ async fn lock_and_session_metrics_are_recorded() {
         let mid = snapshotter.snapshot().into_vec();
         assert_eq!(value(&mid, "zk_curator_holding", &labels), 1.0);
         assert!(b.try_lock().await.unwrap().is_none());
-        Revoker::attempt_revoke(&fb, guard.node().path()).await.unwrap();
+        Revoker::attempt_revoke(&fb, guard.node().path())
+            .await
+            .unwrap();
         assert!(eventually(PATIENCE, || async { revoked.load(Ordering::SeqCst) == 1 }).await);
         // The node is deleted by hand: a loss.
         let lost = guard.lost();

@@ -675,7 +675,10 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(raw.get_data(largest.node().path()).await.unwrap().0.len(), low);
+        assert_eq!(
+            raw.get_data(largest.node().path()).await.unwrap().0.len(),
+            low
+        );
         internals.release(&largest).await.unwrap();
 
         // Data within the limit is stored in the node.
@@ -724,7 +727,10 @@ async fn a_waiter_whose_node_is_deleted_starts_over() {
             .unwrap()
             .unwrap()
             .unwrap();
-        assert!(!guard.node().path().ends_with(nodes[0].as_str()), "a new node");
+        assert!(
+            !guard.node().path().ends_with(nodes[0].as_str()),
+            "a new node"
+        );
         guard.release().await.unwrap();
         fw.close().await;
         other_fw.close().await;

@@ -31,7 +31,9 @@ async fn a_revoked_holder_releases_and_the_waiter_gets_the_lock() {
             let holder = holder.clone();
             tokio::spawn(async move {
                 holder.acquire().await.unwrap();
-                acquired_tx.send(holder.node().unwrap().path().to_owned()).unwrap();
+                acquired_tx
+                    .send(holder.node().unwrap().path().to_owned())
+                    .unwrap();
                 let requested = tokio::time::timeout(PATIENCE, rx.recv())
                     .await
                     .unwrap()
@@ -160,14 +162,18 @@ async fn read_write_locks_are_revocable() {
             let _ = tx.send("read");
         });
         let write = rw.write_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, write.node().path()).await.unwrap();
+        Revoker::attempt_revoke(&fw, write.node().path())
+            .await
+            .unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("write")
         );
         write.release().await.unwrap();
         let read = rw.read_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, read.node().path()).await.unwrap();
+        Revoker::attempt_revoke(&fw, read.node().path())
+            .await
+            .unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("read")

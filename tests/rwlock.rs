@@ -817,7 +817,10 @@ async fn node_data_is_copied_and_stored() {
             .try_lock_for(Duration::from_millis(200))
             .await;
         assert!(guard.unwrap().is_none(), "another instance's reader waits");
-        for node in [write.node().unwrap().path().to_owned(), read.node().unwrap().path().to_owned()] {
+        for node in [
+            write.node().unwrap().path().to_owned(),
+            read.node().unwrap().path().to_owned(),
+        ] {
             let (stored, _) = raw.get_data(&node).await.unwrap();
             assert_eq!(stored, b"host-a:4711", "{node}");
         }
@@ -898,7 +901,7 @@ async fn guards_and_trait_objects() {
         // Both halves work as `dyn InterProcessLock`.
         let read: Box<dyn InterProcessLock> = Box::new(a.read_lock());
         let write: Box<dyn InterProcessLock> = Box::new(b.write_lock());
-        assert_eq!(read.path(), path);
+        assert_eq!(read.paths(), vec![path.as_str()]);
         assert!(read.acquire_timeout(Duration::from_secs(5)).await.unwrap());
         assert_eq!(read.participant_nodes().await.unwrap().len(), 1);
         assert!(!write

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{
-    until_held, AcquiredNode, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
-    LockInternalsDriver, LockLoss, Revocation, RevocationListener, RevocationSetting,
-    StandardLockInternalsDriver, Wait,
+    until_held, Acquire, AcquiredNode, BoundsSetting, Fence, FencingToken, Hold, HoldBounds,
+    LockInternals, LockInternalsDriver, LockLoss, Revocation, RevocationListener,
+    RevocationSetting, StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 

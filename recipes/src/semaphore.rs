@@ -512,7 +512,7 @@ impl InterProcessSemaphoreV2 {
     /// sorted by sequence: the first `max_leases` are holders, any after them
     /// is the acquirer at the head of the queue. Curator returns bare names,
     /// unsorted; full paths compare directly with a lease's
-/// [`node`](crate::Hold::node)`().path()` (a lease derefs to its hold).
+    /// [`node`](crate::Hold::node)`().path()` (a lease derefs to its hold).
     /// Empty (not an error) before the semaphore is first used (CURATOR-19).
     ///
     /// # Errors

@@ -504,7 +504,8 @@ impl Election {
         // clone is still valid once someone else can lead (a term already
         // lost keeps its first reason).
         term.mark_lost(LockLoss::NotHeld);
-        let span = tracing::info_span!("leader.resign", path = %self.path(), node = %term.node().path());
+        let span =
+            tracing::info_span!("leader.resign", path = %self.path(), node = %term.node().path());
         let released = self.internals.release(term).instrument(span.clone()).await;
         match released {
             Ok(()) => {

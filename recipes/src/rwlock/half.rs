@@ -94,10 +94,7 @@ macro_rules! half_api {
             /// aborting the task) deletes our waiting node in the background and
             /// leaves the owner's count unchanged.
             pub async fn acquire(&self) -> Result<()> {
-                self.shared
-                    .acquire($kind, Wait::Forever)
-                    .await
-                    .map(|_| ())
+                self.shared.acquire($kind, Wait::Forever).await.map(|_| ())
             }
 
             /// Like [`acquire`](Self::acquire), waiting at most `timeout` in all
