@@ -49,7 +49,10 @@ async fn main() -> Result<(), BoxError> {
         .try_lock_for(Duration::from_secs(20))
         .await?
         .ok_or("the holder did not let go")?;
-    println!("the other process now holds the lock: {}", mine.node().path());
+    println!(
+        "the other process now holds the lock: {}",
+        mine.node().path()
+    );
     mine.release().await?;
     holding.await??;
     holder_fw.close().await;

@@ -530,7 +530,11 @@ pub(crate) async fn get_stuck(
         who: seat.who,
         task: seat.task,
         kind: seat.kind,
-        nodes: fence.holds().iter().map(|h| h.node().path().to_owned()).collect(),
+        nodes: fence
+            .holds()
+            .iter()
+            .map(|h| h.node().path().to_owned())
+            .collect(),
         stuck_at,
         end,
         lost: lost.clone(),

@@ -44,9 +44,7 @@ use tokio::sync::Notify;
 use zk_curator::{Hold, LockLoss};
 
 use crate::bounds::{BoundArgs, ProgressFile, PROGRESS_ENV};
-use crate::exit::{
-    shown, Failure, BOUND_PASSED, CANNOT_EXECUTE, LOST, NOT_FOUND, OTHER, REVOKED,
-};
+use crate::exit::{shown, Failure, BOUND_PASSED, CANNOT_EXECUTE, LOST, NOT_FOUND, OTHER, REVOKED};
 use crate::guard::{self, Disarmed, Guard};
 use crate::terminal::{JobControl, JobEvent, Terminal};
 

@@ -264,7 +264,10 @@ async fn read_write_lock() {
         locks_agree(
             &path,
             &[],
-            &[holder("write", sc, Some(w3.node().path())), waiter("read", sd)],
+            &[
+                holder("write", sc, Some(w3.node().path())),
+                waiter("read", sd),
+            ],
         )
         .await;
         // A downgrade: the read node is level with the write node, which
