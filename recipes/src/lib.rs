@@ -55,7 +55,7 @@ pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuar
 pub use self::semaphore::{InterProcessSemaphoreV2, Lease};
 pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
 pub use zk_curator_framework::lock_internals::{
-    Bound, CohortPolicy, Fence, FencedMulti, FencingToken, Hold, HoldBounds, Layout, LockLoss,
-    RevocationListener, Revoker, Wait,
+    AcquiredNode, Bound, CohortPolicy, Fence, FencedMulti, FencingToken, Hold, HoldBounds, Layout,
+    LockLoss, RevocationListener, Revoker, Wait,
 };
 pub use zk_curator_framework::{Error, Result};

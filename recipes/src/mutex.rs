@@ -497,9 +497,10 @@ pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
 /// A hold of an [`InterProcessMutex`] owned by this value, not by a task.
 ///
 /// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token),
-/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
-/// [`fence`](Hold::fence) work on it directly. Release it with
-/// [`MutexGuard::release`]; dropping it releases in the background.
+/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost),
+/// [`fence`](Hold::fence) and [`node`](Hold::node) (its node's path is
+/// `guard.node().path()`; `path()` names locks only) work on it directly.
+/// Release it with [`MutexGuard::release`]; dropping it releases in the background.
 ///
 /// ```no_run
 /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {

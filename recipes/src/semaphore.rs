@@ -815,8 +815,9 @@ fn first(mut leases: Vec<Lease>, path: &str) -> Result<Lease> {
 /// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token)
 /// (later leases get greater tokens; up to `max_leases` holders are valid
 /// at once, so a resource can use it to order holders, not to single one
-/// out), [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
-/// [`fence`](Hold::fence) work on it directly. Return it with
+/// out), [`is_valid`](Hold::is_valid), [`lost`](Hold::lost),
+/// [`fence`](Hold::fence) and [`node`](Hold::node) (the lease node's path
+/// is `lease.node().path()`) work on it directly. Return it with
 /// [`Lease::release`]; dropping it returns it in the background. It is not
 /// bound to a task: any task may release it.
 #[must_use = "dropping a lease returns it (in the background)"]
