@@ -468,13 +468,17 @@ impl Hold {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The granted node.
+    /// The granted node: its [`path`](AcquiredNode::path) (the one way to
+    /// the node's path from a hold, a guard, a lease or a term),
+    /// [`name`](AcquiredNode::name), session and zxid.
     pub fn node(&self) -> &AcquiredNode {
         &self.inner.node
     }
 
-    /// The node's full path (relative to the framework's namespace).
-    pub fn path(&self) -> &str {
+    /// The node's full path (relative to the framework's namespace), for
+    /// the engine only: users reach it through [`Hold::node`], as `path()`
+    /// on a lock means the lock's path.
+    pub(crate) fn path(&self) -> &str {
         self.inner.node.path()
     }
 
