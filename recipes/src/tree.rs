@@ -16,14 +16,16 @@
 //!
 //! Events are taken in batches: every event the client has handed the
 //! watcher so far, in the order the server sent them; when none was
-//! waiting, the first to come and those that follow it within 5 ms. The
+//! waiting, the next to come, and on a busy tree (a batch taken less than
+//! 5 ms before) also those that follow it within 5 ms. The
 //! batch's deletions are applied at once (they need no read) and the view
 //! is published; then the reads the other events need are sent together,
 //! as one `multiRead` request (per 256 nodes; a node created and deleted
 //! within the batch is not read, and a semaphore is read once however
 //! many of its events came), and applied in order. On a busy tree this
 //! makes a publication and a read per 5 ms window rather than per event;
-//! a change reaches the view within about 5 ms more than its round trip. So the view never shows a node
+//! there a change reaches the view up to about 5 ms later. A quiet tree's
+//! event is applied as it comes. So the view never shows a node
 //! whose deletion the client has been handed (the chaos harness's
 //! simulator checks it: "The tree observer's contract"), and a burst of
 //! events costs one round trip, not one per event: an observer that read
@@ -424,6 +426,9 @@ impl Follower {
         // Whether the view shows something not published yet (the
         // listing, at first).
         let mut unpublished = true;
+        // When the last batch was taken: a tree whose events come closer
+        // than the window is busy.
+        let mut last_batch: Option<tokio::time::Instant> = None;
         loop {
             // Every event the client has handed the watcher so far, in
             // order; if none, the view is published and the next awaited.
@@ -436,16 +441,18 @@ impl Follower {
                 let first = watcher.changed().await;
                 let session = first.event_type == zk::EventType::Session;
                 batch.push(first);
-                if !session {
-                    // The events that follow close behind join this batch:
-                    // a busy tree costs a publication and a read per
-                    // window, not per event (nothing is published
-                    // meanwhile, so no view shows what the waiting events
-                    // change).
+                let busy = last_batch.is_some_and(|at| at.elapsed() < COALESCE);
+                if busy && !session {
+                    // On a busy tree the events that follow close behind
+                    // join this batch: a publication and a read per window,
+                    // not per event (nothing is published meanwhile, so no
+                    // view shows what the waiting events change). A quiet
+                    // tree's event is applied at once.
                     tokio::time::sleep(COALESCE).await;
                     take_ready(&mut watcher, &mut batch);
                 }
             }
+            last_batch = Some(tokio::time::Instant::now());
             if let Some(event) = batch
                 .iter()
                 .find(|event| event.event_type == zk::EventType::Session)
