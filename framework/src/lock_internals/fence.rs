@@ -1,6 +1,6 @@
 //! [`Fence`]: writes that succeed only while one or more holds are still
 //! held, over the atomic "still valid, so send" step of
-//! [`send_gate`](super::send_gate), and [`Hold::fence`].
+//! [`send_gate`], and [`Hold::fence`].
 
 use zookeeper_client as zk;
 
