@@ -145,6 +145,7 @@ pub mod acl;
 mod admin;
 pub mod codec;
 mod connection;
+pub mod ensemble;
 pub mod error;
 pub mod faults;
 mod outbox;
