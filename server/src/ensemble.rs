@@ -564,7 +564,19 @@ impl Core {
         held.sort_unstable_by(|a, b| b.cmp(a));
         let quorum_holds = held.get(self.quorum() - 1).copied().unwrap_or(0);
         if self.leader.is_some() && self.electing.is_none() {
-            self.commit = self.commit.max(quorum_holds.min(end));
+            let commit = self.commit.max(quorum_holds.min(end));
+            // A session's close is the leader's to count once committed.
+            for entry in &self.log[self.commit..commit] {
+                if let Applied::Request {
+                    session,
+                    request: Request::Session(SessionRequest::Close),
+                    ..
+                } = &entry.what
+                {
+                    self.sessions.remove(*session);
+                }
+            }
+            self.commit = commit;
         }
         // Syncs the leader hears now.
         let commit = self.commit;
