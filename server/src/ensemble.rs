@@ -166,6 +166,7 @@ impl EnsembleBuilder {
             sessions: global,
             local: BTreeMap::new(),
             waiters: BTreeMap::new(),
+            ending: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(fastrand::u64(..)),
             time: (origin, now),
             drops: Vec::new(),
@@ -242,6 +243,13 @@ impl Ensemble {
         }
     }
 
+    /// Now, on the clock of the runtime the ensemble runs on, whichever runtime (if any) the
+    /// caller runs on (a simulation's driver calls between the steps of its hosts).
+    fn now(&self) -> Instant {
+        let _runtime = self.handle.enter();
+        Instant::now()
+    }
+
     /// The number of members.
     pub fn size(&self) -> usize {
         self.members.len()
@@ -309,13 +317,13 @@ impl Ensemble {
     /// keeps the tree it had applied (as from its disk), takes what the leader sends it
     /// and serves once it has applied every committed write.
     pub fn set_up(&self, member: usize, up: bool) {
-        let now = Instant::now();
+        let now = self.now();
         self.with_core(|core| core.set_up(member, up, now));
     }
 
     /// Cuts `member` off from every peer (`true`), or joins it again.
     pub fn cut_off(&self, member: usize, on: bool) {
-        let now = Instant::now();
+        let now = self.now();
         self.with_core(|core| core.cut_off(member, on, now));
     }
 
@@ -323,14 +331,14 @@ impl Ensemble {
     /// answers no write of its clients (nor `sync`) until the hold ends; or lets it through
     /// again.
     pub fn hold_from_leader(&self, member: usize, on: bool) {
-        let now = Instant::now();
+        let now = self.now();
         self.with_core(|core| core.hold(member, on, now));
     }
 
     /// Makes `member` apply committed writes slowly (see [`EnsembleBuilder::slow_lag`]) for
     /// `length`.
     pub fn slow(&self, member: usize, length: Duration) {
-        let now = Instant::now();
+        let now = self.now();
         self.with_core(|core| {
             if let Some(m) = core.members.get_mut(member) {
                 m.slow_until = Some(now + length);
@@ -342,14 +350,14 @@ impl Ensemble {
     /// [`EmbeddedServer::stall`](crate::EmbeddedServer::stall)); `Duration::ZERO` resumes.
     pub fn stall_member(&self, member: usize, length: Duration) {
         if let Some(shared) = self.members.get(member) {
-            let until = (!length.is_zero()).then(|| Instant::now() + length);
+            let until = (!length.is_zero()).then(|| self.now() + length);
             shared.faults.stall_until(until);
         }
     }
 
     /// Every member up, every link whole, no stall, no slowed member.
     pub fn heal(&self) {
-        let now = Instant::now();
+        let now = self.now();
         for shared in &self.members {
             shared.faults.stall_until(None);
         }
@@ -367,7 +375,7 @@ impl Ensemble {
     /// transaction (`false` if there is no leader to order it), a local one on its member.
     /// Returns whether the session existed and was ended (or its end ordered).
     pub fn expire_session(&self, id: i64) -> bool {
-        let now = Instant::now();
+        let now = self.now();
         let owner = self.inner.core().local.get(&id).copied();
         if let Some(member) = owner {
             let mut state = self.members[member].state();
@@ -380,9 +388,8 @@ impl Ensemble {
             if core.sessions.get(id).is_none() || core.leader.is_none() {
                 false
             } else {
-                core.sessions.remove(id);
                 let leader = core.leader.unwrap_or(0);
-                core.propose(leader, None, Applied::CloseSession { id }, None, now);
+                core.end_session(leader, id, now);
                 true
             }
         };
@@ -511,6 +518,8 @@ struct Core {
     local: BTreeMap<i64, usize>,
     /// Whom to tell when the entry of this zxid is applied on its origin member.
     waiters: BTreeMap<i64, oneshot::Sender<()>>,
+    /// Sessions the leader ended whose close is not committed yet, with their timeouts.
+    ending: BTreeMap<i64, Duration>,
     rng: fastrand::Rng,
     /// Node times: this (ms since the epoch) at this instant.
     time: (i64, Instant),
@@ -575,6 +584,9 @@ impl Core {
                 {
                     self.sessions.remove(*session);
                 }
+                if let Applied::CloseSession { id } = &entry.what {
+                    self.ending.remove(id);
+                }
             }
             self.commit = commit;
         }
@@ -599,6 +611,16 @@ impl Core {
         waiter: Option<oneshot::Sender<()>>,
         now: Instant,
     ) {
+        // The leader orders no write of a session it no longer has (ZooKeeper's leader
+        // answers it with an error transaction): it would outlive its session's close.
+        let what = match what {
+            Applied::Request { session, .. }
+                if self.sessions.get(session).is_none() && !self.local.contains_key(&session) =>
+            {
+                Applied::Refused { session }
+            }
+            other => other,
+        };
         self.counter += 1;
         let zxid = (self.epoch << 32) | self.counter;
         let elapsed = now.saturating_duration_since(self.time.1).as_millis();
@@ -616,6 +638,16 @@ impl Core {
             what,
         });
         self.replicate();
+    }
+
+    /// The leader ends session `id` (it expired): gone from its table at once, and from
+    /// the members' once they apply the close. A close a new leader drops brings the
+    /// session back (as a ZooKeeper leader knows its sessions from its log).
+    fn end_session(&mut self, leader: usize, id: i64, now: Instant) {
+        if let Some(session) = self.sessions.remove(id) {
+            self.ending.insert(id, session.timeout);
+        }
+        self.propose(leader, None, Applied::CloseSession { id }, None, now);
     }
 
     /// Member `m` sends a transaction to its leader, or holds it until it can reach one.
@@ -690,6 +722,19 @@ impl Core {
         let kept = self.members[leader].received;
         for dropped in self.log.drain(kept..) {
             self.waiters.remove(&dropped.zxid);
+            match dropped.what {
+                // A session whose close is dropped lives on; one whose creation is dropped
+                // never was.
+                Applied::CloseSession { id } => {
+                    if let Some(timeout) = self.ending.remove(&id) {
+                        self.sessions.adopt(id, timeout, now.into_std());
+                    }
+                }
+                Applied::CreateSession { id, .. } => {
+                    self.sessions.remove(id);
+                }
+                _ => {}
+            }
         }
         self.epoch += 1;
         self.counter = 0;
@@ -867,8 +912,7 @@ impl Core {
                     session = format_args!("{id:#x}"),
                     "the leader expires a session"
                 );
-                self.sessions.remove(id);
-                self.propose(leader, None, Applied::CloseSession { id }, None, now);
+                self.end_session(leader, id, now);
             }
         }
     }

@@ -76,9 +76,7 @@ fn port_of(member: usize) -> u16 {
 async fn serve(slot: EnsembleSlot, size: usize) -> turmoil::Result {
     let server = EmbeddedServer::builder()
         .sorted_children(false)
-        .node_time_origin(
-            std::time::UNIX_EPOCH + Duration::from_secs(net::NODE_TIME_ORIGIN),
-        );
+        .node_time_origin(std::time::UNIX_EPOCH + Duration::from_secs(net::NODE_TIME_ORIGIN));
     let ensemble = Ensemble::builder(server)
         .size(size)
         .local_sessions(true)
@@ -180,10 +178,21 @@ impl Kind {
 #[derive(Debug)]
 enum Active {
     /// Ends by itself (a slowed follower): nothing to undo.
-    Lasting { until: Duration },
-    Held { member: usize, until: Duration },
-    Cut { member: usize, until: Duration },
-    Killed { members: Vec<usize>, until: Duration },
+    Lasting {
+        until: Duration,
+    },
+    Held {
+        member: usize,
+        until: Duration,
+    },
+    Cut {
+        member: usize,
+        until: Duration,
+    },
+    Killed {
+        members: Vec<usize>,
+        until: Duration,
+    },
     /// A follower's link from the leader held; the observer's link pinned
     /// to it from `pin` on.
     ObserverLag {
@@ -407,7 +416,9 @@ pub(crate) fn simulate(
 fn follower(ensemble: &Ensemble, pick: u64) -> Option<usize> {
     let leader = ensemble.leader()?;
     let others: Vec<usize> = (0..ensemble.size()).filter(|&m| m != leader).collect();
-    others.get((pick % others.len().max(1) as u64) as usize).copied()
+    others
+        .get((pick % others.len().max(1) as u64) as usize)
+        .copied()
 }
 
 /// Starts a fault of `kind` (with three draws of its own), lasting at most
@@ -434,14 +445,22 @@ fn begin(
             let member = follower(ensemble, draws[0])?;
             let length = between(draws[1], 1000, 4000);
             ensemble.slow(member, length);
-            log.push(format!("{at} ensemble slow zk{member} for {}", length.as_millis()));
-            Some(Active::Lasting { until: now + length })
+            log.push(format!(
+                "{at} ensemble slow zk{member} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Lasting {
+                until: now + length,
+            })
         }
         Kind::Held => {
             let member = follower(ensemble, draws[0])?;
             let length = between(draws[1], 500, 4000);
             ensemble.hold_from_leader(member, true);
-            log.push(format!("{at} ensemble hold zk{member} for {}", length.as_millis()));
+            log.push(format!(
+                "{at} ensemble hold zk{member} for {}",
+                length.as_millis()
+            ));
             Some(Active::Held {
                 member,
                 until: now + length,
@@ -451,7 +470,10 @@ fn begin(
             let member = (draws[0] % size) as usize;
             let length = between(draws[1], 1000, 10_000);
             ensemble.cut_off(member, true);
-            log.push(format!("{at} ensemble cut zk{member} for {}", length.as_millis()));
+            log.push(format!(
+                "{at} ensemble cut zk{member} for {}",
+                length.as_millis()
+            ));
             Some(Active::Cut {
                 member,
                 until: now + length,
@@ -461,7 +483,10 @@ fn begin(
             let leader = ensemble.leader()?;
             let length = between(draws[1], 500, 2500);
             ensemble.set_up(leader, false);
-            log.push(format!("{at} ensemble kill leader zk{leader} for {}", length.as_millis()));
+            log.push(format!(
+                "{at} ensemble kill leader zk{leader} for {}",
+                length.as_millis()
+            ));
             Some(Active::Killed {
                 members: vec![leader],
                 until: now + length,
@@ -479,7 +504,10 @@ fn begin(
             for &m in &members {
                 ensemble.set_up(m, false);
             }
-            log.push(format!("{at} ensemble kill {members:?} for {}", length.as_millis()));
+            log.push(format!(
+                "{at} ensemble kill {members:?} for {}",
+                length.as_millis()
+            ));
             Some(Active::Killed {
                 members,
                 until: now + length,

@@ -247,12 +247,15 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
     zk_curator::framework::random::seed(seed);
     let dialer = Arc::new(net::TurmoilDialer::default());
     zk::set_thread_dialer(Some(dialer.clone()));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        match crate::ensemble::size() {
-            Some(size) => crate::ensemble::simulate(seed, &scenario, breaks, plan, &dialer, size),
-            None => simulate(seed, &scenario, breaks, plan, &dialer),
-        }
-    }));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || match crate::ensemble::size() {
+                Some(size) => {
+                    crate::ensemble::simulate(seed, &scenario, breaks, plan, &dialer, size)
+                }
+                None => simulate(seed, &scenario, breaks, plan, &dialer),
+            },
+        ));
     zk::set_thread_dialer(None);
     zk_curator_chaos::set_clock(None);
     CLOCK_BASE.with(|b| b.set(None));

@@ -39,6 +39,11 @@ pub enum Applied {
         /// Its id.
         id: i64,
     },
+    /// A request of a session the leader no longer had: answered `SessionExpired`.
+    Refused {
+        /// The session that sent it.
+        session: i64,
+    },
     /// An empty container or an expired TTL node deleted.
     Reap {
         /// The node.
@@ -92,6 +97,15 @@ impl State {
             Applied::CloseSession { id } => {
                 self.end_session(*id, None);
                 None
+            }
+            Applied::Refused { session } => {
+                self.next_zxid();
+                origin
+                    .filter(|(conn, _)| self.conns.get(conn).is_some_and(|c| c.session == *session))
+                    .map(|(conn, _)| {
+                        let frame = error_reply(xid, zxid, code::SESSION_EXPIRED);
+                        (conn, Reply::SendAndClose(frame))
+                    })
             }
             Applied::Reap { path } => {
                 let op = WriteOp::Delete {
