@@ -312,12 +312,25 @@ impl Ensemble {
             .unwrap_or_default()
     }
 
-    /// Kills `member` (`up` false): it drops its clients and its local sessions and takes
-    /// part in nothing; a leader killed gives way to a new one. Started again (`up` true), it
-    /// keeps the tree it had applied (as from its disk), takes what the leader sends it
-    /// and serves once it has applied every committed write.
+    /// Kills `member` (`up` false): it crashes, dropping its clients, its local sessions and
+    /// its tree, and takes part in nothing; a leader killed gives way to a new one. Started
+    /// again (`up` true), it comes back from its disk: its tree rebuilt from the log's
+    /// committed writes it had written down (every write it acknowledged among them; what it
+    /// lacks comes from the leader), its global sessions with them; it serves once it has
+    /// applied every committed write.
     pub fn set_up(&self, member: usize, up: bool) {
-        let now = self.now();
+        let _runtime = self.handle.enter();
+        let now = Instant::now();
+        let restarted = up && self.inner.core().members.get(member).is_some_and(|m| !m.up);
+        if restarted {
+            // Nothing of the old tree is kept but what the log holds.
+            let mut state = self.members[member].state();
+            let mut fresh = crate::state::State::new(state.limits.clone());
+            let mut core = self.inner.core();
+            fresh.sessions = core.sessions.sharing_key();
+            *state = fresh;
+            core.members[member].applied = 0;
+        }
         self.with_core(|core| core.set_up(member, up, now));
     }
 

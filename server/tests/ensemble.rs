@@ -319,3 +319,36 @@ async fn a_new_leader_keeps_committed_writes_and_drops_an_uncommitted_multi_whol
         .unwrap();
     assert_eq!(stat.0.czxid >> 32, epoch + 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashed_leader_comes_back_from_its_log_with_every_acknowledged_write() {
+    let world = World::start(builder()).await;
+    let ensemble = world.ensemble.clone();
+    let writer = world.client_of_all().await;
+    for i in 0..20 {
+        bounded(writer.create(&format!("/w{i}"), b"", &persistent()))
+            .await
+            .unwrap();
+    }
+    let acknowledged = ensemble.committed_zxid();
+    let leader = ensemble.leader().unwrap();
+    ensemble.set_up(leader, false);
+    eventually("a new leader", || async { ensemble.leader().is_some() }).await;
+    assert_ne!(ensemble.leader(), Some(leader));
+    common::retrying(|| writer.create("/after", b"", &persistent()))
+        .await
+        .unwrap();
+    ensemble.set_up(leader, true);
+    eventually("the old leader caught up", || async {
+        ensemble.is_serving(leader) && ensemble.zxid_of(leader) == ensemble.committed_zxid()
+    })
+    .await;
+    assert!(ensemble.committed_zxid() > acknowledged);
+    let paths = ensemble.paths_of(leader);
+    for i in 0..20 {
+        assert!(paths.contains(&format!("/w{i}")), "/w{i} lost: {paths:?}");
+    }
+    assert!(paths.contains(&"/after".to_owned()));
+    // Its tree is the others' (rebuilt, not kept).
+    assert_eq!(paths, ensemble.paths_of(ensemble.leader().unwrap()));
+}

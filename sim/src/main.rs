@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod crash;
 mod ensemble;
 mod net;
 mod regressions;
@@ -46,11 +47,13 @@ struct Options {
     twice_every: u64,
     /// Members of a simulated ensemble to run on (`None`: one server).
     ensemble: Option<usize>,
+    /// The server's crashes and lost replies (`--crash`).
+    crash: bool,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
 [--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--save] \
-[--ensemble N]";
+[--ensemble N] [--crash]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -62,6 +65,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         save: false,
         twice_every: 50,
         ensemble: None,
+        crash: false,
     };
     let mut from = 0;
     let mut count = 20;
@@ -101,6 +105,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--save" => options.save = true,
+            "--crash" => options.crash = true,
             "--lenient-bounds" => options.breaks.strict_bounds = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
         .unwrap_or(60);
     run::watch_progress(Duration::from_secs(stuck));
     ensemble::set_size(options.ensemble.unwrap_or(0));
+    crash::set(options.crash);
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
@@ -250,9 +256,9 @@ fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
     // The regressions first: each a shrunk schedule that once failed (on one
     // server: an ensemble's schedules are not saved).
-    let regressions_failed = match options.ensemble {
-        None => regressions::run_all(),
-        Some(_) => 0,
+    let regressions_failed = match (options.ensemble, options.crash) {
+        (None, false) => regressions::run_all(),
+        _ => 0,
     };
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
@@ -314,8 +320,8 @@ fn batch(options: &Options) -> ExitCode {
             plan.net,
             outcome.violations.first().map_or("", String::as_str)
         );
-        if options.ensemble.is_some() {
-            println!("not saved: a schedule on an ensemble (regressions/ holds one server's)");
+        if options.ensemble.is_some() || options.crash {
+            println!("not saved: a schedule on an ensemble or with crashes (regressions/ holds one server's, without)");
         } else if !broken || options.save {
             match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
                 Ok(path) => println!("saved as {}", path.display()),

@@ -390,6 +390,8 @@ fn simulate(
     let mut healed = false;
     // Hosts stopped as paused processes, as their holders ask.
     let mut stops = net::Stops::default();
+    // `--crash`: the server's crashes and lost replies.
+    let mut crashes = crate::crash::of(seed);
     loop {
         let finished = match sim.step() {
             Ok(finished) => finished,
@@ -401,6 +403,10 @@ fn simulate(
             break;
         }
         stops.carry_out(&mut sim, now, &hosts, &mut log);
+        if let (Some(crashes), Some(server)) = (crashes.as_mut(), server.borrow().as_ref()) {
+            let calm = scenario.duration.saturating_sub(CALM);
+            crashes.step(now, calm, server, plan, &mut drawn, &mut log);
+        }
         if let Some((link, until)) = held {
             if now >= until {
                 sim.release(links[link].host(), SERVER);
