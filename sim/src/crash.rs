@@ -26,6 +26,12 @@ use zk_curator_server::{EmbeddedServer, RequestMatcher};
 
 use crate::run::Plan;
 
+/// How long beyond the session timeout a stuck hold's node may outlive its
+/// bound with crashes (rule 8 (b)): the 2 s of one server, and twice the
+/// longest crash (the server down, then every session given a full timeout
+/// from its restart; a second crash may follow).
+pub const STUCK_SLACK: Duration = Duration::from_secs(7);
+
 /// Whether this process's seeds have the crash faults.
 static ON: AtomicBool = AtomicBool::new(false);
 
@@ -38,7 +44,7 @@ pub fn set(on: bool) {
 pub fn of(seed: u64) -> Option<Crashes> {
     ON.load(Ordering::SeqCst).then(|| Crashes {
         rng: fastrand::Rng::with_seed(seed ^ 0xc7a5_4ed0),
-        next: Duration::from_millis(1000),
+        next: Duration::from_millis(2000),
         down_until: None,
         calmed: false,
     })
@@ -86,7 +92,7 @@ impl Crashes {
         if now < self.next || now >= calm {
             return;
         }
-        self.next = now + Duration::from_millis(self.rng.u64(1500..5000));
+        self.next = now + Duration::from_millis(self.rng.u64(2500..6000));
         let crash = self.rng.u8(0..2) == 0;
         let length = Duration::from_millis(self.rng.u64(300..2500));
         *drawn += 1;

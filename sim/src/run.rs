@@ -334,7 +334,10 @@ fn simulate(
     plan: &Plan,
     dialer: &net::TurmoilDialer,
 ) -> Simulated {
-    let config = scenario.config(seed, breaks, plan);
+    let mut config = scenario.config(seed, breaks, plan);
+    if crate::crash::of(seed).is_some() {
+        config = config.with_stuck_slack(crate::crash::STUCK_SLACK);
+    }
     // Room for the harness's wind-down (its waits are bounded at 30 s each).
     let limit = scenario.duration + Duration::from_secs(240);
     let mut sim = turmoil::Builder::new()
