@@ -36,9 +36,16 @@
 //!   state for up to the sync limit, its clients' writes waiting; past it, it drops its
 //!   clients until it can reach a leader again.
 //!
-//! Not modelled: persistence (a killed member keeps what it had applied, as if from its
-//! disk, and loses its local sessions), observers (ZooKeeper's non-voting members), dynamic
-//! reconfiguration, a write refused because a member's queue to the leader overflowed.
+//! * **A killed member** drops its clients, its local sessions and its tree; started again,
+//!   it comes back from its disk: its tree rebuilt from the log's committed writes (every
+//!   write it acknowledged among them, as ZooKeeper logs a transaction before it applies
+//!   it), its global sessions with them.
+//!
+//! Not modelled: a disk that loses unsynced writes, observers (ZooKeeper's non-voting
+//! members), dynamic reconfiguration, a write refused because a member's queue to the leader
+//! overflowed, a reply lost on a member (the single server's
+//! [`lose_reply_to_next`](crate::EmbeddedServer::lose_reply_to_next) does not reach a
+//! member's writes).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
