@@ -41,11 +41,12 @@
 //!   write it acknowledged among them, as ZooKeeper logs a transaction before it applies
 //!   it), its global sessions with them.
 //!
+//! * **A lost reply** ([`Ensemble::lose_reply_to_next`]): a write applied by the member that
+//!   took it, whose client's connection is then closed instead of answered.
+//!
 //! Not modelled: a disk that loses unsynced writes, observers (ZooKeeper's non-voting
 //! members), dynamic reconfiguration, a write refused because a member's queue to the leader
-//! overflowed, a reply lost on a member (the single server's
-//! [`lose_reply_to_next`](crate::EmbeddedServer::lose_reply_to_next) does not reach a
-//! member's writes).
+//! overflowed.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -61,6 +62,7 @@ use tracing::debug;
 use crate::codec::{self, code, op, ConnectRequest, ReadRequest, Request, SessionRequest, WriteOp};
 use crate::connection::{admit, serve_connection};
 use crate::error::Error;
+use crate::faults::{LostReplyHandle, RequestMatcher};
 use crate::outbox::Outbox;
 use crate::session::Sessions;
 use crate::shared::Shared;
@@ -174,6 +176,7 @@ impl EnsembleBuilder {
             local: BTreeMap::new(),
             waiters: BTreeMap::new(),
             ending: BTreeMap::new(),
+            lost: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(fastrand::u64(..)),
             time: (origin, now),
             drops: Vec::new(),
@@ -375,6 +378,25 @@ impl Ensemble {
         }
     }
 
+    /// Arms a one-shot fault on `member`: the next write sent to it that `matcher` matches is
+    /// applied, but when the member has applied it, the client's connection is closed
+    /// instead of answered (see
+    /// [`EmbeddedServer::lose_reply_to_next`](crate::EmbeddedServer::lose_reply_to_next)).
+    /// A member past the size arms nothing (the handle never fires).
+    pub fn lose_reply_to_next(&self, member: usize, matcher: RequestMatcher) -> LostReplyHandle {
+        match self.members.get(member) {
+            Some(shared) => shared.faults.arm(matcher),
+            None => LostReplyHandle::from(watch::channel(None).1),
+        }
+    }
+
+    /// Disarms every member's unconsumed [`lose_reply_to_next`](Self::lose_reply_to_next).
+    pub fn disarm(&self) {
+        for shared in &self.members {
+            shared.faults.disarm();
+        }
+    }
+
     /// Every member up, every link whole, no stall, no slowed member.
     pub fn heal(&self) {
         let now = self.now();
@@ -492,6 +514,9 @@ struct Entry {
     what: Applied,
 }
 
+/// A lost-reply fault taken by a write: the fault's record, the write's opcode and path.
+type Lost = (crate::faults::Armed, i32, Option<String>);
+
 /// A request a member holds for its leader, which it cannot reach now.
 type Forward = (Option<(ConnId, i32)>, Applied, Option<oneshot::Sender<()>>);
 
@@ -540,6 +565,9 @@ struct Core {
     waiters: BTreeMap<i64, oneshot::Sender<()>>,
     /// Sessions the leader ended whose close is not committed yet, with their timeouts.
     ending: BTreeMap<i64, Duration>,
+    /// Writes whose reply is to be lost (by member, connection and xid), and the fault's
+    /// record (with the request's opcode and path).
+    lost: BTreeMap<(usize, ConnId, i32), Lost>,
     rng: fastrand::Rng,
     /// Node times: this (ms since the epoch) at this instant.
     time: (i64, Instant),
@@ -998,7 +1026,28 @@ async fn applier(shared: Arc<Shared>, inner: Arc<Inner>, m: usize) {
                 .origin
                 .filter(|(from, _, _)| *from == m)
                 .map(|(_, conn, xid)| (conn, xid));
-            state.apply_committed(entry.zxid, entry.time, &entry.what, origin, now);
+            let reply = state.apply_committed(entry.zxid, entry.time, &entry.what, origin, now);
+            if let Some((conn, reply)) = reply {
+                let xid = origin.map_or(0, |(_, xid)| xid);
+                match core.lost.remove(&(m, conn, xid)) {
+                    // Applied, never answered: the connection closes instead.
+                    Some((armed, opcode, path)) => {
+                        let frame = match &reply {
+                            Reply::Send(frame) | Reply::SendAndClose(frame) => frame.as_slice(),
+                            Reply::Close | Reply::Nothing => &[],
+                        };
+                        let mut header = codec::Reader::new(frame.get(8..).unwrap_or_default());
+                        let zxid = header.i64().unwrap_or(0);
+                        let error_code = header.i32().unwrap_or(0);
+                        debug!(member = m, conn, xid, opcode, "a member lost a reply");
+                        armed.fired.send_replace(Some(crate::faults::LostReply::new(
+                            xid, opcode, path, zxid, error_code,
+                        )));
+                        state.answer(conn, Reply::Close);
+                    }
+                    None => state.answer(conn, reply),
+                }
+            }
             if origin.is_some() {
                 if let Some(waiter) = core.waiters.remove(&entry.zxid) {
                     let _ = waiter.send(());
@@ -1370,6 +1419,12 @@ pub(crate) fn request(
                 },
                 None,
             ));
+        }
+    }
+    let path = request.path().map(str::to_owned);
+    if !matches!(request, Request::Session(_)) {
+        if let Some(armed) = shared.faults.take_if_matches(opcode, path.as_deref()) {
+            core.lost.insert((m, conn, xid), (armed, opcode, path));
         }
     }
     let auth = state.auth_of(conn);

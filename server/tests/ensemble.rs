@@ -352,3 +352,29 @@ async fn a_crashed_leader_comes_back_from_its_log_with_every_acknowledged_write(
     // Its tree is the others' (rebuilt, not kept).
     assert_eq!(paths, ensemble.paths_of(ensemble.leader().unwrap()));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_lost_on_a_member_leaves_its_write_applied() {
+    let world = World::start(builder()).await;
+    let ensemble = world.ensemble.clone();
+    let client = world.client(1).await;
+    let lost = ensemble.lose_reply_to_next(
+        1,
+        zk_curator_server::RequestMatcher::creates().path_contains("/unanswered"),
+    );
+    let err = bounded(client.create("/unanswered", b"", &persistent()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::ConnectionLoss), "{err:?}");
+    let record = lost.wait(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(record.error_code, 0);
+    assert!(record.zxid > 0);
+    // Applied on every member all the same.
+    let reader = world.client(2).await;
+    bounded(reader.sync("/")).await.unwrap();
+    let stat = bounded(reader.check_stat("/unanswered"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stat.czxid, record.zxid);
+}

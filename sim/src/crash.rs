@@ -15,12 +15,14 @@
 //!   answered, as when a server dies between the two.
 //!
 //! On an ensemble a member's crash is the leader kill and the quorum loss of
-//! `ensemble.rs` (a killed member comes back from its log).
+//! `ensemble.rs` (a killed member comes back from its log), and `--crash`
+//! adds lost replies only, each on a member drawn from the seed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use zk_curator_server::ensemble::Ensemble;
 use zk_curator_server::faults::opcode;
 use zk_curator_server::{EmbeddedServer, RequestMatcher};
 
@@ -108,17 +110,54 @@ impl Crashes {
                 length.as_millis()
             ));
         } else {
-            server.lose_reply_to_next(RequestMatcher::opcodes([
-                opcode::CREATE,
-                opcode::CREATE2,
-                opcode::DELETE,
-                opcode::SET_DATA,
-                opcode::MULTI,
-            ]));
+            server.lose_reply_to_next(writes());
             log.push(format!(
                 "{} crash: the next write's reply is lost",
                 now.as_micros()
             ));
         }
     }
+
+    /// The same on an ensemble, whose members' crashes are its own faults
+    /// (`ensemble.rs`): only lost replies, each on a member drawn from the
+    /// seed.
+    pub fn step_ensemble(
+        &mut self,
+        now: Duration,
+        calm: Duration,
+        ensemble: &Ensemble,
+        plan: &Plan,
+        drawn: &mut u64,
+        log: &mut Vec<String>,
+    ) {
+        if now >= calm && !self.calmed {
+            self.calmed = true;
+            ensemble.disarm();
+        }
+        if now < self.next || now >= calm {
+            return;
+        }
+        self.next = now + Duration::from_millis(self.rng.u64(2500..6000));
+        let member = self.rng.usize(0..ensemble.size());
+        *drawn += 1;
+        if plan.net.contains(&(*drawn - 1)) {
+            return;
+        }
+        ensemble.lose_reply_to_next(member, writes());
+        log.push(format!(
+            "{} crash: the next write's reply on zk{member} is lost",
+            now.as_micros()
+        ));
+    }
+}
+
+/// The writes whose reply may be lost.
+fn writes() -> RequestMatcher {
+    RequestMatcher::opcodes([
+        opcode::CREATE,
+        opcode::CREATE2,
+        opcode::DELETE,
+        opcode::SET_DATA,
+        opcode::MULTI,
+    ])
 }

@@ -281,6 +281,8 @@ pub(crate) fn simulate(
     let mut healed = false;
     let mut stops = net::Stops::default();
     let calm_at = scenario.duration.saturating_sub(crate::run::CALM);
+    // `--crash`: lost replies on the members.
+    let mut crashes = crate::crash::of(seed);
     loop {
         let finished = match sim.step() {
             Ok(finished) => finished,
@@ -302,6 +304,9 @@ pub(crate) fn simulate(
         let Some(members) = ensemble(&slot) else {
             continue;
         };
+        if let Some(crashes) = crashes.as_mut() {
+            crashes.step_ensemble(now, calm_at, &members, plan, &mut drawn, &mut log);
+        }
         // The ensemble's fault in force: its next step, or its end.
         if let Some(fault) = active.take() {
             active = step(fault, now, &members, &links, &mut log);

@@ -54,9 +54,10 @@ pub enum Applied {
 impl State {
     /// Applies one committed transaction at `zxid`, dating the nodes it writes `time` (ms since
     /// the epoch), as the leader ordered it. `origin` is the connection and xid of the request
-    /// when it was sent to this member: its reply is queued there (the member answers once it
-    /// has applied the write, as a ZooKeeper follower does). Whatever it does, the member's
-    /// zxid is `zxid` afterwards.
+    /// when it was sent to this member: its reply is returned, for that connection if it
+    /// still serves the request's session (the member answers once it has applied the
+    /// write, as a ZooKeeper follower does: see [`State::answer`]). Whatever it does, the
+    /// member's zxid is `zxid` afterwards.
     pub fn apply_committed(
         &mut self,
         zxid: i64,
@@ -64,7 +65,7 @@ impl State {
         what: &Applied,
         origin: Option<(ConnId, i32)>,
         now: Instant,
-    ) {
+    ) -> Option<(ConnId, Reply)> {
         self.zxid = zxid - 1;
         self.fixed_time = Some(time);
         let xid = origin.map_or(0, |(_, xid)| xid);
@@ -119,16 +120,19 @@ impl State {
         };
         self.fixed_time = None;
         self.zxid = zxid;
-        if let Some((conn, reply)) = reply {
-            match reply {
-                Reply::Send(frame) => self.send(conn, Outbound::Frame(frame)),
-                Reply::SendAndClose(frame) => {
-                    self.send(conn, Outbound::Frame(frame));
-                    self.send(conn, Outbound::Close);
-                }
-                Reply::Close => self.send(conn, Outbound::Close),
-                Reply::Nothing => {}
+        reply
+    }
+
+    /// Queues `reply` on `conn`.
+    pub fn answer(&self, conn: ConnId, reply: Reply) {
+        match reply {
+            Reply::Send(frame) => self.send(conn, Outbound::Frame(frame)),
+            Reply::SendAndClose(frame) => {
+                self.send(conn, Outbound::Frame(frame));
+                self.send(conn, Outbound::Close);
             }
+            Reply::Close => self.send(conn, Outbound::Close),
+            Reply::Nothing => {}
         }
     }
 
