@@ -73,7 +73,7 @@ impl World {
 
 fn builder() -> EnsembleBuilder {
     Ensemble::builder(EmbeddedServer::builder().sorted_children(true))
-        .slow_lag(Duration::from_millis(600), Duration::from_millis(600))
+        .slow_lag(Duration::from_millis(1500), Duration::from_millis(1500))
         .election_time(Duration::from_millis(100), Duration::from_millis(200))
         .sync_limit(Duration::from_secs(5))
 }
@@ -131,7 +131,7 @@ async fn a_write_on_a_follower_is_answered_once_that_follower_applied_it() {
         .await
         .unwrap();
     assert!(
-        started.elapsed() >= Duration::from_millis(500),
+        started.elapsed() >= Duration::from_millis(1000),
         "answered before the slow follower applied it: {:?}",
         started.elapsed()
     );
