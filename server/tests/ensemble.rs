@@ -1,8 +1,9 @@
 //! The simulated ensemble's rules, as a client sees them (`zk_curator_server::ensemble`): a
 //! lagging follower serves stale reads until `sync`, a write is answered once its member has
 //! applied it, a member refuses a client that has seen a later zxid, sessions move between
-//! members (local ones do not), and a new leader keeps every committed write and drops an
-//! uncommitted one whole.
+//! members (local ones do not), a new leader keeps every committed write, commits whole an
+//! uncommitted one it holds and drops whole one it does not, a crashed member comes back from
+//! its log, and a lost reply leaves its write applied.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
@@ -25,14 +26,18 @@ struct World {
 
 impl World {
     async fn start(builder: EnsembleBuilder) -> World {
+        Self::start_of(builder, 3).await
+    }
+
+    async fn start_of(builder: EnsembleBuilder, size: usize) -> World {
         let mut listeners = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..size {
             listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
         }
         let addresses: Vec<SocketAddr> =
             listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         let known = addresses.clone();
-        let ensemble = Arc::new(builder.size(3).start(|i| known[i]).unwrap());
+        let ensemble = Arc::new(builder.size(size).start(|i| known[i]).unwrap());
         for (member, listener) in listeners.into_iter().enumerate() {
             let ensemble = ensemble.clone();
             tokio::spawn(async move {
@@ -377,4 +382,54 @@ async fn a_reply_lost_on_a_member_leaves_its_write_applied() {
         .unwrap()
         .unwrap();
     assert_eq!(stat.czxid, record.zxid);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_the_new_leader_holds_is_committed_whole_though_it_lacked_a_quorum() {
+    // Five members: a quorum is three.
+    let world = World::start_of(builder(), 5).await;
+    let ensemble = world.ensemble.clone();
+    let writer = world.client(0).await;
+    bounded(writer.create("/before", b"", &persistent()))
+        .await
+        .unwrap();
+    // Only member 1 takes in what the leader sends: the leader and it are two.
+    for member in 2..5 {
+        ensemble.hold_from_leader(member, true);
+    }
+    let sender = writer.clone();
+    let pending = tokio::spawn(async move {
+        let mut multi = sender.new_multi_writer();
+        multi.add_create("/x", b"", &persistent()).unwrap();
+        multi.add_create("/y", b"", &persistent()).unwrap();
+        multi.commit().await.map(|_| ())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!pending.is_finished(), "committed without a quorum");
+    assert!(
+        !ensemble.paths_of(1).contains(&"/x".to_owned()),
+        "applied uncommitted"
+    );
+    ensemble.set_up(0, false);
+    for member in 2..5 {
+        ensemble.hold_from_leader(member, false);
+    }
+    eventually("a new leader", || async { ensemble.leader().is_some() }).await;
+    // Member 1 held the multi: it leads, and commits it, whole.
+    assert_eq!(ensemble.leader(), Some(1));
+    for member in 1..5 {
+        eventually("the member caught up", || async {
+            ensemble.zxid_of(member) == ensemble.committed_zxid()
+        })
+        .await;
+        let paths = ensemble.paths_of(member);
+        for path in ["/before", "/x", "/y"] {
+            assert!(
+                paths.contains(&path.to_owned()),
+                "member {member} lacks {path}: {paths:?}"
+            );
+        }
+    }
+    // Its writer, whose member died, did not hear the outcome.
+    assert!(bounded(pending).await.unwrap().is_err());
 }
