@@ -13,6 +13,8 @@
 //! cargo run -p zk-curator-sim --release -- --seeds 100      # seeds 0..100
 //! cargo run -p zk-curator-sim --release -- --seed 17        # one, with its event log
 //! cargo run -p zk-curator-sim --release -- --seeds 300 --break fence
+//! cargo run -p zk-curator-sim --release -- --ensemble 3 --seeds 100 # on a simulated ensemble
+//! cargo run -p zk-curator-sim --release -- --crash --seeds 100      # the server crashes
 //! ```
 //!
 //! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
