@@ -13,6 +13,8 @@
 //! cargo run -p zk-curator-sim --release -- --seeds 100      # seeds 0..100
 //! cargo run -p zk-curator-sim --release -- --seed 17        # one, with its event log
 //! cargo run -p zk-curator-sim --release -- --seeds 300 --break fence
+//! cargo run -p zk-curator-sim --release -- --ensemble 3 --seeds 100 # on a simulated ensemble
+//! cargo run -p zk-curator-sim --release -- --crash --seeds 100      # the server crashes
 //! ```
 //!
 //! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
@@ -24,6 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod crash;
+mod ensemble;
 mod net;
 mod regressions;
 mod run;
@@ -43,10 +47,15 @@ struct Options {
     save: bool,
     /// One seed in this many runs twice (its two hashes compared).
     twice_every: u64,
+    /// Members of a simulated ensemble to run on (`None`: one server).
+    ensemble: Option<usize>,
+    /// The server's crashes and lost replies (`--crash`).
+    crash: bool,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--save]";
+[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--save] \
+[--ensemble N] [--crash]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -57,6 +66,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         save: false,
         twice_every: 50,
+        ensemble: None,
+        crash: false,
     };
     let mut from = 0;
     let mut count = 20;
@@ -74,6 +85,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--secs" => options.duration = Duration::from_secs(value("--secs")?.max(1)),
             "--threads" => options.threads = (value("--threads")? as usize).max(1),
             "--twice-every" => options.twice_every = value("--twice-every")?.max(1),
+            "--ensemble" => {
+                let size = value("--ensemble")?;
+                if !(1..=9).contains(&size) {
+                    return Err(format!("--ensemble: 1 to 9 members, not {size}"));
+                }
+                options.ensemble = Some(size as usize);
+            }
             "--break" => {
                 let kind = args.next().ok_or("--break needs a kind")?;
                 match kind.as_str() {
@@ -89,6 +107,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--save" => options.save = true,
+            "--crash" => options.crash = true,
             "--lenient-bounds" => options.breaks.strict_bounds = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -121,6 +140,8 @@ fn main() -> ExitCode {
         .and_then(|secs| secs.parse().ok())
         .unwrap_or(60);
     run::watch_progress(Duration::from_secs(stuck));
+    ensemble::set_size(options.ensemble.unwrap_or(0));
+    crash::set(options.crash);
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
@@ -235,8 +256,12 @@ fn first_difference(first: &[String], second: &[String]) -> String {
 /// printed; one seed in fifty run twice, its two hashes compared.
 fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
-    // The regressions first: each a shrunk schedule that once failed.
-    let regressions_failed = regressions::run_all();
+    // The regressions first: each a shrunk schedule that once failed (on one
+    // server: an ensemble's schedules are not saved).
+    let regressions_failed = match (options.ensemble, options.crash) {
+        (None, false) => regressions::run_all(),
+        _ => 0,
+    };
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     let twice = AtomicU64::new(0);
@@ -297,7 +322,9 @@ fn batch(options: &Options) -> ExitCode {
             plan.net,
             outcome.violations.first().map_or("", String::as_str)
         );
-        if !broken || options.save {
+        if options.ensemble.is_some() || options.crash {
+            println!("not saved: a schedule on an ensemble or with crashes (regressions/ holds one server's, without)");
+        } else if !broken || options.save {
             match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
                 Ok(path) => println!("saved as {}", path.display()),
                 Err(err) => println!("not saved: {err}"),
