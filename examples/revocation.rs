@@ -30,7 +30,7 @@ async fn main() -> Result<(), BoxError> {
         }
     });
     let guard = holder.lock().await?;
-    println!("holder has the lock: {}", guard.path());
+    println!("holder has the lock: {}", guard.node().path());
     let holding = tokio::spawn(async move {
         let node = asked_rx.recv().await.ok_or("listener gone")?;
         println!("holder was asked to give up {node}; releasing");
@@ -49,7 +49,10 @@ async fn main() -> Result<(), BoxError> {
         .try_lock_for(Duration::from_secs(20))
         .await?
         .ok_or("the holder did not let go")?;
-    println!("the other process now holds the lock: {}", mine.path());
+    println!(
+        "the other process now holds the lock: {}",
+        mine.node().path()
+    );
     mine.release().await?;
     holding.await??;
     holder_fw.close().await;

@@ -140,7 +140,7 @@ pub use zk_curator_framework::{
     Result, StateWatcher,
 };
 pub use zk_curator_recipes::{
-    Bound, CohortPolicy, Fence, FencingToken, Hold, HoldBounds, InterProcessLock,
+    AcquiredNode, Bound, CohortPolicy, Fence, FencingToken, Hold, HoldBounds, InterProcessLock,
     InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, Layout, LockLoss,
     MutexGuard, Owner, ReadGuard, ReadLock, RevocationListener, Revoker, Wait, WriteGuard,
     WriteLock,

@@ -51,7 +51,7 @@ async fn write_lock_nodes_carry_the_provider_acl_under_a_namespace() {
         let (acl, _) = raw.get_acl(&format!("{namespace}/bar")).await.unwrap();
         assert_eq!(acl, loopback(Permission::ALL));
         let (acl, _) = raw
-            .get_acl(&format!("{namespace}{}", guard.path()))
+            .get_acl(&format!("{namespace}{}", guard.node().path()))
             .await
             .unwrap();
         assert_eq!(acl, loopback(Permission::ALL));
@@ -87,7 +87,7 @@ async fn auto_created_parents_get_their_own_acl() {
         }
         let (acl, _) = raw.get_acl(&lock_path).await.unwrap();
         assert_eq!(acl, loopback(Permission::ALL));
-        let (acl, _) = raw.get_acl(guard.path()).await.unwrap();
+        let (acl, _) = raw.get_acl(guard.node().path()).await.unwrap();
         assert_eq!(acl, loopback(Permission::ALL));
         // The read-only parents refuse deletes, as their ACL says.
         assert_eq!(

@@ -287,9 +287,9 @@ impl Case {
                 found.push(format!(
                     "two holders: {} ({}) granted (losses {losses}) while {} ({}, losses {}) still valid",
                     token,
-                    hold.path(),
+                    hold.node().path(),
                     earlier.hold.fencing_token(),
-                    earlier.hold.path(),
+                    earlier.hold.node().path(),
                     earlier.losses,
                 ));
             }

@@ -181,14 +181,14 @@ impl Scene {
         }
         let guard = got.unwrap_or_else(|err| panic!("{loss:?}: the waiter failed: {err}"));
         assert_ne!(
-            guard.path(),
-            passed.path(),
+            guard.node().path(),
+            passed.node().path(),
             "{loss:?}: the lost node was taken"
         );
         assert_eq!(guard.fencing_token().pass(), 0, "{loss:?}");
         assert!(guard.is_valid(), "{loss:?}: {:?}", guard.loss());
         let raw = raw_client(&self.server.connect_string()).await;
-        let gone = passed.path().rsplit('/').next().unwrap().to_owned();
+        let gone = passed.node().path().rsplit('/').next().unwrap().to_owned();
         assert!(
             eventually(PATIENCE, || async {
                 !children(&raw, &self.path).await.contains(&gone)

@@ -379,12 +379,12 @@ async fn errors_name_the_node_and_the_reason() {
 
         // A hold lost to a deleted node: the error names the node and why.
         let raw = raw_client(&server.connect_string()).await;
-        raw.delete(guard.path(), None).await.unwrap();
+        raw.delete(guard.node().path(), None).await.unwrap();
         let err = fence.set_data(&missing, b"x", None).await.unwrap_err();
         assert_eq!(
             err,
             Error::LockLost {
-                path: guard.path().to_owned(),
+                path: guard.node().path().to_owned(),
                 reason: LockLoss::NodeDeleted
             }
         );

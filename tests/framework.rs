@@ -124,8 +124,8 @@ async fn protected_create_with_a_lost_reply_leaves_exactly_one_node() {
             1,
             "one node, adopted after the lost reply: {nodes:?}"
         );
-        assert_eq!(guard.path(), format!("{path}/{}", nodes[0]));
-        let stat = raw.check_stat(guard.path()).await.unwrap().unwrap();
+        assert_eq!(guard.node().path(), format!("{path}/{}", nodes[0]));
+        let stat = raw.check_stat(guard.node().path()).await.unwrap().unwrap();
         assert_eq!(guard.fencing_token().get(), stat.czxid);
         assert_eq!(
             stat.ephemeral_owner,
@@ -177,10 +177,10 @@ async fn dropped_connections_keep_the_session_and_the_lock() {
         );
         let raw = raw_client(&server.connect_string()).await;
         assert!(
-            raw.check_stat(guard.path()).await.unwrap().is_some(),
+            raw.check_stat(guard.node().path()).await.unwrap().is_some(),
             "the lock node survived"
         );
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         assert!(
             raw.check_stat(&node).await.unwrap().is_none(),
@@ -315,13 +315,16 @@ async fn digest_auth_and_creator_acl() {
         let guard = mutex.lock().await.unwrap();
         // A session without alice's credentials cannot touch the lock node.
         let raw = raw_client(&server.connect_string()).await;
-        assert_eq!(raw.delete(guard.path(), None).await, Err(zk::Error::NoAuth));
         assert_eq!(
-            raw.get_acl(guard.path()).await.unwrap_err(),
+            raw.delete(guard.node().path(), None).await,
+            Err(zk::Error::NoAuth)
+        );
+        assert_eq!(
+            raw.get_acl(guard.node().path()).await.unwrap_err(),
             zk::Error::NoAuth
         );
         let alice = fw.client().await.unwrap();
-        let (acl, _) = alice.get_acl(guard.path()).await.unwrap();
+        let (acl, _) = alice.get_acl(guard.node().path()).await.unwrap();
         assert_eq!(acl.len(), 1);
         assert_eq!(acl[0].scheme(), "digest");
         guard.release().await.unwrap();
@@ -425,7 +428,7 @@ async fn lost_signal_fires_for_each_reason() {
             futures::FutureExt::now_or_never(&mut lost).is_none(),
             "still held"
         );
-        raw.delete(guard.path(), None).await.unwrap();
+        raw.delete(guard.node().path(), None).await.unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, &mut lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -441,7 +444,7 @@ async fn lost_signal_fires_for_each_reason() {
             LockLoss::ConnectionState(ConnectionState::Suspended)
         );
         fw.block_until_connected(PATIENCE).await.unwrap();
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         // Released after its loss: the node is deleted, and the result says so.
         assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         let raw = raw_client(&server.connect_string()).await;

@@ -595,7 +595,7 @@ async fn progress_is_published_on_the_node_at_most_once_a_quarter() {
         // written only once the grant's quarter has passed (a hold shorter
         // than a quarter writes nothing).
         guard.progress();
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         tokio::time::sleep(SILENCE / 8).await;
         let (data, stat) = raw.get_data(&node).await.unwrap();
         assert_eq!(
@@ -818,7 +818,7 @@ async fn a_revocation_request_is_not_overwritten_by_published_progress() {
         });
         let bounds = HoldBounds::new().silence(SILENCE).publish_progress();
         let guard = mutex.lock_bounded(bounds).await.unwrap();
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         let guard = std::sync::Arc::new(guard);
         // The holder says progress all along, so a publication is due
         // every quarter of the bound.

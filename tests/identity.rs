@@ -25,7 +25,7 @@ async fn participant_nodes_carry_the_holder_identity() {
             .lock()
             .await
             .unwrap();
-        let (data, _) = raw.get_data(guard.path()).await.unwrap();
+        let (data, _) = raw.get_data(guard.node().path()).await.unwrap();
         assert_eq!(HolderIdentity::parse(&data), Some(expected.clone()));
         guard.release().await.unwrap();
         let sem_path = unique_path("identity-sem");
@@ -34,7 +34,7 @@ async fn participant_nodes_carry_the_holder_identity() {
             .acquire()
             .await
             .unwrap();
-        let (data, _) = raw.get_data(lease.path()).await.unwrap();
+        let (data, _) = raw.get_data(lease.node().path()).await.unwrap();
         assert_eq!(HolderIdentity::parse(&data), Some(expected.clone()));
         lease.release().await.unwrap();
 
@@ -42,7 +42,7 @@ async fn participant_nodes_carry_the_holder_identity() {
         let rw_path = unique_path("identity-rw");
         let rw = InterProcessReadWriteLock::with_data(fw.clone(), &rw_path, b"mine").unwrap();
         let read = rw.read_lock().lock().await.unwrap();
-        assert_eq!(raw.get_data(read.path()).await.unwrap().0, b"mine");
+        assert_eq!(raw.get_data(read.node().path()).await.unwrap().0, b"mine");
         read.release().await.unwrap();
         fw.close().await;
 
@@ -54,7 +54,12 @@ async fn participant_nodes_carry_the_holder_identity() {
             .lock()
             .await
             .unwrap();
-        assert!(raw.get_data(guard.path()).await.unwrap().0.is_empty());
+        assert!(raw
+            .get_data(guard.node().path())
+            .await
+            .unwrap()
+            .0
+            .is_empty());
         guard.release().await.unwrap();
         assert!(children(&raw, &path).await.is_empty());
         quiet.close().await;

@@ -662,7 +662,7 @@ async fn observing_a_curator_latch_election_names_the_leader_curator_reports() {
         let term = leads(&rust, STEP).await;
         assert_eq!(seen.id, "rust-1");
         assert_eq!(seen.token, term.fencing_token());
-        assert_eq!(seen.node_path, term.path());
+        assert_eq!(seen.node_path, term.node().path());
         java.expect("start java-2", "ok").await;
         wait_for_participants(&raw, &path, 2).await;
         java.expect("leader", "leader rust-1 true").await;
@@ -731,7 +731,7 @@ async fn a_rust_latch_keeps_its_place_through_a_blip_beside_a_curator_latch() {
         assert!(second != first && !first.is_valid());
         // The same node throughout: Curator, queued behind it, could not
         // have led in between.
-        assert_eq!(second.path(), first.path());
+        assert_eq!(second.node().path(), first.node().path());
         assert!(second.fencing_token() > first.fencing_token());
         assert_eq!(second.fencing_token().get(), first.fencing_token().get());
         java.expect("has", "false").await;
@@ -798,7 +798,7 @@ async fn curator_still_reads_the_id_of_a_rust_leader_that_proclaims() {
         };
         let seen = until("the proclaimed value", &|l| l.value == b"10.0.0.1:80").await;
         assert_eq!(seen.id, "rust-1");
-        assert_eq!(seen.node_path, term.path());
+        assert_eq!(seen.node_path, term.node().path());
         rust.proclaim("10.0.0.1:81").await.unwrap();
         until("the new value", &|l| l.value == b"10.0.0.1:81").await;
         java.expect("leader", "leader rust-1 true").await;

@@ -374,7 +374,7 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         let (fa, a) = started_latch(&connect, &path, "a").await;
         let first = leads(&a, PATIENCE).await;
         let fence = first.fence().unwrap();
-        raw.delete(first.path(), None).await.unwrap();
+        raw.delete(first.node().path(), None).await.unwrap();
         let refused = fence.set_data(&data, b"stale", None).await.unwrap_err();
         assert!(matches!(refused, Error::LockLost { .. }), "{refused:?}");
         assert_eq!(raw.get_data(&data).await.unwrap().0, b"0");
@@ -384,7 +384,7 @@ async fn a_deleted_leader_node_ends_the_term_and_the_latch_queues_again() {
         let second = leads(&a, PATIENCE).await;
         assert!(second != first);
         assert!(second.fencing_token() > first.fencing_token());
-        assert_ne!(second.path(), first.path());
+        assert_ne!(second.node().path(), first.node().path());
         close_election(&raw, &path, &[&a], &[&fa]).await;
     })
     .await;
@@ -819,7 +819,7 @@ async fn fencing_tokens_strictly_increase_across_successive_leaders() {
             let (fw, latch) = &members[leader];
             let term = latch.term().unwrap();
             let token = term.fencing_token();
-            assert_eq!(token.get(), czxid(&raw, term.path()).await);
+            assert_eq!(token.get(), czxid(&raw, term.node().path()).await);
             if let Some(&last) = tokens.last() {
                 assert!(token > last, "round {round}: {token} after {last}");
             }

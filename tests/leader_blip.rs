@@ -123,7 +123,7 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
         let b = started(&fb, &path, "b");
         let b_terms = count_terms(&b);
         wait_for_participants(&raw, &path, 2).await;
-        let node = term.path().to_owned();
+        let node = term.node().path().to_owned();
         let zxid = {
             let stat = raw.check_stat(&node).await.unwrap().unwrap();
             stat.czxid
@@ -153,7 +153,7 @@ async fn a_blip_keeps_the_leader(blip: Blip, rounds: u32) {
             term = leads(&a, PATIENCE).await;
             assert!(term != old, "a new term");
             assert!(!old.is_valid(), "the old term stays lost");
-            assert_eq!(term.path(), node, "on the same node");
+            assert_eq!(term.node().path(), node, "on the same node");
             assert_eq!(
                 term.fencing_token(),
                 FencingToken::passed(zxid, round),
@@ -213,7 +213,11 @@ async fn reports_term(
         let Observation::Leader(leader) = seen else {
             continue;
         };
-        assert_eq!(leader.node_path, term.path(), "only A leads: {leader:?}");
+        assert_eq!(
+            leader.node_path,
+            term.node().path(),
+            "only A leads: {leader:?}"
+        );
         assert!(leader.token <= term.fencing_token(), "{leader:?}");
         // The value comes a moment after the term begins (and with it, for
         // a term after the first, the term's count).
@@ -336,7 +340,7 @@ async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
             .unwrap()
             .expect("the node is taken up again");
         assert!(!again.same_hold(&hold) && !hold.is_valid() && again.is_valid());
-        assert_eq!(again.path(), hold.path());
+        assert_eq!(again.node().path(), hold.node().path());
         assert_eq!(
             again.fencing_token(),
             FencingToken::passed(hold.fencing_token().get(), 1)
@@ -350,7 +354,7 @@ async fn resume_takes_up_a_node_lost_to_the_connection_and_nothing_else() {
         assert!(hold.fence().is_err());
 
         lock.release(&again).await.unwrap();
-        assert!(raw.check_stat(hold.path()).await.unwrap().is_none());
+        assert!(raw.check_stat(hold.node().path()).await.unwrap().is_none());
         // Given back: nothing left to take up.
         assert!(matches!(lock.resume(&again).await, Ok(None)));
         fw.close().await;
@@ -386,7 +390,7 @@ async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
             .unwrap();
         let lock = mutex_queue(&fw, &path);
         let hold = until_held(|| lock.acquire(Acquire::new())).await.unwrap();
-        assert!(!hold.path().ends_with("-lock-0000000000"));
+        assert!(!hold.node().path().ends_with("-lock-0000000000"));
         let ahead = format!("{path}/x-lock-0000000000");
         raw.create(&ahead, b"", &open).await.unwrap();
 
@@ -403,7 +407,7 @@ async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
         queue.sort();
         assert!(queue
             .iter()
-            .any(|name| hold.path().ends_with(name.as_str())));
+            .any(|name| hold.node().path().ends_with(name.as_str())));
 
         raw.delete(&ahead, None).await.unwrap();
         let again = tokio::time::timeout(PATIENCE, resume)
@@ -412,7 +416,7 @@ async fn resume_of_a_node_no_longer_first_waits_in_its_place() {
             .unwrap()
             .unwrap()
             .expect("holds again once the node ahead is gone");
-        assert_eq!(again.path(), hold.path());
+        assert_eq!(again.node().path(), hold.node().path());
         assert_eq!(
             again.fencing_token(),
             FencingToken::passed(hold.fencing_token().get(), 1)

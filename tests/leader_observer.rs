@@ -46,7 +46,7 @@ fn assert_is(seen: &ObservedLeader, id: &str, term: &LeaderTerm, recipe: Electio
     assert_eq!(seen.id, id, "{seen:?}");
     assert_eq!(seen.value, id.as_bytes(), "{seen:?}");
     assert_eq!(seen.token, term.fencing_token(), "{seen:?}");
-    assert_eq!(seen.node_path, term.path(), "{seen:?}");
+    assert_eq!(seen.node_path, term.node().path(), "{seen:?}");
     assert_eq!(seen.recipe, recipe, "{seen:?}");
     assert!(seen.session != 0, "an ephemeral node: {seen:?}");
 }

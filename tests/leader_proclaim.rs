@@ -32,10 +32,14 @@ async fn until_value(changes: &mut Changes, term: &LeaderTerm, value: &[u8]) -> 
             let Observation::Leader(leader) = seen else {
                 panic!(
                     "waiting for {wanted:?} from {}: observed {seen:?}",
-                    term.path()
+                    term.node().path()
                 );
             };
-            assert_eq!(leader.node_path, term.path(), "another leader: {leader:?}");
+            assert_eq!(
+                leader.node_path,
+                term.node().path(),
+                "another leader: {leader:?}"
+            );
             if leader.value == value {
                 return leader;
             }
@@ -107,7 +111,7 @@ async fn a_proclaimed_value_reaches_observers_and_an_ended_term_is_refused() {
         assert_eq!(ids, [b"a".to_vec(), b"b".to_vec()]);
 
         // A's node goes: its term ends, B leads and proclaims its value.
-        raw.delete(term_a.path(), None).await.unwrap();
+        raw.delete(term_a.node().path(), None).await.unwrap();
         let term_b = leads(&b, PATIENCE).await;
         let seen = loop {
             match tokio::time::timeout(PATIENCE, changes.next())
@@ -115,12 +119,12 @@ async fn a_proclaimed_value_reaches_observers_and_an_ended_term_is_refused() {
                 .unwrap()
                 .unwrap()
             {
-                Observation::Leader(l) if l.node_path == term_b.path() => {
+                Observation::Leader(l) if l.node_path == term_b.node().path() => {
                     if l.value == b"10.0.0.2:80" {
                         break l;
                     }
                 }
-                Observation::Leader(l) if l.node_path == term_a.path() => {}
+                Observation::Leader(l) if l.node_path == term_a.node().path() => {}
                 other => panic!("expected B's term, observed {other:?}"),
             }
         };
@@ -140,7 +144,7 @@ async fn a_proclaimed_value_reaches_observers_and_an_ended_term_is_refused() {
         a.proclaim("10.0.0.1:82").await.unwrap();
         assert_eq!(on_server(&raw, &path).await.0, version, "nothing written");
         let once = observer.leader().await.unwrap().unwrap();
-        assert_eq!(once.node_path, term_b.path());
+        assert_eq!(once.node_path, term_b.node().path());
         assert_eq!(once.value, b"10.0.0.2:80");
 
         // B leaves: A leads again, with the value kept.
@@ -153,13 +157,13 @@ async fn a_proclaimed_value_reaches_observers_and_an_ended_term_is_refused() {
                 .unwrap()
                 .unwrap()
             {
-                Observation::Leader(l) if l.node_path == term_a2.path() => {
+                Observation::Leader(l) if l.node_path == term_a2.node().path() => {
                     if l.value == b"10.0.0.1:82" {
                         break l;
                     }
                     assert!(!l.proclaimed, "a stale value: {l:?}");
                 }
-                Observation::Leader(l) if l.node_path == term_b.path() => {}
+                Observation::Leader(l) if l.node_path == term_b.node().path() => {}
                 Observation::NoLeader => {}
                 other => panic!("expected A's second term, observed {other:?}"),
             }

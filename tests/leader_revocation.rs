@@ -82,7 +82,7 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
         let named = asker.revoke_leader().await.unwrap().unwrap();
         assert_eq!(
             (named.id.as_str(), named.node_path.as_str()),
-            ("a", term_a.path())
+            ("a", term_a.node().path())
         );
         let loss = tokio::time::timeout(PATIENCE, term_a.lost()).await.unwrap();
         assert_eq!(loss, LockLoss::Revoked);
@@ -117,7 +117,7 @@ async fn a_revocable_latch_steps_down_when_asked_and_queues_again() {
                 panic!("expected a leader, observed {seen:?}");
             };
             assert!(leader.id == "a" || leader.id == "b", "{leader:?}");
-            if leader.node_path == term_b.path() {
+            if leader.node_path == term_b.node().path() {
                 break;
             }
         }
@@ -185,7 +185,9 @@ async fn a_revocable_selector_steps_down_and_requeues() {
         wait_for_participants(&raw, &path, 2).await;
 
         let asked = Instant::now();
-        Revoker::attempt_revoke(&fw_r, term_1.path()).await.unwrap();
+        Revoker::attempt_revoke(&fw_r, term_1.node().path())
+            .await
+            .unwrap();
         let (term_2, _) = tokio::time::timeout(PATIENCE, terms_2.recv())
             .await
             .unwrap()
@@ -243,7 +245,7 @@ async fn a_request_waits_for_a_leader_made_revocable_and_survives_a_proclaim() {
 
         let observer = LeaderObserver::new(fw_b.clone(), &path).unwrap();
         let named = observer.revoke_leader().await.unwrap().unwrap();
-        assert_eq!(named.node_path, term_a.path());
+        assert_eq!(named.node_path, term_a.node().path());
         a.proclaim("v2").await.unwrap();
         // Not revocable: still leading, with the new value, the request kept.
         assert!(term_a.is_valid());

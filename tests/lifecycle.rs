@@ -47,7 +47,7 @@ async fn close_ends_the_session_and_its_ephemeral_nodes_before_returning() {
             let fw = framework(&server.connect_string()).await;
             let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
             let guard = mutex.lock().await.unwrap();
-            let node = guard.path().to_owned();
+            let node = guard.node().path().to_owned();
             let session_id = fw.session().await.unwrap().id();
             assert!(raw.check_stat(&node).await.unwrap().is_some());
 
@@ -93,8 +93,8 @@ async fn out_of_reach_with_work_left(
     let lock = persistent_lock(&fw, &path);
     let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
     proxy.blackhole(true);
-    drop(ContenderGuard::node(&fw, node.path()));
-    (fw, proxy, node.path().to_owned())
+    drop(ContenderGuard::node(&fw, node.node().path()));
+    (fw, proxy, node.node().path().to_owned())
 }
 
 /// Lets the server be reached again and deletes what the test left.
@@ -233,7 +233,7 @@ async fn cleaner_keeps_retrying_through_a_long_outage_then_deletes_the_node() {
             Arc::new(zk_curator::framework::lock_internals::StandardLockInternalsDriver),
         )
         .unwrap();
-        let (acquire, ours) = waiting_acquire(lock, &raw, &path, held.path()).await;
+        let (acquire, ours) = waiting_acquire(lock, &raw, &path, held.node().path()).await;
 
         // The connection goes silent, then the acquire is dropped: the
         // cleaner's deletes fail (time out) one after another.
@@ -290,7 +290,7 @@ async fn close_flushes_dropped_persistent_participants() {
         // A dropped acquire, then close at once.
         let fw = framework(&server.connect_string()).await;
         let (acquire, ours) =
-            waiting_acquire(persistent_lock(&fw, &path), &raw, &path, held.path()).await;
+            waiting_acquire(persistent_lock(&fw, &path), &raw, &path, held.node().path()).await;
         acquire.abort();
         assert!(acquire.await.unwrap_err().is_cancelled());
         fw.close().await;
@@ -301,10 +301,10 @@ async fn close_flushes_dropped_persistent_participants() {
         );
 
         // A dropped guard of a held persistent node, then close at once.
-        drop(ContenderGuard::node(&holder_fw, held.path()));
+        drop(ContenderGuard::node(&holder_fw, held.node().path()));
         holder_fw.close().await;
         assert_eq!(
-            raw.check_stat(held.path()).await.unwrap(),
+            raw.check_stat(held.node().path()).await.unwrap(),
             None,
             "the dropped guard's persistent node outlived close()"
         );
@@ -325,10 +325,10 @@ async fn cleaner_keeps_one_job_per_node() {
         let node = lock.acquire(Acquire::new()).await.unwrap().unwrap();
         // The same node handed over many times is deleted once.
         for _ in 0..1000 {
-            fw.delete_in_background(node.path());
+            fw.delete_in_background(node.node().path());
         }
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-        assert_eq!(raw.check_stat(node.path()).await.unwrap(), None);
+        assert_eq!(raw.check_stat(node.node().path()).await.unwrap(), None);
         assert_eq!(fw.metrics().background_deletes(), 1);
         assert_eq!(
             fw.metrics().background_delete_retries(),

@@ -41,7 +41,7 @@ async fn queue_in_order(
             order
                 .lock()
                 .unwrap()
-                .push((index, token, guard.path().to_owned()));
+                .push((index, token, guard.node().path().to_owned()));
             tokio::task::yield_now().await;
             busy.store(false, Ordering::SeqCst);
             guard.release().await.unwrap();
@@ -362,12 +362,16 @@ async fn waiting_readers_share_one_node_and_hold_together() {
                     let guard = read.lock().await.unwrap();
                     let token = guard.fencing_token();
                     together.wait().await;
-                    done_tx.send((token, guard.path().to_owned())).unwrap();
+                    done_tx
+                        .send((token, guard.node().path().to_owned()))
+                        .unwrap();
                     guard.release().await.unwrap();
                     return;
                 };
                 together.wait().await;
-                done_tx.send((token, read.lock_node().unwrap())).unwrap();
+                done_tx
+                    .send((token, read.node().unwrap().path().to_owned()))
+                    .unwrap();
                 read.release().await.unwrap();
             }));
         }
@@ -507,7 +511,7 @@ async fn a_reader_arriving_after_the_shared_grant_queues_behind_the_writer() {
         let remaining = children(&raw, &path).await;
         assert_eq!(
             remaining,
-            vec![last.path().rsplit('/').next().unwrap().to_owned()]
+            vec![last.node().path().rsplit('/').next().unwrap().to_owned()]
         );
         let lock = InterProcessReadWriteLock::new(other.clone(), &path).unwrap();
         assert!(lock.write_lock().try_lock().await.unwrap().is_none());
@@ -593,7 +597,9 @@ async fn a_lost_session_ends_every_share_of_a_read_node() {
                     .unwrap(),
             );
         }
-        assert!(guards.iter().all(|g| g.path() == guards[0].path()));
+        assert!(guards
+            .iter()
+            .all(|g| g.node().path() == guards[0].node().path()));
         assert!(guards.iter().all(|g| g.is_valid()));
 
         let client = fw.client().await.unwrap();

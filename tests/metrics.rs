@@ -73,11 +73,13 @@ async fn lock_and_session_metrics_are_recorded() {
         let mid = snapshotter.snapshot().into_vec();
         assert_eq!(value(&mid, "zk_curator_holding", &labels), 1.0);
         assert!(b.try_lock().await.unwrap().is_none());
-        Revoker::attempt_revoke(&fb, guard.path()).await.unwrap();
+        Revoker::attempt_revoke(&fb, guard.node().path())
+            .await
+            .unwrap();
         assert!(eventually(PATIENCE, || async { revoked.load(Ordering::SeqCst) == 1 }).await);
         // The node is deleted by hand: a loss.
         let lost = guard.lost();
-        raw.delete(guard.path(), None).await.unwrap();
+        raw.delete(guard.node().path(), None).await.unwrap();
         assert_eq!(lost.await, LockLoss::NodeDeleted);
         drop(guard);
         // A dropped guard goes to the background cleaner.

@@ -47,7 +47,10 @@ async fn acquire_and_release_two_paths() {
         // Given out of order: acquired in ascending path order.
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
         assert_eq!(multi.paths(), vec![a.as_str(), b.as_str()]);
-        assert_eq!(InterProcessLock::path(&multi), a);
+        assert_eq!(
+            InterProcessLock::paths(&multi),
+            vec![a.as_str(), b.as_str()]
+        );
         assert!(!multi.is_acquired_in_this_process());
 
         multi.acquire().await.unwrap();
@@ -231,8 +234,8 @@ impl InterProcessLock for FailsToLock {
         false
     }
 
-    fn path(&self) -> &str {
-        &self.path
+    fn paths(&self) -> Vec<&str> {
+        vec![&self.path]
     }
 
     fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -353,8 +356,8 @@ impl InterProcessLock for Planted {
         self.inner.is_acquired_in_this_process()
     }
 
-    fn path(&self) -> &str {
-        self.inner.path()
+    fn paths(&self) -> Vec<&str> {
+        vec![self.inner.path()]
     }
 
     fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -425,7 +428,7 @@ async fn times_out_when_one_path_is_held_elsewhere() {
         let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
         let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
         let held = holder.lock().await.unwrap();
-        let held_node = held.path().rsplit('/').next().unwrap().to_owned();
+        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
         let deadline = Duration::from_secs(1);
@@ -564,7 +567,7 @@ async fn dropped_acquire_releases_what_was_taken() {
             .lock()
             .await
             .unwrap();
-        let held_node = held.path().rsplit('/').next().unwrap().to_owned();
+        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
         drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
@@ -685,8 +688,8 @@ impl InterProcessLock for GuardLock {
         self.guard.lock().unwrap().is_some()
     }
 
-    fn path(&self) -> &str {
-        self.mutex.path()
+    fn paths(&self) -> Vec<&str> {
+        vec![self.mutex.path()]
     }
 
     fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -772,7 +775,9 @@ async fn multi_locks_nest() {
             ])
             .unwrap(),
         );
-        assert_eq!(outer.path(), a);
+        // Its members' paths, in the order it takes them: the mutex on a,
+        // then the inner multi-lock's b and c.
+        assert_eq!(outer.paths(), vec![a.as_str(), b.as_str(), c.as_str()]);
         assert!(outer.acquire_timeout(PATIENCE).await.unwrap());
         assert!(outer.is_acquired_in_this_process());
         assert!(inner.is_owned_by_current_task());
@@ -790,6 +795,45 @@ async fn multi_locks_nest() {
         fw.close().await;
     })
     .await;
+}
+
+/// A lock of a user's own whose `paths` is empty (the trait asks for at
+/// least one): never acquired, as a multi-lock refuses it.
+#[derive(Debug)]
+struct Pathless;
+
+impl InterProcessLock for Pathless {
+    fn loss(&self) -> Option<LockLoss> {
+        Some(LockLoss::NotHeld)
+    }
+
+    fn lost(&self) -> BoxFuture<'static, LockLoss> {
+        futures::future::ready(LockLoss::NotHeld).boxed()
+    }
+
+    fn fence(&self) -> Result<Fence> {
+        Err(Error::NotOwner)
+    }
+
+    fn acquire_with(&self, _wait: Wait) -> BoxFuture<'_, Result<bool>> {
+        async { Ok(true) }.boxed()
+    }
+
+    fn release(&self) -> BoxFuture<'_, Result<()>> {
+        async { Ok(()) }.boxed()
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        false
+    }
+
+    fn paths(&self) -> Vec<&str> {
+        Vec::new()
+    }
+
+    fn participant_nodes(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
 }
 
 #[tokio::test]
@@ -819,6 +863,13 @@ async fn bad_input_is_refused() {
         let err = InterProcessMultiLock::from_mutexes(vec![
             InterProcessMutex::new(fw.clone(), &b).unwrap(),
             InterProcessMutex::new(fw.clone(), &b).unwrap(),
+        ])
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        // A lock of the caller's own that names no path cannot be ordered.
+        let err = InterProcessMultiLock::new(vec![
+            Arc::new(InterProcessMutex::new(fw.clone(), &a).unwrap()),
+            Arc::new(Pathless),
         ])
         .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");

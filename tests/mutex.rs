@@ -256,7 +256,7 @@ async fn works_under_a_namespace() {
         let raw = raw_client(&server.connect_string()).await;
         let nodes = children(&raw, &format!("{namespace}/locks/ns")).await;
         assert_eq!(nodes.len(), 1, "the node lives under the namespace");
-        assert_eq!(guard.path(), format!("/locks/ns/{}", nodes[0]));
+        assert_eq!(guard.node().path(), format!("/locks/ns/{}", nodes[0]));
         guard.release().await.unwrap();
         fw.close().await;
     })
@@ -313,7 +313,7 @@ async fn persistent_driver_survives_session_expiry() {
         let mutex =
             InterProcessMutex::with_driver(fw.clone(), &path, Arc::new(PersistentDriver)).unwrap();
         mutex.acquire().await.unwrap();
-        let node = mutex.lock_node().unwrap();
+        let node = mutex.node().unwrap().path().to_owned();
         let raw = raw_client(&server.connect_string()).await;
         let stat = raw.check_stat(&node).await.unwrap().unwrap();
         assert_eq!(stat.ephemeral_owner, 0, "persistent node");
@@ -391,7 +391,7 @@ async fn dropped_acquire_leaves_no_node() {
         }
         assert!(!waiter.is_acquired_in_this_process());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
-        let ours = guard.path().rsplit('/').next().unwrap().to_owned();
+        let ours = guard.node().path().rsplit('/').next().unwrap().to_owned();
         assert!(
             eventually(PATIENCE, || async {
                 children(&raw, &path).await == vec![ours.clone()]
@@ -675,7 +675,10 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(raw.get_data(largest.path()).await.unwrap().0.len(), low);
+        assert_eq!(
+            raw.get_data(largest.node().path()).await.unwrap().0.len(),
+            low
+        );
         internals.release(&largest).await.unwrap();
 
         // Data within the limit is stored in the node.
@@ -684,7 +687,7 @@ async fn lock_internals_refuse_bad_names_and_oversized_data() {
             .await
             .unwrap()
             .unwrap();
-        let (data, _) = raw.get_data(node.path()).await.unwrap();
+        let (data, _) = raw.get_data(node.node().path()).await.unwrap();
         assert_eq!(data, b"owner=test");
         internals.release(&node).await.unwrap();
         fw.close().await;
@@ -712,7 +715,7 @@ async fn a_waiter_whose_node_is_deleted_starts_over() {
         let raw = raw_client(&server.connect_string()).await;
         wait_for_participants(&raw, &path, 2).await;
         let mut nodes = children(&raw, &path).await;
-        nodes.retain(|n| !holder.path().ends_with(n.as_str()));
+        nodes.retain(|n| !holder.node().path().ends_with(n.as_str()));
         // Someone deletes the waiter's node. The waiter notices when it is next
         // woken (the holder's release) and queues again instead of failing.
         raw.delete(&format!("{path}/{}", nodes[0]), None)
@@ -724,7 +727,10 @@ async fn a_waiter_whose_node_is_deleted_starts_over() {
             .unwrap()
             .unwrap()
             .unwrap();
-        assert!(!guard.path().ends_with(nodes[0].as_str()), "a new node");
+        assert!(
+            !guard.node().path().ends_with(nodes[0].as_str()),
+            "a new node"
+        );
         guard.release().await.unwrap();
         fw.close().await;
         other_fw.close().await;

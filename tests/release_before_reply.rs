@@ -180,7 +180,7 @@ async fn a_lost_hold_is_released_with_its_answer_awaited() {
             LockLoss::ConnectionState(ConnectionState::Suspended)
         );
         fw.block_until_connected(PATIENCE).await.unwrap();
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         assert!(matches!(guard.release().await, Err(Error::LockLost { .. })));
         assert!(raw.check_stat(&node).await.unwrap().is_none());
         fw.close().await;

@@ -31,7 +31,9 @@ async fn a_revoked_holder_releases_and_the_waiter_gets_the_lock() {
             let holder = holder.clone();
             tokio::spawn(async move {
                 holder.acquire().await.unwrap();
-                acquired_tx.send(holder.lock_node().unwrap()).unwrap();
+                acquired_tx
+                    .send(holder.node().unwrap().path().to_owned())
+                    .unwrap();
                 let requested = tokio::time::timeout(PATIENCE, rx.recv())
                     .await
                     .unwrap()
@@ -110,24 +112,24 @@ async fn waiters_and_guards_can_be_revoked_too() {
         // A revocable guard: the listener's message leads to guard.release().
         let guard = mutex.lock().await.unwrap();
         let raw = raw_client(&server.connect_string()).await;
-        Revoker::attempt_revoke(&other_fw, guard.path())
+        Revoker::attempt_revoke(&other_fw, guard.node().path())
             .await
             .unwrap();
-        let (data, _) = raw.get_data(guard.path()).await.unwrap();
+        let (data, _) = raw.get_data(guard.node().path()).await.unwrap();
         assert_eq!(data, b"__REVOKE__", "Curator's payload");
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv())
                 .await
                 .unwrap()
                 .unwrap(),
-            guard.path()
+            guard.node().path()
         );
         guard.release().await.unwrap();
 
         // Without make_revocable nothing listens: clear it and check no message comes.
         mutex.clear_revocable();
         let quiet = mutex.lock().await.unwrap();
-        Revoker::attempt_revoke(&other_fw, quiet.path())
+        Revoker::attempt_revoke(&other_fw, quiet.node().path())
             .await
             .unwrap();
         let unexpected = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
@@ -135,7 +137,7 @@ async fn waiters_and_guards_can_be_revoked_too() {
         assert!(
             !matches!(unexpected, Ok(Some(_))),
             "{unexpected:?} (quiet node {})",
-            quiet.path()
+            quiet.node().path()
         );
         quiet.release().await.unwrap();
         fw.close().await;
@@ -160,14 +162,18 @@ async fn read_write_locks_are_revocable() {
             let _ = tx.send("read");
         });
         let write = rw.write_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, write.path()).await.unwrap();
+        Revoker::attempt_revoke(&fw, write.node().path())
+            .await
+            .unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("write")
         );
         write.release().await.unwrap();
         let read = rw.read_lock().lock().await.unwrap();
-        Revoker::attempt_revoke(&fw, read.path()).await.unwrap();
+        Revoker::attempt_revoke(&fw, read.node().path())
+            .await
+            .unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv()).await.unwrap(),
             Some("read")
@@ -222,7 +228,7 @@ async fn semaphore_leases_are_revocable() {
             "the timed-out attempt is cleaned up"
         );
         let holders = other.participant_nodes().await.unwrap();
-        assert_eq!(holders, vec![lease.path().to_owned()]);
+        assert_eq!(holders, vec![lease.node().path().to_owned()]);
         Revoker::attempt_revoke(&other_fw, &holders[0])
             .await
             .unwrap();
@@ -230,7 +236,7 @@ async fn semaphore_leases_are_revocable() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(asked, lease.path());
+        assert_eq!(asked, lease.node().path());
         lease.release().await.unwrap();
         let theirs = other
             .acquire_timeout(PATIENCE)
@@ -248,7 +254,7 @@ async fn semaphore_leases_are_revocable() {
             let _ = tx.send(node.to_owned());
         });
         mutex.acquire().await.unwrap();
-        let node = mutex.lease_node().unwrap();
+        let node = mutex.node().unwrap().path().to_owned();
         Revoker::attempt_revoke(&other_fw, &node).await.unwrap();
         assert_eq!(
             tokio::time::timeout(PATIENCE, rx.recv())

@@ -185,11 +185,11 @@ async fn downgrade_on_one_task() {
 
         write.acquire().await.unwrap();
         write.acquire().await.unwrap(); // reentrant write
-        let write_node = write.lock_node().unwrap();
+        let write_node = write.node().unwrap().path().to_owned();
         let started = Instant::now();
         assert!(read.acquire_timeout(Duration::from_secs(5)).await.unwrap());
         assert!(started.elapsed() < Duration::from_secs(2));
-        let read_node = read.lock_node().unwrap();
+        let read_node = read.node().unwrap().path().to_owned();
         assert!(read_node.contains("__READ__"));
         assert_eq!(
             sequence(&read_node),
@@ -230,7 +230,7 @@ async fn write_guard_downgrades_without_letting_a_writer_in() {
 
         let write_guard = mine.write_lock().lock().await.unwrap();
         let write_token = write_guard.fencing_token();
-        let write_node = name(write_guard.path());
+        let write_node = name(write_guard.node().path());
         let queued = {
             let write = other.write_lock();
             tokio::spawn(async move {
@@ -243,7 +243,7 @@ async fn write_guard_downgrades_without_letting_a_writer_in() {
         wait_for_participants(&raw, &path, 2).await;
 
         let read_guard = write_guard.downgrade().await.unwrap();
-        assert!(read_guard.path().contains("__READ__"));
+        assert!(read_guard.node().path().contains("__READ__"));
         assert!(read_guard.fencing_token() > write_token);
         assert!(read_guard.is_valid());
         assert!(mine.read_lock().is_acquired_in_this_process());
@@ -705,7 +705,7 @@ async fn dropped_acquires_leave_no_node() {
         let waiter = rw(&fb, &path);
         let (read, write) = (waiter.read_lock(), waiter.write_lock());
 
-        let ours = name(holder.path());
+        let ours = name(holder.node().path());
         // Each acquire below is dropped once it waits: its node is listed
         // behind the holder's (the previous one's node gone first, so the
         // new node is told apart from it).
@@ -817,14 +817,17 @@ async fn node_data_is_copied_and_stored() {
             .try_lock_for(Duration::from_millis(200))
             .await;
         assert!(guard.unwrap().is_none(), "another instance's reader waits");
-        for node in [write.lock_node().unwrap(), read.lock_node().unwrap()] {
+        for node in [
+            write.node().unwrap().path().to_owned(),
+            read.node().unwrap().path().to_owned(),
+        ] {
             let (stored, _) = raw.get_data(&node).await.unwrap();
             assert_eq!(stored, b"host-a:4711", "{node}");
         }
         write.release().await.unwrap();
         read.release().await.unwrap();
         let guard = read.lock().await.unwrap();
-        let (stored, _) = raw.get_data(guard.path()).await.unwrap();
+        let (stored, _) = raw.get_data(guard.node().path()).await.unwrap();
         assert_eq!(stored, b"host-a:4711");
         guard.release().await.unwrap();
 
@@ -898,7 +901,7 @@ async fn guards_and_trait_objects() {
         // Both halves work as `dyn InterProcessLock`.
         let read: Box<dyn InterProcessLock> = Box::new(a.read_lock());
         let write: Box<dyn InterProcessLock> = Box::new(b.write_lock());
-        assert_eq!(read.path(), path);
+        assert_eq!(read.paths(), vec![path.as_str()]);
         assert!(read.acquire_timeout(Duration::from_secs(5)).await.unwrap());
         assert_eq!(read.participant_nodes().await.unwrap().len(), 1);
         assert!(!write
@@ -935,7 +938,7 @@ async fn killed_writer_session_lets_readers_in() {
         let (lock1, lock2) = (rw(&fa, &path), rw(&fb, &path));
 
         lock1.write_lock().acquire().await.unwrap();
-        let write_node = lock1.write_lock().lock_node().unwrap();
+        let write_node = lock1.write_lock().node().unwrap().path().to_owned();
         let client = fa.client().await.unwrap();
         zk_curator_testing::expire_session(&server.connect_string(), &client)
             .await

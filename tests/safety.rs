@@ -276,7 +276,7 @@ async fn fenced_writes_succeed_while_held_and_are_refused_after() {
 
         // Someone deletes our lock node: the next fenced write is refused
         // by ZooKeeper, and the hold is known lost from then on.
-        raw.delete(guard.path(), None).await.unwrap();
+        raw.delete(guard.node().path(), None).await.unwrap();
         let err = fence.set_data(&data, b"stale", None).await.unwrap_err();
         assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
         assert_eq!(
@@ -327,7 +327,7 @@ async fn every_kind_of_hold_signals_its_loss() {
         mutex.acquire().await.unwrap();
         assert!(mutex.is_valid());
         let lost = mutex.lost();
-        deleted(&raw, mutex.lock_node().unwrap()).await;
+        deleted(&raw, mutex.node().unwrap().path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -340,7 +340,7 @@ async fn every_kind_of_hold_signals_its_loss() {
         let write = rw.write_lock();
         write.acquire().await.unwrap();
         let lost = write.lost();
-        deleted(&raw, write.lock_node().unwrap()).await;
+        deleted(&raw, write.node().unwrap().path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -350,7 +350,7 @@ async fn every_kind_of_hold_signals_its_loss() {
         let read = rw.read_lock();
         read.acquire().await.unwrap();
         let lost = read.lost();
-        deleted(&raw, read.lock_node().unwrap()).await;
+        deleted(&raw, read.node().unwrap().path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -363,7 +363,7 @@ async fn every_kind_of_hold_signals_its_loss() {
             InterProcessSemaphoreV2::new(fw.clone(), &unique_path("loss-sem"), 2).unwrap();
         let lease = semaphore.acquire().await.unwrap();
         let lost = lease.lost();
-        deleted(&raw, lease.path().to_owned()).await;
+        deleted(&raw, lease.node().path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -374,7 +374,7 @@ async fn every_kind_of_hold_signals_its_loss() {
             InterProcessSemaphoreMutex::new(fw.clone(), &unique_path("loss-sem-mutex")).unwrap();
         sem_mutex.acquire().await.unwrap();
         let lost = sem_mutex.lost();
-        deleted(&raw, sem_mutex.lease_node().unwrap()).await;
+        deleted(&raw, sem_mutex.node().unwrap().path().to_owned()).await;
         assert_eq!(
             tokio::time::timeout(PATIENCE, lost).await.unwrap(),
             LockLoss::NodeDeleted
@@ -593,7 +593,7 @@ async fn a_node_of_another_session_is_never_adopted() {
         let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
         let acquire = tokio::spawn(async move {
             let guard = mutex.lock().await.unwrap();
-            let node = guard.path().to_owned();
+            let node = guard.node().path().to_owned();
             (guard, node)
         });
         fault

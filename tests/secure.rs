@@ -514,7 +514,7 @@ async fn sasl_users_lock_under_their_own_acl() {
         let path = "/alice-lock";
         let mutex = InterProcessMutex::new(alice.clone(), path).unwrap();
         let guard = mutex.lock().await.unwrap();
-        let node = guard.path().to_owned();
+        let node = guard.node().path().to_owned();
         assert_eq!(
             common::acl_of(&alice, &node).await,
             common::only("sasl", "alice")

@@ -116,9 +116,9 @@ async fn simple() {
             name.starts_with("_c_") && name.contains("-lease-"),
             "{name}"
         );
-        assert_eq!(lease.path(), format!("{path}/leases/{name}"));
+        assert_eq!(lease.node().path(), format!("{path}/leases/{name}"));
         assert_settles(&raw, &[&fw], &path, &[&name]).await;
-        let stat = raw.check_stat(lease.path()).await.unwrap().unwrap();
+        let stat = raw.check_stat(lease.node().path()).await.unwrap().unwrap();
         assert_eq!(lease.fencing_token().get(), stat.czxid);
         assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
         assert!(lease.is_valid());
@@ -318,7 +318,7 @@ async fn participant_nodes() {
             "empty, not an error, before first use (CURATOR-19)"
         );
         let leases = within(semaphore.acquire_many(3)).await.unwrap();
-        let mut expected: Vec<String> = leases.iter().map(|l| l.path().to_owned()).collect();
+        let mut expected: Vec<String> = leases.iter().map(|l| l.node().path().to_owned()).collect();
         expected.sort_by_key(|p| p[p.len() - 10..].to_owned());
         assert_eq!(semaphore.participant_nodes().await.unwrap(), expected);
         InterProcessSemaphoreV2::return_all(leases).await.unwrap();
@@ -378,7 +378,7 @@ async fn nodes_sorting_behind_ours_do_not_count() {
         assert!(semaphore.acquire_timeout(SHORT).await.unwrap().is_none());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
         let nodes = semaphore.participant_nodes().await.unwrap();
-        assert_eq!(nodes, vec![lease.path().to_owned(), foreign.clone()]);
+        assert_eq!(nodes, vec![lease.node().path().to_owned(), foreign.clone()]);
         lease.release().await.unwrap();
         raw.delete(&foreign, None).await.unwrap();
         fw.close().await;
@@ -728,7 +728,7 @@ async fn lost_reply_to_the_lease_create_leaves_one_lease() {
             .unwrap();
         assert!(fault.fired(), "the lease create's reply was lost");
         assert_settles(&raw, &[&fw], &path, &[lease.node().name()]).await;
-        let stat = raw.check_stat(lease.path()).await.unwrap().unwrap();
+        let stat = raw.check_stat(lease.node().path()).await.unwrap().unwrap();
         assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
         lease.release().await.unwrap();
         fw.close().await;
@@ -823,7 +823,7 @@ async fn semaphore_mutex_is_not_reentrant() {
             "a second acquire by the holder must wait"
         );
         assert!(mutex.is_acquired_in_this_process(), "the hold is unchanged");
-        let node = mutex.lease_node().unwrap();
+        let node = mutex.node().unwrap().path().to_owned();
         let name = node.rsplit('/').next().unwrap();
         assert_settles(&raw, &[&fw], &path, &[name]).await;
         assert_eq!(mutex.participant_nodes().await.unwrap(), vec![node.clone()]);
@@ -887,7 +887,7 @@ async fn semaphore_mutex_sessions_exclude_each_other() {
         assert!(!b.is_acquired_in_this_process());
         // Only a's lease is left once b's timed-out attempt is cleaned up.
         let raw = raw_client(&server.connect_string()).await;
-        let a_node = a.lease_node().unwrap();
+        let a_node = a.node().unwrap().path().to_owned();
         assert_settles(&raw, &[&fb], &path, &[a_node.rsplit('/').next().unwrap()]).await;
         let waiter = {
             let b = b.clone();

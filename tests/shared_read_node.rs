@@ -159,7 +159,7 @@ async fn a_writer_waits_for_the_last_reader_of_a_shared_node() {
             );
         }
         for guard in &guards {
-            assert_eq!(name(guard.path()), shared[0], "one node for all");
+            assert_eq!(name(guard.node().path()), shared[0], "one node for all");
             assert_eq!(guard.fencing_token(), guards[0].fencing_token());
             assert!(guard.is_valid());
         }
@@ -277,8 +277,8 @@ async fn the_last_dropped_share_takes_the_node_along() {
                     .unwrap(),
             );
         }
-        let shared = name(guards[0].path());
-        assert_eq!(name(guards[1].path()), shared);
+        let shared = name(guards[0].node().path());
+        assert_eq!(name(guards[1].node().path()), shared);
 
         drop(guards.pop());
         assert!(fw.wait_for_background_cleanup(PATIENCE).await);
@@ -399,10 +399,10 @@ async fn members_of_a_lost_grant_get_no_hold() {
 
         let a = tokio::time::timeout(PATIENCE, a).await.unwrap().unwrap();
         assert!(a.is_valid(), "the first member got the lost grant's hold");
-        assert_ne!(name(a.path()), lost_node);
+        assert_ne!(name(a.node().path()), lost_node);
         let b = tokio::time::timeout(PATIENCE, b).await.unwrap().unwrap();
         assert!(b.is_valid(), "the second member got the lost grant's hold");
-        assert_ne!(name(b.path()), lost_node);
+        assert_ne!(name(b.node().path()), lost_node);
 
         // The lost node went with its last member.
         assert!(

@@ -209,7 +209,7 @@ pub(crate) fn watch_leadership<S>(
             log.handed_out += 1;
             if let Some(loss) = ended {
                 log.ended_handouts
-                    .push(format!("{} ended by {loss:?} ({from})", term.path()));
+                    .push(format!("{} ended by {loss:?} ({from})", term.node().path()));
             }
         });
     };

@@ -64,6 +64,13 @@ pub trait SimServer {
     fn expire_session(&self, id: i64) -> bool;
     /// The sessions the server holds now.
     fn session_ids(&self) -> Vec<i64>;
+    /// Whether it is a replicated ensemble, whose members lose the
+    /// sessions local to them when they stop serving (the harness's own
+    /// among them): its last listing then goes through a session made for
+    /// it, as on a real ensemble.
+    fn replicated(&self) -> bool {
+        false
+    }
 }
 
 /// A contender's way to the server, and the faults the harness injects on

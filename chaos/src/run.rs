@@ -251,8 +251,9 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     // On an ensemble `raw`'s session is a local one, lost if its member
     // was killed: the nodes are listed through a session made now.
     let checker = match target {
-        Target::Server(_) | Target::Sim(_) => raw.clone(),
-        Target::Ensemble(_) => zk::Client::connector()
+        Target::Sim(sim) if !sim.replicated() => raw.clone(),
+        Target::Server(_) => raw.clone(),
+        Target::Sim(_) | Target::Ensemble(_) => zk::Client::connector()
             .with_session_timeout(Duration::from_secs(20))
             .connect(&target.connect_string())
             .await
@@ -279,7 +280,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         Target::Sim(sim) => sim
             .session_ids()
             .into_iter()
-            .filter(|&id| id != raw.session_id().0)
+            .filter(|&id| id != raw.session_id().0 && id != checker.session_id().0)
             .count(),
         Target::Server(server) => server.as_embedded().map_or(0, |e| {
             e.session_ids()

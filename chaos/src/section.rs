@@ -224,7 +224,7 @@ impl<'a> Record<'a> {
                 task: seat.task,
                 token: taken.token(),
                 node: match taken {
-                    Taken::Term(term, _) => Some(term.path().to_owned()),
+                    Taken::Term(term, _) => Some(term.node().path().to_owned()),
                     _ => None,
                 },
                 loss: None,
@@ -536,7 +536,11 @@ pub(crate) async fn get_stuck(
         who: seat.who,
         task: seat.task,
         kind: seat.kind,
-        nodes: fence.holds().iter().map(|h| h.path().to_owned()).collect(),
+        nodes: fence
+            .holds()
+            .iter()
+            .map(|h| h.node().path().to_owned())
+            .collect(),
         stuck_at,
         end,
         lost: lost.clone(),

@@ -23,8 +23,9 @@
 //! * from a terminal's foreground, the group gets the terminal, and its
 //!   stops (Ctrl-Z) are followed ([`crate::terminal`]).
 //!
-//! `zk-curator lock` uses this; a later command that runs a child under a
-//! hold (e.g. while leader) is meant to use it too.
+//! [`run_command`] is the one way to run a command under a hold: `lock`
+//! runs it under a lock's hold, `elect` under a leader's term; how it ended
+//! is an [`Ending`], and [`exit_code`] turns that into zk-curator's exit.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -39,10 +40,18 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+use zk_curator::{Hold, LockLoss};
 
-use crate::exit::{Failure, CANNOT_EXECUTE, NOT_FOUND, OTHER};
+use crate::bounds::{BoundArgs, ProgressFile, PROGRESS_ENV};
+use crate::exit::{shown, Failure, BOUND_PASSED, CANNOT_EXECUTE, LOST, NOT_FOUND, OTHER, REVOKED};
 use crate::guard::{self, Disarmed, Guard};
 use crate::terminal::{JobControl, JobEvent, Terminal};
+
+/// The environment variable carrying the hold's fencing token.
+pub(crate) const TOKEN_ENV: &str = "ZK_CURATOR_FENCING_TOKEN";
+/// The environment variable carrying the lock node's path.
+pub(crate) const NODE_ENV: &str = "ZK_CURATOR_LOCK_NODE";
 
 /// How often the group is looked at while waiting for it to end.
 const POLL: Duration = Duration::from_millis(20);
@@ -326,15 +335,40 @@ pub(crate) struct Limits {
 
 /// How a command run under a hold ended.
 #[derive(Debug)]
-pub(crate) enum Ending<R> {
-    /// The command exited with this status and its whole group is gone.
+pub(crate) enum Ending {
+    /// The command exited with this status, and its whole group is gone.
     Exited(ExitStatus),
-    /// `stop` fired with this reason; the whole group was stopped.
-    Stopped(R),
-    /// The guard killed the whole group: zk-curator gave no sign of life
-    /// for its lease (it was stopped or frozen), so the hold may have gone
-    /// to another process meanwhile.
-    Silenced,
+    /// The hold was lost; the whole group was stopped. (When the guard
+    /// killed the group because zk-curator gave no sign of life for its
+    /// lease, it was stopped or frozen, so the hold may have gone to
+    /// another process meanwhile: that is a loss too.)
+    Lost(LockLoss),
+    /// A revocation was asked for; the whole group was stopped.
+    Revoked,
+    /// A bound of the command passed (`--max-hold`, `--max-silence`),
+    /// said in words; the whole group was stopped.
+    BoundPassed(String),
+}
+
+/// The exit code of a command run under a hold (`what`, e.g. "the lock
+/// /a/_c_...-lock-0000000001", in messages): the command's own status when
+/// it exited, [`LOST`] or [`REVOKED`] when it was stopped.
+pub(crate) fn exit_code(ending: Result<Ending, Failure>, what: &str) -> Result<u8, Failure> {
+    match ending? {
+        Ending::Exited(status) => Ok(status_code(status)),
+        Ending::Lost(reason) => Err(Failure::new(
+            LOST,
+            format!("lost {what} ({reason}); the command was stopped"),
+        )),
+        Ending::BoundPassed(said) => Err(Failure::new(
+            BOUND_PASSED,
+            format!("{said}; the command was stopped and {what} given back"),
+        )),
+        Ending::Revoked => Err(Failure::new(
+            REVOKED,
+            format!("{what} was revoked; the command was stopped"),
+        )),
+    }
 }
 
 /// Whether the group's stop is being followed, and how far.
@@ -351,8 +385,10 @@ enum Pause {
 /// group is gone.
 ///
 /// When `stop` completes (the hold was lost, revoked, ...), the group gets
-/// SIGTERM, then SIGKILL after `limits.kill_after`, and the reason is returned
-/// once no member is left. Signals from `signals` are passed on to the
+/// SIGTERM, then SIGKILL after `limits.kill_after`, and the ending it gave is
+/// returned once no member is left. When the guard killed the group
+/// (zk-curator gave no sign of life for its lease), `silenced` says how it
+/// ended. Signals from `signals` are passed on to the
 /// group. If the direct child exits while members of its group still run,
 /// all of this goes on until they are gone, and its status is returned
 /// then. When the group has zk-curator's terminal and stops (Ctrl-Z),
@@ -362,15 +398,17 @@ enum Pause {
 ///
 /// # Errors
 /// A failure when the command cannot be started or waited for.
-pub(crate) async fn run_under<R>(
+#[allow(clippy::too_many_arguments)]
+async fn run_under(
     program: &OsString,
     args: &[OsString],
     env: &[(&str, String)],
-    stop: impl Future<Output = R>,
+    stop: impl Future<Output = Ending>,
     confirm: impl Fn() -> BoxFuture<'static, bool>,
+    silenced: impl FnOnce() -> Ending,
     signals: &mut Signals,
     limits: Limits,
-) -> Result<Ending<R>, Failure> {
+) -> Result<Ending, Failure> {
     let waited =
         |err: io::Error| Failure::new(OTHER, format!("cannot wait for the command: {err}"));
     let (mut group, mut jobs) = Group::spawn(program, args, env, limits.lease).await?;
@@ -402,14 +440,14 @@ pub(crate) async fn run_under<R>(
                     }
                 }
                 return Ok(match group.finish(jobs.as_ref()).await {
-                    Disarmed::AfterSilence => Ending::Silenced,
+                    Disarmed::AfterSilence => silenced(),
                     Disarmed::Quietly => Ending::Exited(exited),
                 });
             }
-            reason = &mut stop => {
+            ending = &mut stop => {
                 group.stop(limits.kill_after).await.map_err(waited)?;
                 group.finish(jobs.as_ref()).await;
-                return Ok(Ending::Stopped(reason));
+                return Ok(ending);
             }
             signal = signals.recv() => {
                 tracing::info!(%signal, "passing the signal on to the command's group");
@@ -446,6 +484,109 @@ pub(crate) async fn run_under<R>(
             }
         }
     }
+}
+
+/// Runs `command` (program and arguments) in a process group of its own
+/// while `hold` lasts, with the fencing token and the node path in its
+/// environment, and watches it, the hold, `revoked` (if revocable) and
+/// signals until the whole group has ended (see [`run_under`]). `what`
+/// names the hold in messages.
+pub(crate) async fn run_command(
+    command: &[OsString],
+    hold: &Hold,
+    what: &str,
+    revoked: Option<&Notify>,
+    signals: &mut Signals,
+    kill_after: Duration,
+    bounds: &BoundArgs,
+) -> Result<Ending, Failure> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err(Failure::usage("no command given after --"));
+    };
+    let progress =
+        match bounds.max_silence {
+            Some(_) => Some(ProgressFile::make().map_err(|err| {
+                Failure::new(OTHER, format!("cannot make the progress file: {err}"))
+            })?),
+            None => None,
+        };
+    let mut env = vec![
+        (TOKEN_ENV, hold.fencing_token().to_string()),
+        (NODE_ENV, hold.node().path().to_owned()),
+    ];
+    if let Some(progress) = &progress {
+        env.push((PROGRESS_ENV, progress.path().display().to_string()));
+    }
+    let bound = async {
+        if bounds.is_bounded() {
+            crate::bounds::passed(bounds, progress.as_ref()).await
+        } else {
+            std::future::pending().await
+        }
+    };
+    let revocation = async {
+        match revoked {
+            Some(revoked) => revoked.notified().await,
+            None => std::future::pending().await,
+        }
+    };
+    let stop = async {
+        tokio::select! {
+            reason = hold.lost() => {
+                eprintln!("zk-curator: lost {what} ({reason}); stopping the command");
+                Ending::Lost(reason)
+            }
+            () = revocation => {
+                eprintln!(
+                    "zk-curator: revocation of {} requested; stopping the command",
+                    shown(hold.node().path())
+                );
+                Ending::Revoked
+            }
+            bound = bound => {
+                let said = bounds.describe(bound);
+                eprintln!("zk-curator: {said}; stopping the command");
+                Ending::BoundPassed(said)
+            }
+        }
+    };
+    // After a stop (Ctrl-Z), the group is continued only once a fenced
+    // check on ZooKeeper has found the hold still there: the session's
+    // pings stopped with zk-curator.
+    let confirm = || -> BoxFuture<'static, bool> {
+        let fence = hold.fence();
+        Box::pin(async move {
+            let checked = match &fence {
+                Ok(fence) => fence.multi().commit().await.map(drop),
+                Err(err) => Err(err.clone()),
+            };
+            checked
+                .map_err(|err| tracing::warn!(%err, "the hold could not be confirmed"))
+                .is_ok()
+        })
+    };
+    // The guard's lease follows the session the hold lives on; without
+    // one, the hold is gone already and nothing is run.
+    let Some(session) = hold.session() else {
+        let reason = hold.check().err().unwrap_or(LockLoss::SessionReplaced);
+        return Ok(Ending::Lost(reason));
+    };
+    let lease = guard::lease_for(session.client().session_timeout());
+    drop(session);
+    // zk-curator was stopped for longer than the lease: the session may
+    // have expired meanwhile, so the hold counts as lost.
+    let silenced = || Ending::Lost(hold.mark_lost(LockLoss::Stale));
+    run_under(
+        program,
+        rest,
+        &env,
+        stop,
+        confirm,
+        silenced,
+        signals,
+        Limits { kill_after, lease },
+    )
+    .await
 }
 
 /// How long to wait before confirming the hold again.

@@ -10,7 +10,7 @@
 //!    With `--value`, the value is proclaimed through the term's fence
 //!    (into the election path's data) before the command runs;
 //! 3. run the command under the term exactly as `lock` runs it under a
-//!    hold ([`crate::lock::run_command`]): its own process group, the
+//!    hold ([`crate::child::run_command`]): its own process group, the
 //!    term's fencing token and node in its environment, signals passed on;
 //! 4. when the term is lost, stop the whole group as `lock` does and exit
 //!    with [`crate::exit::LOST`]; when it is asked to step down
@@ -28,12 +28,12 @@ use zk_curator::{Error, Framework, LeaderElection, LeaderLatch, LockLoss};
 
 use crate::acl::AclArgs;
 use crate::bounds::BoundArgs;
-use crate::child::Signals;
+use crate::child::{exit_code, run_command, Ending, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
 use crate::exit::{shown, Failure};
 use crate::id::check_id;
-use crate::lock::{exit_code, gave_up_waiting, give_back, run_command, timed_out, Ending};
+use crate::lock::{gave_up_waiting, give_back, timed_out};
 
 /// Options of `elect`.
 #[derive(Debug, Args)]
@@ -246,7 +246,7 @@ async fn run_open(
             return Err(failure);
         }
     };
-    tracing::info!(node = %term.path(), token = %term.fencing_token(), "leading");
+    tracing::info!(node = %term.node().path(), token = %term.fencing_token(), "leading");
     if let Some(value) = &args.proclaimed {
         // Out before the command runs (the latch proclaims it as each term
         // begins as well). A failure here is the term's end, which the
@@ -258,7 +258,7 @@ async fn run_open(
                 }
             }
             signal = signals.recv() => {
-                give_back(latch.close(), term.path(), answered).await;
+                give_back(latch.close(), term.node().path(), answered).await;
                 return Ok(gave_up_waiting(signal, &what));
             }
         }
@@ -283,7 +283,7 @@ async fn run_open(
     // Leadership is given up only now that the command's group is gone: a
     // term lost meanwhile is already over, and the latch (which queued
     // again) leaves the election.
-    give_back(latch.close(), term.path(), answered).await;
+    give_back(latch.close(), term.node().path(), answered).await;
     code
 }
 

@@ -11,36 +11,34 @@
 //! 3. while any process of that group runs, watch for the hold's loss, a
 //!    revocation request, and signals to us (passed on to the group);
 //! 4. on loss or revocation, SIGTERM the group, SIGKILL it after
-//!    `--kill-after`, and exit with [`LOST`] or [`REVOKED`];
+//!    `--kill-after`, and exit with [`crate::exit::LOST`] or
+//!    [`crate::exit::REVOKED`];
 //! 5. release the lock once no process of the group is left.
 //!
-//! Steps 2 to 5 serve `elect` too: [`run_command`], [`exit_code`] and
-//! [`give_back`] take any [`Hold`] (a leader's term is one).
+//! Steps 2 to 4 are [`crate::child::run_command`], which `elect` runs too;
+//! [`give_back`] (step 5) serves `elect` as well.
 
 use std::ffi::OsString;
 use std::future::Future;
-use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use tokio::sync::Notify;
 use zk_curator::recipes::layout::Layout;
 use zk_curator::recipes::{ReadGuard, WriteGuard};
 use zk_curator::{
     Framework, Hold, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2, Lease,
-    LockLoss, MutexGuard,
+    MutexGuard,
 };
 
 use crate::acl::AclArgs;
-use crate::bounds::{BoundArgs, ProgressFile, PROGRESS_ENV};
-use crate::child::{self, run_under, status_code, Signals};
+use crate::bounds::BoundArgs;
+use crate::child::{exit_code, run_command, Signals};
 use crate::connect::{close, ConnectArgs};
 use crate::duration::parse_duration;
-use crate::exit::{shown, Failure, BOUND_PASSED, LOST, OTHER, REVOKED, TIMEOUT};
-use crate::guard;
+use crate::exit::{shown, Failure, OTHER, TIMEOUT};
 
 /// Options of `lock`.
 #[derive(Debug, Args)]
@@ -93,11 +91,6 @@ pub(crate) struct LockArgs {
 pub(crate) fn parse_layout(text: &str) -> Result<Layout, String> {
     Layout::parse(text).map_err(|err| err.to_string())
 }
-
-/// The environment variable carrying the hold's fencing token.
-pub(crate) const TOKEN_ENV: &str = "ZK_CURATOR_FENCING_TOKEN";
-/// The environment variable carrying the lock node's path.
-pub(crate) const NODE_ENV: &str = "ZK_CURATOR_LOCK_NODE";
 
 /// A granted hold of whichever recipe was asked for.
 enum Held {
@@ -189,19 +182,6 @@ async fn acquire(
     Ok(guard.map(Held::Mutex))
 }
 
-/// Why a command run under a hold ended.
-pub(crate) enum Ending {
-    /// It exited with this status, and its whole group is gone.
-    Exited(ExitStatus),
-    /// The hold was lost; the group was stopped.
-    Lost(LockLoss),
-    /// A revocation was asked for; the group was stopped.
-    Revoked,
-    /// A bound of the command passed (`--max-hold`, `--max-silence`),
-    /// said in words; the group was stopped.
-    BoundPassed(String),
-}
-
 /// How long the release may wait for ZooKeeper's answer.
 const RELEASE_LIMIT: Duration = Duration::from_secs(2);
 
@@ -246,9 +226,9 @@ async fn run_open(
         }
     };
     let hold = held.hold().clone();
-    tracing::info!(node = %hold.path(), token = %hold.fencing_token(), "lock acquired");
+    tracing::info!(node = %hold.node().path(), token = %hold.fencing_token(), "lock acquired");
 
-    let what = format!("the lock {}", shown(hold.path()));
+    let what = format!("the lock {}", shown(hold.node().path()));
     let ending = run_command(
         &args.command,
         &hold,
@@ -263,7 +243,7 @@ async fn run_open(
     // A hold lost meanwhile fails its release at once. One whose answer
     // does not come is left to the end of the session (the release goes
     // on in the background until then).
-    give_back(held.release(), hold.path(), answered).await;
+    give_back(held.release(), hold.node().path(), answered).await;
     code
 }
 
@@ -293,27 +273,6 @@ pub(crate) fn timed_out(timeout: Option<Duration>, path: &str) -> Failure {
     )
 }
 
-/// The exit code of a command run under a hold (`what`, e.g. "the lock
-/// /a/_c_...-lock-0000000001", in messages): the command's own status when
-/// it exited, [`LOST`] or [`REVOKED`] when it was stopped.
-pub(crate) fn exit_code(ending: Result<Ending, Failure>, what: &str) -> Result<u8, Failure> {
-    match ending? {
-        Ending::Exited(status) => Ok(status_code(status)),
-        Ending::Lost(reason) => Err(Failure::new(
-            LOST,
-            format!("lost {what} ({reason}); the command was stopped"),
-        )),
-        Ending::BoundPassed(said) => Err(Failure::new(
-            BOUND_PASSED,
-            format!("{said}; the command was stopped and {what} given back"),
-        )),
-        Ending::Revoked => Err(Failure::new(
-            REVOKED,
-            format!("{what} was revoked; the command was stopped"),
-        )),
-    }
-}
-
 /// Waits for `release` (giving back the hold on `node`) at most
 /// [`RELEASE_LIMIT`]; `answered` is cleared when ZooKeeper did not answer
 /// in time (the node then goes when the session ends).
@@ -334,111 +293,5 @@ pub(crate) async fn give_back(
                 humantime::format_duration(RELEASE_LIMIT)
             );
         }
-    }
-}
-
-/// Runs `command` (program and arguments) in a process group of its own
-/// while `hold` lasts, with the fencing token and the node path in its
-/// environment, and watches it, the hold, `revoked` (if revocable) and
-/// signals until the whole group has ended (see [`run_under`]). `what`
-/// names the hold in messages.
-pub(crate) async fn run_command(
-    command: &[OsString],
-    hold: &Hold,
-    what: &str,
-    revoked: Option<&Notify>,
-    signals: &mut Signals,
-    kill_after: Duration,
-    bounds: &BoundArgs,
-) -> Result<Ending, Failure> {
-    let Some((program, rest)) = command.split_first() else {
-        return Err(Failure::usage("no command given after --"));
-    };
-    let progress =
-        match bounds.max_silence {
-            Some(_) => Some(ProgressFile::make().map_err(|err| {
-                Failure::new(OTHER, format!("cannot make the progress file: {err}"))
-            })?),
-            None => None,
-        };
-    let mut env = vec![
-        (TOKEN_ENV, hold.fencing_token().to_string()),
-        (NODE_ENV, hold.path().to_owned()),
-    ];
-    if let Some(progress) = &progress {
-        env.push((PROGRESS_ENV, progress.path().display().to_string()));
-    }
-    let bound = async {
-        if bounds.is_bounded() {
-            crate::bounds::passed(bounds, progress.as_ref()).await
-        } else {
-            std::future::pending().await
-        }
-    };
-    let revocation = async {
-        match revoked {
-            Some(revoked) => revoked.notified().await,
-            None => std::future::pending().await,
-        }
-    };
-    let stop = async {
-        tokio::select! {
-            reason = hold.lost() => {
-                eprintln!("zk-curator: lost {what} ({reason}); stopping the command");
-                Ending::Lost(reason)
-            }
-            () = revocation => {
-                eprintln!(
-                    "zk-curator: revocation of {} requested; stopping the command",
-                    shown(hold.path())
-                );
-                Ending::Revoked
-            }
-            bound = bound => {
-                let said = bounds.describe(bound);
-                eprintln!("zk-curator: {said}; stopping the command");
-                Ending::BoundPassed(said)
-            }
-        }
-    };
-    // After a stop (Ctrl-Z), the group is continued only once a fenced
-    // check on ZooKeeper has found the hold still there: the session's
-    // pings stopped with zk-curator.
-    let confirm = || -> BoxFuture<'static, bool> {
-        let fence = hold.fence();
-        Box::pin(async move {
-            let checked = match &fence {
-                Ok(fence) => fence.multi().commit().await.map(drop),
-                Err(err) => Err(err.clone()),
-            };
-            checked
-                .map_err(|err| tracing::warn!(%err, "the hold could not be confirmed"))
-                .is_ok()
-        })
-    };
-    // The guard's lease follows the session the hold lives on; without
-    // one, the hold is gone already and nothing is run.
-    let Some(session) = hold.session() else {
-        let reason = hold.check().err().unwrap_or(LockLoss::SessionReplaced);
-        return Ok(Ending::Lost(reason));
-    };
-    let lease = guard::lease_for(session.client().session_timeout());
-    drop(session);
-    match run_under(
-        program,
-        rest,
-        &env,
-        stop,
-        confirm,
-        signals,
-        child::Limits { kill_after, lease },
-    )
-    .await?
-    {
-        child::Ending::Exited(status) => Ok(Ending::Exited(status)),
-        child::Ending::Stopped(ending) => Ok(ending),
-        // zk-curator was stopped for longer than the lease: the session
-        // may have expired meanwhile, so the hold counts as lost.
-        child::Ending::Silenced => Ok(Ending::Lost(hold.mark_lost(LockLoss::Stale))),
     }
 }

@@ -244,7 +244,7 @@ async fn locks_shows_published_progress() {
         let client = raw().await;
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let (data, _) = client.get_data(guard.path()).await.unwrap();
+            let (data, _) = client.get_data(guard.node().path()).await.unwrap();
             if zk_curator::framework::identity::progress_of(&data).is_some() {
                 break;
             }

@@ -208,7 +208,7 @@ async fn mutex() {
             &path,
             &[],
             &[
-                holder("mutex", sa, Some(first.path())),
+                holder("mutex", sa, Some(first.node().path())),
                 waiter("mutex", sb),
                 waiter("mutex", sc),
             ],
@@ -220,7 +220,7 @@ async fn mutex() {
             &path,
             &[],
             &[
-                holder("mutex", sb, Some(second.path())),
+                holder("mutex", sb, Some(second.node().path())),
                 waiter("mutex", sc),
             ],
         )
@@ -250,8 +250,8 @@ async fn read_write_lock() {
             &path,
             &[],
             &[
-                holder("read", sa, Some(r1.path())),
-                holder("read", sb, Some(r2.path())),
+                holder("read", sa, Some(r1.node().path())),
+                holder("read", sb, Some(r2.node().path())),
                 waiter("write", sc),
                 waiter("read", sd),
             ],
@@ -264,7 +264,10 @@ async fn read_write_lock() {
         locks_agree(
             &path,
             &[],
-            &[holder("write", sc, Some(w3.path())), waiter("read", sd)],
+            &[
+                holder("write", sc, Some(w3.node().path())),
+                waiter("read", sd),
+            ],
         )
         .await;
         // A downgrade: the read node is level with the write node, which
@@ -275,8 +278,8 @@ async fn read_write_lock() {
             &path,
             &[],
             &[
-                holder("read", sc, Some(r3.path())),
-                holder("read", sd, Some(r4.path())),
+                holder("read", sc, Some(r3.node().path())),
+                holder("read", sd, Some(r4.node().path())),
             ],
         )
         .await;
@@ -305,8 +308,8 @@ async fn semaphore() {
         let s4 = semaphore(&d);
         let l4 = queue(&d, &locks, 2, async move { s4.acquire().await.unwrap() }).await;
         let expected = [
-            holder("lease", sa, Some(l1.path())),
-            holder("lease", sb, Some(l2.path())),
+            holder("lease", sa, Some(l1.node().path())),
+            holder("lease", sb, Some(l2.node().path())),
             waiter("lease", sc),
             waiter("lease", sd),
         ];
@@ -319,8 +322,8 @@ async fn semaphore() {
         // node of its own.
         children_reach(&d, &leases, 3).await;
         let expected = [
-            holder("lease", sb, Some(l2.path())),
-            holder("lease", sc, Some(l3.path())),
+            holder("lease", sb, Some(l2.node().path())),
+            holder("lease", sc, Some(l3.node().path())),
             waiter("lease", sd),
         ];
         locks_agree(&path, &["--leases", "2"], &expected).await;
@@ -403,7 +406,7 @@ async fn leader_latch() {
         ])
         .await;
         assert_eq!(shown["recipe"], "latch");
-        assert_eq!(shown["leader"]["node"], term.path());
+        assert_eq!(shown["leader"]["node"], term.node().path());
         first.close().await.unwrap();
         second.await_leadership().await.unwrap();
         leader_agrees(vec![("leader", "second"), ("waiter", "third")]).await;

@@ -494,7 +494,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         let sem_a = InterProcessSemaphoreV2::new(framework().await, &pool, 2).unwrap();
         let pool_a = sem_a.acquire().await.unwrap();
         let n_pa = next_node!(&pool_leases);
-        assert_eq!(n_pa, pool_a.path());
+        assert_eq!(n_pa, pool_a.node().path());
         let mut pool_b = curator(java, "hold-lease", &pool, &markers_arg, 2).await;
         pool_b.wait_for("held", PEER_LIMIT).await;
         let n_pb = next_node!(&pool_leases);
@@ -518,7 +518,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
             .unwrap()
             .unwrap();
         let n_m = next_node!(&latch);
-        assert_eq!(n_m, term_m.path());
+        assert_eq!(n_m, term_m.node().path());
         let latch_n = LeaderLatch::new(framework().await, &latch, "n").unwrap();
         latch_n.start().unwrap();
         let n_n = next_node!(&latch);
@@ -586,7 +586,7 @@ async fn three_libraries_under_one_root_and_every_listing_agrees() {
         cat_k.wait_for("held", WAIT_LIMIT).await;
         pool_a.release().await.unwrap();
         let pool_c = granted(pool_c, "pool c").await;
-        assert_eq!(pool_c.path(), n_pc);
+        assert_eq!(pool_c.node().path(), n_pc);
         // The fourth now holds the internal mutex; its lease node waits.
         let n_pd = next_node!(&pool_leases);
         latch_m.close().await.unwrap();

@@ -112,7 +112,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         if !self.released {
             self.finish();
-            tracing::debug!(node = %self.hold.path(), "hold dropped; releasing in the background");
+            tracing::debug!(node = %self.hold.node().path(), "hold dropped; releasing in the background");
             ReentrantHold::forget(self.hold.clone());
         }
     }
@@ -124,7 +124,7 @@ impl ReentrantHold for Hold {
     }
 
     fn describe(&self) -> String {
-        self.path().to_owned()
+        self.node().path().to_owned()
     }
 
     fn forget(self) {

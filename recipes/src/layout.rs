@@ -335,26 +335,90 @@ pub async fn read_nodes(
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let nodes = nodes.as_slice();
     framework
-        .call_with_retry(|client| async move {
-            let reads = nodes.iter().map(|node| client.get_data(node));
-            let mut found = Vec::with_capacity(nodes.len());
-            for read in futures::future::join_all(reads).await {
-                match read {
-                    // The client hands data back in the buffer the reply
-                    // came in: keep only the data (a tree of many nodes
-                    // would hold every reply's buffer).
-                    Ok((mut data, stat)) => {
-                        data.shrink_to_fit();
-                        found.push(Some((data, stat)));
-                    }
-                    Err(zk::Error::NoNode) => found.push(None),
-                    Err(err) => return Err(err),
-                }
-            }
-            Ok(found)
-        })
+        .call_with_retry(|client| async move { read_together(&client, nodes).await })
         .await
+}
+
+/// The most reads in one `multiRead` request (its reply stays well under
+/// ZooKeeper's default packet limit, 1 MB, for nodes of recipes' size).
+const READS_PER_REQUEST: usize = 256;
+
+/// The data and stat of each node of `paths`, in order (`None`: no such
+/// node), on `client`'s session: one `multiRead` request per
+/// [`READS_PER_REQUEST`] nodes, the requests pipelined. A server older than
+/// ZooKeeper 3.6 has no `multiRead`: there each node is read by itself,
+/// the reads pipelined.
+pub(crate) async fn read_together(
+    client: &zk::Client,
+    paths: &[&str],
+) -> std::result::Result<Vec<Option<(Vec<u8>, zk::Stat)>>, zk::Error> {
+    match read_multi(client, paths).await {
+        Err(zk::Error::Unimplemented) => read_each(client, paths).await,
+        read => read,
+    }
+}
+
+/// [`read_together`] with `multiRead`.
+async fn read_multi(
+    client: &zk::Client,
+    paths: &[&str],
+) -> std::result::Result<Vec<Option<(Vec<u8>, zk::Stat)>>, zk::Error> {
+    let requests = paths.chunks(READS_PER_REQUEST).map(|chunk| {
+        let mut reader = client.new_multi_reader();
+        let added: std::result::Result<(), zk::Error> =
+            chunk.iter().try_for_each(|path| reader.add_get_data(path));
+        async move {
+            added?;
+            reader.commit().await
+        }
+    });
+    let mut found = Vec::with_capacity(paths.len());
+    for results in futures::future::try_join_all(requests).await? {
+        for result in results {
+            found.push(match result {
+                zk::MultiReadResult::Data { data, stat } => Some((kept(data), stat)),
+                zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                } => None,
+                zk::MultiReadResult::Error { err } => return Err(err),
+                // A getData is answered with data or an error.
+                _ => {
+                    return Err(zk::Error::UnexpectedError(
+                        "a multiRead answered a getData with no data".into(),
+                    ))
+                }
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// [`read_together`] a node at a time.
+async fn read_each(
+    client: &zk::Client,
+    paths: &[&str],
+) -> std::result::Result<Vec<Option<(Vec<u8>, zk::Stat)>>, zk::Error> {
+    let reads = paths.iter().map(|path| client.get_data(path));
+    let mut found = Vec::with_capacity(paths.len());
+    for read in futures::future::join_all(reads).await {
+        match read {
+            Ok((data, stat)) => found.push(Some((kept(data), stat))),
+            Err(zk::Error::NoNode) => found.push(None),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(found)
+}
+
+/// A node's data without the rest of the buffer it may have come in (the
+/// client hands a getData's data back in its reply's buffer; a tree of
+/// many nodes would hold every reply's).
+fn kept(mut data: Vec<u8>) -> Vec<u8> {
+    data.shrink_to_fit();
+    data
 }
 
 /// Reads the nodes of `names` (sorted) under `parent` in one round trip,

@@ -51,14 +51,11 @@ pub use self::lock::InterProcessLock;
 pub use self::multi::InterProcessMultiLock;
 pub use self::mutex::{InterProcessMutex, MutexGuard};
 pub use self::owner::Owner;
-pub use self::rwlock::{
-    Half, InterProcessReadWriteLock, LockHalf, ReadGuard, ReadHalf, ReadLock, RwGuard, WriteGuard,
-    WriteHalf, WriteLock,
-};
+pub use self::rwlock::{InterProcessReadWriteLock, ReadGuard, ReadLock, WriteGuard, WriteLock};
 pub use self::semaphore::{InterProcessSemaphoreV2, Lease};
 pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
 pub use zk_curator_framework::lock_internals::{
-    Bound, CohortPolicy, Fence, FencedMulti, FencingToken, Hold, HoldBounds, Layout, LockLoss,
-    RevocationListener, Revoker, Wait,
+    AcquiredNode, Bound, CohortPolicy, Fence, FencedMulti, FencingToken, Hold, HoldBounds, Layout,
+    LockLoss, RevocationListener, Revoker, Wait,
 };
 pub use zk_curator_framework::{Error, Result};

@@ -110,8 +110,13 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
     /// Whether any owner in this process holds the lock through this instance.
     fn is_acquired_in_this_process(&self) -> bool;
 
-    /// The lock's path.
-    fn path(&self) -> &str;
+    /// The paths of the locks this takes, in the order it takes them: the
+    /// lock's own path for a single lock (a mutex, a half of a read-write
+    /// lock), its members' for an
+    /// [`InterProcessMultiLock`](crate::InterProcessMultiLock), which has
+    /// no single path. Never empty: a multi-lock orders its members by the
+    /// first.
+    fn paths(&self) -> Vec<&str>;
 
     /// The full paths of all participant nodes, holders first.
     ///
@@ -126,24 +131,26 @@ pub trait InterProcessLock: Send + Sync + fmt::Debug {
 /// Implements [`InterProcessLock`] for a recipe whose inherent methods
 /// carry the trait's names: each trait method calls the recipe's own
 /// method of the same name (`acquire_with`, `loss`, `lost`, `fence`,
-/// `release`, `is_acquired_in_this_process`, `path`, `participant_nodes`;
-/// private ones will do, as the macro is called in the recipe's own module)
-/// and boxes the futures the trait returns boxed. The forwarding is written
-/// here once, for every recipe.
+/// `release`, `is_acquired_in_this_process`, `participant_nodes`; private
+/// ones will do, as the macro is called in the recipe's own module) and
+/// boxes the futures the trait returns boxed; `paths` is the recipe's one
+/// `path`, or its own `paths` for a lock of several. The forwarding is
+/// written here once, for every recipe.
 ///
 /// ```text
 /// impl_inter_process_lock!(InterProcessMutex);
-/// impl_inter_process_lock!(LockHalf<H> where H: Half);
-/// // `lost` returns a `BoxFuture` already: not boxed twice.
-/// impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed);
+/// impl_inter_process_lock!(ReadLock);
+/// // `lost` returns a `BoxFuture` already: not boxed twice; it has
+/// // `paths`, not a `path`.
+/// impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed, paths: many);
 /// ```
 ///
 /// A recipe without one of those methods would call the trait's method
 /// from itself; rustc's `unconditional_recursion` lint says so (an error
 /// under CI's `-D warnings`).
 macro_rules! impl_inter_process_lock {
-    (@impl [$($generics:tt)*] $recipe:ty, $box_lost:path) => {
-        impl $($generics)* $crate::InterProcessLock for $recipe {
+    (@impl $recipe:ty, $box_lost:path, $paths:ident) => {
+        impl $crate::InterProcessLock for $recipe {
             fn acquire_with(
                 &self,
                 wait: $crate::Wait,
@@ -171,8 +178,8 @@ macro_rules! impl_inter_process_lock {
                 <$recipe>::is_acquired_in_this_process(self)
             }
 
-            fn path(&self) -> &str {
-                <$recipe>::path(self)
+            fn paths(&self) -> Vec<&str> {
+                $crate::lock::IntoPaths::into_paths(<$recipe>::$paths(self))
             }
 
             fn participant_nodes(
@@ -182,15 +189,29 @@ macro_rules! impl_inter_process_lock {
             }
         }
     };
-    ($recipe:ty $(where $param:ident: $bound:path)?) => {
-        $crate::lock::impl_inter_process_lock!(
-            @impl [$(<$param: $bound>)?] $recipe, ::futures::FutureExt::boxed
-        );
+    ($recipe:ty) => {
+        $crate::lock::impl_inter_process_lock!(@impl $recipe, ::futures::FutureExt::boxed, path);
     };
-    ($recipe:ty $(where $param:ident: $bound:path)?, lost: already boxed) => {
-        $crate::lock::impl_inter_process_lock!(
-            @impl [$(<$param: $bound>)?] $recipe, ::std::convert::identity
-        );
+    ($recipe:ty, lost: already boxed, paths: many) => {
+        $crate::lock::impl_inter_process_lock!(@impl $recipe, ::std::convert::identity, paths);
     };
 }
 pub(crate) use impl_inter_process_lock;
+
+/// A recipe's `path` (one) or `paths` (several), as
+/// [`InterProcessLock::paths`] answers.
+pub(crate) trait IntoPaths<'a> {
+    fn into_paths(self) -> Vec<&'a str>;
+}
+
+impl<'a> IntoPaths<'a> for &'a str {
+    fn into_paths(self) -> Vec<&'a str> {
+        vec![self]
+    }
+}
+
+impl<'a> IntoPaths<'a> for Vec<&'a str> {
+    fn into_paths(self) -> Vec<&'a str> {
+        self
+    }
+}

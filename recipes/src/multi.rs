@@ -50,8 +50,10 @@ use crate::reentrant::{Reentrant, ReentrantHold};
 ///   fails to release does not stop the others (see
 ///   [`release`](Self::release) for how failures are reported).
 /// * **Nesting**: it implements [`InterProcessLock`], so a multi-lock can be a
-///   member of another one; its [`path`](InterProcessLock::path) is the
-///   lowest path among its members.
+///   member of another one, which orders it by the first of its
+///   [`paths`](InterProcessLock::paths) (its members' paths, in the order
+///   it takes them: its lowest member's comes first). It has no single
+///   path of its own.
 ///
 /// Cheap to clone: clones share the holds. Dropping the last clone while
 /// it is held drops the mutex members' guards (their nodes are deleted in
@@ -60,15 +62,16 @@ use crate::reentrant::{Reentrant, ReentrantHold};
 ///
 /// # Deadlock freedom
 ///
-/// Members are always acquired in ascending order of their
-/// [`path`](InterProcessLock::path) (byte-wise string order), whatever order
+/// Members are always acquired in ascending order of their first
+/// [`path`](InterProcessLock::paths) (byte-wise string order), whatever order
 /// they were given in. Two multi-locks over overlapping sets of paths, in
 /// this process or any other, therefore never wait for each other in a
 /// cycle: whoever holds the lowest contested path can always go on. (Curator
 /// acquires in list order, so `[a, b]` against `[b, a]` can deadlock.) The
 /// guarantee covers every participant that acquires in ascending order:
 /// single locks, flat multi-locks, and nested multi-locks whose member sets
-/// do not interleave (a nested multi-lock is ordered by its lowest path).
+/// do not interleave (a nested multi-lock is ordered by its first path,
+/// its lowest member's).
 /// Prefer one flat multi-lock to nesting.
 ///
 /// A path may appear only once: the same lock twice in one set would wait
@@ -224,8 +227,9 @@ impl InterProcessMultiLock {
     /// passing task-bound locks here.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty list or two locks with the same
-    /// [`path`](InterProcessLock::path).
+    /// [`Error::InvalidArgument`] for an empty list, a lock without a path,
+    /// or two locks with the same first
+    /// [`path`](InterProcessLock::paths).
     pub fn new(locks: Vec<Arc<dyn InterProcessLock>>) -> Result<Self> {
         Self::build(locks.into_iter().map(Member::Lock).collect())
     }
@@ -233,6 +237,11 @@ impl InterProcessMultiLock {
     fn build(mut members: Vec<Member>) -> Result<Self> {
         if members.is_empty() {
             return Err(empty_list());
+        }
+        if let Some(member) = members.iter().find(|m| m.paths().is_empty()) {
+            return Err(Error::InvalidArgument(format!(
+                "the lock {member:?} has no path: a multi-lock orders its members by path"
+            )));
         }
         members.sort_by(|a, b| a.path().cmp(b.path()));
         if let Some(pair) = members.windows(2).find(|w| w[0].path() == w[1].path()) {
@@ -304,17 +313,13 @@ impl InterProcessMultiLock {
         });
     }
 
-    /// The members' paths, in acquisition (ascending) order.
+    /// The paths of the locks it takes, in the order it takes them: its
+    /// members' paths, ascending (a nested multi-lock's own
+    /// [`paths`](InterProcessLock::paths) in its place, ordered by its
+    /// first). A multi-lock has no single path: this is its
+    /// [`InterProcessLock::paths`].
     pub fn paths(&self) -> Vec<&str> {
-        self.shared.members.iter().map(Member::path).collect()
-    }
-
-    /// The lowest member path: the multi-lock's
-    /// [`InterProcessLock::path`], which orders it among other members
-    /// when nested.
-    pub fn path(&self) -> &str {
-        // `build` refuses an empty list.
-        self.shared.members.first().map_or("", Member::path)
+        self.shared.members.iter().flat_map(Member::paths).collect()
     }
 
     /// Waits until the current owner holds every member (or holds the
@@ -568,15 +573,29 @@ impl InterProcessMultiLock {
     }
 }
 
+/// The first of `lock`'s paths: the one it is ordered and named by here
+/// (`build` refuses a lock without a path).
+fn first_path(lock: &dyn InterProcessLock) -> &str {
+    lock.paths().first().copied().unwrap_or_default()
+}
+
 fn empty_list() -> Error {
     Error::InvalidArgument("a multi-lock needs at least one lock".into())
 }
 
 impl Member {
+    /// The path the member is ordered by: its first (a mutex's only one).
     fn path(&self) -> &str {
         match self {
             Member::Mutex(mutex) => mutex.path(),
-            Member::Lock(lock) => lock.path(),
+            Member::Lock(lock) => first_path(&**lock),
+        }
+    }
+
+    fn paths(&self) -> Vec<&str> {
+        match self {
+            Member::Mutex(mutex) => vec![mutex.path()],
+            Member::Lock(lock) => lock.paths(),
         }
     }
 
@@ -611,8 +630,8 @@ impl MemberHold {
     fn path(&self) -> String {
         match self {
             // The lock path is the parent of the guard's node.
-            MemberHold::Guard(guard) => split(guard.path()).0.to_owned(),
-            MemberHold::Lock(lock) => lock.path().to_owned(),
+            MemberHold::Guard(guard) => split(guard.node().path()).0.to_owned(),
+            MemberHold::Lock(lock) => first_path(&**lock).to_owned(),
         }
     }
 
@@ -733,9 +752,9 @@ impl Drop for Taken {
                 let release_all = async move {
                     for lock in locks {
                         match lock.release().await {
-                            Ok(()) => tracing::debug!(member = lock.path(), "released"),
+                            Ok(()) => tracing::debug!(member = first_path(&*lock), "released"),
                             Err(err) => tracing::warn!(
-                                member = lock.path(),
+                                member = first_path(&*lock),
                                 %err,
                                 "background release failed; the member stays held until its session ends"
                             ),
@@ -747,7 +766,7 @@ impl Drop for Taken {
             Err(_) => {
                 for lock in locks {
                     tracing::warn!(
-                        member = lock.path(),
+                        member = first_path(&*lock),
                         "no tokio runtime to release a member in the background; it stays held until its session ends"
                     );
                 }
@@ -756,7 +775,7 @@ impl Drop for Taken {
     }
 }
 
-impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed);
+impl_inter_process_lock!(InterProcessMultiLock, lost: already boxed, paths: many);
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{
-    until_held, Acquire, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockInternals,
-    LockInternalsDriver, LockLoss, Revocation, RevocationListener, RevocationSetting,
-    StandardLockInternalsDriver, Wait,
+    until_held, Acquire, AcquiredNode, BoundsSetting, Fence, FencingToken, Hold, HoldBounds,
+    LockInternals, LockInternalsDriver, LockLoss, Revocation, RevocationListener,
+    RevocationSetting, StandardLockInternalsDriver, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -306,9 +306,10 @@ impl InterProcessMutex {
         self.shared.owners.with_current(Hold::fencing_token)
     }
 
-    /// The node of the current owner's hold, if it holds the lock.
-    pub fn lock_node(&self) -> Option<String> {
-        self.shared.owners.with_current(|h| h.path().to_owned())
+    /// The node of the current owner's hold, if it holds the lock (its
+    /// [`path`](AcquiredNode::path) is the node's path).
+    pub fn node(&self) -> Option<AcquiredNode> {
+        self.shared.owners.with_current(|h| h.node().clone())
     }
 
     /// Why the current owner's hold can no longer be trusted, `None` while
@@ -496,9 +497,10 @@ pub(crate) fn fence_of(hold: Option<Hold>) -> Result<Fence> {
 /// A hold of an [`InterProcessMutex`] owned by this value, not by a task.
 ///
 /// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token),
-/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
-/// [`fence`](Hold::fence) work on it directly. Release it with
-/// [`MutexGuard::release`]; dropping it releases in the background.
+/// [`is_valid`](Hold::is_valid), [`lost`](Hold::lost),
+/// [`fence`](Hold::fence) and [`node`](Hold::node) (its node's path is
+/// `guard.node().path()`; `path()` names locks only) work on it directly.
+/// Release it with [`MutexGuard::release`]; dropping it releases in the background.
 ///
 /// ```no_run
 /// # async fn demo(mutex: zk_curator::InterProcessMutex) -> zk_curator::Result<()> {
@@ -521,7 +523,7 @@ pub struct MutexGuard {
 impl fmt::Debug for MutexGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MutexGuard")
-            .field("node", &self.held.hold().path())
+            .field("node", &self.held.hold().node().path())
             .finish()
     }
 }

@@ -511,7 +511,8 @@ impl InterProcessSemaphoreV2 {
     /// The full paths of all lease nodes (`<path>/leases/_c_<uuid>-lease-<seq>`),
     /// sorted by sequence: the first `max_leases` are holders, any after them
     /// is the acquirer at the head of the queue. Curator returns bare names,
-    /// unsorted; full paths compare directly with [`Hold::path`](crate::Hold::path) (a lease derefs to its hold).
+    /// unsorted; full paths compare directly with a lease's
+    /// [`node`](crate::Hold::node)`().path()` (a lease derefs to its hold).
     /// Empty (not an error) before the semaphore is first used (CURATOR-19).
     ///
     /// # Errors
@@ -682,7 +683,7 @@ impl InterProcessSemaphoreV2 {
         };
         if let Err(err) = beside {
             tracing::warn!(%err, "not taking a lease beside participants that cannot see ours");
-            let guard = ContenderGuard::node(&self.shared.framework, mutex.path());
+            let guard = ContenderGuard::node(&self.shared.framework, mutex.node().path());
             self.give_back(&mutex, guard).await;
             self.remove_empty_queues().await;
             return Err(err);
@@ -741,8 +742,8 @@ impl InterProcessSemaphoreV2 {
     /// whose lease is not free at once, or a deadline.
     async fn leases_under(&self, mutex: &Hold, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
         // No await since the grant: the mutex node is always guarded.
-        let mutex_guard = ContenderGuard::node(&self.shared.framework, mutex.path());
-        tracing::debug!(node = %mutex.path(), "internal mutex held");
+        let mutex_guard = ContenderGuard::node(&self.shared.framework, mutex.node().path());
+        tracing::debug!(node = %mutex.node().path(), "internal mutex held");
         let session = mutex.session().ok_or(Error::SessionExpired)?;
         let revocation = self.revocation();
         let mut leases = Vec::with_capacity(n as usize);
@@ -775,7 +776,7 @@ impl InterProcessSemaphoreV2 {
         // dropping the leases returns them, and the acquire starts over (a
         // try gives up).
         if let Some(lost) = leases.iter().find(|lease| !lease.is_valid()) {
-            tracing::info!(node = %lost.path(), "lease lost before the acquire returned; starting over");
+            tracing::info!(node = %lost.node().path(), "lease lost before the acquire returned; starting over");
             drop(leases);
             return if wait.is_try() {
                 Ok(None)
@@ -814,8 +815,9 @@ fn first(mut leases: Vec<Lease>, path: &str) -> Result<Lease> {
 /// It is a [`Hold`] (through `Deref`): [`fencing_token`](Hold::fencing_token)
 /// (later leases get greater tokens; up to `max_leases` holders are valid
 /// at once, so a resource can use it to order holders, not to single one
-/// out), [`is_valid`](Hold::is_valid), [`lost`](Hold::lost) and
-/// [`fence`](Hold::fence) work on it directly. Return it with
+/// out), [`is_valid`](Hold::is_valid), [`lost`](Hold::lost),
+/// [`fence`](Hold::fence) and [`node`](Hold::node) (the lease node's path
+/// is `lease.node().path()`) work on it directly. Return it with
 /// [`Lease::release`]; dropping it returns it in the background. It is not
 /// bound to a task: any task may release it.
 #[must_use = "dropping a lease returns it (in the background)"]
@@ -827,7 +829,7 @@ pub struct Lease {
 impl fmt::Debug for Lease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lease")
-            .field("node", &self.held.hold().path())
+            .field("node", &self.held.hold().node().path())
             .finish()
     }
 }
@@ -850,7 +852,7 @@ impl Lease {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn data(&self) -> Result<Vec<u8>> {
-        let node_path = self.path().to_owned();
+        let node_path = self.node().path().to_owned();
         let (data, _stat) = self
             .held
             .hold()
@@ -879,7 +881,7 @@ impl Lease {
     /// Once polled, a dropped release still deletes the node in the
     /// background.
     pub async fn release(self) -> Result<()> {
-        let span = tracing::info_span!("semaphore.release", node = %self.path());
+        let span = tracing::info_span!("semaphore.release", node = %self.node().path());
         self.held.release().instrument(span).await
     }
 }

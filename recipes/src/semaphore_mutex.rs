@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use zk_curator_framework::lock_internals::{
-    BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockLoss, Wait,
+    AcquiredNode, BoundsSetting, Fence, FencingToken, Hold, HoldBounds, LockLoss, Wait,
 };
 use zk_curator_framework::{Error, Framework, Result};
 
@@ -116,7 +116,7 @@ impl InterProcessSemaphoreMutex {
         if let Some(previous) = previous {
             // Only possible if the previous lease's node vanished (its
             // session ended, or it was deleted by hand) without a release.
-            tracing::warn!(node = %previous.path(), "replacing a stale hold");
+            tracing::warn!(node = %previous.node().path(), "replacing a stale hold");
         }
     }
 
@@ -253,9 +253,10 @@ impl InterProcessSemaphoreMutex {
         crate::mutex::fence_of(self.hold())
     }
 
-    /// The full path of the current hold's lease node, if held.
-    pub fn lease_node(&self) -> Option<String> {
-        self.slot().as_ref().map(|l| l.path().to_owned())
+    /// The current hold's lease node, if held (its
+    /// [`path`](AcquiredNode::path) is the node's full path).
+    pub fn node(&self) -> Option<AcquiredNode> {
+        self.slot().as_ref().map(|lease| lease.node().clone())
     }
 
     /// The full paths of the lease nodes, sorted: the first is the holder,

@@ -19,6 +19,7 @@ use tokio::runtime::Handle;
 use tracing::{debug, info};
 
 use crate::codec::{next_frame, op, ConnectRequest, Framed, Reader, Request, MAX_PACKET};
+use crate::ensemble::{Completed, Handshake};
 use crate::faults::LostReply;
 use crate::outbox::{outbox, Outbox, OutboxReceiver};
 use crate::shared::Shared;
@@ -162,13 +163,16 @@ pub(crate) async fn serve_connection<S>(
     let mut chunk = vec![0u8; 64 * 1024];
     let mut established = false;
     let mut closing = false;
+    // On an ensemble's member: what the connection waits for before it takes its next
+    // request (a write applied here, a sync caught up, a new session made).
+    let mut waiting: Option<crate::ensemble::Wait> = None;
     // Like ZooKeeper's `sessionlessCnxnTimeout`: a connection must establish a session soon.
     let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
     loop {
         shared.faults.wait_unstalled().await;
         // Backpressure: requests are taken (from what was read, and from the socket) only
         // while the replies not yet written stay within the limit.
-        while !closing && !shared.faults.is_stalled() && tx.queued() <= limit {
+        while !closing && waiting.is_none() && !shared.faults.is_stalled() && tx.queued() <= limit {
             let frame = match next_frame(&mut pending, MAX_PACKET, !established) {
                 Framed::Incomplete => break,
                 Framed::FourLetter(word) => {
@@ -192,12 +196,26 @@ pub(crate) async fn serve_connection<S>(
                 Framed::Frame(frame) => frame,
             };
             if established {
-                closing = handle_request(id, frame.body(), shared, &tx);
+                match shared.seat.get() {
+                    None => closing = handle_request(id, frame.body(), shared, &tx),
+                    Some(seat) => {
+                        (closing, waiting) = member_request(seat, id, frame.body(), shared, &tx)
+                    }
+                }
             } else {
                 let Ok(request) = ConnectRequest::decode(frame.body()) else {
                     debug!(id, "malformed handshake; closing connection");
                     return;
                 };
+                if let Some(seat) = shared.seat.get() {
+                    match crate::ensemble::handshake(seat, shared, id, &request, &tx) {
+                        Handshake::Refuse => return,
+                        Handshake::Answered(true) => established = true,
+                        Handshake::Answered(false) => closing = true,
+                        Handshake::Wait(wait) => waiting = Some(wait),
+                    }
+                    continue;
+                }
                 // The answer is queued under the state lock, like every reply (see
                 // `handle_request`): nothing about this connection can be queued before it.
                 let valid = {
@@ -226,6 +244,15 @@ pub(crate) async fn serve_connection<S>(
             out = rx.recv() => {
                 if !write_queued(out, &mut rx, &mut stream, shared).await {
                     return;
+                }
+            }
+            told = crate::ensemble::finished(&mut waiting), if waiting.is_some() => {
+                if let Some(wait) = waiting.take() {
+                    match crate::ensemble::complete(wait, told, id, shared, &tx) {
+                        Completed::Next => {}
+                        Completed::Established => established = true,
+                        Completed::Close => closing = true,
+                    }
                 }
             }
             read = stream.read(&mut chunk), if reading => match read {
@@ -300,6 +327,25 @@ async fn write_queued<W: AsyncWrite + Unpin>(
         return false;
     }
     true
+}
+
+/// Handles one request frame on an ensemble's member: returns whether the connection is
+/// closing, and what it waits for before its next request.
+fn member_request(
+    seat: &crate::ensemble::Seat,
+    id: ConnId,
+    body: &[u8],
+    shared: &Shared,
+    tx: &Outbox,
+) -> (bool, Option<crate::ensemble::Wait>) {
+    let mut header = Reader::new(body);
+    let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
+        debug!(id, "request shorter than its header; closing connection");
+        tx.close();
+        return (true, None);
+    };
+    let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
+    crate::ensemble::request(seat, shared, id, xid, opcode, request, tx)
 }
 
 /// Handles one request frame; returns whether the connection is closing.

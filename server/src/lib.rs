@@ -58,6 +58,11 @@
 //!   ephemeral deletion, the admin words' lists). Seeded on the thread that runs the server
 //!   (`fastrand::seed`, as a deterministic simulation does), a run repeats itself; node
 //!   times and TTLs follow the runtime's clock from the wall-clock time the server started.
+//! * **A simulated replicated ensemble** ([`ensemble::Ensemble`]), for the deterministic
+//!   simulator and tests: members with trees of their own, a leader ordering the writes,
+//!   followers applying them late and serving stale reads until `sync`, global and local
+//!   sessions, refusals of clients that have seen a later zxid, and leader changes that keep
+//!   or drop each write whole. See the module's docs for what it models.
 //! * **TLS** (feature `tls`): ZooKeeper's `secureClientPort`, the same protocol inside TLS,
 //!   either on the server's only port or on a second port beside the plaintext one, with
 //!   client certificates optionally required and checked against a CA (mutual TLS, like
@@ -75,8 +80,9 @@
 //!
 //! Not implemented: SASL, TLS client authentication as a ZooKeeper identity (the `x509`
 //! ACL scheme), certificate revocation lists, reconfiguration (answered with `ReconfigDisabled`), quotas,
-//! read-only mode, more than one node, persistence (everything is in memory), and the
-//! four-letter words that manage tracing or the JVM.
+//! read-only mode, a real quorum protocol (the [`ensemble`] is simulated in memory),
+//! persistence (everything is in memory), and the four-letter words that manage tracing or
+//! the JVM.
 //!
 //! # Layout
 //!
@@ -86,7 +92,10 @@
 //! handle, the builder, the accept loop and the timers; `connection` registers every
 //! connection (accepted or handed over) and serves one stream with its backpressure
 //! (`outbox`); both take the settings and the shared state from `shared`
-//! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks.
+//! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks;
+//! `ensemble` holds the simulated ensemble, whose members are `Shared` states served by
+//! `connection` (which hands a member's writes, `sync` and handshakes to it) and applying
+//! its log through `state`'s `replica` family.
 //!
 //! # TLS
 //!
@@ -145,6 +154,7 @@ pub mod acl;
 mod admin;
 pub mod codec;
 mod connection;
+pub mod ensemble;
 pub mod error;
 pub mod faults;
 mod outbox;

@@ -41,6 +41,11 @@ pub struct EmbeddedServerBuilder {
 }
 
 impl EmbeddedServerBuilder {
+    /// The settings chosen so far (an ensemble's members take theirs from here).
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// Sets the tick: how often sessions are checked for expiry.
     pub fn tick_time(mut self, tick_time: Duration) -> Self {
         self.settings.tick_time = tick_time;

@@ -89,6 +89,30 @@ impl Sessions {
         id
     }
 
+    /// No sessions, with the same password key as `self` (and ids counting on from the same
+    /// base): a simulated ensemble's members keep each session under the password its
+    /// leader handed out.
+    pub fn sharing_key(&self) -> Sessions {
+        Sessions {
+            map: BTreeMap::new(),
+            next_id: self.next_id,
+            secret: self.secret,
+        }
+    }
+
+    /// Keeps session `id`, made elsewhere, with `timeout`, unattached, its deadline a timeout
+    /// from `now` (replacing any session of that id).
+    pub fn adopt(&mut self, id: i64, timeout: Duration, now: Instant) {
+        self.map.insert(
+            id,
+            Session {
+                timeout,
+                deadline: deadline(now, timeout),
+                conn: None,
+            },
+        );
+    }
+
     /// The 16-byte password of session `id`: a keyed hash of the id (std's `DefaultHasher`,
     /// which hashes alike on every run of a program, keyed with the random secret).
     pub fn password(&self, id: i64) -> [u8; 16] {

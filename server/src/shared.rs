@@ -85,6 +85,9 @@ pub(crate) struct Shared {
     pub(crate) connections: Mutex<BTreeMap<ConnId, AbortHandle>>,
     pub(crate) next_conn: AtomicU64,
     pub(crate) stopped: AtomicBool,
+    /// The server's place in a simulated ensemble, if it is a member of one
+    /// ([`crate::ensemble`]); unset on a single server.
+    pub(crate) seat: std::sync::OnceLock<crate::ensemble::Seat>,
 }
 
 impl Shared {
@@ -112,6 +115,7 @@ impl Shared {
             connections: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
+            seat: std::sync::OnceLock::new(),
         }
     }
 

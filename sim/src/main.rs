@@ -13,6 +13,8 @@
 //! cargo run -p zk-curator-sim --release -- --seeds 100      # seeds 0..100
 //! cargo run -p zk-curator-sim --release -- --seed 17        # one, with its event log
 //! cargo run -p zk-curator-sim --release -- --seeds 300 --break fence
+//! cargo run -p zk-curator-sim --release -- --ensemble 3 --seeds 100 # on a simulated ensemble
+//! cargo run -p zk-curator-sim --release -- --crash --seeds 100      # the server crashes
 //! ```
 //!
 //! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
@@ -25,6 +27,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod drift;
+mod crash;
+mod ensemble;
 mod net;
 mod regressions;
 mod run;
@@ -47,10 +51,15 @@ struct Options {
     twice_every: u64,
     /// Every host's clock drifts by up to this many parts per million.
     drift_ppm: u64,
+    /// Members of a simulated ensemble to run on (`None`: one server).
+    ensemble: Option<usize>,
+    /// The server's crashes and lost replies (`--crash`).
+    crash: bool,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
-[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--drift-ppm P] [--save]";
+[--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--drift-ppm P] [--save] \
+[--ensemble N] [--crash]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -62,6 +71,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
         save: false,
         twice_every: 50,
         drift_ppm: 200,
+        ensemble: None,
+        crash: false,
     };
     let mut from = 0;
     let mut count = 20;
@@ -80,6 +91,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--threads" => options.threads = (value("--threads")? as usize).max(1),
             "--twice-every" => options.twice_every = value("--twice-every")?.max(1),
             "--drift-ppm" => options.drift_ppm = value("--drift-ppm")?,
+            "--ensemble" => {
+                let size = value("--ensemble")?;
+                if !(1..=9).contains(&size) {
+                    return Err(format!("--ensemble: 1 to 9 members, not {size}"));
+                }
+                options.ensemble = Some(size as usize);
+            }
             "--break" => {
                 let kind = args.next().ok_or("--break needs a kind")?;
                 match kind.as_str() {
@@ -95,6 +113,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--save" => options.save = true,
+            "--crash" => options.crash = true,
             "--lenient-bounds" => options.breaks.strict_bounds = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -129,6 +148,8 @@ fn main() -> ExitCode {
         .and_then(|secs| secs.parse().ok())
         .unwrap_or(60);
     run::watch_progress(Duration::from_secs(stuck));
+    ensemble::set_size(options.ensemble.unwrap_or(0));
+    crash::set(options.crash);
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
@@ -243,8 +264,12 @@ fn first_difference(first: &[String], second: &[String]) -> String {
 /// printed; one seed in fifty run twice, its two hashes compared.
 fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
-    // The regressions first: each a shrunk schedule that once failed.
-    let regressions_failed = regressions::run_all();
+    // The regressions first: each a shrunk schedule that once failed (on one
+    // server: an ensemble's schedules are not saved).
+    let regressions_failed = match (options.ensemble, options.crash) {
+        (None, false) => regressions::run_all(),
+        _ => 0,
+    };
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     let twice = AtomicU64::new(0);
@@ -306,7 +331,9 @@ fn batch(options: &Options) -> ExitCode {
             plan.net,
             outcome.violations.first().map_or("", String::as_str)
         );
-        if !broken || options.save {
+        if options.ensemble.is_some() || options.crash {
+            println!("not saved: a schedule on an ensemble or with crashes (regressions/ holds one server's, without)");
+        } else if !broken || options.save {
             match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
                 Ok(path) => println!("saved as {}", path.display()),
                 Err(err) => println!("not saved: {err}"),

@@ -186,7 +186,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
 
 /// What the simulated server's node times count from, whatever the wall
 /// clock says: 2027-01-15T08:00:00Z, in seconds since the epoch.
-const NODE_TIME_ORIGIN: u64 = 1_800_000_000;
+pub(crate) const NODE_TIME_ORIGIN: u64 = 1_800_000_000;
 
 /// The server, once its host has started it.
 pub type ServerSlot = Rc<RefCell<Option<Arc<EmbeddedServer>>>>;
@@ -356,6 +356,36 @@ pub struct LinkControl {
     told: Told,
     /// The host of the contender on this link.
     contender: Option<Arc<ContenderHost>>,
+    /// Where its connections go (the server's port, or an ensemble's members').
+    upstream: Arc<Mutex<Upstream>>,
+}
+
+/// Where a link's connections go: to the server (no ports given), or to an ensemble's
+/// members in turn, each new connection to the next one, as a ZooKeeper client goes
+/// through its server list; or only to one member while it is pinned there.
+#[derive(Debug, Default)]
+struct Upstream {
+    ports: Vec<u16>,
+    next: usize,
+    pinned: Option<usize>,
+    /// The member of the last connection.
+    now: Option<usize>,
+}
+
+impl Upstream {
+    /// The port of the next connection.
+    fn next_port(&mut self) -> u16 {
+        if self.ports.is_empty() {
+            return PORT;
+        }
+        let member = self.pinned.unwrap_or_else(|| {
+            let member = self.next % self.ports.len();
+            self.next += 1;
+            member
+        });
+        self.now = Some(member);
+        self.ports[member]
+    }
 }
 
 impl LinkControl {
@@ -366,7 +396,29 @@ impl LinkControl {
             open: Arc::new(AtomicUsize::new(0)),
             told: Told::default(),
             contender: None,
+            upstream: Arc::default(),
         }
+    }
+
+    /// Sends the link's connections to these ports in turn (an ensemble's members), the
+    /// first to `first`'s.
+    pub fn route(&self, ports: Vec<u16>, first: usize) {
+        if let Ok(mut upstream) = self.upstream.lock() {
+            upstream.ports = ports;
+            upstream.next = first;
+        }
+    }
+
+    /// Sends the link's connections only to member `member` (`None`: to each in turn).
+    pub fn pin(&self, member: Option<usize>) {
+        if let Ok(mut upstream) = self.upstream.lock() {
+            upstream.pinned = member;
+        }
+    }
+
+    /// The member the link's last connection went to, if it is routed to members.
+    pub fn member_now(&self) -> Option<usize> {
+        self.upstream.lock().ok().and_then(|u| u.now)
     }
 
     /// The link of the contender that runs on `host`.
@@ -419,16 +471,20 @@ pub async fn forward(control: LinkControl) -> turmoil::Result {
         let open = control.open.clone();
         open.fetch_add(1, Ordering::SeqCst);
         let state = control.state.subscribe();
+        let port = control
+            .upstream
+            .lock()
+            .map_or(PORT, |mut upstream| upstream.next_port());
         tokio::task::spawn_local(async move {
-            carry(down, state).await;
+            carry(down, state, port).await;
             open.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }
 
-async fn carry(down: TcpStream, mut state: watch::Receiver<LinkState>) {
+async fn carry(down: TcpStream, mut state: watch::Receiver<LinkState>, port: u16) {
     let generation = state.borrow().generation;
-    let Ok(up) = TcpStream::connect((SERVER, PORT)).await else {
+    let Ok(up) = TcpStream::connect((SERVER, port)).await else {
         return;
     };
     let (down_read, down_write) = down.into_split();

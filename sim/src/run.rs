@@ -89,7 +89,7 @@ impl Scenario {
         }
     }
 
-    fn config(&self, seed: u64, breaks: Breaks, plan: &Plan) -> Config {
+    pub(crate) fn config(&self, seed: u64, breaks: Breaks, plan: &Plan) -> Config {
         let mut config = Config {
             duration: self.duration,
             contenders: self.contenders,
@@ -126,7 +126,7 @@ impl Scenario {
 
     /// Links to make: one per contender and per observer (two elections'
     /// and the tree observer's).
-    fn links(&self) -> usize {
+    pub(crate) fn links(&self) -> usize {
         self.contenders + 3
     }
 }
@@ -228,7 +228,7 @@ pub fn watch_progress(limit: Duration) {
 }
 
 /// Notes that this thread's step ended at `at` of simulated time.
-fn note_step(at: Duration) {
+pub(crate) fn note_step(at: Duration) {
     MINE.with(|p| {
         p.steps.fetch_add(1, Ordering::SeqCst);
         p.at.store(at.as_micros() as u64, Ordering::SeqCst);
@@ -256,9 +256,15 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
     zk_curator::framework::random::seed(seed);
     let dialer = Arc::new(net::TurmoilDialer::default());
     zk::set_thread_dialer(Some(dialer.clone()));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        simulate(seed, &scenario, breaks, plan, &dialer)
-    }));
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || match crate::ensemble::size() {
+                Some(size) => {
+                    crate::ensemble::simulate(seed, &scenario, breaks, plan, &dialer, size)
+                }
+                None => simulate(seed, &scenario, breaks, plan, &dialer),
+            },
+        ));
     zk::set_thread_dialer(None);
     zk_curator_chaos::set_clock(None);
     CLOCK_BASE.with(|b| b.set(None));
@@ -310,17 +316,25 @@ fn harness_now() -> tokio::time::Instant {
     base + turmoil::sim_elapsed().unwrap_or_default()
 }
 
+/// Sets the harness's clock on the harness's host (its first step): every
+/// host reads it alike (see [`harness_now`]).
+pub(crate) fn start_harness_clock() {
+    let base = tokio::time::Instant::now() - turmoil::sim_elapsed().unwrap_or_default();
+    CLOCK_BASE.with(|b| b.set(Some(base)));
+    zk_curator_chaos::set_clock(Some(harness_now));
+}
+
 /// A run that finished: its log, its verdict, the faults drawn.
-struct Finished {
-    log: Vec<String>,
-    violations: Vec<String>,
-    drawn: (u64, u64),
+pub(crate) struct Finished {
+    pub(crate) log: Vec<String>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) drawn: (u64, u64),
 }
 
 /// How long before the end of the harness's faults the network's stop.
-const CALM: Duration = Duration::from_millis(500);
+pub(crate) const CALM: Duration = Duration::from_millis(500);
 
-type Simulated = Result<Finished, (Vec<String>, String)>;
+pub(crate) type Simulated = Result<Finished, (Vec<String>, String)>;
 
 fn simulate(
     seed: u64,
@@ -329,7 +343,10 @@ fn simulate(
     plan: &Plan,
     dialer: &net::TurmoilDialer,
 ) -> Simulated {
-    let config = scenario.config(seed, breaks, plan);
+    let mut config = scenario.config(seed, breaks, plan);
+    if crate::crash::of(seed).is_some() {
+        config = config.with_stuck_slack(crate::crash::STUCK_SLACK);
+    }
     // Room for the harness's wind-down (its waits are bounded at 30 s each).
     let limit = scenario.duration + Duration::from_secs(240);
     let mut sim = turmoil::Builder::new()
@@ -389,6 +406,8 @@ fn simulate(
     let mut healed = false;
     // Hosts stopped as paused processes, as their holders ask.
     let mut stops = net::Stops::default();
+    // `--crash`: the server's crashes and lost replies.
+    let mut crashes = crate::crash::of(seed);
     loop {
         let finished = match sim.step() {
             Ok(finished) => finished,
@@ -400,6 +419,10 @@ fn simulate(
             break;
         }
         stops.carry_out(&mut sim, now, &hosts, &mut log);
+        if let (Some(crashes), Some(server)) = (crashes.as_mut(), server.borrow().as_ref()) {
+            let calm = scenario.duration.saturating_sub(CALM);
+            crashes.step(now, calm, server, plan, &mut drawn, &mut log);
+        }
         if let Some((link, until)) = held {
             if now >= until {
                 sim.release(links[link].host(), SERVER);

@@ -2,6 +2,9 @@
 //! container/TTL, deletes and sets with random versions, reads, multis, one-shot watches)
 //! from three sessions run against the embedded server and a real ZooKeeper; the transcripts,
 //! including which watch events each session has received after every step, must be equal.
+//! The same sequences run on the simulated ensemble of the embedded server (one session on
+//! each of three members) and on a real 3-node ensemble: every step is followed by a `sync`
+//! and a read on every session, so what each session sees must be equal there too.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::future::Future;
@@ -9,8 +12,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use zk_curator_server::ensemble::Ensemble;
 use zk_curator_testing::backend::Prerequisite;
-use zk_curator_testing::{EmbeddedServer, ZooKeeperServer};
+use zk_curator_testing::{EmbeddedServer, TestingCluster, ZooKeeperServer};
 use zookeeper_client::{Acls, Client, CreateMode, Stat, WatchedEvent};
 
 const STEP: Duration = Duration::from_secs(10);
@@ -66,9 +70,14 @@ fn st(stat: &Stat, sessions: &[i64]) -> String {
 type Pending = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 async fn run(cs: &str, seed: u64) -> Vec<String> {
+    run_on([cs, cs, cs], seed).await
+}
+
+/// The sequence of `seed`, its three sessions connected to `cs[0]`, `cs[1]` and `cs[2]`.
+async fn run_on(cs: [&str; 3], seed: u64) -> Vec<String> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut clients = Vec::new();
-    for _ in 0..3 {
+    for cs in cs {
         clients.push(
             bounded(
                 Client::connector()
@@ -246,5 +255,101 @@ async fn random_operation_sequences_match_real_zookeeper() {
                 theirs[from..(i + 3).min(theirs.len())].join("\n"),
             );
         }
+    }
+}
+
+/// Where the first difference of two transcripts is, shown with the lines around it.
+fn compare(seed: u64, ours: &[String], theirs: &[String]) {
+    let first_difference = ours
+        .iter()
+        .zip(theirs.iter())
+        .position(|(a, b)| a != b)
+        .or((ours.len() != theirs.len()).then(|| ours.len().min(theirs.len())));
+    if let Some(i) = first_difference {
+        let from = i.saturating_sub(5);
+        panic!(
+            "seed {seed:#x}: transcripts differ at line {i}\nembedded ensemble:\n{}\nreal:\n{}",
+            ours[from..(i + 3).min(ours.len())].join("\n"),
+            theirs[from..(i + 3).min(theirs.len())].join("\n"),
+        );
+    }
+}
+
+/// Deletes `path` and everything under it, if there.
+fn wipe_tree<'a>(
+    client: &'a Client,
+    path: &'a str,
+) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+    Box::pin(async move {
+        if let Ok(children) = bounded(client.list_children(path)).await {
+            for child in children {
+                wipe_tree(client, &format!("{path}/{child}")).await;
+            }
+        }
+        let _ = bounded(client.delete(path, None)).await;
+    })
+}
+
+/// The simulated ensemble, its members on ports of their own: their connect strings.
+async fn simulated_ensemble() -> (std::sync::Arc<Ensemble>, Vec<String>) {
+    let mut listeners = Vec::new();
+    for _ in 0..3 {
+        listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+    }
+    let addresses: Vec<std::net::SocketAddr> =
+        listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let known = addresses.clone();
+    let ensemble = std::sync::Arc::new(
+        Ensemble::builder(EmbeddedServer::builder())
+            .size(3)
+            .start(|i| known[i])
+            .unwrap(),
+    );
+    for (member, listener) in listeners.into_iter().enumerate() {
+        let ensemble = ensemble.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                ensemble.serve_connection(member, stream, peer);
+            }
+        });
+    }
+    (
+        ensemble,
+        addresses.iter().map(ToString::to_string).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn random_operation_sequences_on_an_ensemble_match_a_real_ensemble() {
+    let seeds = [0x1234_5678_9abc_def1_u64, 42];
+    let real_available = Prerequisite::ZooKeeper
+        .check("random_operation_sequences_on_an_ensemble_match_a_real_ensemble");
+    let real = if real_available {
+        let cluster = TestingCluster::builder().start_async().await.unwrap();
+        cluster
+            .wait_until_serving_async(Duration::from_secs(60))
+            .await
+            .unwrap();
+        Some(cluster)
+    } else {
+        None
+    };
+    for seed in seeds {
+        let (_ensemble, members) = simulated_ensemble().await;
+        let ours = run_on([&members[0], &members[1], &members[2]], seed).await;
+        let single = EmbeddedServer::builder().start().await.unwrap();
+        // Synced after every step, the members answer as one server does.
+        compare(seed, &ours, &run(&single.connect_string(), seed).await);
+        let Some(cluster) = &real else { continue };
+        // A fresh root for each seed on the real ensemble.
+        let wipe = Client::connect(&cluster.connect_string()).await.unwrap();
+        wipe_tree(&wipe, "/d").await;
+        let real_members: Vec<String> = (0..3).map(|i| cluster.connect_string_of(i)).collect();
+        let theirs = run_on([&real_members[0], &real_members[1], &real_members[2]], seed).await;
+        compare(seed, &ours, &theirs);
+        println!(
+            "seed {seed:#x}: the same {} lines on both ensembles",
+            ours.len()
+        );
     }
 }

@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
+use super::acquire::Wakeups;
 use super::cohort::{Baton, CohortPolicy, Passes};
 use super::local_queue::LocalQueues;
 use super::shared_node::SharedNodes;
-use super::wait::Wakeups;
 use crate::{Framework, FrameworkBuilder, Metrics};
 
 /// The lock options of a framework (set on its builder).

@@ -1,11 +1,12 @@
 //! [`Fence`]: writes that succeed only while one or more holds are still
-//! held, over the fencing leaf ([`fencing`](super::fencing): the tokens and
-//! the atomic "still valid, so send" step), and [`Hold::fence`].
+//! held, over the atomic "still valid, so send" step of
+//! [`send_gate`], and [`Hold::fence`].
 
 use zookeeper_client as zk;
 
-use super::fencing::{self, FencedOp, FencingToken};
 use super::hold::Hold;
+use super::send_gate::{self, FencedOp};
+use super::token::FencingToken;
 use crate::{packet, Error, Result};
 
 /// Makes ZooKeeper writes conditional on one or more holds: every write sent
@@ -72,7 +73,7 @@ impl Fence {
     /// # Errors
     /// [`Error::LockLost`] if a hold is known to be lost.
     pub fn client(&self) -> Result<zk::Client> {
-        Ok(fencing::session_of(&self.holds)?.client().clone())
+        Ok(send_gate::session_of(&self.holds)?.client().clone())
     }
 
     /// A multi transaction of your own, sent with this fence's checks in
@@ -108,7 +109,7 @@ impl Fence {
             .commit()
             .await?
             .pop()
-            .ok_or_else(|| fencing::unexpected(None))
+            .ok_or_else(|| send_gate::unexpected(None))
     }
 
     /// Sets the data of `path` only while every hold is still held.
@@ -131,7 +132,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::SetData { stat } => Ok(stat),
-            other => Err(fencing::unexpected(Some(other))),
+            other => Err(send_gate::unexpected(Some(other))),
         }
     }
 
@@ -156,7 +157,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::Create { path, .. } => Ok(path),
-            other => Err(fencing::unexpected(Some(other))),
+            other => Err(send_gate::unexpected(Some(other))),
         }
     }
 
@@ -174,7 +175,7 @@ impl Fence {
         };
         match self.send_one(op).await? {
             zk::MultiWriteResult::Delete => Ok(()),
-            other => Err(fencing::unexpected(Some(other))),
+            other => Err(send_gate::unexpected(Some(other))),
         }
     }
 }
@@ -284,7 +285,7 @@ impl<'a> FencedMulti<'a> {
     /// The request is sent when this is first polled; dropping the future
     /// afterwards leaves the outcome unknown, as for any ZooKeeper write.
     pub async fn commit(self) -> Result<Vec<zk::MultiWriteResult>> {
-        fencing::send(&self.fence.holds, &self.ops).await
+        send_gate::send(&self.fence.holds, &self.ops).await
     }
 }
 

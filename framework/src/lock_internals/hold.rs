@@ -36,9 +36,10 @@ use zookeeper_client as zk;
 
 use super::bounds::{Bound, HoldBounds, Running};
 use super::cohort::{Baton, Passes, Run};
-use super::fencing::{Fenced, FencedHold, FencingToken, SendGate};
 use super::local_queue::LocalTurn;
 use super::node::AcquiredNode;
+use super::send_gate::{Fenced, FencedHold, SendGate};
+use super::token::FencingToken;
 use super::trust::{last_heard, loss_of, session_of};
 use crate::{telemetry, Framework, LockLoss, Session};
 
@@ -468,13 +469,17 @@ impl Hold {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The granted node.
+    /// The granted node: its [`path`](AcquiredNode::path) (the one way to
+    /// the node's path from a hold, a guard, a lease or a term),
+    /// [`name`](AcquiredNode::name), session and zxid.
     pub fn node(&self) -> &AcquiredNode {
         &self.inner.node
     }
 
-    /// The node's full path (relative to the framework's namespace).
-    pub fn path(&self) -> &str {
+    /// The node's full path (relative to the framework's namespace), for
+    /// the engine only: users reach it through [`Hold::node`], as `path()`
+    /// on a lock means the lock's path.
+    pub(crate) fn path(&self) -> &str {
         self.inner.node.path()
     }
 
@@ -553,7 +558,7 @@ impl Hold {
     /// a hold lost before keeps its first reason.
     ///
     /// A fenced write between its check and its send finishes queueing
-    /// first (see [`fencing::while_valid`](super::fencing::while_valid)):
+    /// first (see [`send_gate::while_valid`](super::send_gate::while_valid)):
     /// once this returns, no write under the hold goes out.
     pub(crate) fn end(&self) {
         self.inner

@@ -1,7 +1,7 @@
 //! [`LockInternals`]: one lock's path, name, lease count and driver, on a
-//! framework; what every stage of an acquire (create, wait, release) reads.
-//! The stages themselves are the modules beside it, called from the
-//! entry points in `mod.rs`.
+//! framework; what every stage (acquire, resume, release) reads. The
+//! stages themselves are the modules beside it, called from the entry
+//! points in `mod.rs`.
 
 use std::fmt;
 use std::sync::Arc;

@@ -16,6 +16,41 @@
 //! 3. If the watched node is already gone, the children are listed again at
 //!    once; otherwise we wait for its deletion, then list again.
 //!
+//! # The path of one acquire, file by file
+//!
+//! A plain mutex acquire (`InterProcessMutex::acquire_timeout` on a
+//! framework with the default options) enters the engine here and goes
+//! down, never back up:
+//!
+//! 1. `mod.rs`, [`LockInternals::acquire`]: checks the request (the node
+//!    data's size against the packet limit, `internals.rs`; the bounds,
+//!    `bounds.rs`), reads the framework's lock options (`engine.rs`), and
+//!    runs the rest under the acquire's [`Wait`] (`wait.rs`). With the
+//!    in-process queue on (the default), the acquire first waits there for
+//!    its turn (`local_queue.rs`).
+//! 2. `acquire.rs`: the acquire on ZooKeeper. The restart loop takes the
+//!    session and runs one attempt; the attempt arms the [`ContenderGuard`]
+//!    (`contender.rs`), creates our node and lists the participants in the
+//!    same breath, then runs the wait loop: sort the participants (by the
+//!    driver's key, `internals.rs`), let the driver decide (`driver.rs`, or
+//!    the recipe's own), and either grant or wait for the node ahead and
+//!    list again. The listing is the last step of that file.
+//! 3. `trust.rs`, then `hold.rs`: a grant is asked whether it can still be
+//!    trusted (the session, the connection, the lease), and becomes a
+//!    [`Hold`], which keeps the acquire's turn until its release.
+//!
+//! The optional layers are entered only when they are in use: a shared
+//! node (`shared_node.rs`) only for a blocking acquire whose driver shares
+//! nodes (a read lock), a passed node (`cohort.rs`) only with a [`CohortPolicy`], the
+//! revocation watch (`revocation.rs`) only with a [`Revocation`]; the
+//! in-process queue only when the framework has it (on by default) and the
+//! driver asks for turns. Around the path: the release (`release.rs`),
+//! taking a lost node up again (`resume.rs`), fenced writes (`fence.rs`
+//! over `send_gate.rs`, tokens in `token.rs`), hold bounds (`bounds.rs`),
+//! what one acquire asks for (`request.rs`), the node a grant hands to a
+//! hold (`node.rs`), and the layouts of other libraries' nodes
+//! (`layout.rs`).
+//!
 //! # Failures
 //!
 //! * A connection loss during the create leaves the outcome unknown. The
@@ -30,15 +65,13 @@
 //!   silently from one session to the next: a node always belongs to the
 //!   session that created it.
 
+mod acquire;
 mod bounds;
 mod cohort;
-mod create;
-mod deadline;
+mod contender;
 mod driver;
 mod engine;
 mod fence;
-mod fencing;
-mod guard;
 mod hold;
 mod internals;
 pub mod layout;
@@ -46,8 +79,11 @@ mod local_queue;
 mod node;
 mod release;
 mod request;
+mod resume;
 mod revocation;
+mod send_gate;
 mod shared_node;
+mod token;
 mod trust;
 mod wait;
 
@@ -56,15 +92,13 @@ use tracing::Instrument;
 pub use self::bounds::{Bound, BoundsSetting, HoldBounds, MAX_BOUND};
 pub use self::cohort::CohortPolicy;
 use self::cohort::{Baton, Run};
-pub use self::deadline::Wait;
+pub use self::contender::ContenderGuard;
 pub use self::driver::{
     standard_gets_the_lock, standard_sort_key, LockInternalsDriver, ParticipantNode,
     PredicateResults, SortKey, StandardLockInternalsDriver,
 };
 use self::engine::Engine;
 pub use self::fence::{Fence, FencedMulti};
-pub use self::fencing::FencingToken;
-pub use self::guard::ContenderGuard;
 pub use self::hold::Hold;
 pub use self::internals::LockInternals;
 pub use self::layout::{Family, Layout};
@@ -74,11 +108,14 @@ pub use self::request::{until_held, Acquire};
 pub use self::revocation::{
     watch_data, Revocation, RevocationListener, RevocationSetting, Revoker, REVOKE_MESSAGE,
 };
+pub use self::token::FencingToken;
+pub use self::wait::Wait;
 pub use crate::LockLoss;
 use crate::{Result, Session};
 
-/// The entry points of an acquire and a release; each goes down the stages
-/// (`wait` → `create`, `hold`; `release`), none of which comes back here.
+/// The entry points of an acquire, a resume and a release; each goes down
+/// to the module that does the work (`acquire`, `resume`, `release`), none
+/// of which comes back here.
 impl LockInternals {
     /// Acquires as `request` says: creates a participant node carrying its
     /// data and waits, as long as its [`Wait`] allows, until the node holds
@@ -150,7 +187,7 @@ impl LockInternals {
                 hold.keep_turn(turn);
                 return Ok(Some(hold));
             }
-            let hold = Box::pin(wait::acquire_restarting(self, &request)).await?;
+            let hold = Box::pin(acquire::acquire_restarting(self, &request)).await?;
             if let Some(hold) = &hold {
                 if let Some((policy, data)) =
                     Engine::options(&self.framework).cohort.zip(cohort_data)
@@ -356,7 +393,7 @@ impl LockInternals {
     /// [`Hold::release_in_background`] if it is no longer wanted.
     pub async fn resume(&self, lost: &Hold) -> Result<Option<Hold>> {
         let span = tracing::info_span!("lock.resume", node = %lost.path());
-        Box::pin(wait::resume(self, lost)).instrument(span).await
+        Box::pin(resume::resume(self, lost)).instrument(span).await
     }
 
     /// Releases a hold: deletes its node. If the connection is down (or the

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::Instrument;
 use zookeeper_client as zk;
 
-use super::guard::ContenderGuard;
+use super::contender::ContenderGuard;
 use super::hold::Hold;
 use super::internals::LockInternals;
 use crate::{Error, LockLoss, Result};

@@ -2,8 +2,8 @@
 //! and [`until_held`] for acquires that wait as long as it takes.
 
 use super::bounds::HoldBounds;
-use super::deadline::Wait;
 use super::revocation::Revocation;
+use super::wait::Wait;
 use crate::{Result, Session};
 
 /// Runs `acquire` (an acquire without a timeout) until it returns a hold.

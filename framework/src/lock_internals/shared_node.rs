@@ -34,12 +34,12 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use super::acquire;
 use super::hold::Hold;
 use super::internals::LockInternals;
 use super::node::AcquiredNode;
 use super::request::{until_held, Acquire};
 use super::trust::loss_of;
-use super::wait;
 use crate::{Error, Result};
 
 /// A lock path, lock name and the participant node's data: acquires that
@@ -104,7 +104,7 @@ impl Backend for LockInternals {
         let acquire = async move {
             let internals = &generation.backend;
             let request = Acquire::new().data(&generation.key.2);
-            let outcome = until_held(|| wait::acquire_restarting(internals, &request)).await;
+            let outcome = until_held(|| acquire::acquire_restarting(internals, &request)).await;
             generation.settle(outcome);
         };
         tokio::spawn(acquire.in_current_span()).abort_handle()

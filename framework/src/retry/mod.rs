@@ -30,10 +30,10 @@
 //! not under a policy; they take their pauses from one [`Backoff`] each,
 //! with bounds of their own.
 
-mod backoff_impl;
-mod pause;
+mod backoff;
 mod policies;
 mod retry_loop;
+mod schedule;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,8 +44,8 @@ pub use policies::{
 };
 pub use retry_loop::RetryLoop;
 
-pub(crate) use self::pause::sleep_until_opt;
-pub use self::pause::{Backoff, Pauses};
+pub(crate) use self::backoff::sleep_until_opt;
+pub use self::backoff::{Backoff, Pauses};
 
 /// Decides whether, and after which pause, a failed operation is retried.
 ///

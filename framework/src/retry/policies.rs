@@ -11,7 +11,7 @@
 //!
 //! The exponential policies spread their pauses with random jitter so that
 //! many clients that lost the same server do not all come back at the same
-//! instant. The schedule itself lives in the private `backoff_impl` module,
+//! instant. The schedule itself lives in the private `schedule` module,
 //! the one place that depends on the `backoff` crate; the jitter is drawn
 //! from the framework's one source of randomness ([`crate::random`]), so a
 //! thread seeded with [`random::seed`](crate::random::seed) gets the same
@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use crate::retry::backoff_impl::exponential_delay;
+use crate::retry::schedule::exponential_delay;
 use crate::retry::RetryPolicy;
 
 /// The largest retry count the exponential policies accept; larger values

@@ -366,7 +366,7 @@ impl Election {
             if !self.publish(&term) {
                 return self.resign(&term).await;
             }
-            tracing::info!(node = %term.path(), token = %term.fencing_token(), "leadership gained");
+            tracing::info!(node = %term.node().path(), token = %term.fencing_token(), "leadership gained");
             self.proclaimer.on_term(&term);
             self.revocation.on_term(&term);
             let next = lead.await;
@@ -411,7 +411,7 @@ impl Election {
     /// its session (`run` is only ever stopped by a close, which it
     /// watches).
     async fn keep_place(&self, term: &LeaderTerm) -> KeptPlace {
-        tracing::info!(node = %term.path(), loss = ?term.loss(), "leadership lost to the connection; keeping our place until it is back");
+        tracing::info!(node = %term.node().path(), loss = ?term.loss(), "leadership lost to the connection; keeping our place until it is back");
         let resumed = tokio::select! {
             biased;
             () = self.stopped() => None,
@@ -421,12 +421,12 @@ impl Election {
             Some(Ok(Some(hold))) => return KeptPlace::Term(hold),
             None => KeptPlace::Stopped,
             Some(Ok(None)) => {
-                tracing::info!(node = %term.path(), "our place is gone; queueing again");
+                tracing::info!(node = %term.node().path(), "our place is gone; queueing again");
                 KeptPlace::Gone
             }
             Some(Err(Error::Closed)) => KeptPlace::Closed,
             Some(Err(err)) => {
-                tracing::warn!(node = %term.path(), %err, "could not take our place up again; queueing anew");
+                tracing::warn!(node = %term.node().path(), %err, "could not take our place up again; queueing anew");
                 KeptPlace::Gone
             }
         };
@@ -496,7 +496,7 @@ impl Election {
     async fn resign(&self, term: &LeaderTerm) -> Result<()> {
         self.unpublish(term);
         if let Err(loss) = term.check() {
-            tracing::info!(node = %term.path(), %loss, "the term was lost; its node goes in the background");
+            tracing::info!(node = %term.node().path(), %loss, "the term was lost; its node goes in the background");
             term.release_in_background();
             return Ok(());
         }
@@ -504,7 +504,8 @@ impl Election {
         // clone is still valid once someone else can lead (a term already
         // lost keeps its first reason).
         term.mark_lost(LockLoss::NotHeld);
-        let span = tracing::info_span!("leader.resign", path = %self.path(), node = %term.path());
+        let span =
+            tracing::info_span!("leader.resign", path = %self.path(), node = %term.node().path());
         let released = self.internals.release(term).instrument(span.clone()).await;
         match released {
             Ok(()) => {

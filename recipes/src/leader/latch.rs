@@ -447,7 +447,7 @@ impl Candidate for &Core {
         async move {
             tokio::select! {
                 loss = term.lost() => {
-                    tracing::info!(node = %term.path(), %loss, "leadership lost");
+                    tracing::info!(node = %term.node().path(), %loss, "leadership lost");
                     Next::Campaign
                 }
                 () = stopped => Next::Stop,

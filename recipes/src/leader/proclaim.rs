@@ -103,7 +103,7 @@ impl Proclaimer {
                     }
                     Err(err) => {
                         if term.is_valid() {
-                            tracing::warn!(%err, node = %term.path(), "the value could not be proclaimed");
+                            tracing::warn!(%err, node = %term.node().path(), "the value could not be proclaimed");
                         }
                         return;
                     }

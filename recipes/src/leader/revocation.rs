@@ -57,7 +57,7 @@ impl Revocation {
     pub(crate) fn now(term: &LeaderTerm) -> bool {
         let ended = end(term);
         if ended {
-            tracing::info!(node = %term.path(), "stepping down");
+            tracing::info!(node = %term.node().path(), "stepping down");
         }
         ended
     }
@@ -80,7 +80,7 @@ fn spawn_watch(term: LeaderTerm) {
         return;
     };
     let watches = [
-        (term.path().to_owned(), Channel::Node),
+        (term.node().path().to_owned(), Channel::Node),
         (term.election_path().to_owned(), Channel::ElectionPath),
     ];
     for (path, channel) in watches {
@@ -96,7 +96,7 @@ fn spawn_watch(term: LeaderTerm) {
                 return false;
             }
             if end(&asked) {
-                tracing::info!(node = %asked.path(), token = %asked.fencing_token(), "asked to step down; leadership handed on");
+                tracing::info!(node = %asked.node().path(), token = %asked.fencing_token(), "asked to step down; leadership handed on");
             }
             true
         });

@@ -401,7 +401,7 @@ impl Candidate for Queued<'_> {
         async move {
             let core = self.core;
             let end = lead(core, &term, interrupts).await;
-            tracing::info!(node = %term.path(), ?end, "leadership given up");
+            tracing::info!(node = %term.node().path(), ?end, "leadership given up");
             if end == End::Closed {
                 return Next::Stop;
             }

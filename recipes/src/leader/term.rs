@@ -44,7 +44,7 @@ pub struct LeaderTerm {
 impl fmt::Debug for LeaderTerm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaderTerm")
-            .field("node", &self.hold.path())
+            .field("node", &self.hold.node().path())
             .field("token", &self.hold.fencing_token())
             .field("valid", &self.hold.is_valid())
             .finish()
@@ -103,7 +103,7 @@ impl Leadership {
 impl LeaderTerm {
     /// The election path: the parent of the term's node.
     pub fn election_path(&self) -> &str {
-        split(self.path()).0
+        split(self.node().path()).0
     }
 
     /// Proclaims `value` as what this leader advertises (an address, a
@@ -180,7 +180,7 @@ impl LeaderTerm {
                 Err(err) => return Err(err),
             }
         }
-        tracing::info!(node = %self.path(), bytes = value.len(), "value proclaimed");
+        tracing::info!(node = %self.node().path(), bytes = value.len(), "value proclaimed");
         Ok(())
     }
 }

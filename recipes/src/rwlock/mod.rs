@@ -3,8 +3,8 @@
 //!
 //! * `mod.rs`: the lock and the state both halves share (owner maps, the
 //!   downgrade and upgrade rules);
-//! * [`half`]: the two halves' API ([`ReadLock`], [`WriteLock`]), written
-//!   once over a marker type;
+//! * [`half`]: the two halves ([`ReadLock`], [`WriteLock`]), their one API
+//!   written once for both;
 //! * [`guard`]: the guards ([`ReadGuard`], [`WriteGuard`], downgrade);
 //! * [`driver`]: how readers and writers queue together.
 
@@ -24,15 +24,15 @@ use zk_curator_framework::path::split;
 use zk_curator_framework::{Error, Framework, Result};
 
 use self::driver::{DowngradeDriver, ReadDriver, WriteDriver, READ_LOCK_NAME, WRITE_LOCK_NAME};
-pub use self::guard::{ReadGuard, RwGuard, WriteGuard};
-pub use self::half::{Half, LockHalf, ReadHalf, ReadLock, WriteHalf, WriteLock};
+pub use self::guard::{ReadGuard, WriteGuard};
+pub use self::half::{ReadLock, WriteLock};
 use crate::held::{would_deadlock, Guards, Held};
 use crate::layout::{read_write_lock_names, Layout};
 use crate::reentrant::Reentrant;
 
-/// Which half of the lock (crate-internal: the module is private).
+/// Which half of the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HalfKind {
+pub(crate) enum HalfKind {
     Read,
     Write,
 }
@@ -262,12 +262,12 @@ impl InterProcessReadWriteLock {
 
     /// The read (shared) half. Cheap; every call shares the same state.
     pub fn read_lock(&self) -> ReadLock {
-        LockHalf::new(self.shared.clone())
+        ReadLock::new(self.shared.clone())
     }
 
     /// The write (exclusive) half. Cheap; every call shares the same state.
     pub fn write_lock(&self) -> WriteLock {
-        LockHalf::new(self.shared.clone())
+        WriteLock::new(self.shared.clone())
     }
 }
 
@@ -345,10 +345,10 @@ impl Shared {
     /// Takes a read node level with `write_hold` (held by the caller): it
     /// sorts with the write node, ahead of every writer queued behind it.
     async fn downgrade(&self, write_hold: &Hold, wait: Wait) -> Result<Option<Hold>> {
-        let span = tracing::info_span!("rwlock.downgrade", write_node = %write_hold.path());
+        let span = tracing::info_span!("rwlock.downgrade", write_node = %write_hold.node().path());
         async {
             if let Err(loss) = write_hold.check() {
-                return Err(Error::lock_lost(write_hold.path(), loss));
+                return Err(Error::lock_lost(write_hold.node().path(), loss));
             }
             // The read node sits level with the write node: the write node
             // must go when the writer releases, never pass to another

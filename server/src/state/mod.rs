@@ -19,6 +19,7 @@
 mod auth;
 mod multi;
 mod reads;
+mod replica;
 mod sessions;
 mod txn;
 mod watches;
@@ -38,6 +39,7 @@ use crate::tree::DataTree;
 use crate::watch::{ConnId, Watches};
 
 pub use crate::outbox::Outbound;
+pub use replica::Applied;
 
 /// A connection as the state knows it.
 #[derive(Debug)]
@@ -121,6 +123,9 @@ pub struct State {
     /// The key of the server's unsorted child order (see `read_children`), drawn once
     /// from fastrand's thread-local generator.
     order_key: u64,
+    /// The node time of the transaction being applied, when a simulated ensemble's leader
+    /// gave it (see `replica`); `None` on a single server.
+    fixed_time: Option<i64>,
 }
 
 /// The wall clock in ms since the epoch (0 if it reads before the epoch).
@@ -148,6 +153,7 @@ impl State {
             received: 0,
             epoch: (origin, Instant::now()),
             order_key: fastrand::u64(..),
+            fixed_time: None,
         }
     }
 
@@ -156,6 +162,9 @@ impl State {
     /// (tokio's, paused and advanced with it in a simulation), not with the wall clock, which
     /// is read only once, when the state is made (unless `Limits::node_time_origin` is set).
     fn time_millis(&self, now: Instant) -> i64 {
+        if let Some(time) = self.fixed_time {
+            return time;
+        }
         let elapsed = now.saturating_duration_since(self.epoch.1).as_millis();
         self.epoch
             .0

@@ -68,7 +68,13 @@ impl State {
 
     /// Serves session `id` on connection `conn` from now on: the connect
     /// response that tells the client so.
-    fn bind(&mut self, conn: ConnId, id: i64, timeout_ms: i32, what: &str) -> (Vec<u8>, bool) {
+    pub(super) fn bind(
+        &mut self,
+        conn: ConnId,
+        id: i64,
+        timeout_ms: i32,
+        what: &str,
+    ) -> (Vec<u8>, bool) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = id;
         }

@@ -136,6 +136,21 @@ impl State {
     /// children, each as its own `deleteContainer` transaction; TTLs run on the server's
     /// clock, read as `now`.
     pub fn reap(&mut self, now: Instant) {
+        for path in self.reap_candidates(now) {
+            let op = WriteOp::Delete {
+                path: path.clone(),
+                version: -1,
+                container: true,
+            };
+            if let Err((_, err)) = self.transaction(0, Vec::new(), &[op], false, now) {
+                debug!(path, err, "container/TTL node not reaped");
+            }
+        }
+    }
+
+    /// Empty containers that once had children and expired TTL nodes without children, at
+    /// `now` on the server's clock: what [`reap`](Self::reap) deletes.
+    pub(super) fn reap_candidates(&self, now: Instant) -> Vec<String> {
         let time = self.time_millis(now);
         let mut candidates: Vec<String> = Vec::new();
         for path in self.tree.containers() {
@@ -157,16 +172,7 @@ impl State {
                 }
             }
         }
-        for path in candidates {
-            let op = WriteOp::Delete {
-                path: path.clone(),
-                version: -1,
-                container: true,
-            };
-            if let Err((_, err)) = self.transaction(0, Vec::new(), &[op], false, now) {
-                debug!(path, err, "container/TTL node not reaped");
-            }
-        }
+        candidates
     }
 }
 

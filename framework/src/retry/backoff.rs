@@ -11,7 +11,7 @@
 //! framework closes or their work is done, and only need the pause before
 //! the next attempt. Each keeps its own bounds (documented beside it), but
 //! the schedule is the retry policies' own, without their jitter
-//! (`backoff_impl::exponential_delay`, the one exponential schedule of the
+//! (`schedule::exponential_delay`, the one exponential schedule of the
 //! crate): the pause doubles from `first` up to `max`, and starts over after
 //! a success.
 //!
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::backoff_impl::exponential_delay;
+use super::schedule::exponential_delay;
 
 /// An exponential schedule of pauses: `first`, twice that, … up to `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

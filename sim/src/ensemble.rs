@@ -1,0 +1,619 @@
+//! `--ensemble N`: the seeds run on a simulated replicated ensemble of N
+//! members (the embedded server's [`Ensemble`]), all on the host `zk`, one
+//! port each (2181, 2182, ...), instead of on one server.
+//!
+//! Each link sends its connections to the members in turn, one after the
+//! other, as a ZooKeeper client goes through its server list (a member that
+//! refuses the client, or is down, sends it on to the next). The ensemble's
+//! own faults, those the chaos harness injects on a real ensemble
+//! (`chaos/src/ensemble.rs`), are the simulator's here, each drawn from the
+//! seed: a lagging follower (it applies commits late), a follower whose link
+//! from the leader is held, a member cut off from its peers, the leader
+//! killed, the quorum lost and regained, and an observer moved onto a
+//! lagging member (every other fault: a follower's link from the leader is
+//! held, leadership changes happen without it, then the observer's link
+//! reaches only that follower until its session has been replaced there).
+//! The network's own faults (held links, latency, a stalled member) run as
+//! on one server.
+//!
+//! The harness's rules are checked as on a real ensemble
+//! (`tests/ensemble_chaos.rs`): rules 1 and 2 of the observer's contract
+//! only for what happened more than [`READ_LAG`] before a report was asked,
+//! rule 3 exactly.
+
+use std::cell::{Cell, RefCell};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use turmoil::net::TcpListener;
+use zk_curator_chaos::{Link, SimServer, Target};
+use zk_curator_server::ensemble::Ensemble;
+use zk_curator_server::EmbeddedServer;
+
+use crate::net::{self, ContenderHost, LinkControl, PORT, SERVER};
+use crate::run::{Breaks, Finished, Plan, Scenario, Simulated};
+
+/// The ensemble's size for this process's seeds (0: one server).
+static SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs this process's seeds on an ensemble of `size` members (0: on one
+/// server).
+pub fn set_size(size: usize) {
+    SIZE.store(size, Ordering::SeqCst);
+}
+
+/// The ensemble's size, if the seeds run on one.
+pub fn size() -> Option<usize> {
+    Some(SIZE.load(Ordering::SeqCst)).filter(|&n| n > 0)
+}
+
+/// How long a member that does not hear from its leader keeps serving
+/// (the real ensemble test's `syncLimit`: 80 ticks of 100 ms).
+pub const SYNC_LIMIT: Duration = Duration::from_secs(8);
+/// How far behind the leader a member may answer: the sync limit, and a
+/// tick or two to notice it.
+pub const READ_LAG: Duration = Duration::from_secs(9);
+/// How long beyond the session timeout and [`READ_LAG`] a stuck hold's node
+/// may outlive its bound (as `tests/ensemble_chaos.rs`: writes wait while a
+/// quorum is lost or a leader is being replaced).
+pub const STUCK_SLACK: Duration = Duration::from_secs(15);
+
+/// The ensemble, once its host has started it.
+pub type EnsembleSlot = Rc<RefCell<Option<Arc<Ensemble>>>>;
+
+/// The port member `i` serves on.
+fn port_of(member: usize) -> u16 {
+    PORT + member as u16
+}
+
+/// The ensemble host's software: `size` members, local sessions on (as on
+/// the real ensemble the harness runs on), each member fed by a turmoil
+/// listener of its own. Children come back unsorted and node times count
+/// from a fixed origin, as on one server.
+async fn serve(slot: EnsembleSlot, size: usize) -> turmoil::Result {
+    let server = EmbeddedServer::builder()
+        .sorted_children(false)
+        .node_time_origin(std::time::UNIX_EPOCH + Duration::from_secs(net::NODE_TIME_ORIGIN));
+    let ensemble = Ensemble::builder(server)
+        .size(size)
+        .local_sessions(true)
+        .sync_limit(SYNC_LIMIT)
+        .start(|i| SocketAddr::from((Ipv4Addr::UNSPECIFIED, port_of(i))))?;
+    let ensemble = Arc::new(ensemble);
+    *slot.borrow_mut() = Some(ensemble.clone());
+    for member in 0..size {
+        let listener =
+            TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port_of(member)))).await?;
+        let ensemble = ensemble.clone();
+        drop(tokio::task::spawn_local(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                ensemble.serve_connection(member, stream, peer);
+            }
+        }));
+    }
+    std::future::pending().await
+}
+
+/// The harness's view of the simulated ensemble and its links.
+#[derive(Debug)]
+struct EnsembleTarget {
+    ensemble: EnsembleSlot,
+    size: usize,
+    links: Vec<LinkControl>,
+    next_link: Cell<usize>,
+}
+
+impl SimServer for EnsembleTarget {
+    fn connect_string(&self) -> String {
+        (0..self.size)
+            .map(|i| format!("{SERVER}:{}", port_of(i)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn link(&self) -> Box<dyn Link> {
+        let i = self.next_link.get();
+        self.next_link.set(i + 1);
+        let link = self
+            .links
+            .get(i)
+            .unwrap_or_else(|| panic!("link {i} was not made"));
+        Box::new(link.clone())
+    }
+
+    fn expire_session(&self, id: i64) -> bool {
+        self.ensemble
+            .borrow()
+            .as_ref()
+            .is_some_and(|e| e.expire_session(id))
+    }
+
+    fn session_ids(&self) -> Vec<i64> {
+        self.ensemble
+            .borrow()
+            .as_ref()
+            .map(|e| e.session_ids())
+            .unwrap_or_default()
+    }
+
+    fn replicated(&self) -> bool {
+        true
+    }
+}
+
+/// One of the ensemble's faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    LaggingFollower,
+    Held,
+    CutOff,
+    LeaderKill,
+    QuorumLoss,
+    ObserverLag,
+}
+
+impl Kind {
+    const OTHERS: [Kind; 5] = [
+        Kind::LaggingFollower,
+        Kind::Held,
+        Kind::CutOff,
+        Kind::LeaderKill,
+        Kind::QuorumLoss,
+    ];
+
+    /// The `n`th fault of a run: every other one moves an observer onto a
+    /// lagging member, and the others come in turn (from `first`).
+    fn nth(n: u64, first: u64) -> Kind {
+        if n % 2 == 0 {
+            return Kind::ObserverLag;
+        }
+        Self::OTHERS[((n / 2 + first) % Self::OTHERS.len() as u64) as usize]
+    }
+}
+
+/// A fault in force, and when (and how) it ends.
+#[derive(Debug)]
+enum Active {
+    /// Ends by itself (a slowed follower): nothing to undo.
+    Lasting {
+        until: Duration,
+    },
+    Held {
+        member: usize,
+        until: Duration,
+    },
+    Cut {
+        member: usize,
+        until: Duration,
+    },
+    Killed {
+        members: Vec<usize>,
+        until: Duration,
+    },
+    /// A follower's link from the leader held; the observer's link pinned
+    /// to it from `pin` on.
+    ObserverLag {
+        member: usize,
+        link: usize,
+        pin: Duration,
+        pinned: bool,
+        until: Duration,
+    },
+}
+
+/// Runs `seed` on an ensemble of `size` members: the world of `run.rs`
+/// (a link host per contender and observer, the harness), the network's
+/// faults and the ensemble's.
+pub(crate) fn simulate(
+    seed: u64,
+    scenario: &Scenario,
+    breaks: Breaks,
+    plan: &Plan,
+    dialer: &net::TurmoilDialer,
+    size: usize,
+) -> Simulated {
+    let config = scenario
+        .config(seed, breaks, plan)
+        .with_read_lag(READ_LAG)
+        .with_stuck_slack(STUCK_SLACK);
+    let limit = scenario.duration + Duration::from_secs(240);
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .simulation_duration(limit)
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(scenario.latency.0)
+        .max_message_latency(scenario.latency.1)
+        .enable_random_order()
+        .build();
+    let slot: EnsembleSlot = Rc::new(RefCell::new(None));
+    let started = slot.clone();
+    sim.host(SERVER, move || serve(started.clone(), size));
+    let ports: Vec<u16> = (0..size).map(port_of).collect();
+    let mut links = Vec::new();
+    let mut hosts = Vec::new();
+    for i in 0..scenario.links() {
+        let host = ContenderHost::new(format!("link{i}"));
+        let link = LinkControl::new(format!("link{i}")).serving(host.clone());
+        link.route(ports.clone(), i % size);
+        let control = link.clone();
+        let software = host.clone();
+        sim.host(link.host(), move || software.software(control.clone()));
+        dialer.tap(&link);
+        links.push(link);
+        hosts.push(host);
+    }
+    let target = EnsembleTarget {
+        ensemble: slot.clone(),
+        size,
+        links: links.clone(),
+        next_link: Cell::new(0),
+    };
+    let report = Rc::new(RefCell::new(None));
+    let out = report.clone();
+    sim.client("harness", async move {
+        crate::run::start_harness_clock();
+        let made = zk_curator_chaos::run_on(Target::Sim(&target), config).await;
+        *out.borrow_mut() = Some(made);
+        Ok(())
+    });
+
+    // The elections' observers' links, if the run has elections (they come
+    // after the contenders' links).
+    let observers: Vec<usize> = if scenario.cohort {
+        Vec::new()
+    } else {
+        vec![scenario.contenders, scenario.contenders + 1]
+    };
+    let ensemble = |slot: &EnsembleSlot| slot.borrow().clone();
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x0ddf_a017);
+    let mut faults_rng = fastrand::Rng::with_seed(seed ^ 0xe75e_b1e5);
+    let first_kind = faults_rng.u64(0..Kind::OTHERS.len() as u64);
+    let mut log = Vec::new();
+    let mut next = Duration::from_millis(rng.u64(500..3000));
+    let mut next_ensemble = Duration::from_millis(faults_rng.u64(500..2000));
+    let mut kinds_drawn = 0u64;
+    let mut active: Option<Active> = None;
+    let mut held: Option<(usize, Duration)> = None;
+    let mut drawn = 0u64;
+    let mut healed = false;
+    let mut stops = net::Stops::default();
+    let calm_at = scenario.duration.saturating_sub(crate::run::CALM);
+    // `--crash`: lost replies on the members.
+    let mut crashes = crate::crash::of(seed);
+    loop {
+        let finished = match sim.step() {
+            Ok(finished) => finished,
+            Err(err) => return Err((log, err.to_string())),
+        };
+        let now = sim.elapsed();
+        crate::run::note_step(now);
+        if finished {
+            break;
+        }
+        stops.carry_out(&mut sim, now, &hosts, &mut log);
+        if let Some((link, until)) = held {
+            if now >= until {
+                sim.release(links[link].host(), SERVER);
+                log.push(format!("{} net release link{link}", now.as_micros()));
+                held = None;
+            }
+        }
+        let Some(members) = ensemble(&slot) else {
+            continue;
+        };
+        if let Some(crashes) = crashes.as_mut() {
+            crashes.step_ensemble(now, calm_at, &members, plan, &mut drawn, &mut log);
+        }
+        // The ensemble's fault in force: its next step, or its end.
+        if let Some(fault) = active.take() {
+            active = step(fault, now, &members, &links, &mut log);
+            if active.is_none() {
+                next_ensemble = now + Duration::from_millis(faults_rng.u64(1000..3000));
+            }
+        }
+        if now >= calm_at {
+            if !healed {
+                healed = true;
+                if let Some((link, _)) = held.take() {
+                    sim.release(links[link].host(), SERVER);
+                }
+                if let Some(fault) = active.take() {
+                    end(fault, &members, &links);
+                }
+                members.heal();
+                for link in &links {
+                    link.pin(None);
+                    sim.set_link_max_message_latency(link.host(), SERVER, scenario.latency.1);
+                }
+                log.push(format!("{} net healed", now.as_micros()));
+            }
+            continue;
+        }
+        let room = calm_at.saturating_sub(now);
+        if active.is_none() && now >= next_ensemble {
+            let kind = Kind::nth(kinds_drawn, first_kind);
+            kinds_drawn += 1;
+            drawn += 1;
+            let skipped = plan.net.contains(&(drawn - 1));
+            // Drawn whether skipped or not, so that the others keep theirs.
+            let draws = [
+                faults_rng.u64(0..1 << 16),
+                faults_rng.u64(0..1 << 16),
+                faults_rng.u64(0..1 << 16),
+            ];
+            next_ensemble = now + Duration::from_millis(faults_rng.u64(1000..3000));
+            if !skipped {
+                active = begin(
+                    kind, draws, now, room, &members, &links, &observers, scenario, &mut log,
+                );
+            }
+        }
+        if now < next {
+            continue;
+        }
+        let room_ms = room.as_millis() as u64;
+        next = now + Duration::from_millis(rng.u64(500..3000));
+        let fault = rng.u8(0..3);
+        let (link, length) = (rng.usize(0..links.len()), rng.u64(50..2500).min(room_ms));
+        let member = rng.usize(0..size);
+        drawn += 1;
+        if plan.net.contains(&(drawn - 1)) {
+            continue;
+        }
+        match fault {
+            0 if held.is_none() => {
+                let length = Duration::from_millis(length);
+                sim.hold(links[link].host(), SERVER);
+                log.push(format!(
+                    "{} net hold link{link} for {}",
+                    now.as_micros(),
+                    length.as_millis()
+                ));
+                held = Some((link, now + length));
+            }
+            1 => {
+                let length = Duration::from_millis(length.min(1500));
+                members.stall_member(member, length);
+                log.push(format!(
+                    "{} net stall zk{member} for {}",
+                    now.as_micros(),
+                    length.as_millis()
+                ));
+            }
+            _ => {
+                let latency = Duration::from_millis(length / 60);
+                sim.set_link_max_message_latency(
+                    links[link].host(),
+                    SERVER,
+                    latency.max(scenario.latency.0),
+                );
+                log.push(format!(
+                    "{} net latency link{link} up to {}",
+                    now.as_micros(),
+                    latency.as_millis()
+                ));
+            }
+        }
+    }
+    let Some(report) = report.borrow_mut().take() else {
+        return Err((log, "the harness ended without a report".to_owned()));
+    };
+    log.extend(report.event_log());
+    let harness = report
+        .faults
+        .iter()
+        .filter(|(name, _)| **name != "pause+expiry")
+        .map(|(_, n)| n)
+        .sum::<u64>()
+        + plan.harness.len() as u64;
+    Ok(Finished {
+        log,
+        violations: report.violations(),
+        drawn: (harness, drawn),
+    })
+}
+
+/// A follower of the ensemble's now (the `pick`th of them), if it has a
+/// leader.
+fn follower(ensemble: &Ensemble, pick: u64) -> Option<usize> {
+    let leader = ensemble.leader()?;
+    let others: Vec<usize> = (0..ensemble.size()).filter(|&m| m != leader).collect();
+    others
+        .get((pick % others.len().max(1) as u64) as usize)
+        .copied()
+}
+
+/// Starts a fault of `kind` (with three draws of its own), lasting at most
+/// `room`; what is in force then.
+#[allow(clippy::too_many_arguments)]
+fn begin(
+    kind: Kind,
+    draws: [u64; 3],
+    now: Duration,
+    room: Duration,
+    ensemble: &Ensemble,
+    links: &[LinkControl],
+    observers: &[usize],
+    scenario: &Scenario,
+    log: &mut Vec<String>,
+) -> Option<Active> {
+    let between = |draw: u64, low: u64, high: u64| {
+        Duration::from_millis(low + draw % (high - low + 1)).min(room)
+    };
+    let at = now.as_micros();
+    let size = ensemble.size() as u64;
+    match kind {
+        Kind::LaggingFollower => {
+            let member = follower(ensemble, draws[0])?;
+            let length = between(draws[1], 1000, 4000);
+            ensemble.slow(member, length);
+            log.push(format!(
+                "{at} ensemble slow zk{member} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Lasting {
+                until: now + length,
+            })
+        }
+        Kind::Held => {
+            let member = follower(ensemble, draws[0])?;
+            let length = between(draws[1], 500, 4000);
+            ensemble.hold_from_leader(member, true);
+            log.push(format!(
+                "{at} ensemble hold zk{member} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Held {
+                member,
+                until: now + length,
+            })
+        }
+        Kind::CutOff => {
+            let member = (draws[0] % size) as usize;
+            let length = between(draws[1], 1000, 10_000);
+            ensemble.cut_off(member, true);
+            log.push(format!(
+                "{at} ensemble cut zk{member} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Cut {
+                member,
+                until: now + length,
+            })
+        }
+        Kind::LeaderKill => {
+            let leader = ensemble.leader()?;
+            let length = between(draws[1], 500, 2500);
+            ensemble.set_up(leader, false);
+            log.push(format!(
+                "{at} ensemble kill leader zk{leader} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Killed {
+                members: vec![leader],
+                until: now + length,
+            })
+        }
+        Kind::QuorumLoss => {
+            let first = (draws[0] % size) as usize;
+            let second = (first + 1 + (draws[2] % (size - 1).max(1)) as usize) % size as usize;
+            let length = between(draws[1], 1000, 3000);
+            let members = if first == second {
+                vec![first]
+            } else {
+                vec![first, second]
+            };
+            for &m in &members {
+                ensemble.set_up(m, false);
+            }
+            log.push(format!(
+                "{at} ensemble kill {members:?} for {}",
+                length.as_millis()
+            ));
+            Some(Active::Killed {
+                members,
+                until: now + length,
+            })
+        }
+        Kind::ObserverLag => {
+            if observers.is_empty() {
+                return None;
+            }
+            let link = observers[(draws[0] % observers.len() as u64) as usize];
+            // A follower the observer is not on now.
+            let on = links[link].member_now();
+            let leader = ensemble.leader()?;
+            let member = (0..ensemble.size()).find(|&m| m != leader && Some(m) != on)?;
+            // Leadership changes happen without it (terms last 0.2 to 2 s),
+            // then the observer reaches only it until its session has been
+            // replaced there (three session timeouts at most), and a
+            // little longer: all within the sync limit, past which the
+            // member would drop its clients.
+            let pin = now + between(draws[1], 1500, 3000);
+            let t = scenario.session_timeout;
+            let until = (pin + 3 * t + Duration::from_secs(1))
+                .min(now + SYNC_LIMIT - Duration::from_millis(300))
+                .min(now + room);
+            ensemble.hold_from_leader(member, true);
+            log.push(format!(
+                "{at} ensemble observer link{link} onto lagging zk{member} at {} until {}",
+                pin.as_micros(),
+                until.as_micros()
+            ));
+            Some(Active::ObserverLag {
+                member,
+                link,
+                pin,
+                pinned: false,
+                until,
+            })
+        }
+    }
+}
+
+/// The fault in force at `now`: its next step taken, or ended (`None`).
+fn step(
+    fault: Active,
+    now: Duration,
+    ensemble: &Ensemble,
+    links: &[LinkControl],
+    log: &mut Vec<String>,
+) -> Option<Active> {
+    let until = match &fault {
+        Active::Lasting { until }
+        | Active::Held { until, .. }
+        | Active::Cut { until, .. }
+        | Active::Killed { until, .. }
+        | Active::ObserverLag { until, .. } => *until,
+    };
+    if now >= until {
+        log.push(format!("{} ensemble fault ends", now.as_micros()));
+        end(fault, ensemble, links);
+        return None;
+    }
+    match fault {
+        Active::ObserverLag {
+            member,
+            link,
+            pin,
+            pinned: false,
+            until,
+        } if now >= pin => {
+            links[link].pin(Some(member));
+            links[link].drop_connections();
+            log.push(format!(
+                "{} ensemble link{link} reaches only zk{member}",
+                now.as_micros()
+            ));
+            Some(Active::ObserverLag {
+                member,
+                link,
+                pin,
+                pinned: true,
+                until,
+            })
+        }
+        other => Some(other),
+    }
+}
+
+/// Ends a fault.
+fn end(fault: Active, ensemble: &Ensemble, links: &[LinkControl]) {
+    match fault {
+        Active::Lasting { .. } => {}
+        Active::Held { member, .. } => ensemble.hold_from_leader(member, false),
+        Active::Cut { member, .. } => ensemble.cut_off(member, false),
+        Active::Killed { members, .. } => {
+            for member in members {
+                ensemble.set_up(member, true);
+            }
+        }
+        Active::ObserverLag { member, link, .. } => {
+            links[link].pin(None);
+            ensemble.hold_from_leader(member, false);
+        }
+    }
+}
