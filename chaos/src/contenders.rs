@@ -344,7 +344,7 @@ pub(crate) async fn contend(
         // A multi-lock releases its two locks one after the other.
         let locks = if kind == Kind::MultiLock { 2 } else { 1 };
         if lost
-            && took > shared.config.release_bound * locks
+            && took > crate::config::host_timed(shared.config.release_bound * locks)
             && !shared.host_paused_since(who, releasing)
         {
             shared.log(kind, |log| log.slow_releases.push(took));

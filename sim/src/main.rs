@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-mod drift;
 mod crash;
+mod drift;
 mod ensemble;
 mod net;
 mod regressions;
