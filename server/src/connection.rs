@@ -406,22 +406,7 @@ fn handle_request(id: ConnId, body: &[u8], shared: &Shared, tx: &Outbox) -> bool
         tx.close();
         return true;
     }
-    match reply {
-        Reply::Send(frame) => {
-            tx.frame(frame);
-            false
-        }
-        Reply::SendAndClose(frame) => {
-            tx.frame(frame);
-            tx.close();
-            true
-        }
-        Reply::Close => {
-            tx.close();
-            true
-        }
-        Reply::Nothing => false,
-    }
+    reply.queue_on(tx)
 }
 
 /// Feeds arbitrary bytes through the framing, handshake and request decoding exactly as a

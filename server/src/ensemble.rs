@@ -1169,7 +1169,7 @@ pub(crate) fn complete(
         } => {
             let mut state = shared.state();
             let reply = state.request(conn, xid, opcode, Ok(request), now);
-            if queue(reply, tx) {
+            if reply.queue_on(tx) {
                 Completed::Close
             } else {
                 Completed::Next
@@ -1184,26 +1184,6 @@ pub(crate) fn complete(
             tx.frame(state.bind_new(conn, id, timeout, now));
             Completed::Established
         }
-    }
-}
-
-/// Queues a reply; whether the connection is closing.
-fn queue(reply: Reply, tx: &Outbox) -> bool {
-    match reply {
-        Reply::Send(frame) => {
-            tx.frame(frame);
-            false
-        }
-        Reply::SendAndClose(frame) => {
-            tx.frame(frame);
-            tx.close();
-            true
-        }
-        Reply::Close => {
-            tx.close();
-            true
-        }
-        Reply::Nothing => false,
     }
 }
 
@@ -1349,7 +1329,7 @@ pub(crate) fn request(
     );
     if session == 0 || !routed {
         let reply = state.request(conn, xid, opcode, request, now);
-        return (queue(reply, tx), None);
+        return (reply.queue_on(tx), None);
     }
     let Ok(request) = request else {
         return (false, None);
@@ -1361,7 +1341,7 @@ pub(crate) fn request(
         return (true, None);
     }
     if let Request::Session(SessionRequest::Reconfig) = request {
-        return (queue(state.refuse_reconfig(xid), tx), None);
+        return (state.refuse_reconfig(xid).queue_on(tx), None);
     }
     let mut core = seat.inner.core();
     if let Request::Read(ReadRequest::Sync(_)) = request {

@@ -69,6 +69,29 @@ pub enum Reply {
     Nothing,
 }
 
+impl Reply {
+    /// Queues the reply on a connection's outbox (closing it where the
+    /// reply says so); whether the connection is closing.
+    pub(crate) fn queue_on(self, tx: &Outbox) -> bool {
+        match self {
+            Reply::Send(frame) => {
+                tx.frame(frame);
+                false
+            }
+            Reply::SendAndClose(frame) => {
+                tx.frame(frame);
+                tx.close();
+                true
+            }
+            Reply::Close => {
+                tx.close();
+                true
+            }
+            Reply::Nothing => false,
+        }
+    }
+}
+
 /// Server-wide settings the state applies.
 #[derive(Clone, Debug)]
 pub struct Limits {
