@@ -357,11 +357,13 @@ async fn lingering_nodes(
     by: tokio::time::Instant,
 ) -> Vec<String> {
     let latch = format!("{root}/latch");
-    // On an ensemble `raw`'s member may have been killed: a session of
-    // its own then.
+    // On an ensemble (real or simulated) `raw`'s session may be a local
+    // one, lost if its member was killed: a session of its own then.
     let fresh;
     let client = match target {
-        Target::Ensemble(_) => {
+        Target::Sim(sim) if !sim.replicated() => raw,
+        Target::Server(_) => raw,
+        Target::Sim(_) | Target::Ensemble(_) => {
             fresh = zk::Client::connector()
                 .with_session_timeout(Duration::from_secs(20))
                 .connect(&target.connect_string())
@@ -369,7 +371,6 @@ async fn lingering_nodes(
                 .unwrap();
             &fresh
         }
-        Target::Server(_) | Target::Sim(_) => raw,
     };
     loop {
         let mut left = Vec::new();
