@@ -72,6 +72,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         host_pauses: Mutex::new(Vec::new()),
         tree: Mutex::new(TreeLog::default()),
         stuck_holds: Mutex::new(Some(stuck_tx)),
+        unstuck_sections: Mutex::new(BTreeMap::new()),
     });
     // The stuck holds' checker, on the harness's runtime and session.
     let stuck_checker = tokio::spawn(checker(shared.clone(), raw.clone(), stuck_rx));

@@ -168,15 +168,24 @@ pub(crate) struct Seat {
 impl Seat {
     /// Whether a bounded holder's section that could get stuck does: one
     /// in [`STUCK_ONE_IN`] at random, and at the latest the
-    /// [`STUCK_ONE_IN`]th in a row (so that every run has some).
+    /// [`STUCK_ONE_IN`]th in a row of this seat, or the contender's
+    /// [`STUCK_ONE_IN`]th over all its seats if none of them got stuck yet
+    /// (so that every run whose bounded contender holds a few times has
+    /// some, even when no seat of it holds often: a long fault may leave
+    /// each lock two sections).
     pub(crate) fn gets_stuck(&self) -> bool {
         if self.bounds.is_none() {
             return false;
         }
         let mut choice = self.stuck_rng.lock().unwrap();
         let (rng, missed) = &mut *choice;
-        let stuck = rng.below(STUCK_ONE_IN) == 0 || *missed + 1 >= STUCK_ONE_IN;
+        let mut unstuck = self.shared.unstuck_sections.lock().unwrap();
+        let before = unstuck.entry(self.who).or_insert(Some(0));
+        let stuck = rng.below(STUCK_ONE_IN) == 0
+            || *missed + 1 >= STUCK_ONE_IN
+            || before.is_some_and(|n| n + 1 >= STUCK_ONE_IN);
         *missed = if stuck { 0 } else { *missed + 1 };
+        *before = if stuck { None } else { before.map(|n| n + 1) };
         stuck
     }
 }

@@ -44,6 +44,10 @@ pub(crate) struct Shared {
     /// Where stuck holders hand their holds to the checker (`None` once
     /// the contenders are done).
     pub(crate) stuck_holds: Mutex<Option<mpsc::UnboundedSender<StuckHold>>>,
+    /// Per contender, how many of its sections (all its seats together)
+    /// could have got stuck before any did; `None` once one did (see
+    /// [`Seat::gets_stuck`](crate::section::Seat::gets_stuck)).
+    pub(crate) unstuck_sections: Mutex<BTreeMap<usize, Option<u64>>>,
 }
 
 impl Shared {
