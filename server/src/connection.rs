@@ -19,7 +19,8 @@ use tokio::runtime::Handle;
 use tracing::{debug, info};
 
 use crate::codec::{next_frame, op, ConnectRequest, Framed, Reader, Request, MAX_PACKET};
-use crate::ensemble::{Completed, Handshake};
+use crate::ensemble::member::{self, Completed, Handshake, Wait};
+use crate::ensemble::replication::Seat;
 use crate::faults::LostReply;
 use crate::outbox::{outbox, Outbox, OutboxReceiver};
 use crate::shared::Shared;
@@ -165,7 +166,7 @@ pub(crate) async fn serve_connection<S>(
     let mut closing = false;
     // On an ensemble's member: what the connection waits for before it takes its next
     // request (a write applied here, a sync caught up, a new session made).
-    let mut waiting: Option<crate::ensemble::Wait> = None;
+    let mut waiting: Option<Wait> = None;
     // Like ZooKeeper's `sessionlessCnxnTimeout`: a connection must establish a session soon.
     let handshake_deadline = tokio::time::Instant::now() + SESSIONLESS_TIMEOUT;
     loop {
@@ -208,7 +209,7 @@ pub(crate) async fn serve_connection<S>(
                     return;
                 };
                 if let Some(seat) = shared.seat.get() {
-                    match crate::ensemble::handshake(seat, shared, id, &request, &tx) {
+                    match member::handshake(seat, shared, id, &request, &tx) {
                         Handshake::Refuse => return,
                         Handshake::Answered(true) => established = true,
                         Handshake::Answered(false) => closing = true,
@@ -246,9 +247,9 @@ pub(crate) async fn serve_connection<S>(
                     return;
                 }
             }
-            told = crate::ensemble::finished(&mut waiting), if waiting.is_some() => {
+            told = member::finished(&mut waiting), if waiting.is_some() => {
                 if let Some(wait) = waiting.take() {
-                    match crate::ensemble::complete(wait, told, id, shared, &tx) {
+                    match member::complete(wait, told, id, shared, &tx) {
                         Completed::Next => {}
                         Completed::Established => established = true,
                         Completed::Close => closing = true,
@@ -332,12 +333,12 @@ async fn write_queued<W: AsyncWrite + Unpin>(
 /// Handles one request frame on an ensemble's member: returns whether the connection is
 /// closing, and what it waits for before its next request.
 fn member_request(
-    seat: &crate::ensemble::Seat,
+    seat: &Seat,
     id: ConnId,
     body: &[u8],
     shared: &Shared,
     tx: &Outbox,
-) -> (bool, Option<crate::ensemble::Wait>) {
+) -> (bool, Option<Wait>) {
     let mut header = Reader::new(body);
     let (Ok(xid), Ok(opcode)) = (header.i32(), header.i32()) else {
         debug!(id, "request shorter than its header; closing connection");
@@ -345,7 +346,7 @@ fn member_request(
         return (true, None);
     };
     let request = Request::decode(opcode, body.get(8..).unwrap_or_default());
-    crate::ensemble::request(seat, shared, id, xid, opcode, request, tx)
+    member::request(seat, shared, id, xid, opcode, request, tx)
 }
 
 /// Handles one request frame; returns whether the connection is closing.

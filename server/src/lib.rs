@@ -94,8 +94,12 @@
 //! (`outbox`); both take the settings and the shared state from `shared`
 //! (so `server` uses `connection`, never the other way round); `faults` holds the test hooks;
 //! `ensemble` holds the simulated ensemble, whose members are `Shared` states served by
-//! `connection` (which hands a member's writes, `sync` and handshakes to it) and applying
-//! its log through `state`'s `replica` family.
+//! `connection` and applying its log through `state`'s `replica` family, in three layers:
+//! `ensemble::replication` (what the members share: the log, elections, the global
+//! sessions, and the `Seat` a member's `Shared` keeps) lies below `shared`;
+//! `ensemble::member` (a member's handshakes, writes and `sync`, which `connection` hands
+//! it) lies between `shared` and `connection`; `ensemble` itself, which starts the members
+//! and serves the connections handed to them, lies above `connection`.
 //!
 //! # TLS
 //!

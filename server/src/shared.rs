@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tokio::task::AbortHandle;
 
+use crate::ensemble::replication::Seat;
 use crate::faults::Faults;
 use crate::state::{Limits, State};
 use crate::watch::ConnId;
@@ -87,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) stopped: AtomicBool,
     /// The server's place in a simulated ensemble, if it is a member of one
     /// ([`crate::ensemble`]); unset on a single server.
-    pub(crate) seat: std::sync::OnceLock<crate::ensemble::Seat>,
+    pub(crate) seat: std::sync::OnceLock<Seat>,
 }
 
 impl Shared {
