@@ -433,3 +433,93 @@ async fn a_write_the_new_leader_holds_is_committed_whole_though_it_lacked_a_quor
     // Its writer, whose member died, did not hear the outcome.
     assert!(bounded(pending).await.unwrap().is_err());
 }
+
+/// A raw connection to `address` with session `id` (0: a new one) and its password: the
+/// stream, the session's id and password as the member answered (id 0 if refused).
+async fn raw_session(
+    address: SocketAddr,
+    id: i64,
+    password: &[u8; 16],
+) -> (tokio::net::TcpStream, i64, [u8; 16]) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
+    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
+    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
+    body.extend_from_slice(&id.to_be_bytes()); // the session, or 0 for a new one
+    body.extend_from_slice(&16i32.to_be_bytes()); // password
+    body.extend_from_slice(password);
+    body.push(0); // not read-only
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await.unwrap();
+    let mut length = [0u8; 4];
+    bounded(stream.read_exact(&mut length)).await.unwrap();
+    let mut answer = vec![0u8; i32::from_be_bytes(length) as usize];
+    bounded(stream.read_exact(&mut answer)).await.unwrap();
+    // protocol version, timeout, session id, password (length and bytes).
+    let id = i64::from_be_bytes(answer[8..16].try_into().unwrap());
+    let password = answer[20..36].try_into().unwrap();
+    (stream, id, password)
+}
+
+/// A `create` request frame (ephemeral, open to anyone) for `path`.
+fn create_frame(xid: i32, path: &str) -> Vec<u8> {
+    let string = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as i32).to_be_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    let mut body = Vec::new();
+    body.extend_from_slice(&xid.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes()); // create
+    string(&mut body, path);
+    body.extend_from_slice(&0i32.to_be_bytes()); // no data
+    body.extend_from_slice(&1i32.to_be_bytes()); // one ACL:
+    body.extend_from_slice(&31i32.to_be_bytes()); // all permissions
+    string(&mut body, "world");
+    string(&mut body, "anyone");
+    body.extend_from_slice(&1i32.to_be_bytes()); // ephemeral
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// A write still on its way to the member the client has left (here: unread in a stalled
+/// member's socket) must not be applied once the session has moved to another member:
+/// ZooKeeper's leader refuses it (`SessionMoved`) and closes that connection. Applied, it
+/// would make an ephemeral node its client never learns of, kept for as long as the
+/// session lives (the simulator's seed 268 on `--ensemble 3`: a lock node nobody held, and
+/// every waiter behind it stuck).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_sent_before_its_session_moved_is_refused_not_applied() {
+    let world = World::start(builder()).await;
+    let ensemble = world.ensemble.clone();
+    eventually("the ensemble has a leader", || async {
+        ensemble.leader().is_some()
+    })
+    .await;
+    let (mut old, id, password) = raw_session(world.addresses[1], 0, &[0; 16]).await;
+    assert_ne!(id, 0);
+    ensemble.stall_member(1, Duration::from_secs(2));
+    old.write_all(&create_frame(1, "/late")).await.unwrap();
+    // The session moves to member 2 while the create waits unread on member 1.
+    let (_moved, again, _) = raw_session(world.addresses[2], id, &password).await;
+    assert_eq!(again, id, "member 2 did not take the session");
+    // Member 1 reads the create once its stall ends: the connection is closed, unanswered.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), old.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the old connection was neither answered nor closed"
+    );
+    assert!(
+        rest.is_empty(),
+        "the moved session's old write was answered: {rest:?}"
+    );
+    let reader = world.client(0).await;
+    bounded(reader.sync("/")).await.unwrap();
+    assert_eq!(bounded(reader.check_stat("/late")).await.unwrap(), None);
+    for member in 0..3 {
+        assert!(!ensemble.paths_of(member).contains(&"/late".to_owned()));
+    }
+}

@@ -182,7 +182,11 @@ pub(crate) fn handshake(
     }
     let kept = core.sessions.get(id).map_or(timeout, |s| s.timeout);
     if core.reaches_leader(m) {
+        // Revalidated through the leader: the session is this member's from now on.
         core.sessions.touch(id, now.into_std());
+        if !core.local.contains_key(&id) {
+            core.owners.insert(id, m);
+        }
     }
     drop(core);
     state.adopt_session(id, kept, now);

@@ -22,9 +22,12 @@
 //!   member) or, with [`EnsembleBuilder::local_sessions`], local to the member that made
 //!   them (no transaction; lost with that member's service; upgraded to global by their first
 //!   ephemeral node, as ZooKeeper's `localSessionsUpgradingEnabled`). A global session moves
-//!   to any member; a local one re-attaches only where it was made. A member refuses (closes
-//!   without an answer) a client that has seen a later zxid than its own, as ZooKeeper's
-//!   servers do.
+//!   to any member; a local one re-attaches only where it was made. The leader knows which
+//!   member serves each global session (where it was made, or last re-attached through the
+//!   leader), and refuses a write of it sent by another member, from a connection its client
+//!   has left: not applied, that connection closed unanswered, as ZooKeeper answers such a
+//!   request (`SessionMoved`). A member refuses (closes without an answer) a client that has
+//!   seen a later zxid than its own, as ZooKeeper's servers do.
 //! * **Leaders change.** A leader killed, or cut off from its peers for longer than the sync
 //!   limit, or left without a quorum, gives way: every member drops its clients, and after a
 //!   seeded election time the members that can reach each other (a quorum of them, or no
@@ -182,6 +185,7 @@ impl EnsembleBuilder {
             electing: None,
             sessions: global,
             local: BTreeMap::new(),
+            owners: BTreeMap::new(),
             waiters: BTreeMap::new(),
             ending: BTreeMap::new(),
             lost: BTreeMap::new(),

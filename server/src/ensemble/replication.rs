@@ -105,6 +105,12 @@ pub(super) struct Core {
     pub(super) sessions: Sessions,
     /// Local sessions, and their member.
     pub(super) local: BTreeMap<i64, usize>,
+    /// The member that serves each global session, as the leader knows it: where it was
+    /// made, or where it last re-attached through the leader. A write of the session sent
+    /// by another member (from a connection the client has left) is refused as ZooKeeper's
+    /// leader refuses it (`SessionMoved`): applied after the client moved on, it would
+    /// make a node that nobody knows of, for as long as the session lives.
+    pub(super) owners: BTreeMap<i64, usize>,
     /// Whom to tell when the entry of this zxid is applied on its origin member.
     pub(super) waiters: BTreeMap<i64, oneshot::Sender<()>>,
     /// Sessions the leader ended whose close is not committed yet, with their timeouts.
@@ -211,6 +217,18 @@ impl Core {
             {
                 Applied::Refused { session }
             }
+            Applied::Request { session, .. }
+                if self
+                    .owners
+                    .get(&session)
+                    .is_some_and(|owner| *owner != from) =>
+            {
+                Applied::Moved { session }
+            }
+            created @ Applied::CreateSession { id, .. } => {
+                self.owners.insert(id, from);
+                created
+            }
             other => other,
         };
         self.counter += 1;
@@ -239,6 +257,7 @@ impl Core {
         if let Some(session) = self.sessions.remove(id) {
             self.ending.insert(id, session.timeout);
         }
+        self.owners.remove(&id);
         self.propose(leader, None, Applied::CloseSession { id }, None, now);
     }
 

@@ -44,6 +44,13 @@ pub enum Applied {
         /// The session that sent it.
         session: i64,
     },
+    /// A request of a session that has moved to another member since it was sent (the
+    /// client left the connection it came on): not applied, and that connection is
+    /// closed without an answer, as ZooKeeper's servers do with a `SessionMoved` request.
+    Moved {
+        /// The session that sent it.
+        session: i64,
+    },
     /// An empty container or an expired TTL node deleted.
     Reap {
         /// The node.
@@ -107,6 +114,12 @@ impl State {
                         let frame = error_reply(xid, zxid, code::SESSION_EXPIRED);
                         (conn, Reply::SendAndClose(frame))
                     })
+            }
+            Applied::Moved { session } => {
+                self.next_zxid();
+                origin
+                    .filter(|(conn, _)| self.conns.get(conn).is_some_and(|c| c.session == *session))
+                    .map(|(conn, _)| (conn, Reply::Close))
             }
             Applied::Reap { path } => {
                 let op = WriteOp::Delete {
