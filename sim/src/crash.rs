@@ -26,7 +26,7 @@ use zk_curator_server::ensemble::Ensemble;
 use zk_curator_server::faults::opcode;
 use zk_curator_server::{EmbeddedServer, RequestMatcher};
 
-use crate::run::Plan;
+use crate::plan::Plan;
 
 /// How long beyond the session timeout a stuck hold's node may outlive its
 /// bound with crashes (rule 8 (b)): the 2 s of one server, and twice the

@@ -29,12 +29,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use turmoil::net::TcpListener;
-use zk_curator_chaos::{Link, SimServer, Target};
+use zk_curator_chaos::{Link, SimServer};
 use zk_curator_server::ensemble::Ensemble;
 use zk_curator_server::EmbeddedServer;
 
-use crate::net::{self, ContenderHost, LinkControl, PORT, SERVER};
-use crate::run::{Breaks, Finished, Plan, Scenario, Simulated};
+use crate::net::{self, LinkControl, PORT, SERVER};
+use crate::plan::{Breaks, Plan, Scenario};
+use crate::world::{self, NetFaults, Simulated, Stalled, CALM};
 
 /// The ensemble's size for this process's seeds (0: one server).
 static SIZE: AtomicUsize = AtomicUsize::new(0);
@@ -115,13 +116,7 @@ impl SimServer for EnsembleTarget {
     }
 
     fn link(&self) -> Box<dyn Link> {
-        let i = self.next_link.get();
-        self.next_link.set(i + 1);
-        let link = self
-            .links
-            .get(i)
-            .unwrap_or_else(|| panic!("link {i} was not made"));
-        Box::new(link.clone())
+        net::next_link(&self.links, &self.next_link)
     }
 
     fn expire_session(&self, id: i64) -> bool {
@@ -204,7 +199,7 @@ enum Active {
     },
 }
 
-/// Runs `seed` on an ensemble of `size` members: the world of `run.rs`
+/// Runs `seed` on an ensemble of `size` members: the world of `single.rs`
 /// (a link host per contender and observer, the harness), the network's
 /// faults and the ensemble's.
 pub(crate) fn simulate(
@@ -219,46 +214,21 @@ pub(crate) fn simulate(
         .config(seed, breaks, plan)
         .with_read_lag(READ_LAG)
         .with_stuck_slack(STUCK_SLACK);
-    let limit = scenario.duration + Duration::from_secs(240);
-    let mut sim = turmoil::Builder::new()
-        .rng_seed(seed)
-        .simulation_duration(limit)
-        .tick_duration(Duration::from_millis(1))
-        .min_message_latency(scenario.latency.0)
-        .max_message_latency(scenario.latency.1)
-        .enable_random_order()
-        .build();
+    let mut sim = world::simulation(seed, scenario);
     let slot: EnsembleSlot = Rc::new(RefCell::new(None));
     let started = slot.clone();
     sim.host(SERVER, move || serve(started.clone(), size));
     let ports: Vec<u16> = (0..size).map(port_of).collect();
-    let mut links = Vec::new();
-    let mut hosts = Vec::new();
-    for i in 0..scenario.links() {
-        let host = ContenderHost::new(format!("link{i}"));
-        let link = LinkControl::new(format!("link{i}")).serving(host.clone());
+    let (links, hosts) = world::link_hosts(&mut sim, scenario, dialer, |i, link| {
         link.route(ports.clone(), i % size);
-        let control = link.clone();
-        let software = host.clone();
-        sim.host(link.host(), move || software.software(control.clone()));
-        dialer.tap(&link);
-        links.push(link);
-        hosts.push(host);
-    }
+    });
     let target = EnsembleTarget {
         ensemble: slot.clone(),
         size,
         links: links.clone(),
         next_link: Cell::new(0),
     };
-    let report = Rc::new(RefCell::new(None));
-    let out = report.clone();
-    sim.client("harness", async move {
-        crate::run::start_harness_clock();
-        let made = zk_curator_chaos::run_on(Target::Sim(&target), config).await;
-        *out.borrow_mut() = Some(made);
-        Ok(())
-    });
+    let report = world::harness(&mut sim, target, config);
 
     // The elections' observers' links, if the run has elections (they come
     // after the contenders' links).
@@ -268,39 +238,26 @@ pub(crate) fn simulate(
         vec![scenario.contenders, scenario.contenders + 1]
     };
     let ensemble = |slot: &EnsembleSlot| slot.borrow().clone();
-    let mut rng = fastrand::Rng::with_seed(seed ^ 0x0ddf_a017);
+    let mut network = NetFaults::new(seed);
     let mut faults_rng = fastrand::Rng::with_seed(seed ^ 0xe75e_b1e5);
     let first_kind = faults_rng.u64(0..Kind::OTHERS.len() as u64);
     let mut log = Vec::new();
-    let mut next = Duration::from_millis(rng.u64(500..3000));
     let mut next_ensemble = Duration::from_millis(faults_rng.u64(500..2000));
     let mut kinds_drawn = 0u64;
     let mut active: Option<Active> = None;
-    let mut held: Option<(usize, Duration)> = None;
     let mut drawn = 0u64;
     let mut healed = false;
     let mut stops = net::Stops::default();
-    let calm_at = scenario.duration.saturating_sub(crate::run::CALM);
+    let calm_at = scenario.duration.saturating_sub(CALM);
     // `--crash`: lost replies on the members.
     let mut crashes = crate::crash::of(seed);
     loop {
-        let finished = match sim.step() {
-            Ok(finished) => finished,
-            Err(err) => return Err((log, err.to_string())),
+        let now = match world::advance(&mut sim, &mut stops, &hosts, &mut log) {
+            Ok(Some(now)) => now,
+            Ok(None) => break,
+            Err(err) => return Err((log, err)),
         };
-        let now = sim.elapsed();
-        crate::run::note_step(now);
-        if finished {
-            break;
-        }
-        stops.carry_out(&mut sim, now, &hosts, &mut log);
-        if let Some((link, until)) = held {
-            if now >= until {
-                sim.release(links[link].host(), SERVER);
-                log.push(format!("{} net release link{link}", now.as_micros()));
-                held = None;
-            }
-        }
+        network.release_due(&mut sim, now, &links, &mut log);
         let Some(members) = ensemble(&slot) else {
             continue;
         };
@@ -317,9 +274,7 @@ pub(crate) fn simulate(
         if now >= calm_at {
             if !healed {
                 healed = true;
-                if let Some((link, _)) = held.take() {
-                    sim.release(links[link].host(), SERVER);
-                }
+                network.release_held(&mut sim, &links);
                 if let Some(fault) = active.take() {
                     end(fault, &members, &links);
                 }
@@ -351,69 +306,19 @@ pub(crate) fn simulate(
                 );
             }
         }
-        if now < next {
-            continue;
-        }
-        let room_ms = room.as_millis() as u64;
-        next = now + Duration::from_millis(rng.u64(500..3000));
-        let fault = rng.u8(0..3);
-        let (link, length) = (rng.usize(0..links.len()), rng.u64(50..2500).min(room_ms));
-        let member = rng.usize(0..size);
-        drawn += 1;
-        if plan.net.contains(&(drawn - 1)) {
-            continue;
-        }
-        match fault {
-            0 if held.is_none() => {
-                let length = Duration::from_millis(length);
-                sim.hold(links[link].host(), SERVER);
-                log.push(format!(
-                    "{} net hold link{link} for {}",
-                    now.as_micros(),
-                    length.as_millis()
-                ));
-                held = Some((link, now + length));
-            }
-            1 => {
-                let length = Duration::from_millis(length.min(1500));
-                members.stall_member(member, length);
-                log.push(format!(
-                    "{} net stall zk{member} for {}",
-                    now.as_micros(),
-                    length.as_millis()
-                ));
-            }
-            _ => {
-                let latency = Duration::from_millis(length / 60);
-                sim.set_link_max_message_latency(
-                    links[link].host(),
-                    SERVER,
-                    latency.max(scenario.latency.0),
-                );
-                log.push(format!(
-                    "{} net latency link{link} up to {}",
-                    now.as_micros(),
-                    latency.as_millis()
-                ));
-            }
-        }
+        network.step(
+            &mut sim,
+            now,
+            calm_at,
+            &links,
+            Stalled::Member(&members),
+            scenario,
+            plan,
+            &mut drawn,
+            &mut log,
+        );
     }
-    let Some(report) = report.borrow_mut().take() else {
-        return Err((log, "the harness ended without a report".to_owned()));
-    };
-    log.extend(report.event_log());
-    let harness = report
-        .faults
-        .iter()
-        .filter(|(name, _)| **name != "pause+expiry")
-        .map(|(_, n)| n)
-        .sum::<u64>()
-        + plan.harness.len() as u64;
-    Ok(Finished {
-        log,
-        violations: report.violations(),
-        drawn: (harness, drawn),
-    })
+    world::finish(&report, log, plan, drawn)
 }
 
 /// A follower of the ensemble's now (the `pick`th of them), if it has a

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
-//! what it does not.
+//! what it does not; the README's "Files" says what each module holds.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -30,11 +30,16 @@ mod crash;
 mod drift;
 mod ensemble;
 mod net;
+mod plan;
+mod progress;
 mod regressions;
 mod run;
+mod single;
 mod threads;
+mod world;
 
-use run::{Breaks, Outcome, Plan};
+use plan::{Breaks, Plan};
+use run::Outcome;
 
 /// What the command line asked for.
 #[derive(Debug)]
@@ -147,7 +152,7 @@ fn main() -> ExitCode {
         .ok()
         .and_then(|secs| secs.parse().ok())
         .unwrap_or(60);
-    run::watch_progress(Duration::from_secs(stuck));
+    progress::watch_progress(Duration::from_secs(stuck));
     ensemble::set_size(options.ensemble.unwrap_or(0));
     crash::set(options.crash);
     match options.replay {

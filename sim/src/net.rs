@@ -523,6 +523,19 @@ async fn pump(
     }
 }
 
+/// The next of a world's `links` the harness asks for, on one server or on
+/// an ensemble (`next` counts those handed out).
+pub(crate) fn next_link(links: &[LinkControl], next: &Cell<usize>) -> Box<dyn Link> {
+    let i = next.get();
+    next.set(i + 1);
+    // The world makes enough links for the contenders and observers of any
+    // scenario; more would be a bug of the simulator's.
+    let link = links
+        .get(i)
+        .unwrap_or_else(|| panic!("link {i} was not made"));
+    Box::new(link.clone())
+}
+
 /// The harness's view of the simulated server and its links.
 #[derive(Debug)]
 pub struct SimTarget {
@@ -537,15 +550,7 @@ impl SimServer for SimTarget {
     }
 
     fn link(&self) -> Box<dyn Link> {
-        let i = self.next_link.get();
-        self.next_link.set(i + 1);
-        // The world makes enough links for the contenders and observers
-        // of any scenario; more would be a bug of the simulator's.
-        let link = self
-            .links
-            .get(i)
-            .unwrap_or_else(|| panic!("link {i} was not made"));
-        Box::new(link.clone())
+        next_link(&self.links, &self.next_link)
     }
 
     fn expire_session(&self, id: i64) -> bool {

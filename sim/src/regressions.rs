@@ -19,7 +19,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::run::{self, Breaks, Outcome, Plan};
+use crate::plan::{Breaks, Plan};
+use crate::run::{self, Outcome};
 
 /// Where the regressions live.
 fn dir() -> PathBuf {
