@@ -82,6 +82,94 @@ pub struct Config {
     /// node at the bound since the gap the simulator found was fixed; the
     /// report counts them either way).
     pub strict_bounds: bool,
+    /// Which of the harness's fault families the run injects: all of them
+    /// unless a simulation's swarm mode drew a profile from the seed (see
+    /// [`Profile::draw`]).
+    pub profile: Profile,
+}
+
+/// Which of the harness's fault families a run injects (swarm testing: a
+/// run with some faults off altogether reaches states that the whole mix,
+/// one fault always soon after another, crowds out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// A contender's link silent for longer than the session timeout.
+    pub blackhole: bool,
+    /// A contender's connections reset.
+    pub reset: bool,
+    /// A contender's link silent for a quarter of the session timeout.
+    pub stall: bool,
+    /// A session expired by the server after the client's silence.
+    pub expiry: bool,
+    /// Holders' process pauses (each asks for its session's expiry) and
+    /// stops of a contender's whole place.
+    pub pauses: bool,
+    /// On an ensemble, the ensemble's own faults (a lagging follower, a
+    /// member cut off, the leader killed, quorum lost, an observer moved).
+    pub ensemble: bool,
+}
+
+impl Profile {
+    /// Every fault family on: the mix of every run outside swarm mode.
+    pub const ALL: Profile = Profile {
+        blackhole: true,
+        reset: true,
+        stall: true,
+        expiry: true,
+        pauses: true,
+        ensemble: true,
+    };
+
+    /// A profile drawn from `seed`, each family on one time in two, and at
+    /// least one of the link faults on (a run with none injects only the
+    /// holders' pauses, or nothing at all).
+    pub fn draw(seed: u64) -> Profile {
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x5a_a7f0_0000_0047);
+        let mut profile = Profile {
+            blackhole: rng.bool(),
+            reset: rng.bool(),
+            stall: rng.bool(),
+            expiry: rng.bool(),
+            pauses: rng.bool(),
+            ensemble: rng.bool(),
+        };
+        if !(profile.blackhole || profile.reset || profile.stall || profile.expiry) {
+            match rng.u8(0..4) {
+                0 => profile.blackhole = true,
+                1 => profile.reset = true,
+                2 => profile.stall = true,
+                _ => profile.expiry = true,
+            }
+        }
+        profile
+    }
+
+    /// Whether the link fault numbered `fault` by the injector (blackhole,
+    /// reset, stall, expiry) is on.
+    pub(crate) fn link_fault(&self, fault: u64) -> bool {
+        match fault {
+            0 => self.blackhole,
+            1 => self.reset,
+            2 => self.stall,
+            _ => self.expiry,
+        }
+    }
+
+    /// The families that are off, by name (empty for [`Profile::ALL`]).
+    pub fn off(&self) -> Vec<&'static str> {
+        [
+            ("blackhole", self.blackhole),
+            ("reset", self.reset),
+            ("stall", self.stall),
+            ("expiry", self.expiry),
+            ("pauses", self.pauses),
+            ("ensemble", self.ensemble),
+        ]
+        .into_iter()
+        .filter(|(_, on)| !on)
+        .map(|(name, _)| name)
+        .collect()
+    }
 }
 
 impl Config {
@@ -121,6 +209,7 @@ impl Config {
             stuck_slack: STUCK_SLACK,
             loss_seen_at_once: false,
             strict_bounds: std::env::var("ZK_CHAOS_STRICT_BOUNDS").map_or(true, |v| v != "0"),
+            profile: Profile::ALL,
         }
     }
 

@@ -316,8 +316,9 @@ pub(crate) async fn contend(
             }
         };
         let watch_loss = !shared.config.break_loss;
-        // No pause once the faults are over (see "Liveness").
-        let calm = shared.stop.load(Ordering::SeqCst);
+        // No pause once the faults are over (see "Liveness"), nor in a run
+        // whose profile has them off.
+        let calm = shared.stop.load(Ordering::SeqCst) || !shared.config.profile.pauses;
         if kind == Kind::Latch {
             let pause = rng.below(8) == 0 && !calm;
             lead_term(&seat, &taken, Some(asked), &mut rng, watch_loss, pause).await;

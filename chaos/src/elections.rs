@@ -149,7 +149,9 @@ pub(crate) fn start_selector(
                 return std::future::pending().await;
             }
             let taken = Taken::Term(term, None);
-            let pause = rng.below(8) == 0 && !seat.shared.stop.load(Ordering::SeqCst);
+            let pause = rng.below(8) == 0
+                && !seat.shared.stop.load(Ordering::SeqCst)
+                && seat.shared.config.profile.pauses;
             let break_loss = seat.shared.config.break_loss;
             if pause || break_loss {
                 let detached = async move {

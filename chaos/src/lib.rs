@@ -377,7 +377,7 @@ mod shared;
 mod stuck;
 mod verdict;
 
-pub use config::{Config, Kind, MAX_HOLD_BOUND, OBSERVER_BREAK_DELAY, STUCK_SLACK};
+pub use config::{Config, Kind, Profile, MAX_HOLD_BOUND, OBSERVER_BREAK_DELAY, STUCK_SLACK};
 pub use place::{now, sequence, set_clock, Link, Place, SimServer, Target};
 pub use records::Report;
 pub use run::{run, run_on};

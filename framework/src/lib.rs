@@ -82,6 +82,8 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod acl;
+#[doc(hidden)] // For the simulator (`sim/`), not for programs.
+pub mod buggify;
 mod connect_failure;
 pub mod ensemble;
 mod error;

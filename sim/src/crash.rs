@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use zk_curator_server::ensemble::Ensemble;
 use zk_curator_server::faults::opcode;
-use zk_curator_server::{EmbeddedServer, RequestMatcher};
+use zk_curator_server::{EmbeddedServer, LostReplyHandle, RequestMatcher};
 
 use crate::plan::Plan;
 
@@ -42,14 +42,32 @@ pub fn set(on: bool) {
     ON.store(on, Ordering::SeqCst);
 }
 
-/// The crash faults of a seed, if they are on.
+/// The crash faults of a seed, if they are on: with `--crash`, crashes and
+/// lost replies; in swarm mode, lost replies alone if the seed's profile
+/// has them (see `swarm.rs`).
 pub fn of(seed: u64) -> Option<Crashes> {
-    ON.load(Ordering::SeqCst).then(|| Crashes {
+    let crashes = ON.load(Ordering::SeqCst);
+    let lost_replies = crashes || crate::swarm::of(seed).is_some_and(|s| s.lost_replies);
+    lost_replies.then(|| Crashes {
         rng: fastrand::Rng::with_seed(seed ^ 0xc7a5_4ed0),
         next: Duration::from_millis(2000),
         down_until: None,
         calmed: false,
+        crashes,
+        armed: Vec::new(),
     })
+}
+
+thread_local! {
+    /// Lost replies that happened in this thread's seed (a write applied,
+    /// its connection closed instead of answered).
+    static LOST_FIRED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many lost replies happened in this thread's seed since the last
+/// call (counted as each seed's run notices them).
+pub fn take_lost_fired() -> u64 {
+    LOST_FIRED.with(|fired| fired.replace(0))
 }
 
 /// A seed's crash faults: their generator, and the server's state.
@@ -62,6 +80,10 @@ pub struct Crashes {
     down_until: Option<Duration>,
     /// The calm has begun: a lost reply still armed was disarmed.
     calmed: bool,
+    /// The server crashes too (`--crash`), besides losing replies.
+    pub crashes: bool,
+    /// Lost replies armed and not yet seen to happen.
+    armed: Vec<LostReplyHandle>,
 }
 
 impl Crashes {
@@ -77,6 +99,7 @@ impl Crashes {
         drawn: &mut u64,
         log: &mut Vec<String>,
     ) {
+        self.count_fired();
         if let Some(until) = self.down_until {
             if now >= until || now >= calm {
                 self.down_until = None;
@@ -95,7 +118,9 @@ impl Crashes {
             return;
         }
         self.next = now + Duration::from_millis(self.rng.u64(2500..6000));
-        let crash = self.rng.u8(0..2) == 0;
+        // Without `--crash` (swarm mode's lost replies), the draw is kept
+        // and a crash drawn is a lost reply instead.
+        let crash = self.rng.u8(0..2) == 0 && self.crashes;
         let length = Duration::from_millis(self.rng.u64(300..2500));
         *drawn += 1;
         if plan.net.contains(&(*drawn - 1)) {
@@ -110,7 +135,7 @@ impl Crashes {
                 length.as_millis()
             ));
         } else {
-            server.lose_reply_to_next(writes());
+            self.armed.push(server.lose_reply_to_next(writes()));
             log.push(format!(
                 "{} crash: the next write's reply is lost",
                 now.as_micros()
@@ -130,6 +155,7 @@ impl Crashes {
         drawn: &mut u64,
         log: &mut Vec<String>,
     ) {
+        self.count_fired();
         if now >= calm && !self.calmed {
             self.calmed = true;
             ensemble.disarm();
@@ -143,11 +169,22 @@ impl Crashes {
         if plan.net.contains(&(*drawn - 1)) {
             return;
         }
-        ensemble.lose_reply_to_next(member, writes());
+        self.armed
+            .push(ensemble.lose_reply_to_next(member, writes()));
         log.push(format!(
             "{} crash: the next write's reply on zk{member} is lost",
             now.as_micros()
         ));
+    }
+}
+
+impl Crashes {
+    /// Counts the armed lost replies that happened (see [`take_lost_fired`]).
+    fn count_fired(&mut self) {
+        let before = self.armed.len();
+        self.armed.retain(|armed| !armed.fired());
+        let fired = (before - self.armed.len()) as u64;
+        LOST_FIRED.with(|count| count.set(count.get() + fired));
     }
 }
 

@@ -15,6 +15,7 @@
 //! cargo run -p zk-curator-sim --release -- --seeds 300 --break fence
 //! cargo run -p zk-curator-sim --release -- --ensemble 3 --seeds 100 # on a simulated ensemble
 //! cargo run -p zk-curator-sim --release -- --crash --seeds 100      # the server crashes
+//! cargo run -p zk-curator-sim --release -- --swarm --seeds 100      # a fault profile per seed, BUGGIFY
 //! ```
 //!
 //! See `sim/README.md` and DESIGN.md (section 11) for what it proves and
@@ -35,6 +36,7 @@ mod progress;
 mod regressions;
 mod run;
 mod single;
+mod swarm;
 mod threads;
 mod world;
 
@@ -60,11 +62,17 @@ struct Options {
     ensemble: Option<usize>,
     /// The server's crashes and lost replies (`--crash`).
     crash: bool,
+    /// A fault profile per seed and the framework's BUGGIFY points
+    /// (`--swarm`).
+    swarm: bool,
+    /// Fail the batch if a point or rare path was never reached
+    /// (`--require-reached`, with `--swarm`).
+    require_reached: bool,
 }
 
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
 [--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--drift-ppm P] [--save] \
-[--ensemble N] [--crash]";
+[--ensemble N] [--crash] [--swarm [--require-reached]]";
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -78,6 +86,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
         drift_ppm: 200,
         ensemble: None,
         crash: false,
+        swarm: false,
+        require_reached: false,
     };
     let mut from = 0;
     let mut count = 20;
@@ -119,10 +129,15 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             "--save" => options.save = true,
             "--crash" => options.crash = true,
+            "--swarm" => options.swarm = true,
+            "--require-reached" => options.require_reached = true,
             "--lenient-bounds" => options.breaks.strict_bounds = false,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if options.require_reached && !options.swarm {
+        return Err("--require-reached needs --swarm (the points are off without it)".to_owned());
     }
     options.seeds = from..from.saturating_add(count);
     Ok(options)
@@ -155,6 +170,7 @@ fn main() -> ExitCode {
     progress::watch_progress(Duration::from_secs(stuck));
     ensemble::set_size(options.ensemble.unwrap_or(0));
     crash::set(options.crash);
+    swarm::set(options.swarm);
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
@@ -193,7 +209,9 @@ impl tracing_subscriber::fmt::time::FormatTime for SimTime {
 /// goes first) only when built with `--cfg tokio_unstable`; without it they
 /// come from the OS. So a build without it runs the same command again,
 /// built with it in a target directory of its own (`target/sim`), leaving
-/// the workspace's builds as they are.
+/// the workspace's builds as they are; with `--cfg zk_buggify` too, which
+/// compiles the framework's BUGGIFY points in (off unless `--swarm` turns
+/// them on for a seed: see `swarm.rs`).
 fn relaunch(args: &[String]) -> ExitCode {
     if std::env::var_os("ZK_SIM_RELAUNCHED").is_some() {
         eprintln!("zk-curator-sim: built without --cfg tokio_unstable even when asked to be");
@@ -202,8 +220,8 @@ fn relaunch(args: &[String]) -> ExitCode {
     let workspace = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let flags = match std::env::var("RUSTFLAGS") {
-        Ok(flags) if !flags.is_empty() => format!("{flags} --cfg tokio_unstable"),
-        _ => "--cfg tokio_unstable".to_owned(),
+        Ok(flags) if !flags.is_empty() => format!("{flags} --cfg tokio_unstable --cfg zk_buggify"),
+        _ => "--cfg tokio_unstable --cfg zk_buggify".to_owned(),
     };
     let mut command = std::process::Command::new(cargo);
     command.current_dir(workspace).args([
@@ -237,6 +255,15 @@ fn relaunch(args: &[String]) -> ExitCode {
 fn replay(seed: u64, options: &Options) -> ExitCode {
     let outcome = run::run(seed, options.duration, options.breaks, &Plan::default());
     println!("seed {seed}: {:?}", outcome.scenario);
+    if let Some(swarm) = swarm::of(seed) {
+        println!(
+            "swarm: off {:?}, lost replies {}, stuck holders {}; reached {:?}",
+            swarm.profile.off(),
+            swarm.lost_replies,
+            swarm.stuck,
+            outcome.reached
+        );
+    }
     for line in &outcome.log {
         println!("{line}");
     }
@@ -277,6 +304,7 @@ fn batch(options: &Options) -> ExitCode {
     };
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
+    let reached: Mutex<Vec<std::collections::BTreeMap<&'static str, u64>>> = Mutex::new(Vec::new());
     let twice = AtomicU64::new(0);
     let differed = AtomicU64::new(0);
     std::thread::scope(|scope| {
@@ -302,6 +330,10 @@ fn batch(options: &Options) -> ExitCode {
                         ));
                     }
                 }
+                reached
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(std::mem::take(&mut outcome.reached));
                 if !outcome.violations.is_empty() {
                     println!("seed {seed}: FAILED ({:?})", outcome.scenario);
                     for violation in &outcome.violations {
@@ -327,6 +359,16 @@ fn batch(options: &Options) -> ExitCode {
         twice.load(Ordering::SeqCst),
         differed.load(Ordering::SeqCst),
     );
+    let mut unreached = Vec::new();
+    if options.swarm {
+        let per_seed = reached.into_inner().unwrap_or_else(|p| p.into_inner());
+        let (shown, missed) = swarm::report(&per_seed);
+        println!("reached (swarm): {shown}");
+        if !missed.is_empty() {
+            println!("NOT REACHED by any seed: {missed:?}");
+        }
+        unreached = missed;
+    }
     let broken = options.breaks.any();
     if let Some(&first) = seeds.first() {
         let (plan, outcome) = regressions::shrink(first, options.duration, options.breaks);
@@ -336,8 +378,8 @@ fn batch(options: &Options) -> ExitCode {
             plan.net,
             outcome.violations.first().map_or("", String::as_str)
         );
-        if options.ensemble.is_some() || options.crash {
-            println!("not saved: a schedule on an ensemble or with crashes (regressions/ holds one server's, without)");
+        if options.ensemble.is_some() || options.crash || options.swarm {
+            println!("not saved: a schedule on an ensemble, with crashes or in swarm mode (regressions/ holds one server's, without)");
         } else if !broken || options.save {
             match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
                 Ok(path) => println!("saved as {}", path.display()),
@@ -347,6 +389,13 @@ fn batch(options: &Options) -> ExitCode {
     }
     if regressions_failed > 0 {
         println!("{regressions_failed} regression(s) failed");
+        return ExitCode::FAILURE;
+    }
+    if options.require_reached && !unreached.is_empty() {
+        println!(
+            "--require-reached: {} point(s) or path(s) never reached",
+            unreached.len()
+        );
         return ExitCode::FAILURE;
     }
     match (broken, seeds.is_empty()) {

@@ -112,7 +112,13 @@ impl Scenario {
             stuck_slack: zk_curator_chaos::STUCK_SLACK,
             loss_seen_at_once: true,
             strict_bounds: breaks.strict_bounds,
+            profile: zk_curator_chaos::Profile::ALL,
         };
+        // `--swarm`: the seed's own fault profile (see `swarm.rs`).
+        if let Some(swarm) = crate::swarm::of(seed) {
+            config.profile = swarm.profile;
+            config.stuck = swarm.stuck;
+        }
         if self.cohort {
             config = config.with_cohort(CohortPolicy::new(8, Duration::from_secs(1)), 2);
         }

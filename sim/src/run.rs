@@ -27,6 +27,8 @@ pub struct Outcome {
     pub hash: u64,
     /// The faults the harness and the network drew (skipped ones included).
     pub drawn: (u64, u64),
+    /// In swarm mode, what the seed reached, by name (see `swarm.rs`).
+    pub reached: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Runs `seed` on this thread.
@@ -48,6 +50,7 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
     // The one source of randomness of this thread, and the client's way
     // onto the simulated network.
     zk_curator::framework::random::seed(seed);
+    crate::swarm::begin(seed);
     let dialer = Arc::new(net::TurmoilDialer::default());
     zk::set_thread_dialer(Some(dialer.clone()));
     let result =
@@ -61,6 +64,7 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
         ));
     zk::set_thread_dialer(None);
     world::stop_harness_clock();
+    let reached = crate::swarm::end(crate::crash::take_lost_fired());
     let mut drawn = (0, 0);
     let (mut log, violations) = match result {
         Ok(Ok(run)) => {
@@ -90,5 +94,6 @@ fn run_seed(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outco
         hash: hasher.finish(),
         log,
         drawn,
+        reached,
     }
 }

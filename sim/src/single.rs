@@ -21,7 +21,7 @@ pub(crate) fn simulate(
     dialer: &net::TurmoilDialer,
 ) -> Simulated {
     let mut config = scenario.config(seed, breaks, plan);
-    if crate::crash::of(seed).is_some() {
+    if crate::crash::of(seed).is_some_and(|c| c.crashes) {
         config = config.with_stuck_slack(crate::crash::STUCK_SLACK);
     }
     let mut sim = world::simulation(seed, scenario);

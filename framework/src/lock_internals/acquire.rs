@@ -26,6 +26,7 @@ use super::node::AcquiredNode;
 use super::request::Acquire;
 use super::revocation::{self, Revocation};
 use super::trust;
+use crate::buggify::{self, Point, Rare};
 use crate::retry::RetryLoop;
 use crate::{path, Error, LockLoss, Result, Session};
 
@@ -119,6 +120,7 @@ async fn attempt(
             .gets_the_lock(&sorted, &ours.created.name, lock.max_leases)
             .map_err(Failure::Fail)?;
         if decision.holds_lock {
+            buggify::delay(Point::GrantDelay).await;
             return grant(lock, session, ours).map(Some);
         }
         if try_only {
@@ -256,6 +258,7 @@ async fn create_participant(
             {
                 let czxid = adopt(lock, session, &name, mode).await?;
                 tracing::info!(node = %name, "adopted the node of a create whose reply was lost");
+                buggify::reach(Rare::AdoptedCreate);
                 return Ok(Created {
                     name,
                     czxid,
@@ -507,6 +510,7 @@ async fn wait_event(
                 }
             } else {
                 Wakeups::add(&lock.framework);
+                buggify::delay(Point::LateWatch).await;
             }
             Ok(())
         }

@@ -258,6 +258,7 @@ impl Hold {
         let (node, epoch, run) = baton.receive()?;
         if let Some(loss) = loss_of(framework, &node, epoch) {
             tracing::info!(node = %node.path(), %loss, "passed node lost on the way; queueing anew");
+            crate::buggify::reach(crate::buggify::Rare::PassRefused);
             framework.delete_in_background(node.path());
             return None;
         }
@@ -265,6 +266,7 @@ impl Hold {
         hold.start_run(run);
         telemetry::lock_passed(&hold.inner.label);
         Passes::add(framework);
+        crate::buggify::reach(crate::buggify::Rare::PassTaken);
         Some(hold)
     }
 

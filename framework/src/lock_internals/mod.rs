@@ -181,6 +181,9 @@ impl LockInternals {
             };
             let cohort_data = self.cohort_data(&request);
             let passed = turn.as_mut().and_then(|turn| turn.take_parcel());
+            if passed.is_some() {
+                crate::buggify::delay(crate::buggify::Point::PassDelay).await;
+            }
             let received = passed
                 .and_then(|baton| self.receive(baton, cohort_data.as_deref(), request.session));
             if let Some(hold) = received {
