@@ -297,9 +297,9 @@ fn first_difference(first: &[String], second: &[String]) -> String {
 fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
     // The regressions first: each a shrunk schedule that once failed (on one
-    // server: an ensemble's schedules are not saved).
-    let regressions_failed = match (options.ensemble, options.crash) {
-        (None, false) => regressions::run_all(),
+    // server, without crashes or swarm mode: no other schedule is saved).
+    let regressions_failed = match (options.ensemble, options.crash, options.swarm) {
+        (None, false, false) => regressions::run_all(),
         _ => 0,
     };
     let next = AtomicU64::new(options.seeds.start);
