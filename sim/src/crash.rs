@@ -18,7 +18,6 @@
 //! `ensemble.rs` (a killed member comes back from its log), and `--crash`
 //! adds lost replies only, each on a member drawn from the seed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -34,19 +33,11 @@ use crate::plan::Plan;
 /// from its restart; a second crash may follow).
 pub const STUCK_SLACK: Duration = Duration::from_secs(7);
 
-/// Whether this process's seeds have the crash faults.
-static ON: AtomicBool = AtomicBool::new(false);
-
-/// Turns the crash faults on for this process's seeds.
-pub fn set(on: bool) {
-    ON.store(on, Ordering::SeqCst);
-}
-
 /// The crash faults of a seed, if they are on: with `--crash`, crashes and
 /// lost replies; in swarm mode, lost replies alone if the seed's profile
 /// has them (see `swarm.rs`).
 pub fn of(seed: u64) -> Option<Crashes> {
-    let crashes = ON.load(Ordering::SeqCst);
+    let crashes = crate::plan::Mode::current().crash;
     let lost_replies = crashes || crate::swarm::of(seed).is_some_and(|s| s.lost_replies);
     lost_replies.then(|| Crashes {
         rng: fastrand::Rng::with_seed(seed ^ 0xc7a5_4ed0),

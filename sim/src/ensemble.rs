@@ -24,7 +24,6 @@
 use std::cell::{Cell, RefCell};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,17 +37,9 @@ use crate::plan::{Breaks, Plan, Scenario};
 use crate::world::{self, NetFaults, Simulated, Stalled, CALM};
 
 /// The ensemble's size for this process's seeds (0: one server).
-static SIZE: AtomicUsize = AtomicUsize::new(0);
-
-/// Runs this process's seeds on an ensemble of `size` members (0: on one
-/// server).
-pub fn set_size(size: usize) {
-    SIZE.store(size, Ordering::SeqCst);
-}
-
-/// The ensemble's size, if the seeds run on one.
+/// The ensemble's size, if this thread's seed runs on one.
 pub fn size() -> Option<usize> {
-    Some(SIZE.load(Ordering::SeqCst)).filter(|&n| n > 0)
+    crate::plan::Mode::current().ensemble
 }
 
 /// How long a member that does not hear from its leader keeps serving

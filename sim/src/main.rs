@@ -40,7 +40,7 @@ mod swarm;
 mod threads;
 mod world;
 
-use plan::{Breaks, Plan};
+use plan::{Breaks, Mode, Plan};
 use run::Outcome;
 
 /// What the command line asked for.
@@ -73,6 +73,17 @@ struct Options {
 const USAGE: &str = "usage: zk-curator-sim [--seeds N | --from A --seeds N | --seed S] \
 [--break fence|loss|observer|bound]... [--lenient-bounds] [--secs D] [--threads T] [--twice-every K] [--drift-ppm P] [--save] \
 [--ensemble N] [--crash] [--swarm [--require-reached]]";
+
+impl Options {
+    /// The world the seeds run in.
+    fn mode(&self) -> Mode {
+        Mode {
+            ensemble: self.ensemble,
+            crash: self.crash,
+            swarm: self.swarm,
+        }
+    }
+}
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut options = Options {
@@ -168,9 +179,6 @@ fn main() -> ExitCode {
         .and_then(|secs| secs.parse().ok())
         .unwrap_or(60);
     progress::watch_progress(Duration::from_secs(stuck));
-    ensemble::set_size(options.ensemble.unwrap_or(0));
-    crash::set(options.crash);
-    swarm::set(options.swarm);
     match options.replay {
         Some(seed) => replay(seed, &options),
         None => batch(&options),
@@ -253,9 +261,15 @@ fn relaunch(args: &[String]) -> ExitCode {
 
 /// One seed, its event log printed, the log's hash on the last line.
 fn replay(seed: u64, options: &Options) -> ExitCode {
-    let outcome = run::run(seed, options.duration, options.breaks, &Plan::default());
+    let outcome = run::run(
+        seed,
+        options.duration,
+        options.breaks,
+        &Plan::default(),
+        options.mode(),
+    );
     println!("seed {seed}: {:?}", outcome.scenario);
-    if let Some(swarm) = swarm::of(seed) {
+    if let Some(swarm) = swarm::of(seed).filter(|_| options.swarm) {
         println!(
             "swarm: off {:?}, lost replies {}, stuck holders {}; reached {:?}",
             swarm.profile.off(),
@@ -296,12 +310,10 @@ fn first_difference(first: &[String], second: &[String]) -> String {
 /// printed; one seed in fifty run twice, its two hashes compared.
 fn batch(options: &Options) -> ExitCode {
     let started = Instant::now();
-    // The regressions first: each a shrunk schedule that once failed (on one
-    // server, without crashes or swarm mode: no other schedule is saved).
-    let regressions_failed = match (options.ensemble, options.crash, options.swarm) {
-        (None, false, false) => regressions::run_all(),
-        _ => 0,
-    };
+    // The regressions first: each a shrunk schedule that once failed, in
+    // the mode it names.
+    let regressions_failed = regressions::run_all();
+    let mode = options.mode();
     let next = AtomicU64::new(options.seeds.start);
     let failed: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
     let reached: Mutex<Vec<std::collections::BTreeMap<&'static str, u64>>> = Mutex::new(Vec::new());
@@ -316,9 +328,9 @@ fn batch(options: &Options) -> ExitCode {
                     return;
                 }
                 let whole = Plan::default();
-                let mut outcome = run::run(seed, options.duration, options.breaks, &whole);
+                let mut outcome = run::run(seed, options.duration, options.breaks, &whole, mode);
                 if seed % options.twice_every == 0 {
-                    let again = run::run(seed, options.duration, options.breaks, &whole);
+                    let again = run::run(seed, options.duration, options.breaks, &whole, mode);
                     twice.fetch_add(1, Ordering::SeqCst);
                     if again.hash != outcome.hash {
                         differed.fetch_add(1, Ordering::SeqCst);
@@ -371,17 +383,22 @@ fn batch(options: &Options) -> ExitCode {
     }
     let broken = options.breaks.any();
     if let Some(&first) = seeds.first() {
-        let (plan, outcome) = regressions::shrink(first, options.duration, options.breaks);
+        let (plan, outcome) = regressions::shrink(first, options.duration, options.breaks, mode);
         println!(
             "seed {first} shrunk: harness faults {:?} and network faults {:?} left out still fail: {}",
             plan.harness,
             plan.net,
             outcome.violations.first().map_or("", String::as_str)
         );
-        if options.ensemble.is_some() || options.crash || options.swarm {
-            println!("not saved: a schedule on an ensemble, with crashes or in swarm mode (regressions/ holds one server's, without)");
-        } else if !broken || options.save {
-            match regressions::save(first, options.duration, options.breaks, &plan, &outcome) {
+        if !broken || options.save {
+            match regressions::save(
+                first,
+                options.duration,
+                options.breaks,
+                mode,
+                &plan,
+                &outcome,
+            ) {
                 Ok(path) => println!("saved as {}", path.display()),
                 Err(err) => println!("not saved: {err}"),
             }

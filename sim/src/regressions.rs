@@ -1,6 +1,7 @@
 //! `sim/regressions/`: shrunk schedules that once failed, run before every
-//! batch. A file names a seed, its run's length, the bug planted (if any),
-//! the rule that caught it and the faults left out; a run with a planted
+//! batch. A file names a seed, its run's length, the world it ran in (one
+//! server unless it says `ensemble N`, `crash` or `swarm`), the bug planted
+//! (if any), the rule that caught it and the faults left out; a run with a planted
 //! bug must still fail, by that rule (a schedule that a change of timing
 //! has moved away from the bug fails loudly, whether nothing or another
 //! rule catches it), and one without must pass (the bug it found stays
@@ -19,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::plan::{Breaks, Plan};
+use crate::plan::{Breaks, Mode, Plan};
 use crate::run::{self, Outcome};
 
 /// Where the regressions live.
@@ -33,6 +34,7 @@ struct Regression {
     seed: u64,
     duration: Duration,
     breaks: Breaks,
+    mode: Mode,
     /// The rule that caught the planted bug ([`rule_of`] of a violation).
     rule: Option<String>,
     plan: Plan,
@@ -62,6 +64,7 @@ fn parse(text: &str) -> Result<Regression, String> {
         seed: 0,
         duration: Duration::from_secs(15),
         breaks: Breaks::default(),
+        mode: Mode::default(),
         rule: None,
         plan: Plan::default(),
     };
@@ -105,6 +108,12 @@ fn parse(text: &str) -> Result<Regression, String> {
                 }
                 regression.rule = Some(rule.to_owned());
             }
+            "ensemble" => {
+                let size = numbers()?.first().copied().ok_or("ensemble needs a size")?;
+                regression.mode.ensemble = Some(size as usize);
+            }
+            "crash" => regression.mode.crash = true,
+            "swarm" => regression.mode.swarm = true,
             "skip-harness" => regression.plan.harness = numbers()?.into_iter().collect(),
             "skip-net" => regression.plan.net = numbers()?.into_iter().collect(),
             other => return Err(format!("unknown line {other:?}")),
@@ -153,6 +162,7 @@ pub fn run_all() -> usize {
             regression.duration,
             regression.breaks,
             &regression.plan,
+            regression.mode,
         );
         let caught = !outcome.violations.is_empty();
         let broken = is_broken(regression.breaks);
@@ -198,9 +208,9 @@ pub fn run_all() -> usize {
 /// Shrinks failing `seed`'s schedule in one pass: each fault in turn (the
 /// harness's, then the network's) is left out if the run still fails
 /// without it. Returns the plan and its run.
-pub fn shrink(seed: u64, duration: Duration, breaks: Breaks) -> (Plan, Outcome) {
+pub fn shrink(seed: u64, duration: Duration, breaks: Breaks, mode: Mode) -> (Plan, Outcome) {
     let mut plan = Plan::default();
-    let mut failing = run::run(seed, duration, breaks, &plan);
+    let mut failing = run::run(seed, duration, breaks, &plan, mode);
     let (harness, net) = failing.drawn;
     let faults = (0..harness)
         .map(|i| (true, i))
@@ -213,7 +223,7 @@ pub fn shrink(seed: u64, duration: Duration, breaks: Breaks) -> (Plan, Outcome) 
             &mut trial.net
         };
         left_out.insert(i);
-        let outcome = run::run(seed, duration, breaks, &trial);
+        let outcome = run::run(seed, duration, breaks, &trial, mode);
         if !outcome.violations.is_empty() {
             (plan, failing) = (trial, outcome);
         }
@@ -239,6 +249,7 @@ pub fn save(
     seed: u64,
     duration: Duration,
     breaks: Breaks,
+    mode: Mode,
     plan: &Plan,
     outcome: &Outcome,
 ) -> std::io::Result<PathBuf> {
@@ -261,6 +272,15 @@ pub fn save(
         why(outcome),
         duration.as_secs()
     );
+    if let Some(size) = mode.ensemble {
+        text.push_str(&format!("ensemble {size}\n"));
+    }
+    if mode.crash {
+        text.push_str("crash\n");
+    }
+    if mode.swarm {
+        text.push_str("swarm\n");
+    }
     if !kinds.is_empty() {
         text.push_str(&format!("break {}\n", kinds.join(" ")));
         if let Some(first) = outcome.violations.first() {
@@ -272,10 +292,15 @@ pub fn save(
         list(&plan.harness),
         list(&plan.net)
     ));
-    let name = if kinds.is_empty() {
+    let words: Vec<String> = mode
+        .words()
+        .into_iter()
+        .chain(kinds.iter().map(|k| (*k).to_owned()))
+        .collect();
+    let name = if words.is_empty() {
         format!("seed-{seed}.txt")
     } else {
-        format!("seed-{seed}-{}.txt", kinds.join("-"))
+        format!("seed-{seed}-{}.txt", words.join("-"))
     };
     std::fs::create_dir_all(dir())?;
     let path = dir().join(name);
@@ -315,6 +340,16 @@ mod tests {
             "# why: x\nseed 3\nsecs 10\nbreak loss\nrule holders acted at once\nskip-harness 1\n";
         let regression = parse(text).expect("a well-formed regression");
         assert_eq!(regression.rule.as_deref(), Some("holders acted at once"));
+        assert_eq!(regression.mode, Mode::default());
         assert!(parse("seed 3\nrule\n").is_err());
+        let on_ensemble = parse("seed 268\nsecs 10\nensemble 3\ncrash\nswarm\n").expect("a mode");
+        assert_eq!(
+            on_ensemble.mode,
+            Mode {
+                ensemble: Some(3),
+                crash: true,
+                swarm: true
+            }
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use zk_curator::framework::zk;
 
 use crate::net;
-use crate::plan::{Breaks, Plan, Scenario};
+use crate::plan::{Breaks, Mode, Plan, Scenario};
 use crate::progress::note_seed;
 use crate::world;
 
@@ -31,8 +31,9 @@ pub struct Outcome {
     pub reached: std::collections::BTreeMap<&'static str, u64>,
 }
 
-/// Runs `seed` on this thread.
-pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan) -> Outcome {
+/// Runs `seed` on this thread, in `mode`.
+pub fn run(seed: u64, duration: Duration, breaks: Breaks, plan: &Plan, mode: Mode) -> Outcome {
+    mode.enter();
     note_seed(Some(seed));
     let mut outcome = run_seed(seed, duration, breaks, plan);
     note_seed(None);

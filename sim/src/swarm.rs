@@ -21,14 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use zk_curator::framework::buggify;
 use zk_curator_chaos::Profile;
 
-/// Whether this process's seeds run in swarm mode.
-static ON: AtomicBool = AtomicBool::new(false);
-
-/// Turns swarm mode on for this process's seeds.
-pub fn set(on: bool) {
-    ON.store(on, Ordering::SeqCst);
-}
-
 /// A seed's draw in swarm mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Swarm {
@@ -40,9 +32,9 @@ pub struct Swarm {
     pub stuck: bool,
 }
 
-/// The swarm draw of `seed`, if swarm mode is on.
+/// The swarm draw of `seed`, if this thread's seed runs in swarm mode.
 pub fn of(seed: u64) -> Option<Swarm> {
-    if !ON.load(Ordering::SeqCst) {
+    if !crate::plan::Mode::current().swarm {
         return None;
     }
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5a_a7f0_0000_0001);
@@ -74,7 +66,7 @@ pub fn end(lost_replies: u64) -> BTreeMap<&'static str, u64> {
     let reached = buggify::reached();
     buggify::disable();
     let mut counts = BTreeMap::new();
-    if !ON.load(Ordering::SeqCst) {
+    if !crate::plan::Mode::current().swarm {
         return counts;
     }
     for (point, _, fired) in reached.points {
