@@ -253,6 +253,7 @@ pub(crate) async fn serve_connection<S>(
                         Completed::Next => {}
                         Completed::Established => established = true,
                         Completed::Close => closing = true,
+                        Completed::Wait(wait) => waiting = Some(wait),
                     }
                 }
             }

@@ -1,7 +1,9 @@
 //! The simulated ensemble's rules, as a client sees them (`zk_curator_server::ensemble`): a
 //! lagging follower serves stale reads until `sync`, a write is answered once its member has
 //! applied it, a member refuses a client that has seen a later zxid, sessions move between
-//! members (local ones do not), a new leader keeps every committed write, commits whole an
+//! members (local ones do not) and a write sent before the move is refused (`SessionMoved`),
+//! a session's requests are taken in order on a member whatever connection they come on, a
+//! new leader keeps every committed write, commits whole an
 //! uncommitted one it holds and drops whole one it does not, a crashed member comes back from
 //! its log, and a lost reply leaves its write applied.
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -522,4 +524,106 @@ async fn a_write_sent_before_its_session_moved_is_refused_not_applied() {
     for member in 0..3 {
         assert!(!ensemble.paths_of(member).contains(&"/late".to_owned()));
     }
+}
+
+/// An `exists` request frame (no watch) for `path`.
+fn exists_frame(xid: i32, path: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&xid.to_be_bytes());
+    body.extend_from_slice(&3i32.to_be_bytes()); // exists
+    body.extend_from_slice(&(path.len() as i32).to_be_bytes());
+    body.extend_from_slice(path.as_bytes());
+    body.push(0); // no watch
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// The next reply on a raw connection: its xid and error code.
+async fn reply_of(stream: &mut tokio::net::TcpStream) -> (i32, i32) {
+    let mut length = [0u8; 4];
+    bounded(stream.read_exact(&mut length)).await.unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(length) as usize];
+    bounded(stream.read_exact(&mut body)).await.unwrap();
+    let xid = i32::from_be_bytes(body[0..4].try_into().unwrap());
+    let err = i32::from_be_bytes(body[12..16].try_into().unwrap());
+    (xid, err)
+}
+
+/// Two followers of the ensemble's leader, once it has one.
+async fn followers(ensemble: &Ensemble) -> (usize, usize) {
+    eventually("the ensemble has a leader", || async {
+        ensemble.leader().is_some()
+    })
+    .await;
+    let leader = ensemble.leader().unwrap();
+    let others: Vec<usize> = (0..3).filter(|&m| m != leader).collect();
+    (others[0], others[1])
+}
+
+/// A session's requests are taken in order on a member whatever connection they come on,
+/// as ZooKeeper's commit processor holds them: a client back on the member after its
+/// connection died waits for the write it sent on that one, and sees it. (Answered at
+/// once from the member's state, its read missed the node it had made, and it made another:
+/// the simulator's seed 26 of `--ensemble 3`.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_back_on_its_member_waits_for_its_write_in_flight() {
+    let world = World::start(builder()).await;
+    let ensemble = world.ensemble.clone();
+    let (follower, _) = followers(&ensemble).await;
+    let (mut old, id, password) = raw_session(world.addresses[follower], 0, &[0; 16]).await;
+    assert_ne!(id, 0);
+    // The follower's writes are committed by the others, and not applied there meanwhile.
+    ensemble.hold_from_leader(follower, true);
+    old.write_all(&create_frame(1, "/mine")).await.unwrap();
+    let (mut again, same, _) = raw_session(world.addresses[follower], id, &password).await;
+    assert_eq!(same, id);
+    again.write_all(&exists_frame(2, "/mine")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ensemble.hold_from_leader(follower, false);
+    assert_eq!(
+        reply_of(&mut again).await,
+        (2, 0),
+        "the session's read did not see its own write"
+    );
+}
+
+/// A local session upgraded by an ephemeral node while its member cannot reach the leader,
+/// whose client then re-attaches on another member: the held upgrade, sent when the first
+/// member hears its leader again, does not take the session back, and the held write
+/// after it is refused as `SessionMoved`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_upgrade_does_not_take_back_a_session_that_moved() {
+    let world = World::start(builder().local_sessions(true)).await;
+    let ensemble = world.ensemble.clone();
+    let (first, second) = followers(&ensemble).await;
+    let (mut old, id, password) = raw_session(world.addresses[first], 0, &[0; 16]).await;
+    assert_ne!(id, 0);
+    ensemble.cut_off(first, true);
+    old.write_all(&create_frame(1, "/held")).await.unwrap();
+    // Written and read back: the upgrade is made (and held) before the client moves.
+    let mut reads = 0;
+    loop {
+        let (_moved, again, _) = raw_session(world.addresses[second], id, &password).await;
+        if again == id {
+            break;
+        }
+        reads += 1;
+        assert!(reads < 50, "the session never became global on {second}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ensemble.cut_off(first, false);
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), old.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the old connection was neither answered nor closed"
+    );
+    assert!(
+        rest.is_empty(),
+        "the moved session's held write was answered: {rest:?}"
+    );
+    let reader = world.client(second).await;
+    bounded(reader.sync("/")).await.unwrap();
+    assert_eq!(bounded(reader.check_stat("/held")).await.unwrap(), None);
 }

@@ -39,6 +39,13 @@ enum Then {
     },
     /// Binds the new session now (its creation was applied).
     Bind { id: i64, timeout: Duration },
+    /// Takes this request now: it waited for writes of its session still in flight from
+    /// this member, sent on a connection the client has left.
+    Again {
+        xid: i32,
+        opcode: i32,
+        request: Result<Request, codec::DecodeError>,
+    },
 }
 
 /// How a wait ended, for the connection.
@@ -50,6 +57,8 @@ pub(crate) enum Completed {
     Established,
     /// Close the connection.
     Close,
+    /// Wait for this before the next request.
+    Wait(Wait),
 }
 
 /// Waits for the connection's wait, if any, to end; whether it ended as planned (not
@@ -87,6 +96,21 @@ pub(crate) fn complete(
                 Completed::Close
             } else {
                 Completed::Next
+            }
+        }
+        Then::Again {
+            xid,
+            opcode,
+            request: again,
+        } => {
+            let Some(seat) = shared.seat.get() else {
+                tx.close();
+                return Completed::Close;
+            };
+            match request(seat, shared, conn, xid, opcode, again, tx) {
+                (true, _) => Completed::Close,
+                (false, Some(wait)) => Completed::Wait(wait),
+                (false, None) => Completed::Next,
             }
         }
         Then::Bind { id, timeout } => {
@@ -236,6 +260,26 @@ pub(crate) fn request(
         let mut core = seat.inner.core();
         if core.reaches_leader(m) && core.sessions.get(session).is_some() {
             core.sessions.touch(session, now.into_std());
+        }
+        // A session's requests are taken in order on a member, whatever connection they
+        // came on (ZooKeeper's commit processor holds a session's next request until its
+        // writes before are applied): a client back on this member after its connection
+        // died waits for the writes it sent on that one. Else its first read may miss a
+        // node it made, and it makes another.
+        if core.in_flight(m, session) {
+            let (tell, told) = oneshot::channel();
+            core.members[m].session_waits.push((session, tell));
+            return (
+                false,
+                Some(Wait {
+                    told,
+                    then: Then::Again {
+                        xid,
+                        opcode,
+                        request,
+                    },
+                }),
+            );
         }
     }
     let routed = matches!(

@@ -26,8 +26,12 @@
 //!   member serves each global session (where it was made, or last re-attached through the
 //!   leader), and refuses a write of it sent by another member, from a connection its client
 //!   has left: not applied, that connection closed unanswered, as ZooKeeper answers such a
-//!   request (`SessionMoved`). A member refuses (closes without an answer) a client that has
-//!   seen a later zxid than its own, as ZooKeeper's servers do.
+//!   request (`SessionMoved`); a local session's upgrade, held for a leader while its client
+//!   moved on, leaves the session where it went. A member takes a session's requests in
+//!   order whatever connection they come on (ZooKeeper's commit processor): a client back
+//!   on a member after its connection died waits for the writes it sent on that one. A
+//!   member refuses (closes without an answer) a client that has seen a later zxid than its
+//!   own, as ZooKeeper's servers do.
 //! * **Leaders change.** A leader killed, or cut off from its peers for longer than the sync
 //!   limit, or left without a quorum, gives way: every member drops its clients, and after a
 //!   seeded election time the members that can reach each other (a quorum of them, or no
@@ -520,6 +524,7 @@ async fn applier(shared: Arc<Shared>, inner: Arc<Inner>, m: usize) {
         let wait = {
             let mut core = inner.core();
             core.answer_syncs(m);
+            core.answer_session_waits(m);
             core.check_serving(m);
             core.next_batch(m, Instant::now())
         };
@@ -578,6 +583,7 @@ async fn applier(shared: Arc<Shared>, inner: Arc<Inner>, m: usize) {
         let member = &mut core.members[m];
         member.applied = member.applied.max(end);
         core.answer_syncs(m);
+        core.answer_session_waits(m);
         core.check_serving(m);
     }
 }

@@ -88,6 +88,9 @@ pub(super) struct Member {
     /// `sync`s waiting: the count of entries to apply first (`None`: the leader has not heard
     /// the sync yet), and whom to tell.
     pub(super) syncs: Vec<(Option<usize>, oneshot::Sender<()>)>,
+    /// Requests of a session waiting for that session's writes still in flight from this
+    /// member (sent on a connection the client has since left), and whom to tell.
+    pub(super) session_waits: Vec<(i64, oneshot::Sender<()>)>,
 }
 
 /// The ensemble's state: its log, its members, its sessions.
@@ -226,7 +229,9 @@ impl Core {
                 Applied::Moved { session }
             }
             created @ Applied::CreateSession { id, .. } => {
-                self.owners.insert(id, from);
+                // Its member serves it, unless it has re-attached elsewhere meanwhile (a
+                // local session's upgrade held for a leader while its client moved on).
+                self.owners.entry(id).or_insert(from);
                 created
             }
             other => other,
@@ -297,6 +302,7 @@ impl Core {
         member.serving = false;
         member.forward.clear();
         member.syncs.clear();
+        member.session_waits.clear();
         if !self.drops.contains(&m) {
             self.drops.push(m);
         }
@@ -438,6 +444,35 @@ impl Core {
     }
 
     /// Tells member `m`'s `sync`s whose point it has applied.
+    /// Whether member `m` has sent a write of `session` that it has not applied yet (held
+    /// for a leader, or in the log past what it applied).
+    pub(super) fn in_flight(&self, m: usize, session: i64) -> bool {
+        let of_session =
+            |what: &Applied| matches!(what, Applied::Request { session: s, .. } if *s == session);
+        let member = &self.members[m];
+        member.forward.iter().any(|(_, what, _)| of_session(what))
+            || self
+                .log
+                .get(member.applied..)
+                .unwrap_or_default()
+                .iter()
+                .any(|entry| {
+                    entry.origin.is_some_and(|(from, _, _)| from == m) && of_session(&entry.what)
+                })
+    }
+
+    /// Tells the requests waiting on member `m` whose session has no write in flight there
+    /// any more.
+    pub(super) fn answer_session_waits(&mut self, m: usize) {
+        for (session, waiter) in std::mem::take(&mut self.members[m].session_waits) {
+            if self.in_flight(m, session) {
+                self.members[m].session_waits.push((session, waiter));
+            } else {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
     pub(super) fn answer_syncs(&mut self, m: usize) {
         let member = &mut self.members[m];
         let applied = member.applied;
