@@ -465,6 +465,29 @@ async fn raw_session(
     (stream, id, password)
 }
 
+/// Waits until the `old` connection, whose session moved, is closed without an answer to
+/// the write it sent, then checks on `member` (synced) that `path` was never made.
+async fn refused_unanswered(
+    world: &World,
+    mut old: tokio::net::TcpStream,
+    member: usize,
+    path: &str,
+) {
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), old.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the old connection was neither answered nor closed"
+    );
+    assert!(
+        rest.is_empty(),
+        "the moved session's write was answered: {rest:?}"
+    );
+    let reader = world.client(member).await;
+    bounded(reader.sync("/")).await.unwrap();
+    assert_eq!(bounded(reader.check_stat(path)).await.unwrap(), None);
+}
+
 /// A `create` request frame (ephemeral, open to anyone) for `path`.
 fn create_frame(xid: i32, path: &str) -> Vec<u8> {
     let string = |out: &mut Vec<u8>, s: &str| {
@@ -508,19 +531,7 @@ async fn a_write_sent_before_its_session_moved_is_refused_not_applied() {
     let (_moved, again, _) = raw_session(world.addresses[2], id, &password).await;
     assert_eq!(again, id, "member 2 did not take the session");
     // Member 1 reads the create once its stall ends: the connection is closed, unanswered.
-    let mut rest = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(20), old.read_to_end(&mut rest)).await;
-    assert!(
-        read.is_ok(),
-        "the old connection was neither answered nor closed"
-    );
-    assert!(
-        rest.is_empty(),
-        "the moved session's old write was answered: {rest:?}"
-    );
-    let reader = world.client(0).await;
-    bounded(reader.sync("/")).await.unwrap();
-    assert_eq!(bounded(reader.check_stat("/late")).await.unwrap(), None);
+    refused_unanswered(&world, old, 0, "/late").await;
     for member in 0..3 {
         assert!(!ensemble.paths_of(member).contains(&"/late".to_owned()));
     }
@@ -613,17 +624,5 @@ async fn a_held_upgrade_does_not_take_back_a_session_that_moved() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     ensemble.cut_off(first, false);
-    let mut rest = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(20), old.read_to_end(&mut rest)).await;
-    assert!(
-        read.is_ok(),
-        "the old connection was neither answered nor closed"
-    );
-    assert!(
-        rest.is_empty(),
-        "the moved session's held write was answered: {rest:?}"
-    );
-    let reader = world.client(second).await;
-    bounded(reader.sync("/")).await.unwrap();
-    assert_eq!(bounded(reader.check_stat("/held")).await.unwrap(), None);
+    refused_unanswered(&world, old, second, "/held").await;
 }
