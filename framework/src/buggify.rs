@@ -12,7 +12,7 @@
 //! # Only in a simulation
 //!
 //! The points exist only in a build with `--cfg zk_buggify` (the simulator,
-//! `sim/`, builds itself so); in every other build [`delay`] is an empty
+//! `sim/`, builds itself so); in every other build `delay` is an empty
 //! function the compiler removes, and [`enable`] answers `false`. Even
 //! then they do nothing on a thread until [`enable`] is called on it, with
 //! the seed that decides everything: which points are on for this run
@@ -23,7 +23,7 @@
 //!
 //! [`reached`] tells how many times each point fired on this thread since
 //! [`enable`], and how many times the library took each of its rare paths
-//! ([`Rare`], counted by [`reach`]): a batch of seeds that never fires a
+//! ([`Rare`], counted by `reach`): a batch of seeds that never fires a
 //! point or never takes a rare path says so.
 
 use std::time::Duration;
