@@ -240,7 +240,10 @@ pub struct Report {
     pub(crate) windows: Vec<FaultWindow>,
     /// What the tree observer showed.
     pub(crate) tree: TreeLog,
-    /// [`Config::stuck`](crate::Config::stuck).
+    /// [`Config::stuck`](crate::Config::stuck), and some bounded contender
+    /// had a few sections that could get stuck (then one did, by
+    /// construction; a run whose bounded contenders were faulted
+    /// throughout may have had none).
     pub(crate) stuck: bool,
     /// [`Config::loss_seen_at_once`](crate::Config::loss_seen_at_once).
     pub(crate) loss_seen_at_once: bool,

@@ -72,7 +72,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         host_pauses: Mutex::new(Vec::new()),
         tree: Mutex::new(TreeLog::default()),
         stuck_holds: Mutex::new(Some(stuck_tx)),
-        unstuck_sections: Mutex::new(BTreeMap::new()),
+        stuck_chances: Mutex::new(BTreeMap::new()),
     });
     // The stuck holds' checker, on the harness's runtime and session.
     let stuck_checker = tokio::spawn(checker(shared.clone(), raw.clone(), stuck_rx));
@@ -341,7 +341,16 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         expiries,
         windows,
         tree,
-        stuck: config.stuck,
+        // Some bounded contender had the sections that make a stuck one
+        // certain (see `Seat::gets_stuck`): a run whose bounded contenders
+        // were faulted throughout may have had none to get stuck.
+        stuck: config.stuck
+            && shared
+                .stuck_chances
+                .lock()
+                .unwrap()
+                .values()
+                .any(|(sections, _)| *sections >= crate::stuck::STUCK_ONE_IN),
         loss_seen_at_once: config.loss_seen_at_once,
         strict_bounds: config.strict_bounds,
         liveness,

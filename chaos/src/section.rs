@@ -179,13 +179,14 @@ impl Seat {
         }
         let mut choice = self.stuck_rng.lock().unwrap();
         let (rng, missed) = &mut *choice;
-        let mut unstuck = self.shared.unstuck_sections.lock().unwrap();
-        let before = unstuck.entry(self.who).or_insert(Some(0));
+        let mut chances = self.shared.stuck_chances.lock().unwrap();
+        let (sections, any_stuck) = chances.entry(self.who).or_insert((0, false));
         let stuck = rng.below(STUCK_ONE_IN) == 0
             || *missed + 1 >= STUCK_ONE_IN
-            || before.is_some_and(|n| n + 1 >= STUCK_ONE_IN);
+            || (!*any_stuck && *sections + 1 >= STUCK_ONE_IN);
         *missed = if stuck { 0 } else { *missed + 1 };
-        *before = if stuck { None } else { before.map(|n| n + 1) };
+        *sections += 1;
+        *any_stuck |= stuck;
         stuck
     }
 }

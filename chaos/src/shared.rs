@@ -45,9 +45,9 @@ pub(crate) struct Shared {
     /// the contenders are done).
     pub(crate) stuck_holds: Mutex<Option<mpsc::UnboundedSender<StuckHold>>>,
     /// Per contender, how many of its sections (all its seats together)
-    /// could have got stuck before any did; `None` once one did (see
+    /// could have got stuck, and whether one did (see
     /// [`Seat::gets_stuck`](crate::section::Seat::gets_stuck)).
-    pub(crate) unstuck_sections: Mutex<BTreeMap<usize, Option<u64>>>,
+    pub(crate) stuck_chances: Mutex<BTreeMap<usize, (u64, bool)>>,
 }
 
 impl Shared {

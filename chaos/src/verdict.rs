@@ -281,8 +281,9 @@ pub(crate) fn early_bounds(kind: Kind, early: &[String]) -> Option<String> {
     })
 }
 
-/// Stuck holders on, so some hold must have got stuck (else the run proved
-/// nothing of the bounds).
+/// Stuck holders on, and a bounded contender had the sections that make a
+/// stuck one certain, so some hold must have got stuck (else the run proved
+/// nothing of the bounds, and the harness's stuck holders are broken).
 pub(crate) fn nothing_stuck<'a>(
     stuck_on: bool,
     mut logs: impl Iterator<Item = &'a Log>,
