@@ -37,6 +37,8 @@ pub(crate) struct Contender {
     pub(crate) framework: Framework,
     /// Where its framework and the tasks that use it run (its link's).
     pub(crate) place: Option<Arc<dyn Place>>,
+    /// The faults that want its links silent now (see [`Contender::blackhole`]).
+    silencers: Mutex<u32>,
 }
 
 impl Contender {
@@ -90,6 +92,7 @@ impl Contender {
             proxies,
             framework,
             place,
+            silencers: Mutex::new(0),
         }
     }
 
@@ -110,9 +113,28 @@ impl Contender {
         run_at(self.place.as_ref(), task).await
     }
 
-    /// Silence on every server's link (`true`), or traffic again.
+    /// Silence on every server's link (`true`), or traffic again once no
+    /// other fault wants silence: faults on one contender may overlap (a
+    /// blackhole begun before a pause still runs when the pause's expiry
+    /// silences the links), and the end of one must not lift another's
+    /// silence. (It did: seed 4083's session was expired while its client,
+    /// heard again, held a lock, which ZooKeeper never does.)
     pub(crate) fn blackhole(&self, on: bool) {
-        self.proxies.iter().for_each(|p| p.blackhole(on));
+        let mut silencers = self.silencers.lock().unwrap();
+        *silencers = if on {
+            *silencers + 1
+        } else {
+            silencers.saturating_sub(1)
+        };
+        let silent = *silencers > 0;
+        self.proxies.iter().for_each(|p| p.blackhole(silent));
+    }
+
+    /// Traffic again on every link, whatever faults wanted silence (the
+    /// network heals).
+    pub(crate) fn heal(&self) {
+        *self.silencers.lock().unwrap() = 0;
+        self.proxies.iter().for_each(|p| p.blackhole(false));
     }
 
     /// Closes every connection through its links.

@@ -164,7 +164,7 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
     .await;
     shared.stop.store(true, Ordering::SeqCst);
     for contender in &contenders {
-        contender.blackhole(false);
+        contender.heal();
     }
     if let Target::Ensemble(cluster) = target {
         ensemble::heal(cluster).await;
