@@ -37,7 +37,7 @@ pub const STUCK_SLACK: Duration = Duration::from_secs(7);
 /// lost replies; in swarm mode, lost replies alone if the seed's profile
 /// has them (see `swarm.rs`).
 pub fn of(seed: u64) -> Option<Crashes> {
-    let crashes = crate::plan::Mode::current().crash;
+    let crashes = crate::mode::Mode::current().crash;
     let lost_replies = crashes || crate::swarm::of(seed).is_some_and(|s| s.lost_replies);
     lost_replies.then(|| Crashes {
         rng: fastrand::Rng::with_seed(seed ^ 0xc7a5_4ed0),

@@ -39,7 +39,7 @@ use crate::world::{self, NetFaults, Simulated, Stalled, CALM};
 /// The ensemble's size for this process's seeds (0: one server).
 /// The ensemble's size, if this thread's seed runs on one.
 pub fn size() -> Option<usize> {
-    crate::plan::Mode::current().ensemble
+    crate::mode::Mode::current().ensemble
 }
 
 /// How long a member that does not hear from its leader keeps serving

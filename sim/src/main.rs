@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 mod crash;
 mod drift;
 mod ensemble;
+mod mode;
 mod net;
 mod plan;
 mod progress;
@@ -40,7 +41,8 @@ mod swarm;
 mod threads;
 mod world;
 
-use plan::{Breaks, Mode, Plan};
+use mode::Mode;
+use plan::{Breaks, Plan};
 use run::Outcome;
 
 /// What the command line asked for.

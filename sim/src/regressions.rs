@@ -20,7 +20,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::plan::{Breaks, Mode, Plan};
+use crate::mode::Mode;
+use crate::plan::{Breaks, Plan};
 use crate::run::{self, Outcome};
 
 /// Where the regressions live.

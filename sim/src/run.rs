@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use zk_curator::framework::zk;
 
+use crate::mode::Mode;
 use crate::net;
-use crate::plan::{Breaks, Mode, Plan, Scenario};
+use crate::plan::{Breaks, Plan, Scenario};
 use crate::progress::note_seed;
 use crate::world;
 

@@ -34,7 +34,7 @@ pub struct Swarm {
 
 /// The swarm draw of `seed`, if this thread's seed runs in swarm mode.
 pub fn of(seed: u64) -> Option<Swarm> {
-    if !crate::plan::Mode::current().swarm {
+    if !crate::mode::Mode::current().swarm {
         return None;
     }
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5a_a7f0_0000_0001);
@@ -66,7 +66,7 @@ pub fn end(lost_replies: u64) -> BTreeMap<&'static str, u64> {
     let reached = buggify::reached();
     buggify::disable();
     let mut counts = BTreeMap::new();
-    if !crate::plan::Mode::current().swarm {
+    if !crate::mode::Mode::current().swarm {
         return counts;
     }
     for (point, _, fired) in reached.points {
