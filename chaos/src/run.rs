@@ -342,15 +342,16 @@ pub async fn run_on(target: Target<'_>, config: Config) -> Report {
         windows,
         tree,
         // Some bounded contender had the sections that make a stuck one
-        // certain (see `Seat::gets_stuck`): a run whose bounded contenders
-        // were faulted throughout may have had none to get stuck.
+        // certain (see `Seat::gets_stuck`), none of them chosen in vain (a
+        // hold lost before it could get stuck): a run whose bounded
+        // contenders were faulted throughout may have had none to get stuck.
         stuck: config.stuck
             && shared
                 .stuck_chances
                 .lock()
                 .unwrap()
                 .values()
-                .any(|(sections, _)| *sections >= crate::stuck::STUCK_ONE_IN),
+                .any(|(sections, _, in_vain)| *sections >= crate::stuck::STUCK_ONE_IN && !*in_vain),
         loss_seen_at_once: config.loss_seen_at_once,
         strict_bounds: config.strict_bounds,
         liveness,

@@ -180,7 +180,7 @@ impl Seat {
         let mut choice = self.stuck_rng.lock().unwrap();
         let (rng, missed) = &mut *choice;
         let mut chances = self.shared.stuck_chances.lock().unwrap();
-        let (sections, any_stuck) = chances.entry(self.who).or_insert((0, false));
+        let (sections, any_stuck, _) = chances.entry(self.who).or_insert((0, false, false));
         let stuck = rng.below(STUCK_ONE_IN) == 0
             || *missed + 1 >= STUCK_ONE_IN
             || (!*any_stuck && *sections + 1 >= STUCK_ONE_IN);
@@ -401,6 +401,11 @@ pub(crate) async fn section(
         if let Some((written, ended)) = get_stuck(seat, taken, record, &data, &stat).await {
             note_written(seat, taken, record, written);
             return ended;
+        }
+        // It could not get stuck (its hold was lost already): a stuck
+        // hold is no longer certain for this contender.
+        if let Some(chances) = shared.stuck_chances.lock().unwrap().get_mut(&seat.who) {
+            chances.2 = true;
         }
     }
     let work = tokio::time::sleep(rng.millis(5, 120));

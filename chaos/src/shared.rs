@@ -45,9 +45,10 @@ pub(crate) struct Shared {
     /// the contenders are done).
     pub(crate) stuck_holds: Mutex<Option<mpsc::UnboundedSender<StuckHold>>>,
     /// Per contender, how many of its sections (all its seats together)
-    /// could have got stuck, and whether one did (see
-    /// [`Seat::gets_stuck`](crate::section::Seat::gets_stuck)).
-    pub(crate) stuck_chances: Mutex<BTreeMap<usize, (u64, bool)>>,
+    /// could have got stuck, whether one was chosen to (see
+    /// [`Seat::gets_stuck`](crate::section::Seat::gets_stuck)), and whether
+    /// a chosen one could not (its hold lost already).
+    pub(crate) stuck_chances: Mutex<BTreeMap<usize, (u64, bool, bool)>>,
 }
 
 impl Shared {
