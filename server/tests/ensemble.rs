@@ -89,22 +89,36 @@ fn builder() -> EnsembleBuilder {
 /// length of its answer, `None` if it closed the connection without one.
 async fn handshake_with(address: SocketAddr, zxid: i64) -> Option<usize> {
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    body.extend_from_slice(&zxid.to_be_bytes()); // last zxid seen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
-    body.extend_from_slice(&0i64.to_be_bytes()); // a new session
-    body.extend_from_slice(&16i32.to_be_bytes()); // password
-    body.extend_from_slice(&[0; 16]);
-    body.push(0); // not read-only
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).await.unwrap();
+    stream
+        .write_all(&connect_frame(zxid, 0, &[0; 16]))
+        .await
+        .unwrap();
     let mut length = [0u8; 4];
     match bounded(stream.read_exact(&mut length)).await {
         Ok(_) => Some(i32::from_be_bytes(length) as usize),
         Err(_) => None,
     }
+}
+
+/// A request body with its length in front, as it goes on the wire.
+fn framed(body: &[u8]) -> Vec<u8> {
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// A handshake from a client that has seen `zxid`, for session `id` (0: a new one) with
+/// `password`.
+fn connect_frame(zxid: i64, id: i64, password: &[u8; 16]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
+    body.extend_from_slice(&zxid.to_be_bytes()); // last zxid seen
+    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
+    body.extend_from_slice(&id.to_be_bytes()); // the session, or 0 for a new one
+    body.extend_from_slice(&16i32.to_be_bytes()); // password
+    body.extend_from_slice(password);
+    body.push(0); // not read-only
+    framed(&body)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -444,17 +458,10 @@ async fn raw_session(
     password: &[u8; 16],
 ) -> (tokio::net::TcpStream, i64, [u8; 16]) {
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let mut body = Vec::new();
-    body.extend_from_slice(&0i32.to_be_bytes()); // protocol version
-    body.extend_from_slice(&0i64.to_be_bytes()); // last zxid seen
-    body.extend_from_slice(&10_000i32.to_be_bytes()); // timeout
-    body.extend_from_slice(&id.to_be_bytes()); // the session, or 0 for a new one
-    body.extend_from_slice(&16i32.to_be_bytes()); // password
-    body.extend_from_slice(password);
-    body.push(0); // not read-only
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).await.unwrap();
+    stream
+        .write_all(&connect_frame(0, id, password))
+        .await
+        .unwrap();
     let mut length = [0u8; 4];
     bounded(stream.read_exact(&mut length)).await.unwrap();
     let mut answer = vec![0u8; i32::from_be_bytes(length) as usize];
@@ -504,9 +511,7 @@ fn create_frame(xid: i32, path: &str) -> Vec<u8> {
     string(&mut body, "world");
     string(&mut body, "anyone");
     body.extend_from_slice(&1i32.to_be_bytes()); // ephemeral
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    framed(&body)
 }
 
 /// A write still on its way to the member the client has left (here: unread in a stalled
@@ -545,9 +550,7 @@ fn exists_frame(xid: i32, path: &str) -> Vec<u8> {
     body.extend_from_slice(&(path.len() as i32).to_be_bytes());
     body.extend_from_slice(path.as_bytes());
     body.push(0); // no watch
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    frame
+    framed(&body)
 }
 
 /// The next reply on a raw connection: its xid and error code.
