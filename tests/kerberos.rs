@@ -84,7 +84,7 @@ fn a_kerberos_session_locks_under_a_sasl_acl() {
             }
             let mutex = InterProcessMutex::new(framework.clone(), "/kerberos-lock").unwrap();
             let guard = mutex.lock().await.unwrap();
-            let node = guard.path().to_owned();
+            let node = guard.node().path().to_owned();
             assert_eq!(
                 common::acl_of(&framework, &node).await,
                 common::only("sasl", kdc.client_principal())
