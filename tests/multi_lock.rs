@@ -464,6 +464,60 @@ async fn times_out_when_one_path_is_held_elsewhere() {
     .await;
 }
 
+/// A timed-out acquire returns at its deadline even when giving back the
+/// members it took cannot finish (the server stalled): they are given back
+/// in the background, and are gone once the server answers again. Seed
+/// 5460 of the simulator found a rollback's release retrying over a lost
+/// connection for 1.9 s past the deadline. Client, framework and embedded
+/// server on one runtime, under a paused clock.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_acquire_returns_at_its_deadline_when_the_rollback_cannot_finish() {
+    bounded(BOUND, async move {
+        let server = zk_curator_testing::EmbeddedServer::start().await.unwrap();
+        let base = unique_path("multi-rollback-deadline");
+        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
+        let held = InterProcessMutex::new(other_fw.clone(), &b)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
+        let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
+        let deadline = Duration::from_secs(2);
+        let started = tokio::time::Instant::now();
+        let acquire = tokio::spawn({
+            let multi = multi.clone();
+            async move { multi.acquire_timeout(deadline).await }
+        });
+        // `a` taken, our node queued behind the holder's under `b`.
+        wait_for_participants(&raw, &b, 2).await;
+        assert_eq!(children(&raw, &a).await.len(), 1);
+        tokio::time::sleep_until(started + deadline - Duration::from_millis(200)).await;
+        server.stall(Duration::from_secs(3600));
+        assert!(!acquire.await.unwrap().unwrap(), "timed out");
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed <= deadline + Duration::from_millis(50),
+            "returned {elapsed:?} after it began, deadline {deadline:?}"
+        );
+        server.resume();
+        assert!(eventually(PATIENCE, gone(&raw, &[&a])).await);
+        assert!(
+            eventually(PATIENCE, || async {
+                children(&raw, &b).await == vec![held_node.clone()]
+            })
+            .await
+        );
+        held.release().await.unwrap();
+        assert!(multi.acquire_timeout(PATIENCE).await.unwrap());
+        multi.release().await.unwrap();
+        fw.close().await;
+        other_fw.close().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn one_deadline_for_the_whole_set() {
     let Some(server) = server() else { return };

@@ -193,13 +193,18 @@
 //!    by `E'` plus [`Config::wake_slack`] (the enforcer's timer and turn:
 //!    2 ms in the simulator, where it fires in the tick `E` falls in; 1 s
 //!    in real time, a loaded machine's scheduling); in the simulator, where
-//!    a loss is seen the instant it is latched, one seen at or after `E'`
-//!    says [`LockLoss::BoundPassed`] (a hold lost otherwise before its
+//!    a loss is seen the instant it is latched, one seen after the tick
+//!    after `E'` (a host's clock drifts by whole ticks) says
+//!    [`LockLoss::BoundPassed`] (a hold lost otherwise before its
 //!    bound may say so). (b) Its node (both, for a multi-lock) is gone by
 //!    `G = E'` + the session timeout + [`Config::stuck_slack`] (2 s on one
 //!    server) + [`Config::read_lag`], `G` moved to a later stop of its
 //!    host's end plus the same if that stop began by `G` (its link is on
-//!    its host): the harness's session was told of the deletion by `G`, or
+//!    its host), and so to a stall of the server's end if the stall was in
+//!    force after `E'` and began by `G` (a simulation tells the harness of
+//!    each, [`server_stalled`]; the server hears the pings sent meanwhile at
+//!    the stall's end, and two stalls may follow back to back: seed 3822):
+//!    the harness's session was told of the deletion by `G`, or
 //!    a read at `G` (synced first) does not find it. Why that slack:
 //!    connected, the enforcer's delete is one round trip on the holder's
 //!    session; with the connection down at `E'` (a blackhole of up to
@@ -207,8 +212,7 @@
 //!    up to 2.5 s) either it comes back within the session timeout and the
 //!    background cleaner, due at once on reconnection, deletes the node, or
 //!    the server expires the session within a session timeout of last
-//!    hearing from it and the node goes with it; a server stall (up to
-//!    1.5 s in the simulator) delays either, and 2 s covers it, the round
+//!    hearing from it and the node goes with it; 2 s covers the round
 //!    trips and the harness's read. On an ensemble, where a quorum loss
 //!    refuses every write until members restart, the slack is longer (see
 //!    `tests/ensemble_chaos.rs`). (c) Its write once woken, through the
@@ -378,6 +382,8 @@ mod stuck;
 mod verdict;
 
 pub use config::{Config, Kind, Profile, MAX_HOLD_BOUND, OBSERVER_BREAK_DELAY, STUCK_SLACK};
-pub use place::{now, sequence, set_clock, Link, Place, SimServer, Target};
+pub use place::{
+    forget_server_stalls, now, sequence, server_stalled, set_clock, Link, Place, SimServer, Target,
+};
 pub use records::Report;
 pub use run::{run, run_on};

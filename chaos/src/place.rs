@@ -117,6 +117,30 @@ pub trait Place: Send + Sync {
 thread_local! {
     /// This thread's clock for the harness's stamps, when not tokio's.
     static CLOCK: std::cell::Cell<Option<fn() -> Instant>> = const { std::cell::Cell::new(None) };
+    /// The stalls of the server (or of a member) this thread's simulation
+    /// made: from, until (see [`server_stalled`]).
+    static STALLS: std::cell::RefCell<Vec<(Instant, Instant)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Tells this thread's harness that the server (on an ensemble, one of its
+/// members) reads nothing from `from` until `until`, on the harness's clock
+/// ([`now`]): what its clients sent meanwhile, pings included, is heard at
+/// `until`, so a session it would have expired lives up to the stall's
+/// length longer (rule 8 (b) of "Stuck holders" moves its deadline). A
+/// simulation says so as it stalls the server; [`forget_server_stalls`]
+/// before each run.
+pub fn server_stalled(from: Instant, until: Instant) {
+    STALLS.with(|s| s.borrow_mut().push((from, until)));
+}
+
+/// Forgets the stalls told so far on this thread (a new run begins).
+pub fn forget_server_stalls() {
+    STALLS.with(|s| s.borrow_mut().clear());
+}
+
+/// The stalls told so far on this thread, in the order told.
+pub(crate) fn server_stalls() -> Vec<(Instant, Instant)> {
+    STALLS.with(|s| s.borrow().clone())
 }
 
 /// Sets the clock that stamps this thread's events (`None`: tokio's). A

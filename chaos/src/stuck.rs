@@ -29,7 +29,7 @@ use zk_curator::framework::zk;
 use zk_curator::{Fence, HoldBounds};
 
 use crate::config::{Config, Draw, Kind, MAX_HOLD_BOUND};
-use crate::place::now;
+use crate::place::{now, server_stalls};
 use crate::records::Judged;
 use crate::shared::{LostSlot, Shared, StuckHold};
 use crate::verdict::deadlines;
@@ -165,6 +165,7 @@ async fn judge(shared: Arc<Shared>, raw: zk::Client, hold: StuckHold) {
     for _ in 0..10_000 {
         let found = deadlines(
             &shared.host_pauses.lock().unwrap(),
+            &server_stalls(),
             hold.who,
             hold.end,
             config.wake_slack,

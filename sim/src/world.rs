@@ -161,11 +161,13 @@ fn start_harness_clock() {
     let base = tokio::time::Instant::now() - turmoil::sim_elapsed().unwrap_or_default();
     CLOCK_BASE.with(|b| b.set(Some(base)));
     zk_curator_chaos::set_clock(Some(harness_now));
+    zk_curator_chaos::forget_server_stalls();
 }
 
 /// Unsets the harness's clock, once the simulation is over.
 pub(crate) fn stop_harness_clock() {
     zk_curator_chaos::set_clock(None);
+    zk_curator_chaos::forget_server_stalls();
     CLOCK_BASE.with(|b| b.set(None));
 }
 
@@ -283,6 +285,11 @@ impl NetFaults {
                         format!("zk{member}")
                     }
                 };
+                // The harness's checker gives a stuck hold's node the
+                // stall's length more (rule 8 (b)).
+                if let Some(base) = CLOCK_BASE.with(Cell::get) {
+                    zk_curator_chaos::server_stalled(base + now, base + now + length);
+                }
                 log.push(format!(
                     "{} net stall {what} for {}",
                     now.as_micros(),
