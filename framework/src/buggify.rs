@@ -44,11 +44,22 @@ pub enum Point {
     /// node is still to be trusted: the connection may be suspended, or the
     /// session lost, in between.
     PassDelay,
+    /// A fenced write of a hold the process knows is lost, whose node the
+    /// server confirms is gone, sent anyway: the server's check of the
+    /// node in the multi refuses it, not the process's own check (as when
+    /// the write races the notification of the node's deletion). Not a
+    /// wait: the point decides.
+    ServerFence,
 }
 
 impl Point {
     /// Every point, in a fixed order.
-    pub const ALL: [Point; 3] = [Point::GrantDelay, Point::LateWatch, Point::PassDelay];
+    pub const ALL: [Point; 4] = [
+        Point::GrantDelay,
+        Point::LateWatch,
+        Point::PassDelay,
+        Point::ServerFence,
+    ];
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -56,6 +67,7 @@ impl Point {
             Point::GrantDelay => "grant-delay",
             Point::LateWatch => "late-watch",
             Point::PassDelay => "pass-delay",
+            Point::ServerFence => "server-fence",
         }
     }
 
@@ -80,11 +92,19 @@ pub enum Rare {
     /// A cohort pass was taken (a node handed to the next task of the
     /// process without a request).
     PassTaken,
+    /// A fenced write refused by the server's check of a held node (the
+    /// node gone), not by the process's own check.
+    ServerRefused,
 }
 
 impl Rare {
     /// Every rare path, in a fixed order.
-    pub const ALL: [Rare; 3] = [Rare::AdoptedCreate, Rare::PassRefused, Rare::PassTaken];
+    pub const ALL: [Rare; 4] = [
+        Rare::AdoptedCreate,
+        Rare::PassRefused,
+        Rare::PassTaken,
+        Rare::ServerRefused,
+    ];
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -92,6 +112,7 @@ impl Rare {
             Rare::AdoptedCreate => "adopted-create",
             Rare::PassRefused => "pass-refused",
             Rare::PassTaken => "pass-taken",
+            Rare::ServerRefused => "server-refused",
         }
     }
 }
@@ -161,6 +182,24 @@ pub(crate) async fn delay(point: Point) {
     }
     #[cfg(not(zk_buggify))]
     let _ = point;
+}
+
+/// Whether `point` fires at this pass (only in a simulation; see the
+/// module's notes): for a point that decides rather than waits.
+pub(crate) fn fires(point: Point) -> bool {
+    #[cfg(zk_buggify)]
+    {
+        let fired = on::draw(point).is_some();
+        if fired {
+            tracing::debug!(point = point.name(), "buggify");
+        }
+        fired
+    }
+    #[cfg(not(zk_buggify))]
+    {
+        let _ = point;
+        false
+    }
 }
 
 /// Counts a rare path taken (only in a simulation with the points on).
