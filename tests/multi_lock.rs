@@ -18,7 +18,8 @@ use futures::FutureExt;
 use zk_curator::framework::zk;
 use zk_curator::recipes::InterProcessMultiLock;
 use zk_curator::{
-    Error, Fence, InterProcessLock, InterProcessMutex, LockLoss, MutexGuard, Result, Wait,
+    Error, Fence, Framework, InterProcessLock, InterProcessMutex, LockLoss, MutexGuard, Result,
+    Wait,
 };
 
 /// For `eventually`: whether no node is left under any of `paths`.
@@ -34,6 +35,41 @@ async fn all_empty(raw: &zk::Client, paths: &[&str]) -> bool {
         }
     }
     true
+}
+
+/// Two sessions and a raw client on one server, two lock paths `a` and
+/// `b` under a new base, and the second session's hold of `b`.
+struct BHeldElsewhere {
+    a: String,
+    b: String,
+    fw: Framework,
+    other_fw: Framework,
+    raw: zk::Client,
+    held: MutexGuard,
+    /// The held node's name.
+    held_node: String,
+}
+
+/// [`BHeldElsewhere`] on `connect`, its base named for `label`.
+async fn b_held_elsewhere(connect: &str, label: &str) -> BHeldElsewhere {
+    let base = unique_path(label);
+    let (a, b) = (format!("{base}/a"), format!("{base}/b"));
+    let (fw, other_fw, raw) = two_sessions_and_raw(connect).await;
+    let held = InterProcessMutex::new(other_fw.clone(), &b)
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
+    BHeldElsewhere {
+        a,
+        b,
+        fw,
+        other_fw,
+        raw,
+        held,
+        held_node,
+    }
 }
 
 #[tokio::test]
@@ -423,12 +459,15 @@ async fn some_releases_fail() {
 async fn times_out_when_one_path_is_held_elsewhere() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let base = unique_path("multi-timeout");
-        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
-        let holder = InterProcessMutex::new(other_fw.clone(), &b).unwrap();
-        let held = holder.lock().await.unwrap();
-        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
+        let BHeldElsewhere {
+            a,
+            b,
+            fw,
+            other_fw,
+            raw,
+            held,
+            held_node,
+        } = b_held_elsewhere(&server.connect_string(), "multi-timeout").await;
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
         let deadline = Duration::from_secs(1);
@@ -474,15 +513,15 @@ async fn times_out_when_one_path_is_held_elsewhere() {
 async fn a_timed_out_acquire_returns_at_its_deadline_when_the_rollback_cannot_finish() {
     bounded(BOUND, async move {
         let server = zk_curator_testing::EmbeddedServer::start().await.unwrap();
-        let base = unique_path("multi-rollback-deadline");
-        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
-        let held = InterProcessMutex::new(other_fw.clone(), &b)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
-        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
+        let BHeldElsewhere {
+            a,
+            b,
+            fw,
+            other_fw,
+            raw,
+            held,
+            held_node,
+        } = b_held_elsewhere(&server.connect_string(), "multi-rollback-deadline").await;
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&a, &b]).unwrap();
         let deadline = Duration::from_secs(2);
         let started = tokio::time::Instant::now();
@@ -522,14 +561,15 @@ async fn a_timed_out_acquire_returns_at_its_deadline_when_the_rollback_cannot_fi
 async fn one_deadline_for_the_whole_set() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let base = unique_path("multi-deadline");
-        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
-        let held = InterProcessMutex::new(other_fw.clone(), &b)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
+        let BHeldElsewhere {
+            a,
+            b,
+            fw,
+            other_fw,
+            raw,
+            held,
+            held_node: _,
+        } = b_held_elsewhere(&server.connect_string(), "multi-deadline").await;
 
         let slow_a = Planted::pausing(
             InterProcessMutex::new(fw.clone(), &a).unwrap(),
@@ -613,15 +653,15 @@ async fn drop_acquire_after_first_member(
 async fn dropped_acquire_releases_what_was_taken() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let base = unique_path("multi-cancel");
-        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
-        let held = InterProcessMutex::new(other_fw.clone(), &b)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
-        let held_node = held.node().path().rsplit('/').next().unwrap().to_owned();
+        let BHeldElsewhere {
+            a,
+            b,
+            fw,
+            other_fw,
+            raw,
+            held,
+            held_node,
+        } = b_held_elsewhere(&server.connect_string(), "multi-cancel").await;
 
         let multi = InterProcessMultiLock::from_paths(fw.clone(), &[&b, &a]).unwrap();
         drop_acquire_after_first_member(&multi, &raw, &a, &b).await;
@@ -755,14 +795,15 @@ impl InterProcessLock for GuardLock {
 async fn dropped_acquire_of_generic_members() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let base = unique_path("multi-cancel-generic");
-        let (a, b) = (format!("{base}/a"), format!("{base}/b"));
-        let (fw, other_fw, raw) = two_sessions_and_raw(&server.connect_string()).await;
-        let held = InterProcessMutex::new(other_fw.clone(), &b)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
+        let BHeldElsewhere {
+            a,
+            b,
+            fw,
+            other_fw,
+            raw,
+            held,
+            held_node: _,
+        } = b_held_elsewhere(&server.connect_string(), "multi-cancel-generic").await;
 
         // Members whose release any task may call: released by a spawned task.
         let free_a = Arc::new(GuardLock {

@@ -1575,7 +1575,10 @@ mod tests {
         let none = deadlines(&[], &[], 0, at(500), wake, slack).unwrap();
         assert_eq!(none, (at(500), at(510), at(1500)));
         let others = [(1, at(400), Some(at(3000))), (0, at(100), Some(at(300)))];
-        assert_eq!(deadlines(&others, &[], 0, at(500), wake, slack).unwrap(), none);
+        assert_eq!(
+            deadlines(&others, &[], 0, at(500), wake, slack).unwrap(),
+            none
+        );
         let over_end = [(0, at(400), Some(at(2000)))];
         assert_eq!(
             deadlines(&over_end, &[], 0, at(500), wake, slack).unwrap(),
