@@ -361,9 +361,20 @@ pub(crate) async fn contend(
             .then(|| taken.fence().ok())
             .flatten();
         let lost = taken.loss().is_some();
+        // Lost and not connected: the release answers at once and leaves
+        // the delete to the background (it never waits for the server).
+        let offline = lost
+            && !kind.is_election()
+            && !seat
+                .framework
+                .state()
+                .is_some_and(|state| state.is_connected());
         let releasing = now();
         taken.release().await;
         let took = since(releasing);
+        if offline && shared.config.loss_seen_at_once && took > Duration::ZERO {
+            shared.log(kind, |log| log.offline_releases.push(took));
+        }
         // A multi-lock releases its two locks one after the other.
         let locks = if kind == Kind::MultiLock { 2 } else { 1 };
         if lost

@@ -87,6 +87,12 @@ pub(crate) struct Log {
     /// Releases of a hold already lost that took longer than
     /// [`Config::release_bound`](crate::Config::release_bound), with how long.
     pub(crate) slow_releases: Vec<Duration>,
+    /// Releases of a hold already lost, begun while its framework was not
+    /// connected, that did not answer at once, with how long (only where
+    /// the harness reads the framework's state in the same poll as the
+    /// release's own check: one thread, the simulator; see
+    /// [`Config::loss_seen_at_once`](crate::Config::loss_seen_at_once)).
+    pub(crate) offline_releases: Vec<Duration>,
     /// Stuck holds, as the checker judged them (rule 8).
     pub(crate) stuck: Vec<Judged>,
     /// Bounds that passed too early (rule 9), in words.
