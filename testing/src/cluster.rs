@@ -145,12 +145,6 @@ impl TestingClusterBuilder {
         self
     }
 
-    /// Sets ZooKeeper's `tickTime`, its basic time unit.
-    pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.settings.server.tick_time = tick_time;
-        self
-    }
-
     /// Sets `initLimit`, in ticks: how long a follower may take to connect and sync to a leader.
     pub fn init_limit(mut self, ticks: u32) -> Self {
         self.settings.quorum.init_limit = ticks;
@@ -163,29 +157,7 @@ impl TestingClusterBuilder {
         self
     }
 
-    /// Sets the smallest session timeout the servers grant (`minSessionTimeout`).
-    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.server.min_session_timeout = timeout;
-        self
-    }
-
-    /// Sets the largest session timeout the servers grant (`maxSessionTimeout`).
-    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.server.max_session_timeout = timeout;
-        self
-    }
-
-    /// Sets how often the servers look for empty container nodes and expired TTL nodes.
-    pub fn container_check_interval(mut self, interval: Duration) -> Self {
-        self.settings.server.container_check_interval = interval;
-        self
-    }
-
-    /// Sets how long a start or restart may take before it fails.
-    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.server.startup_timeout = timeout;
-        self
-    }
+    crate::server::config::server_setters!("every member", settings.server);
 
     /// Routes every member's links to its peers through raw fault proxies owned by the cluster
     /// (off by default), so that tests can stall or cut them: see

@@ -31,7 +31,6 @@ use std::fmt;
 use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use tempfile::TempDir;
 use tracing::info;
@@ -56,36 +55,7 @@ pub struct ZooKeeperServerBuilder {
 }
 
 impl ZooKeeperServerBuilder {
-    /// Sets ZooKeeper's `tickTime`, its basic time unit (session expiry is checked once a tick).
-    pub fn tick_time(mut self, tick_time: Duration) -> Self {
-        self.settings.tick_time = tick_time;
-        self
-    }
-
-    /// Sets the smallest session timeout the server grants (`minSessionTimeout`).
-    pub fn min_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.min_session_timeout = timeout;
-        self
-    }
-
-    /// Sets the largest session timeout the server grants (`maxSessionTimeout`).
-    pub fn max_session_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.max_session_timeout = timeout;
-        self
-    }
-
-    /// Sets how often the server looks for empty container nodes and expired TTL nodes
-    /// (`znode.container.checkIntervalMs`).
-    pub fn container_check_interval(mut self, interval: Duration) -> Self {
-        self.settings.container_check_interval = interval;
-        self
-    }
-
-    /// Sets how long a start or restart may take before it fails.
-    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.startup_timeout = timeout;
-        self
-    }
+    config::server_setters!("the server", settings);
 
     /// Serves TLS on a second free port (`secureClientPort`, through ZooKeeper's Netty
     /// connection factory) with the given key and trust stores; see

@@ -25,6 +25,55 @@ pub(crate) struct Settings {
     pub(crate) sasl: Box<SaslSettings>,
 }
 
+/// The setters of [`Settings`] that both launchers' builders have, written once: each sets
+/// the field of the same name on the builder's settings, reached by `$($field).+` from `self`
+/// (`settings` for one server, `settings.server` for an ensemble's members); `$servers` is
+/// how their docs name the server or servers.
+macro_rules! server_setters {
+    ($servers:literal, $($field:ident).+) => {
+        #[doc = concat!(
+            "Sets ZooKeeper's `tickTime`, its basic time unit (session expiry is checked once a ",
+            "tick), on ", $servers, "."
+        )]
+        pub fn tick_time(mut self, tick_time: std::time::Duration) -> Self {
+            self.$($field).+.tick_time = tick_time;
+            self
+        }
+
+        #[doc = concat!(
+            "Sets the smallest session timeout granted by ", $servers, " (`minSessionTimeout`)."
+        )]
+        pub fn min_session_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.$($field).+.min_session_timeout = timeout;
+            self
+        }
+
+        #[doc = concat!(
+            "Sets the largest session timeout granted by ", $servers, " (`maxSessionTimeout`)."
+        )]
+        pub fn max_session_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.$($field).+.max_session_timeout = timeout;
+            self
+        }
+
+        #[doc = concat!(
+            "Sets how often empty container nodes and expired TTL nodes are looked for on ",
+            $servers, " (`znode.container.checkIntervalMs`)."
+        )]
+        pub fn container_check_interval(mut self, interval: std::time::Duration) -> Self {
+            self.$($field).+.container_check_interval = interval;
+            self
+        }
+
+        /// Sets how long a start or restart may take before it fails.
+        pub fn startup_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.$($field).+.startup_timeout = timeout;
+            self
+        }
+    };
+}
+pub(crate) use server_setters;
+
 /// SASL chosen through [`ZooKeeperServerBuilder`](super::ZooKeeperServerBuilder): DIGEST-MD5
 /// users or a Kerberos service (ZooKeeper serves one mechanism: GSSAPI when its login has a
 /// Kerberos principal, DIGEST-MD5 otherwise).
