@@ -48,7 +48,7 @@ use tempfile::TempDir;
 use tracing::info;
 
 use crate::error::Error;
-use crate::process::{tail_lines, ProcessSlot, ServerProcess, POLL_INTERVAL};
+use crate::process::{on_blocking_thread, tail_lines, ProcessSlot, ServerProcess, POLL_INTERVAL};
 use crate::proxy::FaultProxy;
 use crate::server::config::{Member, PeerPorts, Quorum, Settings};
 use crate::server::launch::{
@@ -207,9 +207,7 @@ impl TestingClusterBuilder {
     /// dropped; the servers it starts then are stopped again as soon as that
     /// start returns (their handle is dropped).
     pub async fn start_async(self) -> Result<TestingCluster, Error> {
-        tokio::task::spawn_blocking(move || self.start())
-            .await
-            .map_err(|err| Error::io("start thread failed", std::io::Error::other(err)))?
+        on_blocking_thread("start thread failed", move || self.start()).await
     }
 }
 
@@ -845,10 +843,10 @@ impl TestingCluster {
     pub async fn restart_nodes_async(&self, indexes: &[usize]) -> Result<(), Error> {
         let (indexes, launchers) = self.stop_for_restart(indexes);
         let timeout = self.startup_timeout;
-        let processes =
-            tokio::task::spawn_blocking(move || respawn_all_and_wait(&launchers, timeout))
-                .await
-                .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
+        let processes = on_blocking_thread("restart thread failed", move || {
+            respawn_all_and_wait(&launchers, timeout)
+        })
+        .await?;
         self.install(&indexes, processes);
         Ok(())
     }

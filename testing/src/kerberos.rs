@@ -249,9 +249,7 @@ impl Kdc {
     /// The start goes on if the future is dropped; the KDC it starts is then stopped as soon
     /// as the start returns.
     pub async fn start_async() -> Result<Kdc, Error> {
-        tokio::task::spawn_blocking(Kdc::start)
-            .await
-            .map_err(|err| Error::io("KDC start thread failed", std::io::Error::other(err)))?
+        crate::process::on_blocking_thread("KDC start thread failed", Kdc::start).await
     }
 
     /// The realm, [`REALM`].

@@ -301,3 +301,16 @@ fn last_lines(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// Runs `work` (a start or restart that blocks until its process serves) on a blocking thread
+/// of the current tokio runtime, so that the runtime's other tasks keep running meanwhile;
+/// `what` names it in the error if that thread fails. The work goes on if the future is
+/// dropped.
+pub(crate) async fn on_blocking_thread<T: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Error::io(what, std::io::Error::other(err)))?
+}

@@ -37,7 +37,7 @@ use tracing::info;
 
 use crate::error::Error;
 use crate::kerberos::KerberosService;
-use crate::process::{free_port, tail_lines, ProcessSlot};
+use crate::process::{free_port, on_blocking_thread, tail_lines, ProcessSlot};
 use crate::tls::ServerTls;
 use config::Settings;
 use launch::{free_port_other_than, make_root, on_free_ports, Launcher};
@@ -116,9 +116,7 @@ impl ZooKeeperServerBuilder {
     /// dropped; a server it starts then is stopped again as soon as that
     /// start returns (its handle is dropped).
     pub async fn start_async(self) -> Result<ZooKeeperServer, Error> {
-        tokio::task::spawn_blocking(move || self.start())
-            .await
-            .map_err(|err| Error::io("start thread failed", std::io::Error::other(err)))?
+        on_blocking_thread("start thread failed", move || self.start()).await
     }
 }
 
@@ -308,9 +306,10 @@ impl ZooKeeperServer {
     pub async fn restart_async(&self) -> Result<(), Error> {
         self.stop();
         let launcher = self.launcher.clone();
-        let process = tokio::task::spawn_blocking(move || launcher.spawn_and_wait_for_port())
-            .await
-            .map_err(|err| Error::io("restart thread failed", std::io::Error::other(err)))??;
+        let process = on_blocking_thread("restart thread failed", move || {
+            launcher.spawn_and_wait_for_port()
+        })
+        .await?;
         self.process.install(process);
         info!(port = self.port, "ZooKeeper test server restarted");
         Ok(())
