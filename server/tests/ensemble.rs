@@ -590,6 +590,14 @@ async fn a_session_back_on_its_member_waits_for_its_write_in_flight() {
     // The follower's writes are committed by the others, and not applied there meanwhile.
     ensemble.hold_from_leader(follower, true);
     old.write_all(&create_frame(1, "/mine")).await.unwrap();
+    // The follower has taken the create (the leader has committed it) before the session
+    // comes back on a new connection: otherwise the re-attach closes the old connection with
+    // the create unread in it, and there is no write in flight to wait for.
+    let leader = ensemble.leader().unwrap();
+    eventually("the leader applied the follower's create", || async {
+        ensemble.paths_of(leader).contains(&"/mine".to_owned())
+    })
+    .await;
     let (mut again, same, _) = raw_session(world.addresses[follower], id, &password).await;
     assert_eq!(same, id);
     again.write_all(&exists_frame(2, "/mine")).await.unwrap();
