@@ -75,7 +75,8 @@ impl SendGate {
 
 /// In a simulation, where the `ServerFence` point fires for a write its
 /// holds refuse: the framework's current session, once it has confirmed
-/// (synced first) that the node of every hold found lost is gone; the
+/// (synced first) that the node of every hold that refuses it (found lost,
+/// or its session no longer the framework's) is gone; the
 /// write then goes out on it unchecked by the process, and the multi's
 /// check of each node refuses it. So the server's half of the fence is
 /// tried: the process's own check refuses every such write first
@@ -90,7 +91,8 @@ async fn server_judges<H: FencedHold>(holds: &[H]) -> Option<Session> {
     }
     let session = holds.first()?.framework().current_session()?;
     let client = session.client();
-    for hold in holds.iter().filter(|hold| hold.check().is_err()) {
+    let refused = |hold: &&H| hold.check().is_err() || hold.session().is_none();
+    for hold in holds.iter().filter(refused) {
         client.sync(hold.path()).await.ok()?;
         if client.check_stat(hold.path()).await.ok()?.is_some() {
             return None;
