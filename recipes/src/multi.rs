@@ -725,16 +725,9 @@ impl Taken {
     /// over a lost connection held a timed-out acquire 1.9 s past its
     /// deadline.
     async fn roll_back(self, wait: Wait) {
-        let releasing = self.release_all();
-        let failures = match wait.deadline() {
-            Some(deadline) => match tokio::time::timeout_at(deadline, releasing).await {
-                Ok(failures) => failures,
-                Err(_) => {
-                    tracing::info!("deadline passed; the rollback goes on in the background");
-                    return;
-                }
-            },
-            None => releasing.await,
+        let Some(failures) = wait.bound(self.release_all()).await else {
+            tracing::info!("deadline passed; the rollback goes on in the background");
+            return;
         };
         for (path, err) in failures {
             tracing::warn!(member = %path, %err, "rollback: member release failed");
