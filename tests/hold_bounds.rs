@@ -38,7 +38,8 @@ async fn stuck_holder_ends(bounds: HoldBounds) -> (Duration, LockLoss, zk_curato
     let next_fw = framework(&connect).await;
     let mutex = InterProcessMutex::new(stuck_fw.clone(), &path).unwrap();
     let guard = mutex.lock_bounded(bounds).await.unwrap();
-    let granted = Instant::now();
+    // The bound's own start (the grant), not the return's later instant.
+    let granted = guard.last_progress().unwrap().into_std();
     assert_eq!(guard.bounds(), bounds);
     let fence = guard.fence().unwrap();
     let lost = guard.lost();
@@ -181,8 +182,9 @@ async fn a_task_hold_and_its_reentries_keep_the_outermost_bound() {
         let (entered_tx, entered) = tokio::sync::oneshot::channel();
         let (_never, blocked) = tokio::sync::oneshot::channel::<()>();
         let stuck = tokio::spawn(async move {
-            task_mutex.acquire().await.unwrap();
+            // Read before the acquire: the bound starts inside it.
             let granted = Instant::now();
+            task_mutex.acquire().await.unwrap();
             // Progress for a while, then a reentrant acquire (which must
             // not restart the clock), then silence for good.
             for _ in 0..4 {
@@ -364,9 +366,12 @@ async fn every_kind_of_hold_ends_by_its_bound() {
         mutex
             .set_hold_bounds(HoldBounds::new().silence(SILENCE))
             .unwrap();
+        // Read before the acquire: the bound's clock starts inside it, at
+        // the grant, so an instant read after it returns could be late by
+        // the return's own time and find the next grant "before" the bound.
+        let granted = Instant::now();
         mutex.acquire().await.unwrap();
         let next = InterProcessSemaphoreMutex::new(framework(&connect).await, &path).unwrap();
-        let granted = Instant::now();
         let lost = mutex.lost();
         next.acquire().await.unwrap();
         let after = granted.elapsed();
