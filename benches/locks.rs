@@ -80,13 +80,15 @@
 //!   `--ensemble`), `header.rs` (the lines at the top);
 //! * the contenders: `contenders.rs` (the rows and their two measurements),
 //!   `sessions.rs` (opening a framework or client, plain or TLS),
+//!   `apart.rs` (a runtime of its own, for a party that would be another
+//!   process),
 //!   `in_process.rs` (the in-process acquire/release and hand-off loop),
 //!   `peers.rs` (the Curator and kazoo processes);
 //! * measuring: `limits.rs` (time bounds, and `n/a` reasons), `mntr.rs`
 //!   (the server's four-letter words and counts), `reps.rs` (reps in a
 //!   rotating order, median and min–max), `figures.rs` (what one
 //!   measurement yields), `stats.rs` (spreads, ratios, the noise rule),
-//!   `proxy.rs` (the delaying proxy);
+//!   `proxy.rs` (the delaying proxy), `cpu.rs` (CPU time per hand-off);
 //! * the output: `table.rs` (the columns the tables share), `plot.rs` (the
 //!   SVG plot), `findings.rs` (what the workloads keep for the verdict),
 //!   `verdict.rs` (the issue targets at the end);
@@ -95,6 +97,8 @@
 //!   `tasks.rs` (with `cohort.rs`), `failover.rs`, `observe.rs`, `tls.rs`,
 //!   `tree.rs` (with `entities.rs`), `bounds.rs`, `scale.rs`.
 
+#[path = "locks/apart.rs"]
+mod apart;
 #[path = "common/arguments.rs"]
 mod arguments;
 #[path = "locks/bounds.rs"]
@@ -107,6 +111,8 @@ mod cohort;
 mod contended;
 #[path = "locks/contenders.rs"]
 mod contenders;
+#[path = "locks/cpu.rs"]
+mod cpu;
 #[path = "locks/ensemble.rs"]
 mod ensemble;
 #[path = "locks/entities.rs"]

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use zk_curator::{CohortPolicy, Framework, InterProcessMutex};
 
+use super::apart::Apart;
 use super::figures::per;
 use super::findings::{CohortPoint, Findings};
 use super::in_process::{contended_rust, LockHandle};
@@ -241,53 +242,31 @@ pub(crate) async fn curve(
     close(frameworks).await;
 }
 
-/// The other session: a framework on a runtime of its own (one worker
-/// thread), so that its task and its connection are not scheduled behind
-/// the first session's tasks on this runtime's two workers, as another
-/// process's would not be.
+/// The other session: a framework on a runtime of its own ([`Apart`]), so
+/// that its task and its connection are not scheduled behind the first
+/// session's tasks on this runtime's two workers, as another process's
+/// would not be.
 struct Outsider {
-    runtime: Option<tokio::runtime::Runtime>,
-    handle: tokio::runtime::Handle,
+    apart: Apart,
     framework: Framework,
 }
 
 impl Outsider {
     async fn start(connect: &str) -> Result<Outsider, BoxError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("outsider")
-            .enable_all()
-            .build()?;
-        let handle = runtime.handle().clone();
+        let apart = Apart::new("outsider")?;
         let connect = connect.to_owned();
-        let framework = handle
-            .spawn(async move { framework(&connect, Tune::Plain).await })
+        let framework = apart
+            .run(async move { framework(&connect, Tune::Plain).await })
             .await??;
-        Ok(Outsider {
-            runtime: Some(runtime),
-            handle,
-            framework,
-        })
+        Ok(Outsider { apart, framework })
     }
 
-    async fn close(mut self) {
+    async fn close(self) {
         let fw = self.framework.clone();
         let _ = self
-            .handle
-            .spawn(async move { tokio::time::timeout(CLOSE_LIMIT, fw.close()).await })
+            .apart
+            .run(async move { tokio::time::timeout(CLOSE_LIMIT, fw.close()).await })
             .await;
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-impl Drop for Outsider {
-    fn drop(&mut self) {
-        // A runtime may not be dropped (blocking) inside another one.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
     }
 }
 
@@ -362,7 +341,7 @@ async fn shared(
     let deadline = Instant::now() + window;
     let loop_fw = fw.clone();
     let max_passes = u64::from(policy.max_passes);
-    let outsider_loop = outsider.handle.spawn(async move {
+    let outsider_loop = outsider.apart.handle().spawn(async move {
         let (mut holds, mut longest, mut most, mut over) = (0u64, (0.0f64, 0u64), 0u64, 0u64);
         while Instant::now() < deadline {
             let passes = loop_fw.metrics().lock_passes();

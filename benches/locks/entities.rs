@@ -23,9 +23,14 @@
 //!   hand-off reads 3 notifications where the observer receives 2, which
 //!   its `events` column shows.
 //! * **Contended, observed**: zk-curator's contended workload (N sessions,
-//!   one task each, one path) with a `TreeObserver` over the path's parent
-//!   against without, in the same rep, the order alternating from rep to
-//!   rep; the observer's cost per rep, and over the medians.
+//!   one task each, one path) without an observer, and with a
+//!   `TreeObserver` over the path's parent on the contenders' runtime and
+//!   on a runtime of its own (`apart.rs`), in the same rep, in a rotating
+//!   order; the observer's cost per rep, and over the medians.
+//!
+//! Both tables show the CPU spent per hand-off (`cpu.rs`): the server's
+//! process, this process, the observer's thread when it runs apart, and
+//! how busy the machine was.
 //!
 //! The observer is started (its cold start) before the server's counts are
 //! read and the window opens, and closed with its session after; before
@@ -41,22 +46,26 @@ use zk_curator::framework::zk;
 use zk_curator::recipes::tree::TreeObserver;
 use zk_curator::Framework;
 
+use super::apart::Apart;
 use super::ceiling;
 use super::contenders::{Contender, CURATOR, ZK_CURATOR};
+use super::cpu::{CpuPer, CpuReading};
 use super::figures::{per, Handoffs};
-use super::findings::{EntityFindings, Findings, ObservedFindings};
+use super::findings::{EntityFindings, Findings, ObservedFindings, ObservedWith};
 use super::limits::{within, BoxError, Measured, CLOSE_LIMIT};
-use super::mntr::{counters, Traffic};
+use super::mntr::{counters, Counters, Traffic};
 use super::options::Config;
 use super::reps::{rotation, settle, spread};
 use super::sessions::{framework, raw_client, Tune};
 use super::stats::{ratio, Spread};
-use super::table::{lead_columns, lead_header, noise_note, opt};
+use super::table::{lead_columns, lead_header, noise_note, opt, percent};
 use super::target::Target;
 
 /// Bounds on an observer's cold start, and on its catching up with a run.
 const COLD_LIMIT: Duration = Duration::from_secs(60);
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(20);
+/// The name of an observer's runtime thread, when apart (its CPU is read).
+const OBSERVER_THREAD: &str = "observer";
 /// The label of the per-entity row with an observer.
 const OBSERVED_LABEL: &str = "zk-curator + TreeObserver";
 
@@ -78,48 +87,87 @@ struct Rep {
     notifications: Option<f64>,
     /// Events the observer applied (observed rows).
     events: Option<f64>,
+    /// CPU per hand-off (per pair for the ceiling).
+    cpu: CpuPer,
+}
+
+/// Where an observer runs: on the contenders' runtime (an observer a
+/// service runs in its own process), or on a runtime of its own (as the
+/// dashboard, a process of its own, attaches to a running system).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    Shared,
+    Apart,
 }
 
 /// A `TreeObserver` on a session of its own, its view current.
 struct Attached {
     framework: Framework,
     observer: TreeObserver,
+    /// Its runtime, when apart.
+    apart: Option<Apart>,
 }
 
 impl Attached {
-    async fn start(connect: &str, root: &str, max_paths: usize) -> Result<Attached, BoxError> {
-        let framework = framework(connect, Tune::Plain).await?;
-        let observer = match TreeObserver::new(framework.clone(), root, max_paths) {
-            Ok(observer) => observer,
-            Err(err) => {
+    async fn start(
+        connect: &str,
+        root: &str,
+        max_paths: usize,
+        placement: Placement,
+    ) -> Result<Attached, BoxError> {
+        let (connect, root) = (connect.to_owned(), root.to_owned());
+        let start = async move {
+            let framework = framework(&connect, Tune::Plain).await?;
+            let observer = match TreeObserver::new(framework.clone(), &root, max_paths) {
+                Ok(observer) => observer,
+                Err(err) => {
+                    let _ = within(CLOSE_LIMIT, framework.close()).await;
+                    return Err(err.into());
+                }
+            };
+            // Started here: its task runs where its session does.
+            if let Err(err) = observer.start() {
+                observer.close().await;
                 let _ = within(CLOSE_LIMIT, framework.close()).await;
                 return Err(err.into());
             }
+            Ok::<_, BoxError>((framework, observer))
         };
+        let (apart, started) = match placement {
+            Placement::Shared => (None, start.await),
+            Placement::Apart => {
+                let apart = Apart::new(OBSERVER_THREAD)?;
+                let started = apart.run(start).await.and_then(|started| started);
+                (Some(apart), started)
+            }
+        };
+        let (framework, observer) = started?;
         let attached = Attached {
             framework,
             observer,
+            apart,
         };
-        let current = async {
-            attached.observer.start()?;
-            let mut changes = attached.observer.changes();
-            within(COLD_LIMIT, async {
-                while !changes.borrow_and_update().current {
-                    if changes.changed().await.is_err() {
-                        break;
-                    }
+        let mut changes = attached.observer.changes();
+        let current = within(COLD_LIMIT, async {
+            while !changes.borrow_and_update().current {
+                if changes.changed().await.is_err() {
+                    break;
                 }
-            })
-            .await?;
-            Ok::<_, BoxError>(())
-        };
-        match current.await {
+            }
+        })
+        .await;
+        match current {
             Ok(()) => Ok(attached),
             Err(err) => {
                 attached.close().await;
                 Err(err)
             }
         }
+    }
+
+    /// The name of its runtime's thread, when apart.
+    fn thread(&self) -> Option<&'static str> {
+        self.apart.as_ref().map(|_| OBSERVER_THREAD)
     }
 
     fn events(&self) -> u64 {
@@ -152,8 +200,17 @@ impl Attached {
     }
 
     async fn close(self) {
-        self.observer.close().await;
-        let _ = within(CLOSE_LIMIT, self.framework.close()).await;
+        let (observer, framework) = (self.observer, self.framework);
+        let close = async move {
+            observer.close().await;
+            let _ = within(CLOSE_LIMIT, framework.close()).await;
+        };
+        match &self.apart {
+            Some(apart) => {
+                let _ = apart.run(close).await;
+            }
+            None => close.await,
+        }
     }
 }
 
@@ -163,6 +220,56 @@ struct Ctx<'a> {
     addr: Option<&'a str>,
     idle: f64,
     limit: Duration,
+    /// The server's process, when the run started it (its CPU is read).
+    server: Option<u32>,
+}
+
+/// The server's counts and the CPU times, read around one run.
+struct Around {
+    counters: Option<Counters>,
+    cpu: CpuReading,
+    started: Instant,
+    /// The threads whose CPU is read apart (an observer on its own runtime).
+    thread: Option<&'static str>,
+}
+
+/// What one run cost: the server's traffic, and the CPU between the two
+/// readings.
+struct Spent {
+    traffic: Option<Traffic>,
+    cpu: (CpuReading, CpuReading),
+}
+
+impl Spent {
+    /// The CPU per one of `count` (hand-offs, or pairs).
+    fn cpu_per(&self, count: f64) -> CpuPer {
+        self.cpu.0.per(self.cpu.1, count)
+    }
+}
+
+impl Around {
+    async fn start(ctx: &Ctx<'_>, thread: Option<&'static str>) -> Around {
+        Around {
+            counters: counters(ctx.addr).await,
+            cpu: CpuReading::now(ctx.server, thread),
+            started: Instant::now(),
+            thread,
+        }
+    }
+
+    async fn end(self, ctx: &Ctx<'_>) -> Spent {
+        let cpu = CpuReading::now(ctx.server, self.thread);
+        let traffic = Traffic::between(
+            self.counters,
+            counters(ctx.addr).await,
+            self.started.elapsed(),
+            ctx.idle,
+        );
+        Spent {
+            traffic,
+            cpu: (self.cpu, cpu),
+        }
+    }
 }
 
 pub(crate) async fn entities_phase(
@@ -205,12 +312,14 @@ async fn per_entity(
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off");
     println!("   (ZooKeeper 3.8 counts a persistent recursive watch's NodeDeleted twice: an observed hand-off's notif reads");
     println!("   3 where the observer receives 2, its events column)");
-    println!("   (ceiling: per pair); events = the observer's events applied per hand-off; every row warmed first");
+    println!("   (ceiling: per pair); events = the observer's events applied per hand-off; srv µs = the server's CPU per");
+    println!("   hand-off (per pair), in microseconds; busy = the share of the machine's cores busy; every row warmed first");
     let ctx = Ctx {
         connect: &target.connect,
         addr: target.four_letter.as_deref(),
         idle,
         limit: config.limit(),
+        server: target.server.as_ref().map(|s| s.pid()),
     };
     let base = format!("{root}/entities");
     let clients = open_ceiling(config, &ctx, &base).await;
@@ -278,12 +387,14 @@ async fn per_entity(
         _ => "n/a".to_owned(),
     };
     println!(
-        "{} {:>15} {:>6} {:>6} {:>6}  note",
+        "{} {:>15} {:>6} {:>6} {:>6} {:>7} {:>5}  note",
         lead_header("hand-offs/s"),
         "% ceiling",
         "req",
         "notif",
-        "events"
+        "events",
+        "srv µs",
+        "busy"
     );
     for (i, label) in labels.iter().enumerate() {
         let requests = spread(&reps[i], |x| x.requests);
@@ -313,7 +424,7 @@ async fn per_entity(
             noise_note(&rates, i)
         };
         println!(
-            "{:<34} {lead} {:>15} {:>6} {:>6} {:>6}  {note}{}",
+            "{:<34} {lead} {:>15} {:>6} {:>6} {:>6} {:>7} {:>5}  {note}{}",
             label,
             if i == ceiling_at {
                 String::new()
@@ -327,6 +438,8 @@ async fn per_entity(
             } else {
                 String::new()
             },
+            opt(spread(&reps[i], |x| x.cpu.server_us), 0),
+            percent(spread(&reps[i], |x| x.cpu.busy)),
             failed(&reps[i])
                 .map(|f| format!(" {f}"))
                 .unwrap_or_default()
@@ -373,8 +486,7 @@ async fn measure(
     match row {
         Row::Ceiling => {
             let clients = clients.as_ref().map_err(|e| e.clone())?;
-            let before = counters(ctx.addr).await;
-            let started = Instant::now();
+            let around = Around::start(ctx, None).await;
             let done = ceiling::pairs(
                 clients,
                 &format!("{base}/ceiling"),
@@ -383,46 +495,36 @@ async fn measure(
                 ctx.limit,
             )
             .await;
-            let traffic = Traffic::between(
-                before,
-                counters(ctx.addr).await,
-                started.elapsed(),
-                ctx.idle,
-            );
+            let spent = around.end(ctx).await;
             let (within, all) = done?;
+            let traffic = spent.traffic;
             Ok(Rep {
                 per_s: within as f64 / window.as_secs_f64(),
                 requests: per(traffic.map(|t| t.requests), all as f64),
                 notifications: per(traffic.and_then(|t| t.notifications), all as f64),
                 events: None,
+                cpu: spent.cpu_per(all as f64),
             })
         }
         Row::Contender(i) => {
             let c = &mut contenders[i];
             let path = format!("{base}/{}", c.short);
-            let before = counters(ctx.addr).await;
-            let started = Instant::now();
+            let around = Around::start(ctx, None).await;
             let result = c
                 .entities(ctx.connect, &path, tasks, window, ctx.limit)
                 .await;
-            let traffic = Traffic::between(
-                before,
-                counters(ctx.addr).await,
-                started.elapsed(),
-                ctx.idle,
-            );
-            Ok(figures(result?, traffic, None))
+            let spent = around.end(ctx).await;
+            Ok(figures(result?, &spent, None))
         }
         Row::Observed => {
             // The zk-curator row's paths, observed.
             let c = &mut contenders[ZK_CURATOR];
             let path = format!("{base}/{}", c.short);
-            let attached = Attached::start(ctx.connect, &path, tasks + 10)
+            let attached = Attached::start(ctx.connect, &path, tasks + 10, Placement::Shared)
                 .await
                 .map_err(|e| format!("observer: {e}"))?;
             let from = attached.events();
-            let before = counters(ctx.addr).await;
-            let started = Instant::now();
+            let around = Around::start(ctx, attached.thread()).await;
             let result = c
                 .entities(ctx.connect, &path, tasks, window, ctx.limit)
                 .await;
@@ -430,30 +532,27 @@ async fn measure(
                 Ok(h) => attached.caught_up(from, 2 * h.releases).await,
                 Err(_) => Ok(()),
             };
-            let traffic = Traffic::between(
-                before,
-                counters(ctx.addr).await,
-                started.elapsed(),
-                ctx.idle,
-            );
+            let spent = around.end(ctx).await;
             let events = attached.events().saturating_sub(from);
             attached.close().await;
             let handoffs = result?;
             caught.map_err(|e| e.to_string())?;
-            Ok(figures(handoffs, traffic, Some(events as f64)))
+            Ok(figures(handoffs, &spent, Some(events as f64)))
         }
     }
 }
 
 /// A run's figures per hand-off (per release: the drain's holds, begun
 /// after the window, cost requests too).
-fn figures(h: Handoffs, traffic: Option<Traffic>, events: Option<f64>) -> Rep {
+fn figures(h: Handoffs, spent: &Spent, events: Option<f64>) -> Rep {
     let releases = h.releases as f64;
+    let traffic = spent.traffic;
     Rep {
         per_s: h.per_s,
         requests: per(traffic.map(|t| t.requests), releases),
         notifications: per(traffic.and_then(|t| t.notifications), releases),
         events: events.and_then(|e| per(Some(e), releases)),
+        cpu: spent.cpu_per(releases),
     }
 }
 
@@ -467,6 +566,14 @@ fn failed<T>(reps: &[Measured<T>]) -> Option<String> {
         format!("{} of {} reps failed: {first}", failed.len(), reps.len())
     })
 }
+
+/// The observed workload's rows: without an observer, then with one on
+/// each [`Placement`].
+const OBSERVED_ROWS: [(Option<Placement>, &str); 3] = [
+    (None, "without an observer"),
+    (Some(Placement::Shared), "with a TreeObserver, same runtime"),
+    (Some(Placement::Apart), "with a TreeObserver, own runtime"),
+];
 
 /// Contended hand-offs/s of zk-curator on one path, with an observer over
 /// its parent against without, interleaved.
@@ -488,68 +595,80 @@ async fn observed(
     };
     println!();
     println!(
-        "== Contended, observed: {} with N = {n} sessions (one task each) on ONE path, {k} rep(s) of {:.1} s, with a",
+        "== Contended, observed: {} with N = {n} sessions (one task each) on ONE path, {k} rep(s) of {:.1} s,",
         c.label,
         window.as_secs_f64()
     );
-    println!("   TreeObserver (a session of its own, in this process) over the path's parent and without, both in each rep,");
-    println!("   the order alternating from rep to rep ==");
+    println!("   without an observer and with a TreeObserver (a session of its own, in this process) over the path's parent:");
+    println!("   on the contenders' runtime (as a service would run one in its own process), and on a runtime of its own");
+    println!("   (one worker thread: as the dashboard, a process of its own, attaches to a running system); all three in");
+    println!("   each rep, in a rotating order ==");
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off;");
-    println!("   events = the observer's events applied per hand-off; cost = 1 - with / without");
+    println!("   events = the observer's events applied per hand-off; cost = 1 - with / without, the runs of one rep;");
+    println!("   srv µs, proc µs, obs µs = CPU per hand-off in microseconds: the server's, this whole process's (contenders");
+    println!("   and observer), the observer's runtime thread's (own runtime only); busy = the share of the machine's cores busy");
     let ctx = Ctx {
         connect: &target.connect,
         addr: target.four_letter.as_deref(),
         idle,
         limit: config.limit(),
+        server: target.server.as_ref().map(|s| s.pid()),
     };
     let base = format!("{root}/observed");
     let path = format!("{base}/lock");
     // Unmeasured: once each (the path made, the observer's code warm).
-    for observe in [false, true] {
+    for (placement, name) in OBSERVED_ROWS {
         if let Err(reason) =
-            contended_run(c, &ctx, &base, &path, n, config.entity_warmup, observe).await
+            contended_run(c, &ctx, &base, &path, n, config.entity_warmup, placement).await
         {
-            println!(
-                "  warm-up {}: n/a ({reason})",
-                if observe { "with" } else { "without" }
-            );
+            println!("  warm-up {name}: n/a ({reason})");
         }
     }
-    // [without, with], each rep.
-    let mut reps: [Vec<Measured<Rep>>; 2] = [Vec::new(), Vec::new()];
-    let mut costs = Vec::new();
+    let mut reps: [Vec<Measured<Rep>>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    // Each observed row's cost, per rep.
+    let mut costs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for rep in 0..k {
-        let mut pair = [None, None];
-        for observe in [rep % 2 == 1, rep % 2 == 0] {
+        let mut rates = [None; 3];
+        for row in rotation(rep, OBSERVED_ROWS.len()) {
             settle().await;
-            let result = contended_run(c, &ctx, &base, &path, n, window, observe).await;
-            pair[usize::from(observe)] = result.as_ref().ok().map(|r| r.per_s);
-            reps[usize::from(observe)].push(result);
+            let result =
+                contended_run(c, &ctx, &base, &path, n, window, OBSERVED_ROWS[row].0).await;
+            rates[row] = result.as_ref().ok().map(|r| r.per_s);
+            reps[row].push(result);
         }
-        if let [Some(without), Some(with)] = pair {
-            if without > 0.0 {
-                costs.push(1.0 - with / without);
+        for (cost, with) in costs.iter_mut().zip(&rates[1..]) {
+            if let (Some(without), Some(with)) = (rates[0], with) {
+                if without > 0.0 {
+                    cost.push(1.0 - with / without);
+                }
             }
         }
     }
     let rates: Vec<Option<Spread>> = reps.iter().map(|r| spread(r, |x| Some(x.per_s))).collect();
     println!(
-        "{:<34} {:>10} {:>17} {:>6} {:>6} {:>6}  note",
-        "", "hand-offs/s", "min–max", "req", "notif", "events"
+        "{:<34} {:>10} {:>17} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>5}  note",
+        "",
+        "hand-offs/s",
+        "min–max",
+        "req",
+        "notif",
+        "events",
+        "srv µs",
+        "proc µs",
+        "obs µs",
+        "busy"
     );
-    for (i, name) in ["without an observer", "with a TreeObserver"]
-        .iter()
-        .enumerate()
-    {
+    for (i, (_, name)) in OBSERVED_ROWS.iter().enumerate() {
         let requests = spread(&reps[i], |x| x.requests);
         let notifications = spread(&reps[i], |x| x.notifications);
         let events = spread(&reps[i], |x| x.events);
+        let observer = spread(&reps[i], |x| x.cpu.named_us);
         let lead = match rates[i] {
             Some(s) => format!("{:>10.0} {:>17}", s.median, s.range(0)),
             None => format!("{:>10} {:>17}", "n/a", ""),
         };
         println!(
-            "{name:<34} {lead} {:>6} {:>6} {:>6}  {}",
+            "{name:<34} {lead} {:>6} {:>6} {:>6} {:>7} {:>7} {:>7} {:>5}  {}",
             opt(requests, 2),
             opt(notifications, 2),
             if events.is_some() {
@@ -557,41 +676,73 @@ async fn observed(
             } else {
                 String::new()
             },
+            opt(spread(&reps[i], |x| x.cpu.server_us), 0),
+            opt(spread(&reps[i], |x| x.cpu.process_us), 0),
+            if observer.is_some() {
+                opt(observer, 0)
+            } else {
+                String::new()
+            },
+            percent(spread(&reps[i], |x| x.cpu.busy)),
             failed(&reps[i]).unwrap_or_default()
         );
     }
-    let cost = Spread::of(&costs);
-    let noise = match (rates[0], rates[1]) {
-        (Some(a), Some(b)) => match a.within_noise(&b) {
-            Some(true) => "the two rows are within noise of each other",
-            Some(false) => "the two rows' ranges do not overlap",
-            None => "1 rep: no noise estimate",
-        },
-        _ => "",
+    // The CPU each observed row adds per hand-off (the server's and this
+    // process's medians), against the row without.
+    let cpu = |i: usize| {
+        spread(&reps[i], |x| x.cpu.server_us)
+            .zip(spread(&reps[i], |x| x.cpu.process_us))
+            .map(|(server, process)| (server.median, process.median))
     };
-    println!(
-        "observer's cost: {} of hand-offs/s over the medians (with / without = {}); per rep (the two runs of a rep): median {}, min–max {}; {noise}",
-        match (rates[0], rates[1]) {
-            (Some(a), Some(b)) if a.median > 0.0 => format!("{:.1}%", 100.0 * (1.0 - b.median / a.median)),
-            _ => "n/a".to_owned(),
-        },
-        ratio(rates[1].as_ref(), rates[0].as_ref()),
-        cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c.median)),
-        cost.map_or_else(
-            || "n/a".to_owned(),
-            |c| format!("{:.1}%–{:.1}%", 100.0 * c.min, 100.0 * c.max)
-        ),
-    );
+    let mut placements = Vec::new();
+    for (i, (_, name)) in OBSERVED_ROWS.iter().enumerate().skip(1) {
+        let cost = Spread::of(&costs[i - 1]);
+        let noise = match (rates[0], rates[i]) {
+            (Some(a), Some(b)) => match a.within_noise(&b) {
+                Some(true) => "within noise of the row without",
+                Some(false) => "its range and the row without's do not overlap",
+                None => "1 rep: no noise estimate",
+            },
+            _ => "",
+        };
+        println!(
+            "cost {name}: {} of hand-offs/s over the medians (with / without = {}); per rep: median {}, min–max {}; {noise}",
+            match (rates[0], rates[i]) {
+                (Some(a), Some(b)) if a.median > 0.0 => format!("{:.1}%", 100.0 * (1.0 - b.median / a.median)),
+                _ => "n/a".to_owned(),
+            },
+            ratio(rates[i].as_ref(), rates[0].as_ref()),
+            cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c.median)),
+            cost.map_or_else(
+                || "n/a".to_owned(),
+                |c| format!("{:.1}%–{:.1}%", 100.0 * c.min, 100.0 * c.max)
+            ),
+        );
+        if let (Some((server, process)), Some((with_server, with_process))) = (cpu(0), cpu(i)) {
+            let before = server + process;
+            let added = (with_server - server) + (with_process - process);
+            println!(
+                "   CPU {name}: {added:+.0} µs per hand-off (server {:+.0}, this process {:+.0}): {:+.1}% of the {before:.0} µs a hand-off takes of both without",
+                with_server - server,
+                with_process - process,
+                if before > 0.0 { 100.0 * added / before } else { 0.0 },
+            );
+        }
+        placements.push(ObservedWith {
+            name,
+            rate: rates[i],
+            cost,
+        });
+    }
     findings.observed = Some(ObservedFindings {
         sessions: n,
         without: rates[0],
-        with: rates[1],
-        cost,
+        with: placements,
     });
 }
 
 /// One contended run of zk-curator on `path`, with an observer over `base`
-/// if `observe`.
+/// placed as `observe` says, if any.
 async fn contended_run(
     c: &mut Contender,
     ctx: &Ctx<'_>,
@@ -599,20 +750,18 @@ async fn contended_run(
     path: &str,
     n: usize,
     window: Duration,
-    observe: bool,
+    observe: Option<Placement>,
 ) -> Measured<Rep> {
-    let attached = if observe {
-        Some(
-            Attached::start(ctx.connect, base, 10)
+    let attached = match observe {
+        Some(placement) => Some(
+            Attached::start(ctx.connect, base, 10, placement)
                 .await
                 .map_err(|e| format!("observer: {e}"))?,
-        )
-    } else {
-        None
+        ),
+        None => None,
     };
     let from = attached.as_ref().map_or(0, Attached::events);
-    let before = counters(ctx.addr).await;
-    let started = Instant::now();
+    let around = Around::start(ctx, attached.as_ref().and_then(Attached::thread)).await;
     let result = c
         .contended(ctx.connect, path, n, n, window, ctx.limit)
         .await;
@@ -620,12 +769,7 @@ async fn contended_run(
         (Some(a), Ok(h)) => a.caught_up(from, 2 * h.releases).await,
         _ => Ok(()),
     };
-    let traffic = Traffic::between(
-        before,
-        counters(ctx.addr).await,
-        started.elapsed(),
-        ctx.idle,
-    );
+    let spent = around.end(ctx).await;
     let events = attached
         .as_ref()
         .map(|a| a.events().saturating_sub(from) as f64);
@@ -634,5 +778,5 @@ async fn contended_run(
     }
     let handoffs = result?;
     caught.map_err(|e| e.to_string())?;
-    Ok(figures(handoffs, traffic, events))
+    Ok(figures(handoffs, &spent, events))
 }

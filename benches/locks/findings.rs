@@ -37,8 +37,8 @@ pub(crate) struct Findings {
     pub(crate) tree_cold: Option<(f64, Option<f64>)>,
     /// The tree workload's per-entity hand-offs (`entities.rs`).
     pub(crate) entities: Option<EntityFindings>,
-    /// Contended hand-offs/s without an observer and with one, and the
-    /// observer's cost per rep (1 - with / without, the two runs of a rep).
+    /// Contended hand-offs/s without an observer and with one on each
+    /// placement, and the observer's cost per rep (1 - with / without).
     pub(crate) observed: Option<ObservedFindings>,
 }
 
@@ -52,13 +52,21 @@ pub(crate) struct EntityFindings {
     pub(crate) ceiling: Option<Spread>,
 }
 
-/// Contended hand-offs/s on one path, with a `TreeObserver` over it and
-/// without.
-#[derive(Clone, Copy)]
+/// Contended hand-offs/s on one path, without an observer and with a
+/// `TreeObserver` over it on each placement.
+#[derive(Clone)]
 pub(crate) struct ObservedFindings {
     pub(crate) sessions: usize,
     pub(crate) without: Option<Spread>,
-    pub(crate) with: Option<Spread>,
+    pub(crate) with: Vec<ObservedWith>,
+}
+
+/// The observed rows' figures, one placement of the observer.
+#[derive(Clone)]
+pub(crate) struct ObservedWith {
+    /// The row's name (where the observer ran).
+    pub(crate) name: &'static str,
+    pub(crate) rate: Option<Spread>,
     /// The cost of each rep, as a share of its run without (0.02 = 2 %).
     pub(crate) cost: Option<Spread>,
 }

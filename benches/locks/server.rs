@@ -45,6 +45,11 @@ impl BenchServer {
         Self::start_with(None)
     }
 
+    /// The server's process (the JVM itself).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A server that also serves TLS on a second port, with `tls`'s key
     /// store, trust store and client-certificate rule (`ssl.clientAuth`).
     pub(crate) fn start_tls(tls: &ServerTls) -> Result<BenchServer, BoxError> {

@@ -51,3 +51,8 @@ pub(crate) fn opt(value: Option<Spread>, decimals: usize) -> String {
         |s| format!("{:.*}", decimals, s.median),
     )
 }
+
+/// A share's median (0 to 1) as a whole percentage, or "n/a".
+pub(crate) fn percent(value: Option<Spread>) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |s| format!("{:.0}%", 100.0 * s.median))
+}

@@ -172,30 +172,33 @@ fn print_tree_targets(f: &Findings) {
             )
         );
     }
-    if let Some(o) = f.observed {
-        let cost = o
-            .without
-            .zip(o.with)
-            .filter(|(a, _)| a.median > 0.0)
-            .map(|(a, b)| 1.0 - b.median / a.median);
-        // The reps' own costs (the two runs of a rep) must be narrower
-        // than the goal's two points either side to judge it.
-        let spread = o.cost.filter(|c| c.reps >= 2 && c.max - c.min > 0.04);
-        let judged = match (cost, spread) {
-            (None, _) => "n/a".to_owned(),
-            (Some(c), Some(s)) => format!(
-                "not resolved: the reps' own costs span {:.1}% to {:.1}%, wider than the goal (median {} it)",
-                100.0 * s.min,
-                100.0 * s.max,
-                if c <= 0.02 { "within" } else { "above" }
-            ),
-            (Some(c), None) => verdict(Some(c <= 0.02)).to_owned(),
-        };
-        println!(
-            "contended N = {}: the observer costs {} of hand-offs/s, over the medians (target <= 2%): {judged}",
-            o.sessions,
-            cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c)),
-        );
+    if let Some(o) = &f.observed {
+        for with in &o.with {
+            let cost = o
+                .without
+                .zip(with.rate)
+                .filter(|(a, _)| a.median > 0.0)
+                .map(|(a, b)| 1.0 - b.median / a.median);
+            // The reps' own costs must be narrower than the goal's two
+            // points either side to judge it.
+            let spread = with.cost.filter(|c| c.reps >= 2 && c.max - c.min > 0.04);
+            let judged = match (cost, spread) {
+                (None, _) => "n/a".to_owned(),
+                (Some(c), Some(s)) => format!(
+                    "not resolved: the reps' own costs span {:.1}% to {:.1}%, wider than the goal (median {} it)",
+                    100.0 * s.min,
+                    100.0 * s.max,
+                    if c <= 0.02 { "within" } else { "above" }
+                ),
+                (Some(c), None) => verdict(Some(c <= 0.02)).to_owned(),
+            };
+            println!(
+                "contended N = {}, {}: the observer costs {} of hand-offs/s, over the medians (target <= 2%): {judged}",
+                o.sessions,
+                with.name,
+                cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c)),
+            );
+        }
     }
 }
 
