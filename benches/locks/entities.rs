@@ -627,20 +627,32 @@ async fn observed(
     let mut reps: [Vec<Measured<Rep>>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     // Each observed row's cost, per rep.
     let mut costs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    // And the CPU each adds per hand-off (the server's and this
+    // process's), in microseconds, per rep.
+    let mut added: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for rep in 0..k {
         let mut rates = [None; 3];
+        let mut cpu = [None; 3];
         for row in rotation(rep, OBSERVED_ROWS.len()) {
             settle().await;
             let result =
                 contended_run(c, &ctx, &base, &path, n, window, OBSERVED_ROWS[row].0).await;
             rates[row] = result.as_ref().ok().map(|r| r.per_s);
+            cpu[row] = result
+                .as_ref()
+                .ok()
+                .and_then(|r| r.cpu.server_us.zip(r.cpu.process_us))
+                .map(|(server, process)| server + process);
             reps[row].push(result);
         }
-        for (cost, with) in costs.iter_mut().zip(&rates[1..]) {
-            if let (Some(without), Some(with)) = (rates[0], with) {
+        for (row, (cost, added)) in costs.iter_mut().zip(added.iter_mut()).enumerate() {
+            if let (Some(without), Some(with)) = (rates[0], rates[row + 1]) {
                 if without > 0.0 {
                     cost.push(1.0 - with / without);
                 }
+            }
+            if let (Some(without), Some(with)) = (cpu[0], cpu[row + 1]) {
+                added.push(with - without);
             }
         }
     }
@@ -720,12 +732,21 @@ async fn observed(
         );
         if let (Some((server, process)), Some((with_server, with_process))) = (cpu(0), cpu(i)) {
             let before = server + process;
-            let added = (with_server - server) + (with_process - process);
+            let over_medians = (with_server - server) + (with_process - process);
+            let per_rep = Spread::of(&added[i - 1]).map_or_else(
+                || "n/a".to_owned(),
+                |a| {
+                    format!(
+                        "median {:+.0}, min–max {:+.0} to {:+.0}",
+                        a.median, a.min, a.max
+                    )
+                },
+            );
             println!(
-                "   CPU {name}: {added:+.0} µs per hand-off (server {:+.0}, this process {:+.0}): {:+.1}% of the {before:.0} µs a hand-off takes of both without",
+                "   CPU {name}: {over_medians:+.0} µs per hand-off over the medians (server {:+.0}, this process {:+.0}): {:+.1}% of the {before:.0} µs a hand-off takes of both without; per rep: {per_rep}",
                 with_server - server,
                 with_process - process,
-                if before > 0.0 { 100.0 * added / before } else { 0.0 },
+                if before > 0.0 { 100.0 * over_medians / before } else { 0.0 },
             );
         }
         placements.push(ObservedWith {
