@@ -223,6 +223,8 @@ use top::Topology;
 pub use top::{LinkIter, LinksIter, SentRef};
 
 mod world;
+
+mod addr_map;
 use world::World;
 
 const TRACING_TARGET: &str = "turmoil";

@@ -3,6 +3,7 @@ use crate::host::Host;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
 
+use crate::addr_map::AddrMap;
 use indexmap::IndexMap;
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Exp};
@@ -18,6 +19,11 @@ pub(crate) struct Topology {
 
     /// Specific configuration overrides between specific hosts.
     links: IndexMap<Pair, Link>,
+
+    /// Each host's links, as indices into `links` in their order there
+    /// (links are only ever added): a host's messages are delivered from
+    /// its own links without a look at every other one.
+    ends: AddrMap<Vec<usize>>,
 
     /// We don't use a Rt for async. Right now, we just use it to tick time
     /// forward in the same way we do it elsewhere. We'd like to represent
@@ -177,6 +183,7 @@ impl Topology {
         Topology {
             config,
             links: IndexMap::new(),
+            ends: AddrMap::default(),
             rt: Rt::no_software(),
         }
     }
@@ -184,7 +191,11 @@ impl Topology {
     /// Register a link between two hosts
     pub(crate) fn register(&mut self, a: IpAddr, b: IpAddr) {
         let pair = Pair::new(a, b);
-        assert!(self.links.insert(pair, Link::new(self.rt.now())).is_none());
+        let (index, old) = self.links.insert_full(pair, Link::new(self.rt.now()));
+        assert!(old.is_none());
+        for end in [a, b] {
+            self.ends.entry(end).or_default().push(index);
+        }
     }
 
     pub(crate) fn set_max_message_latency(&mut self, value: Duration) {
@@ -250,8 +261,11 @@ impl Topology {
 
     // Move messages from any network links to the `dst` host.
     pub(crate) fn deliver_messages(&mut self, rand: &mut dyn RngCore, dst: &mut Host) {
-        for (pair, link) in &mut self.links {
-            if pair.0 == dst.addr || pair.1 == dst.addr {
+        let Some(ends) = self.ends.get(&dst.addr) else {
+            return;
+        };
+        for &index in ends {
+            if let Some((_, link)) = self.links.get_index_mut(index) {
                 link.deliver_messages(&self.config, rand, dst);
             }
         }
@@ -285,8 +299,11 @@ impl Topology {
 
     pub(crate) fn tick_by(&mut self, duration: Duration) {
         let _ = self.rt.tick(duration);
+        // One reading of the clock for every link (it does not move
+        // between them).
+        let now = self.rt.now();
         for link in self.links.values_mut() {
-            link.tick(self.rt.now());
+            link.tick(now);
         }
     }
 
@@ -446,12 +463,19 @@ impl Link {
         rand: &mut dyn RngCore,
         host: &mut Host,
     ) {
-        let deliverable = self
+        // The host's queue, found by a look at the link's (at most two)
+        // ends rather than by hashing: most steps have nothing for it.
+        let Some((_, queue)) = self
             .deliverable
-            .entry(host.addr)
-            .or_default()
-            .drain(..)
-            .collect::<Vec<Envelope>>();
+            .iter_mut()
+            .find(|(addr, _)| **addr == host.addr)
+        else {
+            return;
+        };
+        if queue.is_empty() {
+            return;
+        }
+        let deliverable = std::mem::take(queue);
 
         for message in deliverable {
             let (src, dst) = (message.src, message.dst);
