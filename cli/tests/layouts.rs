@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{kazoo_available, kazoo_script, make, raw, run, server, stderr, zkc};
+use common::{children_of, kazoo_available, kazoo_script, make, raw, run, server, stderr, zkc};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use zk_curator_testing::peer::Peer;
@@ -30,15 +30,7 @@ fn unique(name: &str) -> String {
 
 /// The children of `path`, through the plain client.
 async fn children(path: &str) -> Vec<String> {
-    let client = raw().await;
-    match client.list_children(path).await {
-        Ok(mut children) => {
-            children.sort();
-            children
-        }
-        Err(zk_curator::zk::Error::NoNode) => Vec::new(),
-        Err(err) => panic!("list {path}: {err}"),
-    }
+    children_of(&raw().await, path).await
 }
 
 /// `verb path [options] -- sh -c script`, in the background.

@@ -41,7 +41,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    curator_interop, framework, kazoo_available, kazoo_script, raw, run, server, text, Dashboard,
+    children_of, curator_interop, framework, kazoo_available, kazoo_script, raw, run, server, text,
+    Dashboard,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -313,11 +314,7 @@ fn paths_listed(listing: &Value, what: &str) -> Listing {
 async fn new_node(client: &zk::Client, dir: &str, known: &mut Vec<String>) -> String {
     let deadline = Instant::now() + WAIT_LIMIT;
     loop {
-        let children = match client.list_children(dir).await {
-            Ok(children) => children,
-            Err(zk::Error::NoNode) => Vec::new(),
-            Err(err) => panic!("cannot list {dir}: {err}"),
-        };
+        let children = children_of(client, dir).await;
         let fresh: Vec<&String> = children.iter().filter(|c| !known.contains(c)).collect();
         assert!(fresh.len() <= 1, "{dir}: more than one new node: {fresh:?}");
         if let [name] = fresh.as_slice() {

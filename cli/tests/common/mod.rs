@@ -68,6 +68,20 @@ pub async fn raw() -> zk::Client {
         .unwrap()
 }
 
+/// The children of `path` as `client` sees them now, sorted; none when
+/// `path` is gone (a container node that the server removed once its
+/// last participant left, as a real ZooKeeper does, reads as empty).
+pub async fn children_of(client: &zk::Client, path: &str) -> Vec<String> {
+    match client.list_children(path).await {
+        Ok(mut children) => {
+            children.sort();
+            children
+        }
+        Err(zk::Error::NoNode) => Vec::new(),
+        Err(err) => panic!("cannot list {path}: {err}"),
+    }
+}
+
 /// Creates `path` and every missing level above it (persistent, open to
 /// anyone), `path` itself with `data`: a node as another library or a
 /// stuck holder could leave it.
