@@ -13,6 +13,7 @@ use common::{
     bounded, children, eventually, framework, raw_client, requests_with, server, unique_path,
     wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
+use zk_curator::framework::retry::RetryPolicy;
 use zk_curator::framework::zk;
 use zk_curator::framework::DEFAULT_MAX_PACKET_SIZE;
 use zk_curator::{
@@ -731,6 +732,103 @@ async fn lost_reply_to_the_lease_create_leaves_one_lease() {
         let stat = raw.check_stat(lease.node().path()).await.unwrap().unwrap();
         assert_eq!(stat.ephemeral_owner, fw.session().await.unwrap().id());
         lease.release().await.unwrap();
+        fw.close().await;
+    })
+    .await;
+}
+
+/// A retry policy that, once armed, makes the first retry asked of it
+/// wait `slow` and every other one 10 ms.
+#[derive(Debug)]
+struct SlowFirstRetry {
+    armed: Arc<AtomicBool>,
+    slow: Duration,
+}
+
+impl RetryPolicy for SlowFirstRetry {
+    fn allow_retry(&self, retry_count: u32, _elapsed: Duration) -> Option<Duration> {
+        if retry_count > 20 {
+            return None;
+        }
+        if self.armed.swap(false, Ordering::SeqCst) {
+            Some(self.slow)
+        } else {
+            Some(Duration::from_millis(10))
+        }
+    }
+}
+
+/// Seed 59458 of the simulator, on a real server: the semaphore lists its
+/// path beside the internal mutex's acquire, so the mutex can be granted
+/// while that listing is still being retried after a lost connection. A
+/// deadline that ends the acquire in that gap must still give the mutex
+/// back; before the fix its node stayed for as long as the session lived,
+/// and every later acquirer of the semaphore waited behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_between_the_mutex_grant_and_the_listing_gives_the_mutex_back() {
+    common::init_tracing();
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let path = unique_path("sem-grant-gap");
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let armed = Arc::new(AtomicBool::new(false));
+        let policy = SlowFirstRetry {
+            armed: armed.clone(),
+            slow: Duration::from_secs(2),
+        };
+        let fw = common::framework_with(&proxy.connect_string(), |b| b.retry_policy(policy)).await;
+        let raw = raw_client(&server.connect_string()).await;
+        let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
+        // Made once, so that the acquire below starts with the listing of
+        // the path as the first thing it sends.
+        within(semaphore.acquire())
+            .await
+            .unwrap()
+            .release()
+            .await
+            .unwrap();
+        assert_settles(&raw, &[&fw], &path, &[]).await;
+
+        // The listing of the semaphore's path (sent first) loses its reply
+        // and the connection: the listing is retried in 2 s, the mutex's
+        // create in 10 ms, and the deadline (700 ms) falls in between.
+        armed.store(true, Ordering::SeqCst);
+        let fault = proxy.lose_reply_to_next(
+            RequestMatcher::opcode(zk_curator_testing::proxy::opcode::GET_CHILDREN)
+                .path_contains(&path),
+        );
+        let acquire = semaphore.acquire_timeout(Duration::from_millis(700));
+        let mut acquire = std::pin::pin!(acquire);
+        // While it waits, the internal mutex is taken on the server: a node
+        // of ours under `locks`, and no lease yet.
+        let seen = tokio::select! {
+            result = &mut acquire => panic!("returned before the mutex was seen held: {result:?}"),
+            seen = eventually(PATIENCE, || async {
+                children(&raw, &locks_of(&path)).await.len() == 1
+            }) => seen,
+        };
+        assert!(seen, "the internal mutex was never taken");
+        assert!(fault.fired(), "the listing's reply was lost");
+        assert!(
+            within(acquire).await.unwrap().is_none(),
+            "a lease was granted though the listing was still being retried"
+        );
+        assert!(
+            !armed.load(Ordering::SeqCst),
+            "the slow retry was never asked for"
+        );
+        // The mutex is given back: nothing left under `locks`, no lease.
+        assert_settles(&raw, &[&fw], &path, &[]).await;
+        // And the semaphore is free for another session at once.
+        let other = framework(&server.connect_string()).await;
+        let lease = InterProcessSemaphoreV2::new(other.clone(), &path, 2)
+            .unwrap()
+            .acquire_timeout(Duration::from_secs(2))
+            .await
+            .unwrap()
+            .expect("the semaphore is free");
+        lease.release().await.unwrap();
+        other.close().await;
         fw.close().await;
     })
     .await;

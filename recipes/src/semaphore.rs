@@ -672,23 +672,33 @@ impl InterProcessSemaphoreV2 {
     /// lease): the path is listed beside the internal mutex's acquire (no
     /// round trip of its own) and checked with
     /// [`check_family`](crate::layout::check_family).
+    ///
+    /// The mutex is guarded in the poll that grants it, inside the join:
+    /// the listing may still be pending then (retried after a lost
+    /// connection), and a deadline or a drop in that gap must give the
+    /// mutex back, not leave its node to the session (simulator seed
+    /// 59458).
     async fn attempt(&self, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
-        let (beside, mutex) = futures::join!(
-            self.check_path(),
-            self.shared.lock.acquire(Acquire::new().wait(wait))
-        );
-        let Some(mutex) = mutex? else {
+        let framework = &self.shared.framework;
+        let granted = async {
+            let mutex = self.shared.lock.acquire(Acquire::new().wait(wait)).await?;
+            Ok::<_, Error>(mutex.map(|mutex| {
+                let guard = ContenderGuard::node(framework, mutex.node().path());
+                (mutex, guard)
+            }))
+        };
+        let (beside, granted) = futures::join!(self.check_path(), granted);
+        let Some((mutex, guard)) = granted? else {
             beside?;
             return Ok(None);
         };
         if let Err(err) = beside {
             tracing::warn!(%err, "not taking a lease beside participants that cannot see ours");
-            let guard = ContenderGuard::node(&self.shared.framework, mutex.node().path());
             self.give_back(&mutex, guard).await;
             self.remove_empty_queues().await;
             return Err(err);
         }
-        self.leases_under(&mutex, n, wait).await
+        self.leases_under(&mutex, guard, n, wait).await
     }
 
     /// After a refusal: the internal queue's acquire made the `locks`
@@ -739,10 +749,15 @@ impl InterProcessSemaphoreV2 {
     /// mutex's session only (a lease taken on another session would not be
     /// covered by the mutex), then gives the mutex back. `None` (and
     /// nothing left behind) when `wait` ends before the last lease: a try
-    /// whose lease is not free at once, or a deadline.
-    async fn leases_under(&self, mutex: &Hold, n: u32, wait: Wait) -> Result<Option<Vec<Lease>>> {
-        // No await since the grant: the mutex node is always guarded.
-        let mutex_guard = ContenderGuard::node(&self.shared.framework, mutex.node().path());
+    /// whose lease is not free at once, or a deadline. `mutex_guard`
+    /// deletes the mutex's node if this is dropped before it gives it back.
+    async fn leases_under(
+        &self,
+        mutex: &Hold,
+        mutex_guard: ContenderGuard,
+        n: u32,
+        wait: Wait,
+    ) -> Result<Option<Vec<Lease>>> {
         tracing::debug!(node = %mutex.node().path(), "internal mutex held");
         let session = mutex.session().ok_or(Error::SessionExpired)?;
         let revocation = self.revocation();
