@@ -191,6 +191,9 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
 
+    if let Some(warning) = arguments::unoptimized_warning() {
+        println!("{warning}");
+    }
     println!("embedded ZooKeeper-protocol server vs a real Apache ZooKeeper 3.8 (standalone, JVM)");
     println!(
         "machine: {} CPUs; one run on a shared machine: servers and clients compete for the same cores",

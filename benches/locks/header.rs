@@ -29,6 +29,9 @@ pub(crate) async fn print_header(config: &Config, target: &Target) {
             .unwrap_or_else(|| "version unknown (mntr not answered)".to_owned()),
         None => "version unknown".to_owned(),
     };
+    if let Some(warning) = super::arguments::unoptimized_warning() {
+        println!("{warning}");
+    }
     println!(
         "zk-curator lock benchmark (DESIGN.md §8, issue 9){}",
         if config.quick {

@@ -354,6 +354,9 @@ async fn clock_check(browser: &browser::Browser, when: &str) {
 }
 
 async fn run(server: &TestingServer, sizes: Sizes, with_browser: bool) -> Result<(), BoxError> {
+    if let Some(warning) = arguments::unoptimized_warning() {
+        println!("{warning}");
+    }
     let connect = server.connect_string();
     let root = format!("/bench-dashboard-{}", std::process::id());
     let dirs: Vec<String> = (0..sizes.paths)
