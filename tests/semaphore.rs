@@ -779,8 +779,10 @@ async fn a_deadline_between_the_mutex_grant_and_the_listing_gives_the_mutex_back
         let fw = common::framework_with(&proxy.connect_string(), |b| b.retry_policy(policy)).await;
         let raw = raw_client(&server.connect_string()).await;
         let semaphore = InterProcessSemaphoreV2::new(fw.clone(), &path, 2).unwrap();
-        // Made once, so that the acquire below starts with the listing of
-        // the path as the first thing it sends.
+        // One acquire and release first, so that the path and its `locks`
+        // child exist: the acquire below sends only the path's listing
+        // (first, matched by the fault), the mutex's create and its
+        // listing.
         within(semaphore.acquire())
             .await
             .unwrap()
