@@ -620,13 +620,19 @@ async fn a_framework_follows_its_ensemble_provider_to_new_hosts() {
         })
         .await;
         assert!(moved, "the framework never built a session on the new host");
+        // Held while the new host is asked: once released, the lock's
+        // emptied containers may be reaped by the server at any moment.
+        let held = mutex.lock().await.unwrap();
         let session = framework.session().await.unwrap();
         let raw = common::raw_client(&second.connect_string()).await;
-        let nodes = common::children(&raw, "/").await;
+        let nodes = common::children(&raw, &path).await;
         assert!(
-            nodes.iter().any(|n| path.starts_with(&format!("/{n}"))),
+            nodes
+                .iter()
+                .any(|n| held.node().path().ends_with(&format!("/{n}"))),
             "the lock was not taken on the new host: {nodes:?} (session {session:?})"
         );
+        held.release().await.unwrap();
         framework.close().await;
     })
     .await;
