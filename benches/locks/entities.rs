@@ -11,7 +11,10 @@
 //!   watch. Every contender in the same reps, plus zk-curator with a
 //!   `TreeObserver` (on a session of its own) over the entities' root, plus
 //!   the server's create+delete ceiling (`ceiling.rs`: pipelined
-//!   zookeeper-client sessions), interleaved in a rotating order. Requests
+//!   zookeeper-client sessions) and the same pairs in flight on one of
+//!   those sessions alone (every contender has one session: what one
+//!   session carries bounds its row first), interleaved in a rotating
+//!   order. Requests
 //!   and notifications per hand-off are the server's counts (`mntr`), all
 //!   kinds of notification (a persistent recursive watch is told of
 //!   creations too). ZooKeeper 3.8 counts a persistent recursive watch's
@@ -70,13 +73,22 @@ const OBSERVER_THREAD: &str = "observer";
 const OBSERVED_LABEL: &str = "zk-curator + TreeObserver";
 
 /// One row of the per-entity table.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Row {
     Contender(usize),
     /// zk-curator, with an observer over the entities' root.
     Observed,
     /// The server's create+delete pairs, pipelined.
     Ceiling,
+    /// The same pairs in flight, all on one of the ceiling's sessions: what
+    /// one session carries, as every contender here has one.
+    OneSession,
+}
+
+impl Row {
+    fn is_ceiling(self) -> bool {
+        matches!(self, Row::Ceiling | Row::OneSession)
+    }
 }
 
 /// One measurement of one row, its figures per hand-off (per pair for the
@@ -306,8 +318,12 @@ async fn per_entity(
         "   {OBSERVED_LABEL}: the zk-curator row with a TreeObserver (a session of its own) over the entities' root."
     );
     println!(
-        "   ceiling: create+delete pairs/s of {} pipelined zookeeper-client session(s), {} pairs in flight each (ceiling.rs).",
+        "   ceiling: create+delete pairs/s of {} pipelined zookeeper-client session(s), {} pairs in flight each (ceiling.rs);",
         config.ceiling_sessions, config.ceiling_depth
+    );
+    println!(
+        "   ceiling on one session: the same {} pairs in flight, all on one of those sessions (every contender has one).",
+        config.ceiling_sessions * config.ceiling_depth
     );
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off");
     println!("   (ZooKeeper 3.8 counts a persistent recursive watch's NodeDeleted twice: an observed hand-off's notif reads");
@@ -325,12 +341,13 @@ async fn per_entity(
     let clients = open_ceiling(config, &ctx, &base).await;
     let rows: Vec<Row> = (0..contenders.len())
         .map(Row::Contender)
-        .chain([Row::Observed, Row::Ceiling])
+        .chain([Row::Observed, Row::Ceiling, Row::OneSession])
         .collect();
     let label = |row: Row| match row {
         Row::Contender(i) => contenders[i].label,
         Row::Observed => OBSERVED_LABEL,
         Row::Ceiling => "ceiling (create+delete pairs/s)",
+        Row::OneSession => "ceiling on one session",
     };
     let labels: Vec<&'static str> = rows.iter().map(|&r| label(r)).collect();
 
@@ -375,9 +392,13 @@ async fn per_entity(
     }
 
     let rates: Vec<Option<Spread>> = reps.iter().map(|r| spread(r, |x| Some(x.per_s))).collect();
-    let ceiling_at = rows.len() - 1;
-    let ceiling = rates[ceiling_at];
-    let share = |rate: Option<Spread>| match (rate, ceiling) {
+    let rate_of = |wanted: Row| {
+        rows.iter()
+            .position(|&row| row == wanted)
+            .and_then(|i| rates[i])
+    };
+    let (ceiling, one_session) = (rate_of(Row::Ceiling), rate_of(Row::OneSession));
+    let share_of = |rate: Option<Spread>, ceiling: Option<Spread>| match (rate, ceiling) {
         (Some(r), Some(c)) if c.median > 0.0 => format!(
             "{:.0}% ({:.0}–{:.0})",
             100.0 * r.median / c.median,
@@ -386,6 +407,7 @@ async fn per_entity(
         ),
         _ => "n/a".to_owned(),
     };
+    let share = |rate: Option<Spread>| share_of(rate, ceiling);
     println!(
         "{} {:>15} {:>6} {:>6} {:>6} {:>7} {:>5}  note",
         lead_header("hand-offs/s"),
@@ -396,11 +418,11 @@ async fn per_entity(
         "srv µs",
         "busy"
     );
-    for (i, label) in labels.iter().enumerate() {
+    for (i, (&row, label)) in rows.iter().zip(&labels).enumerate() {
         let requests = spread(&reps[i], |x| x.requests);
         let notifications = spread(&reps[i], |x| x.notifications);
         let events = spread(&reps[i], |x| x.events);
-        let lead = if i == ceiling_at {
+        let lead = if row.is_ceiling() {
             match rates[i] {
                 Some(s) => format!("{:>10.0} {:>17} {:>9} {:>9}", s.median, s.range(0), "", ""),
                 None => format!("{:>10} {:>17} {:>9} {:>9}", "n/a", "", "", ""),
@@ -408,9 +430,9 @@ async fn per_entity(
         } else {
             lead_columns(&rates, i, 0)
         };
-        let note = if i == ceiling_at {
+        let note = if row.is_ceiling() {
             String::new()
-        } else if i == ceiling_at - 1 {
+        } else if row == Row::Observed {
             // The observed row: against the same contender without it.
             match (rates[i], rates[ZK_CURATOR]) {
                 (Some(a), Some(b)) => match a.within_noise(&b) {
@@ -426,7 +448,7 @@ async fn per_entity(
         println!(
             "{:<34} {lead} {:>15} {:>6} {:>6} {:>6} {:>7} {:>5}  {note}{}",
             label,
-            if i == ceiling_at {
+            if row == Row::Ceiling {
                 String::new()
             } else {
                 share(rates[i])
@@ -447,6 +469,12 @@ async fn per_entity(
     }
     println!(
         "(% ceiling = hand-offs/s as a share of the ceiling's median, median (min–max); vs Cur. / vs zkc = ratio of medians)"
+    );
+    // Every contender has one session: what one session carries is the
+    // bound that its row meets first.
+    println!(
+        "zk-curator's hand-offs/s as a share of the ceiling on one session: {}",
+        share_of(rates[ZK_CURATOR], one_session)
     );
     findings.entities = Some(EntityFindings {
         tasks,
@@ -484,8 +512,13 @@ async fn measure(
     depth: usize,
 ) -> Measured<Rep> {
     match row {
-        Row::Ceiling => {
+        Row::Ceiling | Row::OneSession => {
             let clients = clients.as_ref().map_err(|e| e.clone())?;
+            // One session keeps in flight what all of them did.
+            let (clients, depth) = match row {
+                Row::OneSession => (&clients[..clients.len().min(1)], depth * clients.len()),
+                _ => (&clients[..], depth),
+            };
             let around = Around::start(ctx, None).await;
             let done = ceiling::pairs(
                 clients,
