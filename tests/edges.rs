@@ -8,8 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework_with, largest_fitting, raw_client, requests_with,
-    server, unique_path, BOUND, PATIENCE,
+    bounded, children, deletes_sent, eventually, framework_with, largest_fitting, raw_client,
+    requests_with, server, unique_path, BOUND, PATIENCE,
 };
 use zk_curator::{ConnectionState, Error, InterProcessMutex, LockLoss};
 use zk_curator_testing::proxy::opcode;
@@ -41,10 +41,7 @@ async fn a_release_in_flight_returns_once_its_hold_is_lost() {
         proxy.hold_replies(true);
         let release = tokio::spawn(guard.release());
         assert!(
-            eventually(PATIENCE, || async {
-                requests_with(&proxy, opcode::DELETE) > 0
-            })
-            .await,
+            eventually(PATIENCE, || async { deletes_sent(&proxy) > 0 }).await,
             "the release never sent its delete"
         );
         // The delete's answer never comes: the link goes dark.

@@ -115,49 +115,67 @@ async fn many_tasks_keep_one_node_and_are_served_in_order() {
 
 /// The release puts its delete on the wire, and the next local task's create
 /// and listing follow at once, before the delete is answered: a local
-/// hand-off is one round trip.
+/// hand-off is one round trip. Where the holder's acquire made the lock
+/// path, the release removes it with the node in one multi, and the next
+/// task makes it again with its node in another, with no listing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_hand_off_is_one_round_trip() {
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
-        let path = unique_path("local-hand-off");
         let proxy = FaultProxy::start(server.address()).await.unwrap();
         let fw = framework(&proxy.connect_string()).await;
-        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
-        let holder = mutex.lock().await.unwrap();
-        let waiter = {
-            let mutex = mutex.clone();
-            tokio::spawn(async move { mutex.lock().await })
-        };
-        assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
-        proxy.clear_traffic();
-        proxy.hold_replies(true);
-        let release = tokio::spawn(holder.release());
-        let all_sent = eventually(PATIENCE, || async { request_opcodes(&proxy).len() >= 3 }).await;
-        let sent = request_opcodes(&proxy);
-        proxy.hold_replies(false);
-        assert!(
-            all_sent,
-            "the next create waited for the delete's reply: {sent:?}"
-        );
-        assert_eq!(sent[0], opcode::DELETE, "{sent:?}");
-        assert!(opcode::CREATES.contains(&sent[1]), "{sent:?}");
-        assert!(
-            matches!(sent[2], opcode::GET_CHILDREN | opcode::GET_CHILDREN2),
-            "{sent:?}"
-        );
-        tokio::time::timeout(PATIENCE, release)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let guard = tokio::time::timeout(PATIENCE, waiter)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(guard.is_valid());
-        guard.release().await.unwrap();
+        let raw = raw_client(&server.connect_string()).await;
+        for made_by_the_acquire in [true, false] {
+            let path = unique_path("local-hand-off");
+            if !made_by_the_acquire {
+                let persistent = zk_curator::zk::CreateMode::Persistent
+                    .with_acls(zk_curator::zk::Acls::anyone_all());
+                raw.create(&path, &[], &persistent).await.unwrap();
+            }
+            let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+            let holder = mutex.lock().await.unwrap();
+            let waiter = {
+                let mutex = mutex.clone();
+                tokio::spawn(async move { mutex.lock().await })
+            };
+            assert!(eventually(PATIENCE, || async { fw.locally_queued(&path) == 1 }).await);
+            proxy.clear_traffic();
+            proxy.hold_replies(true);
+            let release = tokio::spawn(holder.release());
+            let expected = if made_by_the_acquire { 2 } else { 3 };
+            let all_sent = eventually(PATIENCE, || async {
+                request_opcodes(&proxy).len() >= expected
+            })
+            .await;
+            let sent = request_opcodes(&proxy);
+            proxy.hold_replies(false);
+            assert!(
+                all_sent,
+                "the next create waited for the delete's reply: {sent:?}"
+            );
+            if made_by_the_acquire {
+                assert_eq!(sent[..2], [opcode::MULTI, opcode::MULTI], "{sent:?}");
+            } else {
+                assert_eq!(sent[0], opcode::DELETE, "{sent:?}");
+                assert!(opcode::CREATES.contains(&sent[1]), "{sent:?}");
+                assert!(
+                    matches!(sent[2], opcode::GET_CHILDREN | opcode::GET_CHILDREN2),
+                    "{sent:?}"
+                );
+            }
+            tokio::time::timeout(PATIENCE, release)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let guard = tokio::time::timeout(PATIENCE, waiter)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert!(guard.is_valid());
+            guard.release().await.unwrap();
+        }
         fw.close().await;
     })
     .await;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    bounded, children, eventually, framework, raw_client, requests_with, server, session_and_raw,
+    bounded, children, eventually, framework, raw_client, server, session_and_raw,
     two_sessions_and_raw, unique_path, wait_for_participants, BOUND, LONG_BOUND, PATIENCE,
 };
 use futures::future::BoxFuture;
@@ -994,7 +994,6 @@ async fn bad_input_is_refused() {
 /// makes (guards) and locks handed to it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_sends_every_member_delete_at_once() {
-    use zk_curator_testing::proxy::opcode;
     use zk_curator_testing::FaultProxy;
     let Some(server) = server() else { return };
     bounded(BOUND, async move {
@@ -1016,7 +1015,7 @@ async fn a_release_sends_every_member_delete_at_once() {
             multi.acquire().await.unwrap();
             proxy.clear_traffic();
             proxy.hold_replies(true);
-            let deletes = || requests_with(&proxy, opcode::DELETE);
+            let deletes = || common::deletes_sent(&proxy);
             let mut release = std::pin::pin!(multi.release());
             tokio::select! {
                 done = &mut release => panic!("{kind}: the release ended with every reply held: {done:?}"),

@@ -880,7 +880,8 @@ async fn a_try_dropped_mid_way_leaves_nothing() {
         ];
         let creates_sent = |proxy: &FaultProxy| {
             proxy.traffic().iter().any(|t| {
-                matches!(t, Traffic::Request { opcode, .. } if opcode::CREATES.contains(opcode))
+                // A create, or the multi that makes the lock path with it.
+                matches!(t, Traffic::Request { opcode, .. } if opcode::CREATES.contains(opcode) || *opcode == opcode::MULTI)
             })
         };
         for (name, lock) in &locks {

@@ -327,6 +327,20 @@ pub fn requests_with(proxy: &FaultProxy, opcode: i32) -> usize {
         .count()
 }
 
+/// How many requests that delete a participant node `proxy` has seen since
+/// its traffic was last cleared: deletes, and the multis in which a release
+/// deletes its node with the lock path its acquire made (see
+/// `tests/lock_path.rs`).
+pub fn deletes_sent(proxy: &FaultProxy) -> usize {
+    request_opcodes(proxy)
+        .iter()
+        .filter(|&&op| {
+            op == zk_curator_testing::proxy::opcode::DELETE
+                || op == zk_curator_testing::proxy::opcode::MULTI
+        })
+        .count()
+}
+
 /// Reads `path` through each framework's own session and waits for every
 /// answer. ZooKeeper sends a session the notifications of a change before
 /// its reply to any read made after that change, so once this returns,

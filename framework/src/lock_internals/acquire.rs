@@ -5,7 +5,9 @@
 //!
 //! 1. the create: our participant node (protected, so that a create whose
 //!    reply was lost is adopted rather than repeated), with the
-//!    participants listed in the same breath;
+//!    participants listed in the same breath; or, where the lock path is
+//!    missing, the path and our node in one multi that needs no listing
+//!    ([`lock_path`]);
 //! 2. the wait loop: decide from the sorted participants whether we hold
 //!    the lock, and otherwise wait for the one node the driver names (or
 //!    for the children to change), then list again, until held or given up.
@@ -22,6 +24,7 @@ use super::contender::ContenderGuard;
 use super::driver::ParticipantNode;
 use super::hold::Hold;
 use super::internals::LockInternals;
+use super::lock_path::{self, PathCreate, RemovedPaths};
 use super::node::AcquiredNode;
 use super::request::Acquire;
 use super::revocation::{self, Revocation};
@@ -163,6 +166,9 @@ struct Created {
     name: String,
     czxid: i64,
     children: Vec<String>,
+    /// Whether our multi made the lock path with the node (see
+    /// [`lock_path`]).
+    made_path: bool,
 }
 
 /// Our participant node, from its create until it holds or is given up.
@@ -241,6 +247,9 @@ async fn create_participant(
     let mut retry = RetryLoop::new(&**lock.framework.retry_policy());
     let mut parent_rounds = 0u32;
     let mut maybe_created = false;
+    // A lock path this framework removed at its last release: make it
+    // again with our node, in one multi.
+    let mut make_path = RemovedPaths::contains(&lock.framework, &lock.base_path);
     loop {
         lock.framework.check_open()?;
         if maybe_created {
@@ -263,10 +272,47 @@ async fn create_participant(
                     name,
                     czxid,
                     children,
+                    made_path: false,
                 });
             }
         }
         let client = session.client();
+        if std::mem::take(&mut make_path) {
+            let err = match lock_path::create_with_node(lock, client, &create_path, data, &options)
+                .await
+            {
+                Ok(PathCreate::Made { name, czxid }) => {
+                    return Ok(Created {
+                        children: vec![name.clone()],
+                        name,
+                        czxid,
+                        made_path: true,
+                    })
+                }
+                // Made by someone else meanwhile: our node alone, below.
+                Ok(PathCreate::Exists) => None,
+                Ok(PathCreate::TooLarge) => {
+                    create_parents(lock, session, true).await?;
+                    None
+                }
+                Ok(PathCreate::ParentMissing) => {
+                    parent_round(lock, &mut parent_rounds, &mut retry)?;
+                    create_parents(lock, session, false).await?;
+                    make_path = true;
+                    continue;
+                }
+                Err(err) => Some(session.map_err(err)),
+            };
+            if let Some(err) = err {
+                if !err.is_retryable() {
+                    return Err(err);
+                }
+                maybe_created = true;
+                tracing::debug!(%err, "create failed; retrying");
+                retry.next(err, lock.framework.closed()).await?;
+                continue;
+            }
+        }
         // Both requests are queued here, in this order, before either is awaited.
         let create = client.create(&create_path, data, &options);
         let list = client.list_children(&lock.base_path);
@@ -286,24 +332,14 @@ async fn create_participant(
                     name,
                     czxid: stat.czxid,
                     children,
+                    made_path: false,
                 });
             }
             Err(zk::Error::NoNode) => {
                 // The lock path (or a level reaped by the server between
-                // two creates) is missing: create it and go again, outside
-                // the retry budget for the first few rounds.
-                match create_parents(lock, session).await {
-                    Ok(()) | Err(Error::NoNode { .. }) => {}
-                    Err(err) => return Err(err),
-                }
-                parent_rounds += 1;
-                if parent_rounds > PARENT_ROUNDS {
-                    // Parents keep vanishing: each round now counts as a
-                    // retry (without a pause: the parents were just made).
-                    retry.allow(Error::NoNode {
-                        path: lock.base_path.to_string(),
-                    })?;
-                }
+                // two creates) is missing: make it with our node.
+                parent_round(lock, &mut parent_rounds, &mut retry)?;
+                make_path = true;
                 continue;
             }
             Err(err) => {
@@ -318,6 +354,24 @@ async fn create_participant(
         tracing::debug!(%err, "create failed; retrying");
         retry.next(err, lock.framework.closed()).await?;
     }
+}
+
+/// Counts one round that found the lock path (or a level above it)
+/// missing: outside the retry budget for the first few, since making the
+/// path is part of the first acquire on it, not a failure.
+///
+/// # Errors
+/// The retry policy's refusal once parents keep vanishing.
+fn parent_round(lock: &LockInternals, rounds: &mut u32, retry: &mut RetryLoop<'_>) -> Result<()> {
+    *rounds += 1;
+    if *rounds > PARENT_ROUNDS {
+        // Parents keep vanishing: each round now counts as a retry
+        // (without a pause: the parents were just made).
+        retry.allow(Error::NoNode {
+            path: lock.base_path.to_string(),
+        })?;
+    }
+    Ok(())
 }
 
 /// Reads the stat of a node found by its prefix, checking that it belongs
@@ -352,15 +406,23 @@ async fn adopt(
     }
 }
 
-/// Creates the lock path's missing ancestors as container nodes (the
-/// server removes them once their last child goes).
-async fn create_parents(lock: &LockInternals, session: &Session) -> Result<()> {
+/// Creates the lock path's missing ancestors, and the lock path itself if
+/// `with_base`, as container nodes (the server removes them once their
+/// last child goes). A level removed again meanwhile is not an error: the
+/// caller's create finds it missing and comes back.
+async fn create_parents(lock: &LockInternals, session: &Session, with_base: bool) -> Result<()> {
+    match make_levels(lock, session, with_base).await {
+        Ok(()) | Err(Error::NoNode { .. }) => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+async fn make_levels(lock: &LockInternals, session: &Session, with_base: bool) -> Result<()> {
     // Walk up with `exists` to the deepest existing ancestor (no read or
     // create permission is needed above it), then create downwards, each
     // level with its own ACL.
-    let levels: Vec<&str> = path::parents(&lock.base_path)
-        .chain(std::iter::once(&*lock.base_path))
-        .collect();
+    let base = with_base.then_some(&*lock.base_path);
+    let levels: Vec<&str> = path::parents(&lock.base_path).chain(base).collect();
     let mut missing_from = levels.len();
     for (index, level) in levels.iter().enumerate().rev() {
         let level = level.to_string();
@@ -403,6 +465,7 @@ fn grant(lock: &LockInternals, session: &Session, ours: Ours) -> Result<Hold, Fa
     let node = AcquiredNode {
         path: ours.path,
         czxid: ours.created.czxid,
+        made_path: ours.created.made_path,
         session_id: session.id(),
         generation: session.generation(),
         ephemeral: ours.ephemeral,

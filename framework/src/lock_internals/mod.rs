@@ -9,7 +9,13 @@
 //!    ZooKeeper answers a session's requests in order, so the listing already
 //!    contains the new node; an uncontended acquire costs one round trip
 //!    (Curator's costs two, the create and then the listing), and a whole
-//!    acquire-release cycle two (Curator's three).
+//!    acquire-release cycle two (Curator's three). Where the lock path is
+//!    missing (or this framework's last release removed it), the path and
+//!    the node are made in one multi instead, and nothing is listed: the
+//!    node is the path's only child. The release of such a node removes the
+//!    path with it, unless someone queued under it meanwhile
+//!    (`lock_path.rs`): a lock per entity costs one write to take and one
+//!    to give back.
 //! 2. The driver decides, from the sorted children, whether we hold the lock
 //!    or which single node to watch (the predecessor for a mutex: one release
 //!    wakes one waiter, no herd).
@@ -31,7 +37,8 @@
 //! 2. `acquire.rs`: the acquire on ZooKeeper. The restart loop takes the
 //!    session and runs one attempt; the attempt arms the [`ContenderGuard`]
 //!    (`contender.rs`), creates our node and lists the participants in the
-//!    same breath, then runs the wait loop: sort the participants (by the
+//!    same breath (or makes the missing lock path with our node in one
+//!    multi, `lock_path.rs`), then runs the wait loop: sort the participants (by the
 //!    driver's key, `internals.rs`), let the driver decide (`driver.rs`, or
 //!    the recipe's own), and either grant or wait for the node ahead and
 //!    list again. The listing is the last step of that file.
@@ -76,6 +83,7 @@ mod hold;
 mod internals;
 pub mod layout;
 mod local_queue;
+mod lock_path;
 mod node;
 mod release;
 mod request;

@@ -8,6 +8,9 @@ use crate::path;
 pub struct AcquiredNode {
     pub(super) path: String,
     pub(super) czxid: i64,
+    /// Whether the acquire's multi made the lock path with this node: its
+    /// release may remove the path too (see [`lock_path`](super::lock_path)).
+    pub(super) made_path: bool,
     pub(super) session_id: i64,
     pub(super) generation: u64,
     pub(super) ephemeral: bool,

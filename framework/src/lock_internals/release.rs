@@ -11,6 +11,7 @@ use zookeeper_client as zk;
 use super::contender::ContenderGuard;
 use super::hold::Hold;
 use super::internals::LockInternals;
+use super::lock_path;
 use crate::{Error, LockLoss, Result};
 
 /// A release (see [`LockInternals::release`]) that returns before the
@@ -67,10 +68,18 @@ pub(super) async fn release_as(
             let node_path = hold.path().to_owned();
             let framework = lock.framework.clone();
             let limit = lock.framework.connection_timeout();
+            // A lock path our acquire made goes with the node, if nothing
+            // else is under it.
+            let with_path = hold.node().made_path.then(|| lock.base_path.clone());
             let mut delete = Box::pin(async move {
                 let delete = framework.call_on_session(&session, |client| {
                     let node_path = node_path.clone();
+                    let with_path = with_path.clone();
+                    let framework = framework.clone();
                     async move {
+                        if let Some(base_path) = with_path {
+                            return lock_path::delete_with_node(&framework, &base_path, &client, &node_path).await;
+                        }
                         match client.delete(&node_path, None).await {
                             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
                             Err(err) => Err(err),
