@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    bounded, framework, raw_client, request_opcodes, server, unique_path, wait_for_participants,
-    BOUND,
+    bounded, framework, framework_with, raw_client, request_opcodes, server, unique_path,
+    wait_for_participants, BOUND,
 };
 use zk_curator::recipes::InterProcessMutex;
 use zk_curator::zk;
@@ -119,14 +119,28 @@ async fn the_path_stays_while_anyone_is_under_it_or_when_someone_else_made_it() 
         for _ in 0..2 {
             ours.lock().await.unwrap().release().await.unwrap();
         }
-        let stat = raw
-            .check_stat(&path)
-            .await
-            .unwrap()
-            .expect("the path was removed");
-        assert_eq!(stat.ephemeral_owner, 0, "still a persistent node");
+        assert!(exists(&raw, &path).await, "the path was removed");
         first.close().await;
         other.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_removing_turned_off_the_path_stays_for_the_reaper() {
+    let Some(server) = server() else { return };
+    bounded(BOUND, async move {
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let fw = framework_with(&proxy.connect_string(), |b| b.remove_lock_paths(false)).await;
+        let path = unique_path("lock-path-kept");
+        let mutex = InterProcessMutex::new(fw.clone(), &path).unwrap();
+        let guard = mutex.lock().await.unwrap();
+        proxy.clear_traffic();
+        guard.release().await.unwrap();
+        // The node's delete alone: the path is left to the server's reaper
+        // (which may already have removed it, so it is not looked for).
+        assert_eq!(request_opcodes(&proxy), [opcode::DELETE]);
+        fw.close().await;
     })
     .await;
 }

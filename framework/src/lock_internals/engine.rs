@@ -23,6 +23,7 @@ pub(crate) struct LockOptions {
     pub(crate) local_queue: bool,
     pub(crate) release_before_reply: bool,
     pub(crate) cohort: Option<CohortPolicy>,
+    pub(crate) remove_lock_paths: bool,
 }
 
 impl Default for LockOptions {
@@ -31,6 +32,7 @@ impl Default for LockOptions {
             local_queue: true,
             release_before_reply: false,
             cohort: None,
+            remove_lock_paths: true,
         }
     }
 }
@@ -114,6 +116,27 @@ impl FrameworkBuilder {
     /// peer that you tell about the release to find the lock free at once.
     pub fn release_before_reply(mut self, enabled: bool) -> Self {
         self.extension_mut::<LockOptions>().release_before_reply = enabled;
+        self
+    }
+
+    /// Whether a release removes the lock path with its node, in one multi,
+    /// where this framework's acquire made the path (in one multi with the
+    /// node, the path being missing) and nobody has queued under it since.
+    /// Defaults to `true`: a lock taken once per entity then costs one
+    /// write to take and one to give back (the next acquire makes the path
+    /// again with its node and lists nothing), and no emptied path waits
+    /// for the server's reaper. A path made by anyone else is never
+    /// removed, and with `false` the path stays as a container for the
+    /// server to reap.
+    ///
+    /// Turn it off where kazoo clients share lock paths with this framework
+    /// and keep one `Lock` object across acquires: kazoo's `Lock` makes its
+    /// path once, at its first acquire, and fails every later acquire with
+    /// `NoNodeError` once the path is gone (as it already does once the
+    /// server reaps an emptied container). Apache Curator's and
+    /// zk-curator's acquires make a missing path again.
+    pub fn remove_lock_paths(mut self, enabled: bool) -> Self {
+        self.extension_mut::<LockOptions>().remove_lock_paths = enabled;
         self
     }
 

@@ -23,7 +23,10 @@
 //!   create, a listing and a delete were sent before.
 //!
 //! Only a path that our own multi made is ever removed, so a path made by
-//! someone else (kazoo makes its lock paths persistent) stays as it is.
+//! someone else (kazoo makes its lock paths persistent) stays as it is;
+//! [`FrameworkBuilder::remove_lock_paths`](crate::FrameworkBuilder::remove_lock_paths)
+//! turns removing off (for kazoo `Lock` objects kept across acquires, which
+//! make their path only once).
 //! Removing an empty container is what the server's reaper does anyway,
 //! and every library's acquire already takes a missing lock path in its
 //! stride (zk-curator's makes it again, Curator's retries, kazoo's makes

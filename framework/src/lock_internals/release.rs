@@ -9,6 +9,7 @@ use tracing::Instrument;
 use zookeeper_client as zk;
 
 use super::contender::ContenderGuard;
+use super::engine::Engine;
 use super::hold::Hold;
 use super::internals::LockInternals;
 use super::lock_path;
@@ -69,8 +70,10 @@ pub(super) async fn release_as(
             let framework = lock.framework.clone();
             let limit = lock.framework.connection_timeout();
             // A lock path our acquire made goes with the node, if nothing
-            // else is under it.
-            let with_path = hold.node().made_path.then(|| lock.base_path.clone());
+            // else is under it (see `FrameworkBuilder::remove_lock_paths`).
+            let remove_path =
+                hold.node().made_path && Engine::options(&lock.framework).remove_lock_paths;
+            let with_path = remove_path.then(|| lock.base_path.clone());
             let mut delete = Box::pin(async move {
                 let delete = framework.call_on_session(&session, |client| {
                     let node_path = node_path.clone();
