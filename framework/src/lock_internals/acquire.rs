@@ -278,31 +278,32 @@ async fn create_participant(
         }
         let client = session.client();
         if std::mem::take(&mut make_path) {
-            let err = match lock_path::create_with_node(lock, client, &create_path, data, &options)
-                .await
-            {
-                Ok(PathCreate::Made { name, czxid }) => {
-                    return Ok(Created {
-                        children: vec![name.clone()],
-                        name,
-                        czxid,
-                        made_path: true,
-                    })
-                }
-                // Made by someone else meanwhile: our node alone, below.
-                Ok(PathCreate::Exists) => None,
-                Ok(PathCreate::TooLarge) => {
-                    create_parents(lock, session, true).await?;
-                    None
-                }
-                Ok(PathCreate::ParentMissing) => {
-                    parent_round(lock, &mut parent_rounds, &mut retry)?;
-                    create_parents(lock, session, false).await?;
-                    make_path = true;
-                    continue;
-                }
-                Err(err) => Some(session.map_err(err)),
-            };
+            let err =
+                match lock_path::create_with_node(lock, client, &create_path, data, &options, &acl)
+                    .await
+                {
+                    Ok(PathCreate::Made { name, czxid }) => {
+                        return Ok(Created {
+                            children: vec![name.clone()],
+                            name,
+                            czxid,
+                            made_path: true,
+                        })
+                    }
+                    // Made by someone else meanwhile: our node alone, below.
+                    Ok(PathCreate::Exists) => None,
+                    Ok(PathCreate::TooLarge) => {
+                        create_parents(lock, session, true).await?;
+                        None
+                    }
+                    Ok(PathCreate::ParentMissing) => {
+                        parent_round(lock, &mut parent_rounds, &mut retry)?;
+                        create_parents(lock, session, false).await?;
+                        make_path = true;
+                        continue;
+                    }
+                    Err(err) => Some(session.map_err(err)),
+                };
             if let Some(err) = err {
                 if !err.is_retryable() {
                     return Err(err);

@@ -28,9 +28,9 @@
 //! turns removing off (for kazoo `Lock` objects kept across acquires, which
 //! make their path only once).
 //! Removing an empty container is what the server's reaper does anyway,
-//! and every library's acquire already takes a missing lock path in its
-//! stride (zk-curator's makes it again, Curator's retries, kazoo's makes
-//! its path on each acquire). The set is a hint: a wrong guess costs a
+//! and zk-curator's and Curator's acquires take a missing lock path in
+//! their stride (ours makes it again, Curator's retries); a kazoo `Lock`
+//! makes its path only at its first acquire. The set is a hint: a wrong guess costs a
 //! refused multi, never a grant (the multi commits only on a missing path).
 
 use std::sync::Arc;
@@ -95,7 +95,8 @@ pub(super) enum PathCreate {
 }
 
 /// Sends the multi that makes the lock path (a container) and our node
-/// under it (`create_path`, with `data` and `options`).
+/// under it (`create_path`, with `data` and `options`, whose ACL is
+/// `node_acl`).
 ///
 /// # Errors
 /// The error the server gave the multi, when it is neither of the two
@@ -107,15 +108,15 @@ pub(super) async fn create_with_node(
     create_path: &str,
     data: &[u8],
     options: &zk::CreateOptions<'_>,
+    node_acl: &[zk::Acl],
 ) -> Result<PathCreate, zk::Error> {
     let framework = &lock.framework;
     let base = &*lock.base_path;
     let base_acl = framework.acl_for_path(base);
-    let node_acl = framework.acl_for_path(create_path);
     let root = framework.namespace_len();
     let size = packet::multi([
         packet::Op::create_with(root, base, 0, &base_acl, false),
-        packet::Op::create_with(root, create_path, data.len(), &node_acl, false),
+        packet::Op::create_with(root, create_path, data.len(), node_acl, false),
     ]);
     if packet::check(size, framework.max_packet_size()).is_err() {
         return Ok(PathCreate::TooLarge);
