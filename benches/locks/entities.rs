@@ -28,8 +28,11 @@
 //! * **Contended, observed**: zk-curator's contended workload (N sessions,
 //!   one task each, one path) without an observer, and with a
 //!   `TreeObserver` over the path's parent on the contenders' runtime and
-//!   on a runtime of its own (`apart.rs`), in the same rep, in a rotating
-//!   order; the observer's cost per rep, and over the medians.
+//!   on a runtime of its own (`apart.rs`), and with the floor of any
+//!   observer that follows every hand-off with one watch (a raw session's
+//!   persistent recursive watch that only counts its events), in the same
+//!   rep, in a rotating order; each one's cost per rep, and over the
+//!   medians.
 //!
 //! Both tables show the CPU spent per hand-off (`cpu.rs`): the server's
 //! process, this process, the observer's thread when it runs apart, and
@@ -43,6 +46,8 @@
 //! process, on the same two cores as the contenders and the server: the
 //! cost measured is the client's CPU as well as the server's notifications.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_curator::framework::zk;
@@ -112,16 +117,56 @@ enum Placement {
     Apart,
 }
 
-/// A `TreeObserver` on a session of its own, its view current.
+/// What follows the observed path in an observed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follower {
+    /// A `TreeObserver`, placed so.
+    Tree(Placement),
+    /// The floor of any observer that follows every hand-off with one
+    /// watch: a raw session's persistent recursive watch on a runtime of
+    /// its own, which counts its events and reads nothing, keeps no tree
+    /// and publishes nothing. What it costs is the server's notifications
+    /// and their delivery, which every such observer pays.
+    BareWatch,
+}
+
+/// What follows the path: a `TreeObserver` on a framework of its own, or a
+/// bare watch on a raw session.
+enum Following {
+    Tree {
+        framework: Framework,
+        observer: TreeObserver,
+    },
+    Bare {
+        /// Dropped (its session closed) on the bare watch's runtime.
+        client: zk::Client,
+        /// The watch's events so far, counted by `task`.
+        events: Arc<AtomicU64>,
+        task: tokio::task::JoinHandle<()>,
+    },
+}
+
+/// An observer (or a bare watch) on a session of its own, its view current.
 struct Attached {
-    framework: Framework,
-    observer: TreeObserver,
+    following: Following,
     /// Its runtime, when apart.
     apart: Option<Apart>,
 }
 
 impl Attached {
     async fn start(
+        connect: &str,
+        root: &str,
+        max_paths: usize,
+        follower: Follower,
+    ) -> Result<Attached, BoxError> {
+        match follower {
+            Follower::Tree(placement) => Self::tree(connect, root, max_paths, placement).await,
+            Follower::BareWatch => Self::bare(connect, root).await,
+        }
+    }
+
+    async fn tree(
         connect: &str,
         root: &str,
         max_paths: usize,
@@ -155,11 +200,16 @@ impl Attached {
         };
         let (framework, observer) = started?;
         let attached = Attached {
-            framework,
-            observer,
+            following: Following::Tree {
+                framework,
+                observer,
+            },
             apart,
         };
-        let mut changes = attached.observer.changes();
+        let Following::Tree { observer, .. } = &attached.following else {
+            return Ok(attached);
+        };
+        let mut changes = observer.changes();
         let current = within(COLD_LIMIT, async {
             while !changes.borrow_and_update().current {
                 if changes.changed().await.is_err() {
@@ -177,27 +227,83 @@ impl Attached {
         }
     }
 
+    /// A raw session on a runtime of its own, with a persistent recursive
+    /// watch on `root` (in place once this returns) counting its events.
+    async fn bare(connect: &str, root: &str) -> Result<Attached, BoxError> {
+        let apart = Apart::new(OBSERVER_THREAD)?;
+        let (connect, root) = (connect.to_owned(), root.to_owned());
+        let events = Arc::new(AtomicU64::new(0));
+        let counted = events.clone();
+        let started = apart
+            .run(async move {
+                let client = raw_client(&connect).await?;
+                let mut watcher = within(
+                    COLD_LIMIT,
+                    client.watch(&root, zk::AddWatchMode::PersistentRecursive),
+                )
+                .await??;
+                let task = tokio::spawn(async move {
+                    loop {
+                        let event = watcher.changed().await;
+                        if event.event_type == zk::EventType::Session {
+                            if event.session_state.is_terminated() {
+                                return;
+                            }
+                        } else {
+                            counted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+                Ok::<_, BoxError>((client, task))
+            })
+            .await
+            .and_then(|started| started);
+        let (client, task) = started?;
+        Ok(Attached {
+            following: Following::Bare {
+                client,
+                events,
+                task,
+            },
+            apart: Some(apart),
+        })
+    }
+
     /// The name of its runtime's thread, when apart.
     fn thread(&self) -> Option<&'static str> {
         self.apart.as_ref().map(|_| OBSERVER_THREAD)
     }
 
     fn events(&self) -> u64 {
-        self.observer.view().events
+        match &self.following {
+            Following::Tree { observer, .. } => observer.view().events,
+            Following::Bare { events, .. } => events.load(Ordering::Relaxed),
+        }
     }
 
     /// Waits until the view is current and `events` more than `from` were
-    /// applied.
+    /// applied (for a bare watch: received).
     async fn caught_up(&self, from: u64, events: u64) -> Result<(), BoxError> {
-        let mut changes = self.observer.changes();
         let waited = within(CATCH_UP_LIMIT, async {
-            loop {
-                let view = changes.borrow_and_update().clone();
-                if view.current && view.events >= from + events {
-                    return;
+            match &self.following {
+                Following::Tree { observer, .. } => {
+                    let mut changes = observer.changes();
+                    loop {
+                        let view = changes.borrow_and_update().clone();
+                        if view.current && view.events >= from + events {
+                            return;
+                        }
+                        if changes.changed().await.is_err() {
+                            return;
+                        }
+                    }
                 }
-                if changes.changed().await.is_err() {
-                    return;
+                // The count is read, not published: a bare watch does no
+                // more than receive (polled here, after the window).
+                Following::Bare { events: seen, .. } => {
+                    while seen.load(Ordering::Relaxed) < from + events {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
                 }
             }
         })
@@ -212,12 +318,23 @@ impl Attached {
     }
 
     async fn close(self) {
-        let (observer, framework) = (self.observer, self.framework);
+        let Attached { following, apart } = self;
         let close = async move {
-            observer.close().await;
-            let _ = within(CLOSE_LIMIT, framework.close()).await;
+            match following {
+                Following::Tree {
+                    framework,
+                    observer,
+                } => {
+                    observer.close().await;
+                    let _ = within(CLOSE_LIMIT, framework.close()).await;
+                }
+                Following::Bare { client, task, .. } => {
+                    task.abort();
+                    drop(client);
+                }
+            }
         };
-        match &self.apart {
+        match &apart {
             Some(apart) => {
                 let _ = apart.run(close).await;
             }
@@ -553,7 +670,12 @@ async fn measure(
             // The zk-curator row's paths, observed.
             let c = &mut contenders[ZK_CURATOR];
             let path = format!("{base}/{}", c.short);
-            let attached = Attached::start(ctx.connect, &path, tasks + 10, Placement::Shared)
+            let attached = Attached::start(
+                ctx.connect,
+                &path,
+                tasks + 10,
+                Follower::Tree(Placement::Shared),
+            )
                 .await
                 .map_err(|e| format!("observer: {e}"))?;
             let from = attached.events();
@@ -601,11 +723,18 @@ fn failed<T>(reps: &[Measured<T>]) -> Option<String> {
 }
 
 /// The observed workload's rows: without an observer, then with one on
-/// each [`Placement`].
-const OBSERVED_ROWS: [(Option<Placement>, &str); 3] = [
+/// each [`Placement`], and the floor: a bare recursive watch.
+const OBSERVED_ROWS: [(Option<Follower>, &str); 4] = [
     (None, "without an observer"),
-    (Some(Placement::Shared), "with a TreeObserver, same runtime"),
-    (Some(Placement::Apart), "with a TreeObserver, own runtime"),
+    (
+        Some(Follower::Tree(Placement::Shared)),
+        "with a TreeObserver, same runtime",
+    ),
+    (
+        Some(Follower::Tree(Placement::Apart)),
+        "with a TreeObserver, own runtime",
+    ),
+    (Some(Follower::BareWatch), "with a bare recursive watch"),
 ];
 
 /// Contended hand-offs/s of zk-curator on one path, with an observer over
@@ -634,8 +763,9 @@ async fn observed(
     );
     println!("   without an observer and with a TreeObserver (a session of its own, in this process) over the path's parent:");
     println!("   on the contenders' runtime (as a service would run one in its own process), and on a runtime of its own");
-    println!("   (one worker thread: as the dashboard, a process of its own, attaches to a running system); all three in");
-    println!("   each rep, in a rotating order ==");
+    println!("   (one worker thread: as the dashboard, a process of its own, attaches to a running system); and the floor");
+    println!("   of any observer with one watch: a bare persistent recursive watch on a raw session and a runtime of its own,");
+    println!("   counting its events, reading nothing; every row in each rep, in a rotating order ==");
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off;");
     println!("   events = the observer's events applied per hand-off; cost = 1 - with / without, the runs of one rep;");
     println!("   srv µs, proc µs, obs µs = CPU per hand-off in microseconds: the server's, this whole process's (contenders");
@@ -657,16 +787,17 @@ async fn observed(
             println!("  warm-up {name}: n/a ({reason})");
         }
     }
-    let mut reps: [Vec<Measured<Rep>>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let rows = OBSERVED_ROWS.len();
+    let mut reps: Vec<Vec<Measured<Rep>>> = (0..rows).map(|_| Vec::new()).collect();
     // Each observed row's cost, per rep.
-    let mut costs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut costs: Vec<Vec<f64>> = vec![Vec::new(); rows - 1];
     // And the CPU each adds per hand-off (the server's and this
     // process's), in microseconds, per rep.
-    let mut added: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut added: Vec<Vec<f64>> = vec![Vec::new(); rows - 1];
     for rep in 0..k {
-        let mut rates = [None; 3];
-        let mut cpu = [None; 3];
-        for row in rotation(rep, OBSERVED_ROWS.len()) {
+        let mut rates = vec![None; rows];
+        let mut cpu = vec![None; rows];
+        for row in rotation(rep, rows) {
             settle().await;
             let result =
                 contended_run(c, &ctx, &base, &path, n, window, OBSERVED_ROWS[row].0).await;
@@ -784,6 +915,7 @@ async fn observed(
         }
         placements.push(ObservedWith {
             name,
+            floor: OBSERVED_ROWS[i].0 == Some(Follower::BareWatch),
             rate: rates[i],
             cost,
         });
@@ -804,7 +936,7 @@ async fn contended_run(
     path: &str,
     n: usize,
     window: Duration,
-    observe: Option<Placement>,
+    observe: Option<Follower>,
 ) -> Measured<Rep> {
     let attached = match observe {
         Some(placement) => Some(

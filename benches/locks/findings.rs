@@ -66,6 +66,8 @@ pub(crate) struct ObservedFindings {
 pub(crate) struct ObservedWith {
     /// The row's name (where the observer ran).
     pub(crate) name: &'static str,
+    /// The floor (a bare recursive watch), not an observer.
+    pub(crate) floor: bool,
     pub(crate) rate: Option<Spread>,
     /// The cost of each rep, as a share of its run without (0.02 = 2 %).
     pub(crate) cost: Option<Spread>,

@@ -192,11 +192,18 @@ fn print_tree_targets(f: &Findings) {
                 ),
                 (Some(c), None) => verdict(Some(c <= 0.02)).to_owned(),
             };
+            let cost = cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c));
+            if with.floor {
+                // No observer: what any observer with one watch pays at least.
+                println!(
+                    "contended N = {}, {}: the floor of any one-watch observer costs {cost} of hand-offs/s, over the medians (no target: {judged} against 2%)",
+                    o.sessions, with.name,
+                );
+                continue;
+            }
             println!(
-                "contended N = {}, {}: the observer costs {} of hand-offs/s, over the medians (target <= 2%): {judged}",
-                o.sessions,
-                with.name,
-                cost.map_or_else(|| "n/a".to_owned(), |c| format!("{:.1}%", 100.0 * c)),
+                "contended N = {}, {}: the observer costs {cost} of hand-offs/s, over the medians (target <= 2%): {judged}",
+                o.sessions, with.name,
             );
         }
     }
