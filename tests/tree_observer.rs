@@ -16,6 +16,7 @@ use std::time::Duration;
 use common::{bounded, expire, framework, requests_with, server, unique_path, LONG_BOUND};
 use zk_curator::recipes::layout::{lock_participants, Role};
 use zk_curator::recipes::tree::{TreeObserver, TreeView};
+use zk_curator::zk;
 use zk_curator::{
     Framework, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
     LeaderElection, LeaderLatch, MutexGuard,
@@ -379,6 +380,167 @@ async fn nodes_no_recipe_writes_are_shown_as_unknown() {
         guard.release().await.unwrap();
         observer.close().await;
         again.close().await;
+    })
+    .await;
+}
+
+/// Creates `count` participants of a Curator mutex on `path` at once
+/// (pipelined on `raw`: a burst, as a busy lock's queue grows), each with
+/// data `burst-<i>`; their paths, in queue order.
+async fn burst(raw: &zk::Client, path: &str, count: usize) -> Vec<String> {
+    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let prefix = format!("{path}/lock-");
+    let datas: Vec<Vec<u8>> = (0..count)
+        .map(|i| format!("burst-{i}").into_bytes())
+        .collect();
+    let creates = datas.iter().map(|data| raw.create(&prefix, data, &options));
+    futures::future::join_all(creates)
+        .await
+        .into_iter()
+        .map(|created| {
+            let (_, sequence) = created.unwrap();
+            format!("{prefix}{sequence}")
+        })
+        .collect()
+}
+
+/// A busy tree's newcomers are shown at once, in their place in the queue,
+/// pending (not read); one deleted while pending is never read. Without
+/// the deferral, the burst's creations cost the observer a `multiRead`
+/// after the first event's read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-busy");
+        let path = format!("{root}/l");
+        let holder_fw = framework(&connect).await;
+        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let proxy = FaultProxy::start(server.address()).await.unwrap();
+        let observer_fw = framework(&proxy.connect_string()).await;
+        // Pending for longer than the test runs: nothing here is read late.
+        let observer = TreeObserver::new(observer_fw.clone(), &root, 100)
+            .unwrap()
+            .read_after(Duration::from_secs(600));
+        observer.start().unwrap();
+        let quiet = view_where(&observer, "the holder", |v| shown(v, &path).len() == 1).await;
+        // A quiet tree's participant was read.
+        assert!(!quiet.paths[&path].participants[0].participant.pending);
+        proxy.clear_traffic();
+
+        let raw = common::raw_client(&connect).await;
+        let nodes = burst(&raw, &path, 10).await;
+        let view = view_where(&observer, "the burst", |v| shown(v, &path).len() == 11).await;
+        assert_eq!(shown(&view, &path), truth(&holder_fw, &path).await);
+        let participants = &view.paths[&path].participants;
+        assert!(
+            !participants[0].participant.pending,
+            "the holder was read before"
+        );
+        let pending: Vec<_> = participants
+            .iter()
+            .filter(|o| o.participant.pending)
+            .map(|o| &o.participant)
+            .collect();
+        assert!(
+            !pending.is_empty(),
+            "no newcomer of the burst was pending: {participants:#?}"
+        );
+        for p in &pending {
+            assert_eq!(
+                (p.session, p.czxid, p.data.as_slice()),
+                (0, 0, &[][..]),
+                "{p:#?}"
+            );
+        }
+
+        let deletes = nodes.iter().map(|node| raw.delete(node, None));
+        for deleted in futures::future::join_all(deletes).await {
+            deleted.unwrap();
+        }
+        view_where(&observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
+        let reads =
+            requests_with(&proxy, opcode::GET_DATA) + requests_with(&proxy, opcode::MULTI_READ);
+        assert!(
+            reads <= 1,
+            "a burst of {} newcomers, gone while pending, cost the observer {reads} reads \
+             (at most the first event's, taken before the tree was busy)",
+            nodes.len()
+        );
+
+        guard.release().await.unwrap();
+        observer.close().await;
+        observer_fw.close().await;
+        holder_fw.close().await;
+    })
+    .await;
+}
+
+/// A pending newcomer that stays is read once it has lived `read_after`:
+/// then it is shown exactly as `lock_participants` reads it (data,
+/// session, token, creation time), pending no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-pending");
+        let path = format!("{root}/l");
+        let holder_fw = framework(&connect).await;
+        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let observer_fw = framework(&connect).await;
+        let observer = TreeObserver::new(observer_fw.clone(), &root, 100)
+            .unwrap()
+            .read_after(Duration::from_millis(300));
+        observer.start().unwrap();
+        view_where(&observer, "the holder", |v| shown(v, &path).len() == 1).await;
+
+        let raw = common::raw_client(&connect).await;
+        let nodes = burst(&raw, &path, 10).await;
+        let seen_pending = std::sync::atomic::AtomicBool::new(false);
+        let view = view_where(&observer, "the burst, read", |v| {
+            let participants = v
+                .paths
+                .get(&path)
+                .map(|p| p.participants.as_slice())
+                .unwrap_or(&[]);
+            if participants.iter().any(|o| o.participant.pending) {
+                seen_pending.store(true, std::sync::atomic::Ordering::Relaxed);
+                return false;
+            }
+            participants.len() == 11
+        })
+        .await;
+        assert!(
+            seen_pending.load(std::sync::atomic::Ordering::Relaxed),
+            "no newcomer of the burst was ever shown pending"
+        );
+        let truth = lock_participants(&holder_fw, &path, None).await.unwrap();
+        let seen: Vec<_> = view.paths[&path]
+            .participants
+            .iter()
+            .map(|o| o.participant.clone())
+            .collect();
+        assert_eq!(seen, truth);
+        for (p, node) in seen[1..].iter().zip(&nodes) {
+            assert_eq!(&p.node_path, node);
+            assert_eq!(p.session, raw.session_id().0, "{p:#?}");
+            assert!(p.czxid > 0, "{p:#?}");
+        }
+
+        guard.release().await.unwrap();
+        observer.close().await;
+        observer_fw.close().await;
+        holder_fw.close().await;
     })
     .await;
 }

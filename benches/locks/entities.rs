@@ -676,8 +676,8 @@ async fn measure(
                 tasks + 10,
                 Follower::Tree(Placement::Shared),
             )
-                .await
-                .map_err(|e| format!("observer: {e}"))?;
+            .await
+            .map_err(|e| format!("observer: {e}"))?;
             let from = attached.events();
             let around = Around::start(ctx, attached.thread()).await;
             let result = c
@@ -765,7 +765,9 @@ async fn observed(
     println!("   on the contenders' runtime (as a service would run one in its own process), and on a runtime of its own");
     println!("   (one worker thread: as the dashboard, a process of its own, attaches to a running system); and the floor");
     println!("   of any observer with one watch: a bare persistent recursive watch on a raw session and a runtime of its own,");
-    println!("   counting its events, reading nothing; every row in each rep, in a rotating order ==");
+    println!(
+        "   counting its events, reading nothing; every row in each rep, in a rotating order =="
+    );
     println!("   req, notif = requests the server received and watch notifications it sent (all kinds), per hand-off;");
     println!("   events = the observer's events applied per hand-off; cost = 1 - with / without, the runs of one rep;");
     println!("   srv µs, proc µs, obs µs = CPU per hand-off in microseconds: the server's, this whole process's (contenders");

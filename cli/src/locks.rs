@@ -726,7 +726,12 @@ fn session_hex(session: i64) -> String {
     format!("{session:#x}")
 }
 
+/// A participant as JSON. One an observer shows pending (not read yet: see
+/// `LockParticipant::pending`) has no session, token or identity yet
+/// (`null`), and its `queued_ms` counts from when the observer was told of
+/// it.
 fn to_json(p: &LockParticipant, starts: &HoldStarts) -> Value {
+    let read = !p.pending;
     json!({
         "kind": p.kind.as_str(),
         "layout": p.family.layout().as_str(),
@@ -734,11 +739,12 @@ fn to_json(p: &LockParticipant, starts: &HoldStarts) -> Value {
         "node": p.node_path,
         "name": p.name,
         "sequence": p.sequence,
-        "session": session_hex(p.session),
+        "session": read.then(|| session_hex(p.session)),
         "queued_ms": queued_ms(p),
         "held_ms": starts.held_ms(p),
-        "fencing_token": p.czxid,
-        "identity": identity(&p.data),
+        "fencing_token": read.then_some(p.czxid),
+        "identity": if read { identity(&p.data) } else { Value::Null },
+        "pending": p.pending,
     })
 }
 
@@ -752,6 +758,9 @@ fn span(ms: u64) -> String {
     };
     humantime::format_duration(span).to_string()
 }
+
+/// What a table shows for what is not read yet of a pending participant.
+const PENDING: &str = "(reading)";
 
 fn table(found: &[LockParticipant], starts: &HoldStarts) -> String {
     let header = [
@@ -774,11 +783,23 @@ fn table(found: &[LockParticipant], starts: &HoldStarts) -> String {
             kind,
             p.role.as_str().to_owned(),
             p.sequence.map(|s| s.to_string()).unwrap_or_default(),
-            session_hex(p.session),
+            if p.pending {
+                PENDING.to_owned()
+            } else {
+                session_hex(p.session)
+            },
             span(queued_ms(p)),
             held,
-            p.czxid.to_string(),
-            identity_text(&p.data),
+            if p.pending {
+                PENDING.to_owned()
+            } else {
+                p.czxid.to_string()
+            },
+            if p.pending {
+                PENDING.to_owned()
+            } else {
+                identity_text(&p.data)
+            },
             p.name.clone(),
         ]);
     }

@@ -159,14 +159,22 @@ async fn report(args: &[&str]) -> Value {
 }
 
 /// Waits until `observer`'s view is current and shows exactly `expected`
-/// (every path, nodes and roles in order).
+/// (every path, nodes and roles in order), every participant read (one
+/// that came on a busy tree is shown pending until its node is read, and
+/// the listings compared with the view carry what the read gives).
 async fn view_reaches(observer: &TreeObserver, expected: &Expected, what: &str) -> Arc<TreeView> {
     let wanted = expected_shape(expected);
     let mut changes = observer.changes();
+    let read = |view: &TreeView| {
+        view.paths
+            .values()
+            .flat_map(|p| &p.participants)
+            .all(|o| !o.participant.pending)
+    };
     let seen = tokio::time::timeout(WAIT_LIMIT, async {
         loop {
             let view = changes.borrow_and_update().clone();
-            if view.current && shape(&view_listing(&view)) == wanted {
+            if view.current && shape(&view_listing(&view)) == wanted && read(&view) {
                 return view;
             }
             changes.changed().await.unwrap();

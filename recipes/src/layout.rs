@@ -268,6 +268,15 @@ pub struct LockParticipant {
     /// Whose nodes it is: participants of different families on one path
     /// do not see each other, and each family has its own queue.
     pub family: Family,
+    /// Whether its node is still to be read. Only a
+    /// [`TreeObserver`](crate::tree::TreeObserver) shows such a
+    /// participant: on a busy tree it shows a new node at once, by its name
+    /// and place in the queue, and reads it once it has lived a while (most
+    /// nodes of a busy lock's queue come and go sooner). Until then `data`
+    /// is empty, `session` and `czxid` are 0, and `ctime_ms` is when the
+    /// observer was told of its creation (this host's clock). Every direct
+    /// read ([`lock_participants`]) gives `false`.
+    pub pending: bool,
 }
 
 /// A child name with its kind and place in the queue.
@@ -621,6 +630,9 @@ pub struct NodeFacts {
     pub ctime_ms: i64,
     /// Its creating transaction's zxid.
     pub czxid: i64,
+    /// Whether the node is still to be read (see
+    /// [`LockParticipant::pending`]).
+    pub pending: bool,
 }
 
 impl NodeFacts {
@@ -633,6 +645,20 @@ impl NodeFacts {
             session: stat.ephemeral_owner,
             ctime_ms: stat.ctime,
             czxid: stat.czxid,
+            pending: false,
+        }
+    }
+
+    /// The facts of a node known only by its creation's event, received at
+    /// `seen_ms` (milliseconds since the epoch, this host's clock): no
+    /// data, no session, no token, until it is read.
+    pub fn pending(seen_ms: i64) -> Self {
+        NodeFacts {
+            data: Vec::new(),
+            session: 0,
+            ctime_ms: seen_ms,
+            czxid: 0,
+            pending: true,
         }
     }
 }
@@ -644,6 +670,7 @@ impl From<&LockParticipant> for NodeFacts {
             session: p.session,
             ctime_ms: p.ctime_ms,
             czxid: p.czxid,
+            pending: p.pending,
         }
     }
 }
@@ -667,6 +694,7 @@ fn participant(
         czxid: facts.czxid,
         data: facts.data,
         family,
+        pending: facts.pending,
     }
 }
 

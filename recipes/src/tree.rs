@@ -10,8 +10,8 @@
 //! 2. the server is synced with the ensemble's leader, and the tree is
 //!    read with [`survey`] (every level pipelined): the cold view;
 //! 3. every event is merged as it comes, reading only what it names: a
-//!    participant node created is read, a node deleted is
-//!    dropped with no request, a data change is read. The cost of a
+//!    participant node created is read (on a busy tree, later: below), a
+//!    node deleted is dropped with no request, a data change is read. The cost of a
 //!    hand-off is the same whatever the length of the queue.
 //!
 //! Events are taken in batches: every event the client has handed the
@@ -25,7 +25,18 @@
 //! many of its events came), and applied in order. On a busy tree this
 //! makes a publication and a read per 5 ms window rather than per event;
 //! there a change reaches the view up to about 5 ms later. A quiet tree's
-//! event is applied as it comes. So the view never shows a node
+//! event is applied as it comes.
+//!
+//! On a busy tree (events waiting, or a batch taken less than 5 ms
+//! before) a participant's creation is not read at once: the node is
+//! shown at once by its name and place in the queue, marked
+//! [`pending`](LockParticipant::pending), and read once it has lived
+//! [`read_after`](TreeObserver::read_after) (50 ms by default); a node
+//! deleted sooner is never read. Most nodes of a busy lock's queue come
+//! and go within that, so a hand-off there costs the server its two
+//! notifications and nothing more (BENCHMARKS.md, "What an observer
+//! costs a contended lock"). Holders and queue order are right at once;
+//! only a newcomer's data, session and token wait. So the view never shows a node
 //! whose deletion the client has been handed (the chaos harness's
 //! simulator checks it: "The tree observer's contract"), and a burst of
 //! events costs one round trip, not one per event: an observer that read
@@ -57,10 +68,10 @@
 //! shown. Memory is the view's: the participants' nodes, their data
 //! included.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
 use tokio::sync::watch;
@@ -150,6 +161,8 @@ struct Inner {
     max_paths: usize,
     view: watch::Sender<Arc<TreeView>>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// How long a node created on a busy tree is shown pending.
+    read_after: Mutex<Duration>,
 }
 
 impl Drop for Inner {
@@ -201,8 +214,23 @@ impl TreeObserver {
                     ..TreeView::default()
                 })),
                 task: Mutex::new(None),
+                read_after: Mutex::new(READ_AFTER),
             }),
         })
+    }
+
+    /// How long a participant created on a busy tree is shown pending (by
+    /// its name and place, see [`LockParticipant::pending`]) before its
+    /// node is read: 50 ms unless set. A node deleted sooner is never read,
+    /// which spares the server most reads of a busy lock's queue; zero
+    /// reads every node as soon as its creation is applied. It takes
+    /// effect at [`start`](Self::start).
+    #[must_use]
+    pub fn read_after(self, delay: Duration) -> Self {
+        if let Ok(mut read_after) = self.inner.read_after.lock() {
+            *read_after = delay;
+        }
+        self
     }
 
     /// Starts following, on a task of its own, until [`close`](Self::close)
@@ -221,12 +249,18 @@ impl TreeObserver {
                 "the observer is started already".into(),
             ));
         }
+        let read_after = self
+            .inner
+            .read_after
+            .lock()
+            .map_or(READ_AFTER, |delay| *delay);
         let follower = Follower {
             framework: self.inner.framework.clone(),
             root: self.inner.root.clone(),
             max_paths: self.inner.max_paths,
             view: self.inner.view.clone(),
             state: BTreeMap::new(),
+            read_after,
         };
         *task = Some(tokio::spawn(follower.run()));
         Ok(())
@@ -294,6 +328,15 @@ impl PathState {
             .any(|o| o.participant.name == name)
     }
 
+    /// Whether its participant node `name` is shown pending (not read
+    /// yet).
+    fn is_pending(&self, name: &str) -> bool {
+        self.observed
+            .iter()
+            .flat_map(|observed| observed.participants.iter())
+            .any(|o| o.participant.name == name && o.participant.pending)
+    }
+
     /// Changes its participant nodes with `change` (kept once, in the view:
     /// the nodes are made from it and the view from them) and recomputes.
     fn change_nodes(&mut self, path: &str, change: impl FnOnce(&mut BTreeMap<String, NodeFacts>)) {
@@ -348,6 +391,8 @@ struct Follower {
     max_paths: usize,
     view: watch::Sender<Arc<TreeView>>,
     state: BTreeMap<String, PathState>,
+    /// How long a node created on a busy tree is shown pending.
+    read_after: Duration,
 }
 
 /// What an event needs read before it can be applied.
@@ -429,30 +474,47 @@ impl Follower {
         // When the last batch was taken: a tree whose events come closer
         // than the window is busy.
         let mut last_batch: Option<tokio::time::Instant> = None;
+        // Nodes shown pending (created on a busy tree), oldest first, with
+        // when each is due to be read.
+        let mut deferred: VecDeque<(String, tokio::time::Instant)> = VecDeque::new();
         loop {
             // Every event the client has handed the watcher so far, in
-            // order; if none, the view is published and the next awaited.
+            // order; if none, the view is published and the next awaited
+            // (or the next pending read, when it is due first). Events
+            // that were waiting mean a busy tree.
             let mut batch: Vec<zk::WatchedEvent> = Vec::new();
             take_ready(&mut watcher, &mut batch);
+            let mut busy = !batch.is_empty();
             if batch.is_empty() {
                 if std::mem::take(&mut unpublished) {
                     self.publish(true, 0);
                 }
-                let first = watcher.changed().await;
-                let session = first.event_type == zk::EventType::Session;
-                batch.push(first);
-                let busy = last_batch.is_some_and(|at| at.elapsed() < COALESCE);
-                if busy && !session {
-                    // On a busy tree the events that follow close behind
-                    // join this batch: a publication and a read per window,
-                    // not per event (nothing is published meanwhile, so no
-                    // view shows what the waiting events change). A quiet
-                    // tree's event is applied at once.
-                    tokio::time::sleep(COALESCE).await;
-                    take_ready(&mut watcher, &mut batch);
+                let first = match deferred.front() {
+                    Some(&(_, due)) => tokio::select! {
+                        event = watcher.changed() => Some(event),
+                        () = tokio::time::sleep_until(due) => None,
+                    },
+                    None => Some(watcher.changed().await),
+                };
+                if let Some(first) = first {
+                    let session = first.event_type == zk::EventType::Session;
+                    batch.push(first);
+                    busy = last_batch.is_some_and(|at| at.elapsed() < COALESCE);
+                    if busy && !session {
+                        // On a busy tree the events that follow close
+                        // behind join this batch: a publication and a read
+                        // per window, not per event (nothing is published
+                        // meanwhile, so no view shows what the waiting
+                        // events change). A quiet tree's event is applied
+                        // at once.
+                        tokio::time::sleep(COALESCE).await;
+                        take_ready(&mut watcher, &mut batch);
+                    }
                 }
             }
-            last_batch = Some(tokio::time::Instant::now());
+            if !batch.is_empty() {
+                last_batch = Some(tokio::time::Instant::now());
+            }
             if let Some(event) = batch
                 .iter()
                 .find(|event| event.event_type == zk::EventType::Session)
@@ -463,17 +525,39 @@ impl Follower {
                 return Ended::Again;
             }
             // Deletions first, needing no read, then the view is published
-            // at once: no view shows a node the client was told is gone.
-            let reads = self.apply_deletions(&batch);
-            self.publish(true, (batch.len() - reads.len()) as u64);
+            // at once: no view shows a node the client was told is gone. On
+            // a busy tree a new node is shown pending, to be read later.
+            let defer = (busy && !self.read_after.is_zero()).then_some(&mut deferred);
+            let reads = self.apply_deletions(&batch, defer);
+            let refresh = self.due_reads(&mut deferred);
+            if !batch.is_empty() {
+                self.publish(true, (batch.len() - reads.len()) as u64);
+            }
             let count = reads.len() as u64;
-            if let Err(err) = self.apply_reads(&client, reads).await {
+            let refreshed = !refresh.is_empty();
+            if let Err(err) = self.apply_reads(&client, reads, refresh).await {
                 tracing::debug!(%err, "an event could not be applied; listing again");
                 return Ended::Again;
             }
             self.count_events(count);
-            unpublished = count > 0;
+            unpublished = count > 0 || refreshed;
         }
+    }
+
+    /// The pending nodes due to be read now (those still shown pending:
+    /// one deleted meanwhile, or read already, is dropped), taken off
+    /// `deferred`.
+    fn due_reads(&self, deferred: &mut VecDeque<(String, tokio::time::Instant)>) -> Vec<String> {
+        let now = tokio::time::Instant::now();
+        let mut due = Vec::new();
+        while let Some((node, _)) = deferred.front().filter(|(_, at)| *at <= now) {
+            let (parent, name) = split(node);
+            if self.state.get(parent).is_some_and(|p| p.is_pending(name)) {
+                due.push(node.clone());
+            }
+            deferred.pop_front();
+        }
+        due
     }
 
     /// The cold view: sync, then every path at once ([`survey`]).
@@ -510,7 +594,15 @@ impl Follower {
     /// the other events, each with what it needs read, in order. A node
     /// deleted under a Curator semaphore leaves its participants at once;
     /// the semaphore is read again whole (its roles may have moved).
-    fn apply_deletions(&mut self, batch: &[zk::WatchedEvent]) -> Vec<(zk::WatchedEvent, Need)> {
+    ///
+    /// With `defer` (a busy tree), a participant's creation needs no read
+    /// now: it is shown pending at once and queued on `defer` to be read
+    /// once it has lived `read_after`.
+    fn apply_deletions(
+        &mut self,
+        batch: &[zk::WatchedEvent],
+        mut defer: Option<&mut VecDeque<(String, tokio::time::Instant)>>,
+    ) -> Vec<(zk::WatchedEvent, Need)> {
         let mut reads = Vec::new();
         // Semaphores made by this batch's events (a `leases` child created).
         let mut semaphores: Vec<String> = Vec::new();
@@ -559,9 +651,18 @@ impl Follower {
                         semaphores.push(parent.to_owned());
                         reads.push((event.clone(), Need::Semaphore(parent.to_owned())));
                     }
-                    Some(family) if family != Family::CuratorSemaphore => {
-                        reads.push((event.clone(), Need::Node));
-                    }
+                    Some(family) if family != Family::CuratorSemaphore => match defer.as_mut() {
+                        Some(deferred) => {
+                            if let Some(path) = self.track(parent, false) {
+                                path.change_nodes(parent, |nodes| {
+                                    nodes.insert(name.to_owned(), NodeFacts::pending(now_ms()));
+                                });
+                                let due = tokio::time::Instant::now() + self.read_after;
+                                deferred.push_back((node.to_owned(), due));
+                            }
+                        }
+                        None => reads.push((event.clone(), Need::Node)),
+                    },
                     // A node no recipe writes, in a followed path: shown as
                     // unknown (no read needed).
                     None => {
@@ -588,12 +689,16 @@ impl Follower {
     /// once (pipelined on one session, a semaphore read once however many
     /// of its events came), each after the client was handed its event, so
     /// a node deleted meanwhile reads as gone and is not shown.
+    ///
+    /// The pending nodes in `refresh` are read in the same breath, and
+    /// their facts filled in where they are still shown pending.
     async fn apply_reads(
         &mut self,
         client: &zk::Client,
         reads: Vec<(zk::WatchedEvent, Need)>,
+        refresh: Vec<String>,
     ) -> Result<()> {
-        if reads.is_empty() {
+        if reads.is_empty() && refresh.is_empty() {
             return Ok(());
         }
         let mut semaphores: Vec<&str> = Vec::new();
@@ -608,6 +713,7 @@ impl Follower {
             .iter()
             .filter(|(_, need)| matches!(need, Need::Node))
             .map(|(event, _)| event.path.as_str())
+            .chain(refresh.iter().map(String::as_str))
             .collect();
         let framework = &self.framework;
         let semaphore_reads = semaphores
@@ -642,6 +748,20 @@ impl Follower {
                 continue;
             }
             self.apply_read(event, nodes.next().flatten());
+        }
+        for (node, read) in refresh.iter().zip(nodes) {
+            // Gone: its deletion is on its way, and takes it out.
+            let Some((data, stat)) = read else {
+                continue;
+            };
+            let (parent, name) = split(node);
+            if let Some(path) = self.state.get_mut(parent) {
+                if path.is_pending(name) {
+                    path.change_nodes(parent, |nodes| {
+                        nodes.insert(name.to_owned(), NodeFacts::new(data, &stat));
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -761,6 +881,11 @@ fn take_ready(watcher: &mut zk::PersistentWatcher, batch: &mut Vec<zk::WatchedEv
 /// How long the observer waits, after an event, for the events close
 /// behind it before it applies them together (see the module notes).
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// How long a node created on a busy tree is shown pending before it is
+/// read (see the module notes): longer than most nodes of a busy lock's
+/// queue live, short beside anything an operator looks at.
+const READ_AFTER: Duration = Duration::from_millis(50);
 
 /// Makes the view of a path from its `participants` (in queue order),
 /// carrying what was seen over: since when each holds (a node seen waiting,
