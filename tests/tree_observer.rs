@@ -404,6 +404,59 @@ async fn burst(raw: &zk::Client, path: &str, count: usize) -> Vec<String> {
         .collect()
 }
 
+/// A mutex held on `<root>/l` (a quiet tree: its node is read at once),
+/// followed by an observer on a framework of its own through
+/// `observer_connect`, pending newcomers for `read_after`; once its view
+/// shows the holder.
+struct Burst {
+    path: String,
+    holder_fw: Framework,
+    guard: MutexGuard,
+    observer: TreeObserver,
+    observer_fw: Framework,
+}
+
+impl Burst {
+    async fn start(
+        connect: &str,
+        observer_connect: &str,
+        root: &str,
+        read_after: Duration,
+    ) -> Burst {
+        let path = format!("{root}/l");
+        let holder_fw = framework(connect).await;
+        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap();
+        let observer_fw = framework(observer_connect).await;
+        let observer = TreeObserver::new(observer_fw.clone(), root, 100)
+            .unwrap()
+            .read_after(read_after);
+        observer.start().unwrap();
+        let quiet = view_where(&observer, "the holder", |v| shown(v, &path).len() == 1).await;
+        assert!(
+            !quiet.paths[&path].participants[0].participant.pending,
+            "a quiet tree's participant is read at once"
+        );
+        Burst {
+            path,
+            holder_fw,
+            guard,
+            observer,
+            observer_fw,
+        }
+    }
+
+    async fn end(self) {
+        self.guard.release().await.unwrap();
+        self.observer.close().await;
+        self.observer_fw.close().await;
+        self.holder_fw.close().await;
+    }
+}
+
 /// A busy tree's newcomers are shown at once, in their place in the queue,
 /// pending (not read); one deleted while pending is never read. Without
 /// the deferral, the burst's creations cost the observer a `multiRead`
@@ -413,30 +466,27 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
     let Some(server) = server() else { return };
     bounded(LONG_BOUND, async move {
         let connect = server.connect_string();
-        let root = unique_path("tree-busy");
-        let path = format!("{root}/l");
-        let holder_fw = framework(&connect).await;
-        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
         let proxy = FaultProxy::start(server.address()).await.unwrap();
-        let observer_fw = framework(&proxy.connect_string()).await;
+        let root = unique_path("tree-busy");
         // Pending for longer than the test runs: nothing here is read late.
-        let observer = TreeObserver::new(observer_fw.clone(), &root, 100)
-            .unwrap()
-            .read_after(Duration::from_secs(600));
-        observer.start().unwrap();
-        let quiet = view_where(&observer, "the holder", |v| shown(v, &path).len() == 1).await;
-        // A quiet tree's participant was read.
-        assert!(!quiet.paths[&path].participants[0].participant.pending);
+        let burst_of = Burst::start(
+            &connect,
+            &proxy.connect_string(),
+            &root,
+            Duration::from_secs(600),
+        )
+        .await;
+        let (path, observer, holder_fw) = (
+            burst_of.path.clone(),
+            &burst_of.observer,
+            &burst_of.holder_fw,
+        );
         proxy.clear_traffic();
 
         let raw = common::raw_client(&connect).await;
         let nodes = burst(&raw, &path, 10).await;
-        let view = view_where(&observer, "the burst", |v| shown(v, &path).len() == 11).await;
-        assert_eq!(shown(&view, &path), truth(&holder_fw, &path).await);
+        let view = view_where(observer, "the burst", |v| shown(v, &path).len() == 11).await;
+        assert_eq!(shown(&view, &path), truth(holder_fw, &path).await);
         let participants = &view.paths[&path].participants;
         assert!(
             !participants[0].participant.pending,
@@ -463,7 +513,7 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
         for deleted in futures::future::join_all(deletes).await {
             deleted.unwrap();
         }
-        view_where(&observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
+        view_where(observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
         let reads =
             requests_with(&proxy, opcode::GET_DATA) + requests_with(&proxy, opcode::MULTI_READ);
         assert!(
@@ -472,11 +522,7 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
              (at most the first event's, taken before the tree was busy)",
             nodes.len()
         );
-
-        guard.release().await.unwrap();
-        observer.close().await;
-        observer_fw.close().await;
-        holder_fw.close().await;
+        burst_of.end().await;
     })
     .await;
 }
@@ -490,24 +536,17 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
     bounded(LONG_BOUND, async move {
         let connect = server.connect_string();
         let root = unique_path("tree-pending");
-        let path = format!("{root}/l");
-        let holder_fw = framework(&connect).await;
-        let guard = InterProcessMutex::new(holder_fw.clone(), &path)
-            .unwrap()
-            .lock()
-            .await
-            .unwrap();
-        let observer_fw = framework(&connect).await;
-        let observer = TreeObserver::new(observer_fw.clone(), &root, 100)
-            .unwrap()
-            .read_after(Duration::from_millis(300));
-        observer.start().unwrap();
-        view_where(&observer, "the holder", |v| shown(v, &path).len() == 1).await;
+        let burst_of = Burst::start(&connect, &connect, &root, Duration::from_millis(300)).await;
+        let (path, observer, holder_fw) = (
+            burst_of.path.clone(),
+            &burst_of.observer,
+            &burst_of.holder_fw,
+        );
 
         let raw = common::raw_client(&connect).await;
         let nodes = burst(&raw, &path, 10).await;
         let seen_pending = std::sync::atomic::AtomicBool::new(false);
-        let view = view_where(&observer, "the burst, read", |v| {
+        let view = view_where(observer, "the burst, read", |v| {
             let participants = v
                 .paths
                 .get(&path)
@@ -524,7 +563,7 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
             seen_pending.load(std::sync::atomic::Ordering::Relaxed),
             "no newcomer of the burst was ever shown pending"
         );
-        let truth = lock_participants(&holder_fw, &path, None).await.unwrap();
+        let truth = lock_participants(holder_fw, &path, None).await.unwrap();
         let seen: Vec<_> = view.paths[&path]
             .participants
             .iter()
@@ -536,11 +575,7 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
             assert_eq!(p.session, raw.session_id().0, "{p:#?}");
             assert!(p.czxid > 0, "{p:#?}");
         }
-
-        guard.release().await.unwrap();
-        observer.close().await;
-        observer_fw.close().await;
-        holder_fw.close().await;
+        burst_of.end().await;
     })
     .await;
 }
