@@ -199,6 +199,7 @@ impl Attached {
             }
         };
         let (framework, observer) = started?;
+        let mut changes = observer.changes();
         let attached = Attached {
             following: Following::Tree {
                 framework,
@@ -206,10 +207,6 @@ impl Attached {
             },
             apart,
         };
-        let Following::Tree { observer, .. } = &attached.following else {
-            return Ok(attached);
-        };
-        let mut changes = observer.changes();
         let current = within(COLD_LIMIT, async {
             while !changes.borrow_and_update().current {
                 if changes.changed().await.is_err() {

@@ -11,8 +11,8 @@
 //!    read with [`survey`] (every level pipelined): the cold view;
 //! 3. every event is merged as it comes, reading only what it names: a
 //!    participant node created is read (on a busy tree, later: below), a
-//!    node deleted is dropped with no request, a data change is read. The cost of a
-//!    hand-off is the same whatever the length of the queue.
+//!    node deleted is dropped with no request, a data change is read. The
+//!    cost of a hand-off is the same whatever the length of the queue.
 //!
 //! Events are taken in batches: every event the client has handed the
 //! watcher so far, in the order the server sent them; when none was
@@ -25,7 +25,14 @@
 //! many of its events came), and applied in order. On a busy tree this
 //! makes a publication and a read per 5 ms window rather than per event;
 //! there a change reaches the view up to about 5 ms later. A quiet tree's
-//! event is applied as it comes.
+//! event is applied as it comes. So the view never shows a node
+//! whose deletion the client has been handed (the chaos harness's
+//! simulator checks it: "The tree observer's contract"), and a burst of
+//! events costs one round trip, not one per event: an observer that read
+//! each event before taking the next fell ever further behind a busy tree.
+//! A node whose deletion has been applied is never reported again (its
+//! creation, read after the deletion was handed over, reads nothing and is
+//! dropped).
 //!
 //! On a busy tree (events waiting, or a batch taken less than 5 ms
 //! before) a participant's creation is not read at once: the node is
@@ -36,14 +43,7 @@
 //! and go within that, so a hand-off there costs the server its two
 //! notifications and nothing more (BENCHMARKS.md, "What an observer
 //! costs a contended lock"). Holders and queue order are right at once;
-//! only a newcomer's data, session and token wait. So the view never shows a node
-//! whose deletion the client has been handed (the chaos harness's
-//! simulator checks it: "The tree observer's contract"), and a burst of
-//! events costs one round trip, not one per event: an observer that read
-//! each event before taking the next fell ever further behind a busy tree.
-//! A node whose deletion has been applied is never reported again (its
-//! creation, read after the deletion was handed over, reads nothing and is
-//! dropped).
+//! only a newcomer's data, session and token wait.
 //!
 //! While the connection is down, or between a new session and the end of
 //! its listing, [`TreeView::current`] is `false` and says since when: the
@@ -320,21 +320,24 @@ impl PathState {
             .collect()
     }
 
-    /// Whether one of its participants' nodes is named `name`.
-    fn has_node(&self, name: &str) -> bool {
+    /// Its participant whose node is named `name`, if shown.
+    fn node(&self, name: &str) -> Option<&LockParticipant> {
         self.observed
             .iter()
             .flat_map(|observed| observed.participants.iter())
-            .any(|o| o.participant.name == name)
+            .map(|o| &o.participant)
+            .find(|p| p.name == name)
+    }
+
+    /// Whether one of its participants' nodes is named `name`.
+    fn has_node(&self, name: &str) -> bool {
+        self.node(name).is_some()
     }
 
     /// Whether its participant node `name` is shown pending (not read
     /// yet).
     fn is_pending(&self, name: &str) -> bool {
-        self.observed
-            .iter()
-            .flat_map(|observed| observed.participants.iter())
-            .any(|o| o.participant.name == name && o.participant.pending)
+        self.node(name).is_some_and(|p| p.pending)
     }
 
     /// Changes its participant nodes with `change` (kept once, in the view:
