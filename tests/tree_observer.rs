@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{bounded, expire, framework, requests_with, server, unique_path, LONG_BOUND};
-use zk_curator::recipes::layout::{lock_participants, Role};
+use zk_curator::recipes::layout::{lock_participants, LockParticipant, Role};
 use zk_curator::recipes::tree::{TreeObserver, TreeView};
 use zk_curator::zk;
 use zk_curator::{
@@ -45,8 +45,34 @@ async fn view_where(
     .await;
     match seen {
         Ok(view) => view,
-        Err(_) => panic!("never saw {what}: {:#?}", observer.view()),
+        Err(_) => {
+            // A view of thousands of participants is cut short.
+            let mut shown = format!("{:#?}", observer.view());
+            if shown.len() > 4000 {
+                let cut = (0..=4000)
+                    .rev()
+                    .find(|&at| shown.is_char_boundary(at))
+                    .unwrap_or(0);
+                shown.truncate(cut);
+                shown.push_str("\n…");
+            }
+            panic!("never saw {what}: {shown}")
+        }
     }
+}
+
+/// Asserts that the view shows `seen` as `truth` reads them, naming the
+/// first that differs (not the thousands that agree).
+fn assert_same_participants(seen: &[LockParticipant], truth: &[LockParticipant]) {
+    if let Some((at, (seen, truth))) = seen
+        .iter()
+        .zip(truth)
+        .enumerate()
+        .find(|(_, (seen, truth))| seen != truth)
+    {
+        panic!("participant {at} is shown as {seen:#?}, its node says {truth:#?}");
+    }
+    assert_eq!(seen.len(), truth.len(), "how many participants are shown");
 }
 
 /// Each followed path's participants as (node, role), in queue order.
@@ -575,6 +601,126 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
             assert_eq!(p.session, raw.session_id().0, "{p:#?}");
             assert!(p.czxid > 0, "{p:#?}");
         }
+        burst_of.end().await;
+    })
+    .await;
+}
+
+/// However long `read_after`, at most 1,024 nodes wait to be read: a
+/// burst of more shows every newcomer at once, and the oldest past that
+/// bound are read at once, as their nodes say. Without the bound every one
+/// of them would stay pending (and queued) for the ten minutes asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
+    const MOST_PENDING: usize = 1024;
+    const BURST: usize = 2 * MOST_PENDING;
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-bound");
+        let burst_of = Burst::start(&connect, &connect, &root, Duration::from_secs(600)).await;
+        let (path, observer, holder_fw) = (
+            burst_of.path.clone(),
+            &burst_of.observer,
+            &burst_of.holder_fw,
+        );
+
+        let raw = common::raw_client(&connect).await;
+        let nodes = burst(&raw, &path, BURST).await;
+        let pending_in = |v: &TreeView| {
+            v.paths.get(&path).map_or(usize::MAX, |p| {
+                p.participants
+                    .iter()
+                    .filter(|o| o.participant.pending)
+                    .count()
+            })
+        };
+        let view = view_where(observer, "the burst, the oldest read", |v| {
+            shown(v, &path).len() == BURST + 1 && pending_in(v) <= MOST_PENDING
+        })
+        .await;
+        assert!(
+            pending_in(&view) > 0,
+            "the burst was never busy enough to be deferred"
+        );
+        // Applying the burst kept up with it: the observer's connection
+        // never broke on its way (applying each event by remaking the
+        // path's view made a burst of n creations cost n² steps, which
+        // starved the runtime of the observer's and the holder's sessions).
+        assert_eq!(view.listings, 1, "the observer listed the tree again");
+        // Every participant read is shown as its node says.
+        let truth = lock_participants(holder_fw, &path, None).await.unwrap();
+        let participants = &view.paths[&path].participants;
+        assert_eq!(participants.len(), truth.len());
+        let (read, truth): (Vec<_>, Vec<_>) = participants
+            .iter()
+            .zip(truth)
+            .filter(|(seen, _)| !seen.participant.pending)
+            .map(|(seen, truth)| (seen.participant.clone(), truth))
+            .unzip();
+        assert_same_participants(&read, &truth);
+        let read = read.len();
+        assert!(
+            read >= BURST - MOST_PENDING,
+            "only {read} of the holder and the burst of {BURST} were read"
+        );
+        let deletes = nodes.iter().map(|node| raw.delete(node, None));
+        for deleted in futures::future::join_all(deletes).await {
+            deleted.unwrap();
+        }
+        burst_of.end().await;
+    })
+    .await;
+}
+
+/// A burst of thousands of newcomers, each read as it comes (`read_after`
+/// zero), is applied as fast as it comes: the view shows every one as its
+/// node says, on the listing it began with. Remaking the path's view at
+/// each event cost such a burst n² steps and starved the observer's own
+/// session until its connection broke.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_thousands_read_at_once_is_applied_on_one_listing() {
+    const BURST: usize = 4096;
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-thousands");
+        let burst_of = Burst::start(&connect, &connect, &root, Duration::ZERO).await;
+        let (path, observer, holder_fw) = (
+            burst_of.path.clone(),
+            &burst_of.observer,
+            &burst_of.holder_fw,
+        );
+
+        let raw = common::raw_client(&connect).await;
+        let nodes = burst(&raw, &path, BURST).await;
+        let view = view_where(observer, "the burst, read", |v| {
+            v.paths.get(&path).is_some_and(|p| {
+                p.participants.len() == BURST + 1
+                    && p.participants.iter().all(|o| !o.participant.pending)
+            })
+        })
+        .await;
+        assert_eq!(view.listings, 1, "the observer listed the tree again");
+        let seen: Vec<_> = view.paths[&path]
+            .participants
+            .iter()
+            .map(|o| o.participant.clone())
+            .collect();
+        assert_same_participants(
+            &seen,
+            &lock_participants(holder_fw, &path, None).await.unwrap(),
+        );
+        let deletes = nodes.iter().map(|node| raw.delete(node, None));
+        for deleted in futures::future::join_all(deletes).await {
+            deleted.unwrap();
+        }
+        view_where(observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
+        assert_eq!(
+            observer.view().listings,
+            1,
+            "the observer listed the tree again"
+        );
         burst_of.end().await;
     })
     .await;

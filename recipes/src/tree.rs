@@ -66,7 +66,11 @@
 //! At most `max_paths` paths are read at a cold start and followed after;
 //! past that [`TreeView::capped`] says so, and what lies beyond is not
 //! shown. Memory is the view's: the participants' nodes, their data
-//! included.
+//! included. At most 1,024 nodes wait to be read at once (pending); past
+//! that the oldest is read at once, whatever `read_after` says. A batch
+//! remakes each path it changed once, when it is published (and at each
+//! change of holder), so a burst of n creations costs n log n steps, not
+//! n².
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -223,7 +227,8 @@ impl TreeObserver {
     /// its name and place, see [`LockParticipant::pending`]) before its
     /// node is read: 50 ms unless set. A node deleted sooner is never read,
     /// which spares the server most reads of a busy lock's queue; zero
-    /// reads every node as soon as its creation is applied. It takes
+    /// reads every node as soon as its creation is applied. At most 1,024
+    /// nodes wait at once: past that the oldest is read at once. It takes
     /// effect at [`start`](Self::start).
     #[must_use]
     pub fn read_after(self, delay: Duration) -> Self {
@@ -308,11 +313,16 @@ struct PathState {
     unknown: UnknownNodes,
     /// What the view shows of it, made anew at each change.
     observed: Option<Arc<ObservedPath>>,
+    /// Its participants' nodes with changes `observed` does not show yet
+    /// (see [`change_nodes`](Self::change_nodes)).
+    unsettled: Option<BTreeMap<String, NodeFacts>>,
 }
 
 impl PathState {
-    /// Its participants as last computed.
-    fn participants(&self) -> Vec<LockParticipant> {
+    /// Its participants, with every change made so far (`path` is its
+    /// own).
+    fn participants(&mut self, path: &str) -> Vec<LockParticipant> {
+        self.settle(path);
         self.observed
             .iter()
             .flat_map(|observed| observed.participants.iter())
@@ -320,36 +330,66 @@ impl PathState {
             .collect()
     }
 
-    /// Its participant whose node is named `name`, if shown.
-    fn node(&self, name: &str) -> Option<&LockParticipant> {
-        self.observed
-            .iter()
-            .flat_map(|observed| observed.participants.iter())
-            .map(|o| &o.participant)
-            .find(|p| p.name == name)
+    /// Whether its participant node `name` is pending (not read yet), if
+    /// it has one of that name, with every change made so far.
+    fn pending_node(&self, name: &str) -> Option<bool> {
+        match &self.unsettled {
+            Some(nodes) => nodes.get(name).map(|facts| facts.pending),
+            None => self
+                .observed
+                .iter()
+                .flat_map(|observed| observed.participants.iter())
+                .map(|o| &o.participant)
+                .find(|p| p.name == name)
+                .map(|p| p.pending),
+        }
     }
 
     /// Whether one of its participants' nodes is named `name`.
     fn has_node(&self, name: &str) -> bool {
-        self.node(name).is_some()
+        self.pending_node(name).is_some()
     }
 
-    /// Whether its participant node `name` is shown pending (not read
-    /// yet).
+    /// Whether its participant node `name` is pending (not read yet).
     fn is_pending(&self, name: &str) -> bool {
-        self.node(name).is_some_and(|p| p.pending)
+        self.pending_node(name) == Some(true)
     }
 
-    /// Changes its participant nodes with `change` (kept once, in the view:
-    /// the nodes are made from it and the view from them) and recomputes.
+    /// Changes its participant nodes with `change` (`path` is its own).
+    ///
+    /// The nodes are kept once, in the view: the first change since the
+    /// view was made takes them out of it, and the view is made anew from
+    /// them when it is published ([`settle`](Self::settle)), once for a
+    /// whole batch of events: making it at each event cost a burst of n
+    /// creations n² steps, and stalled the observer's runtime. A change
+    /// that may change the first holder (its node gone, or a node where
+    /// there was none) settles at once, so each change of holder is counted
+    /// as it was seen.
     fn change_nodes(&mut self, path: &str, change: impl FnOnce(&mut BTreeMap<String, NodeFacts>)) {
-        let mut nodes: BTreeMap<String, NodeFacts> = self
-            .observed
-            .iter()
-            .flat_map(|observed| observed.participants.iter())
-            .map(|o| (o.participant.name.clone(), NodeFacts::from(&o.participant)))
-            .collect();
-        change(&mut nodes);
+        let observed = &self.observed;
+        let nodes = self.unsettled.get_or_insert_with(|| {
+            observed
+                .iter()
+                .flat_map(|observed| observed.participants.iter())
+                .map(|o| (o.participant.name.clone(), NodeFacts::from(&o.participant)))
+                .collect()
+        });
+        change(nodes);
+        let holder_may_change = match &self.leader {
+            Some(leader) => !nodes.contains_key(leader),
+            None => !nodes.is_empty(),
+        };
+        if holder_may_change {
+            self.settle(path);
+        }
+    }
+
+    /// Makes the view anew from the nodes changed since it was made, if
+    /// any (`path` is its own).
+    fn settle(&mut self, path: &str) {
+        let Some(nodes) = self.unsettled.take() else {
+            return;
+        };
         let names: Vec<String> = nodes.keys().cloned().collect();
         let participants = families_among(&names)
             .into_iter()
@@ -549,11 +589,16 @@ impl Follower {
 
     /// The pending nodes due to be read now (those still shown pending:
     /// one deleted meanwhile, or read already, is dropped), taken off
-    /// `deferred`.
+    /// `deferred`: the ones that have lived `read_after`, and the oldest
+    /// beyond [`MOST_DEFERRED`], so the queue stays bounded whatever
+    /// `read_after` and the rate of creations.
     fn due_reads(&self, deferred: &mut VecDeque<(String, tokio::time::Instant)>) -> Vec<String> {
         let now = tokio::time::Instant::now();
         let mut due = Vec::new();
-        while let Some((node, _)) = deferred.front().filter(|(_, at)| *at <= now) {
+        while let Some((node, _)) = deferred
+            .front()
+            .filter(|(_, at)| *at <= now || deferred.len() > MOST_DEFERRED)
+        {
             let (parent, name) = split(node);
             if self.state.get(parent).is_some_and(|p| p.is_pending(name)) {
                 due.push(node.clone());
@@ -625,7 +670,7 @@ impl Follower {
                     });
                     if under_semaphore {
                         if let Some(path) = self.state.get_mut(grandparent) {
-                            let mut participants = path.participants();
+                            let mut participants = path.participants(grandparent);
                             participants.retain(|p| p.node_path != node);
                             recompute(path, true, participants);
                         }
@@ -788,7 +833,7 @@ impl Follower {
             zk::EventType::NodeDataChanged => {
                 if let Some(path) = self.state.get_mut(node) {
                     path.data = data;
-                    let participants = path.participants();
+                    let participants = path.participants(node);
                     recompute(path, true, participants);
                 } else if let Some(path) = self.state.get_mut(parent) {
                     if path.has_node(name) {
@@ -854,7 +899,10 @@ impl Follower {
         let paths: BTreeMap<String, Arc<ObservedPath>> = self
             .state
             .iter_mut()
-            .map(|(path, state)| (path.clone(), state.observed()))
+            .map(|(path, state)| {
+                state.settle(path);
+                (path.clone(), state.observed())
+            })
             .collect();
         self.view.send_modify(|view| {
             let view = Arc::make_mut(view);
@@ -890,11 +938,19 @@ const COALESCE: std::time::Duration = std::time::Duration::from_millis(5);
 /// queue live, short beside anything an operator looks at.
 const READ_AFTER: Duration = Duration::from_millis(50);
 
+/// How many nodes may wait to be read (see the module notes' bounds):
+/// past that the oldest is read at once. The queue also keeps the nodes
+/// deleted before their turn until then, so without a bound a long
+/// `read_after` on a busy lock would grow it with every creation.
+const MOST_DEFERRED: usize = 1024;
+
 /// Makes the view of a path from its `participants` (in queue order),
 /// carrying what was seen over: since when each holds (a node seen waiting,
 /// or created, then holding, counts from now when `live`), its first
 /// holder's changes, and since when it has had no holder.
 fn recompute(state: &mut PathState, live: bool, participants: Vec<LockParticipant>) {
+    // What it is given is all there is (a semaphore read whole, say).
+    state.unsettled = None;
     let now = now_ms();
     let mut families: Vec<Family> = Vec::new();
     for p in &participants {
