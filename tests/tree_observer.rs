@@ -410,36 +410,17 @@ async fn nodes_no_recipe_writes_are_shown_as_unknown() {
     .await;
 }
 
-/// Creates `count` participants of a Curator mutex on `path` at once
-/// (pipelined on `raw`: a burst, as a busy lock's queue grows), each with
-/// data `burst-<i>`; their paths, in queue order.
-async fn burst(raw: &zk::Client, path: &str, count: usize) -> Vec<String> {
-    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    let prefix = format!("{path}/lock-");
-    let datas: Vec<Vec<u8>> = (0..count)
-        .map(|i| format!("burst-{i}").into_bytes())
-        .collect();
-    let creates = datas.iter().map(|data| raw.create(&prefix, data, &options));
-    futures::future::join_all(creates)
-        .await
-        .into_iter()
-        .map(|created| {
-            let (_, sequence) = created.unwrap();
-            format!("{prefix}{sequence}")
-        })
-        .collect()
-}
-
 /// A mutex held on `<root>/l` (a quiet tree: its node is read at once),
 /// followed by an observer on a framework of its own through
 /// `observer_connect`, pending newcomers for `read_after`; once its view
-/// shows the holder.
+/// shows the holder. Bursts of participants come from `raw`.
 struct Burst {
     path: String,
     holder_fw: Framework,
     guard: MutexGuard,
     observer: TreeObserver,
     observer_fw: Framework,
+    raw: zk::Client,
 }
 
 impl Burst {
@@ -472,6 +453,37 @@ impl Burst {
             guard,
             observer,
             observer_fw,
+            raw: common::raw_client(connect).await,
+        }
+    }
+
+    /// Creates `count` participants of a Curator mutex at once (pipelined:
+    /// a burst, as a busy lock's queue grows), each with data `burst-<i>`;
+    /// their paths, in queue order.
+    async fn create(&self, count: usize) -> Vec<String> {
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let prefix = format!("{}/lock-", self.path);
+        let datas: Vec<Vec<u8>> = (0..count)
+            .map(|i| format!("burst-{i}").into_bytes())
+            .collect();
+        let creates = datas
+            .iter()
+            .map(|data| self.raw.create(&prefix, data, &options));
+        futures::future::join_all(creates)
+            .await
+            .into_iter()
+            .map(|created| {
+                let (_, sequence) = created.unwrap();
+                format!("{prefix}{sequence}")
+            })
+            .collect()
+    }
+
+    /// Deletes `nodes` at once.
+    async fn delete(&self, nodes: &[String]) {
+        let deletes = nodes.iter().map(|node| self.raw.delete(node, None));
+        for deleted in futures::future::join_all(deletes).await {
+            deleted.unwrap();
         }
     }
 
@@ -502,18 +514,17 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
             Duration::from_secs(600),
         )
         .await;
-        let (path, observer, holder_fw) = (
-            burst_of.path.clone(),
-            &burst_of.observer,
-            &burst_of.holder_fw,
-        );
+        let Burst {
+            path,
+            observer,
+            holder_fw,
+            ..
+        } = &burst_of;
         proxy.clear_traffic();
-
-        let raw = common::raw_client(&connect).await;
-        let nodes = burst(&raw, &path, 10).await;
-        let view = view_where(observer, "the burst", |v| shown(v, &path).len() == 11).await;
-        assert_eq!(shown(&view, &path), truth(holder_fw, &path).await);
-        let participants = &view.paths[&path].participants;
+        let nodes = burst_of.create(10).await;
+        let view = view_where(observer, "the burst", |v| shown(v, path).len() == 11).await;
+        assert_eq!(shown(&view, path), truth(holder_fw, path).await);
+        let participants = &view.paths[path].participants;
         assert!(
             !participants[0].participant.pending,
             "the holder was read before"
@@ -535,11 +546,8 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
             );
         }
 
-        let deletes = nodes.iter().map(|node| raw.delete(node, None));
-        for deleted in futures::future::join_all(deletes).await {
-            deleted.unwrap();
-        }
-        view_where(observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
+        burst_of.delete(&nodes).await;
+        view_where(observer, "the burst gone", |v| shown(v, path).len() == 1).await;
         let reads =
             requests_with(&proxy, opcode::GET_DATA) + requests_with(&proxy, opcode::MULTI_READ);
         assert!(
@@ -563,19 +571,19 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
         let connect = server.connect_string();
         let root = unique_path("tree-pending");
         let burst_of = Burst::start(&connect, &connect, &root, Duration::from_millis(300)).await;
-        let (path, observer, holder_fw) = (
-            burst_of.path.clone(),
-            &burst_of.observer,
-            &burst_of.holder_fw,
-        );
-
-        let raw = common::raw_client(&connect).await;
-        let nodes = burst(&raw, &path, 10).await;
+        let Burst {
+            path,
+            observer,
+            holder_fw,
+            raw,
+            ..
+        } = &burst_of;
+        let nodes = burst_of.create(10).await;
         let seen_pending = std::sync::atomic::AtomicBool::new(false);
         let view = view_where(observer, "the burst, read", |v| {
             let participants = v
                 .paths
-                .get(&path)
+                .get(path)
                 .map(|p| p.participants.as_slice())
                 .unwrap_or(&[]);
             if participants.iter().any(|o| o.participant.pending) {
@@ -589,8 +597,8 @@ async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
             seen_pending.load(std::sync::atomic::Ordering::Relaxed),
             "no newcomer of the burst was ever shown pending"
         );
-        let truth = lock_participants(holder_fw, &path, None).await.unwrap();
-        let seen: Vec<_> = view.paths[&path]
+        let truth = lock_participants(holder_fw, path, None).await.unwrap();
+        let seen: Vec<_> = view.paths[path]
             .participants
             .iter()
             .map(|o| o.participant.clone())
@@ -619,16 +627,15 @@ async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
         let connect = server.connect_string();
         let root = unique_path("tree-bound");
         let burst_of = Burst::start(&connect, &connect, &root, Duration::from_secs(600)).await;
-        let (path, observer, holder_fw) = (
-            burst_of.path.clone(),
-            &burst_of.observer,
-            &burst_of.holder_fw,
-        );
-
-        let raw = common::raw_client(&connect).await;
-        let nodes = burst(&raw, &path, BURST).await;
+        let Burst {
+            path,
+            observer,
+            holder_fw,
+            ..
+        } = &burst_of;
+        let nodes = burst_of.create(BURST).await;
         let pending_in = |v: &TreeView| {
-            v.paths.get(&path).map_or(usize::MAX, |p| {
+            v.paths.get(path).map_or(usize::MAX, |p| {
                 p.participants
                     .iter()
                     .filter(|o| o.participant.pending)
@@ -636,7 +643,7 @@ async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
             })
         };
         let view = view_where(observer, "the burst, the oldest read", |v| {
-            shown(v, &path).len() == BURST + 1 && pending_in(v) <= MOST_PENDING
+            shown(v, path).len() == BURST + 1 && pending_in(v) <= MOST_PENDING
         })
         .await;
         assert!(
@@ -649,8 +656,8 @@ async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
         // starved the runtime of the observer's and the holder's sessions).
         assert_eq!(view.listings, 1, "the observer listed the tree again");
         // Every participant read is shown as its node says.
-        let truth = lock_participants(holder_fw, &path, None).await.unwrap();
-        let participants = &view.paths[&path].participants;
+        let truth = lock_participants(holder_fw, path, None).await.unwrap();
+        let participants = &view.paths[path].participants;
         assert_eq!(participants.len(), truth.len());
         let (read, truth): (Vec<_>, Vec<_>) = participants
             .iter()
@@ -664,10 +671,7 @@ async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
             read >= BURST - MOST_PENDING,
             "only {read} of the holder and the burst of {BURST} were read"
         );
-        let deletes = nodes.iter().map(|node| raw.delete(node, None));
-        for deleted in futures::future::join_all(deletes).await {
-            deleted.unwrap();
-        }
+        burst_of.delete(&nodes).await;
         burst_of.end().await;
     })
     .await;
@@ -686,36 +690,32 @@ async fn a_burst_of_thousands_read_at_once_is_applied_on_one_listing() {
         let connect = server.connect_string();
         let root = unique_path("tree-thousands");
         let burst_of = Burst::start(&connect, &connect, &root, Duration::ZERO).await;
-        let (path, observer, holder_fw) = (
-            burst_of.path.clone(),
-            &burst_of.observer,
-            &burst_of.holder_fw,
-        );
-
-        let raw = common::raw_client(&connect).await;
-        let nodes = burst(&raw, &path, BURST).await;
+        let Burst {
+            path,
+            observer,
+            holder_fw,
+            ..
+        } = &burst_of;
+        let nodes = burst_of.create(BURST).await;
         let view = view_where(observer, "the burst, read", |v| {
-            v.paths.get(&path).is_some_and(|p| {
+            v.paths.get(path).is_some_and(|p| {
                 p.participants.len() == BURST + 1
                     && p.participants.iter().all(|o| !o.participant.pending)
             })
         })
         .await;
         assert_eq!(view.listings, 1, "the observer listed the tree again");
-        let seen: Vec<_> = view.paths[&path]
+        let seen: Vec<_> = view.paths[path]
             .participants
             .iter()
             .map(|o| o.participant.clone())
             .collect();
         assert_same_participants(
             &seen,
-            &lock_participants(holder_fw, &path, None).await.unwrap(),
+            &lock_participants(holder_fw, path, None).await.unwrap(),
         );
-        let deletes = nodes.iter().map(|node| raw.delete(node, None));
-        for deleted in futures::future::join_all(deletes).await {
-            deleted.unwrap();
-        }
-        view_where(observer, "the burst gone", |v| shown(v, &path).len() == 1).await;
+        burst_of.delete(&nodes).await;
+        view_where(observer, "the burst gone", |v| shown(v, path).len() == 1).await;
         assert_eq!(
             observer.view().listings,
             1,
