@@ -283,6 +283,42 @@ async fn cut_off_or_expired_the_view_says_so_then_is_rebuilt() {
     .await;
 }
 
+/// Its framework closed, the view says it is not current, and so it stays:
+/// a closed client tells its watchers nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn its_framework_closed_the_view_says_it_is_not_current() {
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-closed");
+        let (guard, _waiters) = held_with_waiters(&connect, &format!("{root}/a"), 0).await;
+        let observer_fw = framework(&connect).await;
+        let observer = TreeObserver::new(observer_fw.clone(), &root, 100).unwrap();
+        observer.start().unwrap();
+        view_where(&observer, "the lock", |v| v.paths.len() == 1).await;
+
+        observer_fw.close().await;
+        let mut changes = observer.changes();
+        let ended = tokio::time::timeout(WAIT, async {
+            loop {
+                if !changes.borrow_and_update().current {
+                    return;
+                }
+                changes.changed().await.unwrap();
+            }
+        })
+        .await;
+        assert!(
+            ended.is_ok(),
+            "the view said current after its framework closed"
+        );
+        guard.release().await.unwrap();
+        observer.close().await;
+        assert!(!observer.view().current);
+    })
+    .await;
+}
+
 /// The observer's requests per hand-off do not grow with the queue: a
 /// hand-off is a deletion, which needs no read; the same with 3 waiters as
 /// with 30.
@@ -417,7 +453,8 @@ async fn nodes_no_recipe_writes_are_shown_as_unknown() {
 struct Burst {
     path: String,
     holder_fw: Framework,
-    guard: MutexGuard,
+    /// The holder, until [`release_holder`](Self::release_holder).
+    guard: Option<MutexGuard>,
     observer: TreeObserver,
     observer_fw: Framework,
     raw: zk::Client,
@@ -450,7 +487,7 @@ impl Burst {
         Burst {
             path,
             holder_fw,
-            guard,
+            guard: Some(guard),
             observer,
             observer_fw,
             raw: common::raw_client(connect).await,
@@ -487,8 +524,15 @@ impl Burst {
         }
     }
 
-    async fn end(self) {
-        self.guard.release().await.unwrap();
+    /// Releases the mutex held from the start, if not yet.
+    async fn release_holder(&mut self) {
+        if let Some(guard) = self.guard.take() {
+            guard.release().await.unwrap();
+        }
+    }
+
+    async fn end(mut self) {
+        self.release_holder().await;
         self.observer.close().await;
         self.observer_fw.close().await;
         self.holder_fw.close().await;
@@ -721,6 +765,61 @@ async fn a_burst_of_thousands_read_at_once_is_applied_on_one_listing() {
             1,
             "the observer listed the tree again"
         );
+        burst_of.end().await;
+    })
+    .await;
+}
+
+/// A queue of thousands drained at once (pipelined deletions, each of the
+/// node at its head) is applied on the listing it began with, and each
+/// change of holder is counted: one per deletion, the last to no holder.
+/// Remaking the path's view at each deletion cost the drain n² steps; and
+/// a view made once per batch alone would count a batch's changes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_of_thousands_drained_at_once_counts_every_change_of_holder() {
+    const QUEUE: usize = 4096;
+    let Some(server) = server() else { return };
+    bounded(LONG_BOUND, async move {
+        let connect = server.connect_string();
+        let root = unique_path("tree-drain");
+        let mut burst_of = Burst::start(&connect, &connect, &root, Duration::ZERO).await;
+        let path = burst_of.path.clone();
+        // A node no recipe writes keeps the lock path (a container) from
+        // being removed once the queue is gone, and with it what was
+        // counted.
+        let keep = format!("{path}/keep");
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        burst_of.raw.create(&keep, &[], &open).await.unwrap();
+        let nodes = burst_of.create(QUEUE).await;
+        let holder_is = |v: &TreeView, node: &str| {
+            v.paths.get(&path).is_some_and(|p| {
+                p.participants.len() == QUEUE
+                    && p.participants[0].participant.node_path == node
+                    && p.participants[0].participant.role == Role::Holder
+            })
+        };
+        burst_of.release_holder().await;
+        let before = view_where(&burst_of.observer, "the queue's head holding", |v| {
+            holder_is(v, &nodes[0])
+        })
+        .await
+        .paths[&path]
+            .leader_changes;
+
+        burst_of.delete(&nodes).await;
+        let drained = view_where(&burst_of.observer, "the queue drained", |v| {
+            v.paths
+                .get(&path)
+                .is_some_and(|p| p.participants.is_empty())
+        })
+        .await;
+        assert_eq!(drained.listings, 1, "the observer listed the tree again");
+        assert_eq!(
+            drained.paths[&path].leader_changes,
+            before + QUEUE as u64,
+            "changes of holder counted over a drain of {QUEUE}"
+        );
+        burst_of.raw.delete(&keep, None).await.unwrap();
         burst_of.end().await;
     })
     .await;

@@ -42,7 +42,8 @@ pub(crate) enum Workload {
     /// and to drain, whether the server survives
     Scale,
     /// A TreeObserver over 10,000 lock paths of 10 participants: its cold
-    /// start, its memory, and commit-to-view after a hand-off; then 1,000
+    /// start, its memory, commit-to-view after a hand-off, and how soon it
+    /// shows a burst of 10,000 queueing on one path; then 1,000
     /// tasks on one session, a lock each (--entities), against Curator and
     /// the server's create+delete ceiling, with and without an observer; and
     /// contended hand-offs/s with an observer against without

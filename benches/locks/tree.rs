@@ -12,7 +12,10 @@
 //! second as holder. Memory is this process's VmRSS before the observer
 //! starts and once its view is current (the server, when it runs in this
 //! process, made its nodes before: what grows is the observer's, with the
-//! server's answers to its reads).
+//! server's answers to its reads). Last, a burst: B participants queue on
+//! one new path at once (pipelined creates), three times, and the time from
+//! the last create's reply until the view shows them all: an observer that
+//! remade a path's view at each event fell behind by n² steps there.
 //!
 //! Then, once the tree is removed, the hand-offs (`entities.rs`): 1,000
 //! tasks on one session, a lock each, against Curator and the server's
@@ -42,6 +45,18 @@ fn sizes(config: &Config) -> (usize, usize) {
         (10_000, 10)
     }
 }
+
+/// How many participants queue at once in one burst.
+fn burst_size(config: &Config) -> usize {
+    if config.quick {
+        1_000
+    } else {
+        10_000
+    }
+}
+
+/// Bursts timed, each on a path of its own.
+const BURSTS: usize = 3;
 
 /// Creates (or deletes) this many nodes in flight at once.
 const BATCH: usize = 2_000;
@@ -96,7 +111,7 @@ pub(crate) async fn tree_phase(
 }
 
 async fn run(
-    _config: &Config,
+    config: &Config,
     target: &Target,
     root: &str,
     paths: usize,
@@ -205,6 +220,54 @@ async fn run(
         seen.last().copied().map_or(f64::NAN, ms),
         seen.len()
     );
+    let delete = |path: String| {
+        let client = &client;
+        async move {
+            match client.delete(&path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                Err(err) => Err(err),
+            }
+        }
+    };
+
+    // Bursts: B participants queue on a new path at once; time from the
+    // last create's reply until the view shows them all.
+    let size = burst_size(config);
+    let mut caught_up = Vec::with_capacity(BURSTS);
+    for rep in 0..BURSTS {
+        let dir = format!("{base}/burst{rep}");
+        create(dir.clone()).await?;
+        let nodes: Vec<String> = (0..size).map(|seq| node(&dir, seq)).collect();
+        in_batches(nodes.clone(), create).await?;
+        let committed = Instant::now();
+        within(COLD_LIMIT, async {
+            loop {
+                let view = changes.borrow_and_update().clone();
+                let shown = view
+                    .paths
+                    .get(dir.as_str())
+                    .map_or(0, |p| p.participants.len());
+                if view.current && shown == size {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await?;
+        caught_up.push(committed.elapsed());
+        in_batches(nodes, delete).await?;
+        delete(dir).await?;
+    }
+    caught_up.sort();
+    println!(
+        "a burst of {size} participants queueing on one path at once: the view shows them all {:.1} ms after the last create's reply (median of {BURSTS}, min–max {:.1}–{:.1})",
+        ms(percentile(&caught_up, 0.5)),
+        caught_up.first().copied().map_or(f64::NAN, ms),
+        caught_up.last().copied().map_or(f64::NAN, ms),
+    );
+
     let view = observer.view();
     println!(
         "observer: {} events applied, {} listing(s), capped: {}",
@@ -219,15 +282,6 @@ async fn run(
         .iter()
         .flat_map(|dir| (0..per_path).map(move |seq| node(dir, seq)))
         .collect();
-    let delete = |path: String| {
-        let client = &client;
-        async move {
-            match client.delete(&path, None).await {
-                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                Err(err) => Err(err),
-            }
-        }
-    };
     in_batches(leftover, delete).await?;
     in_batches(dirs, delete).await?;
     delete(base).await?;

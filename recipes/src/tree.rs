@@ -306,7 +306,10 @@ struct PathState {
     /// Whether it is a Curator semaphore's (read whole at each change).
     semaphore: bool,
     data: Vec<u8>,
+    /// Its first holder's node, and where it stands among the view's
+    /// participants.
     leader: Option<String>,
+    leader_at: usize,
     leader_changes: u64,
     no_holder_since: Option<i64>,
     /// Its children that no recipe writes.
@@ -361,13 +364,26 @@ impl PathState {
     /// view was made takes them out of it, and the view is made anew from
     /// them when it is published ([`settle`](Self::settle)), once for a
     /// whole batch of events: making it at each event cost a burst of n
-    /// creations n² steps, and stalled the observer's runtime. A change
-    /// that may change the first holder (its node gone, or a node where
-    /// there was none) settles at once, so each change of holder is counted
-    /// as it was seen.
+    /// creations, or a queue of n drained, n² steps, and stalled the
+    /// observer's runtime.
+    ///
+    /// Each change of first holder is still counted as it comes. The head
+    /// of every family's queue holds, and a newcomer queues behind those
+    /// already there: so when the first holder's node goes, the next
+    /// participant of the view that still has its node holds now (found
+    /// from where the last holder stood, so a queue drained costs each
+    /// step one look). Where none is left but newcomers, or where there was
+    /// no holder, the view is made at once.
     fn change_nodes(&mut self, path: &str, change: impl FnOnce(&mut BTreeMap<String, NodeFacts>)) {
-        let observed = &self.observed;
-        let nodes = self.unsettled.get_or_insert_with(|| {
+        let PathState {
+            observed,
+            unsettled,
+            leader,
+            leader_at,
+            leader_changes,
+            ..
+        } = self;
+        let nodes = unsettled.get_or_insert_with(|| {
             observed
                 .iter()
                 .flat_map(|observed| observed.participants.iter())
@@ -375,11 +391,33 @@ impl PathState {
                 .collect()
         });
         change(nodes);
-        let holder_may_change = match &self.leader {
-            Some(leader) => !nodes.contains_key(leader),
+        let settle_now = match leader.as_deref() {
+            Some(holder) if !nodes.contains_key(holder) => {
+                let queue = observed.as_deref().map_or(&[][..], |o| &o.participants[..]);
+                let next = queue
+                    .iter()
+                    .enumerate()
+                    .skip(*leader_at + 1)
+                    .find(|(_, o)| nodes.contains_key(&o.participant.name));
+                match next {
+                    Some((at, next)) => {
+                        *leader = Some(next.participant.name.clone());
+                        *leader_at = at;
+                        *leader_changes += 1;
+                        false
+                    }
+                    None if nodes.is_empty() => {
+                        *leader = None;
+                        *leader_changes += 1;
+                        false
+                    }
+                    None => true,
+                }
+            }
+            Some(_) => false,
             None => !nodes.is_empty(),
         };
-        if holder_may_change {
+        if settle_now {
             self.settle(path);
         }
     }
@@ -532,12 +570,18 @@ impl Follower {
                 if std::mem::take(&mut unpublished) {
                     self.publish(true, 0);
                 }
-                let first = match deferred.front() {
-                    Some(&(_, due)) => tokio::select! {
-                        event = watcher.changed() => Some(event),
-                        () = tokio::time::sleep_until(due) => None,
-                    },
-                    None => Some(watcher.changed().await),
+                let due = deferred.front().map(|&(_, due)| due);
+                let first = tokio::select! {
+                    event = watcher.changed() => Some(event),
+                    () = async {
+                        match due {
+                            Some(due) => tokio::time::sleep_until(due).await,
+                            None => std::future::pending().await,
+                        }
+                    } => None,
+                    // A closed framework's client tells its watchers
+                    // nothing more: the view is current no longer.
+                    () = self.framework.closed() => return Ended::Again,
                 };
                 if let Some(first) = first {
                     let session = first.event_type == zk::EventType::Session;
@@ -985,10 +1029,11 @@ fn recompute(state: &mut PathState, live: bool, participants: Vec<LockParticipan
         })
         .collect();
     drop(before);
-    let leader = observed
+    let first_holder = observed
         .iter()
-        .find(|o| o.participant.role == Role::Holder)
-        .map(|o| o.participant.name.clone());
+        .position(|o| o.participant.role == Role::Holder);
+    let leader = first_holder.map(|at| observed[at].participant.name.clone());
+    state.leader_at = first_holder.unwrap_or(0);
     if live && leader != state.leader {
         state.leader_changes += 1;
     }
