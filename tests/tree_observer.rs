@@ -22,7 +22,7 @@ use zk_curator::{
     LeaderElection, LeaderLatch, MutexGuard,
 };
 use zk_curator_testing::proxy::opcode;
-use zk_curator_testing::FaultProxy;
+use zk_curator_testing::{FaultProxy, TestingServer};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -461,6 +461,13 @@ struct Burst {
 }
 
 impl Burst {
+    /// [`start`](Self::start) under a root of its own named after `name`,
+    /// everything on `server`.
+    async fn on(server: &TestingServer, name: &str, read_after: Duration) -> Burst {
+        let connect = server.connect_string();
+        Burst::start(&connect, &connect, &unique_path(name), read_after).await
+    }
+
     async fn start(
         connect: &str,
         observer_connect: &str,
@@ -612,9 +619,7 @@ async fn a_busy_trees_newcomers_show_at_once_and_one_gone_soon_is_never_read() {
 async fn a_pending_newcomer_that_stays_is_read_and_shown_as_its_node_says() {
     let Some(server) = server() else { return };
     bounded(LONG_BOUND, async move {
-        let connect = server.connect_string();
-        let root = unique_path("tree-pending");
-        let burst_of = Burst::start(&connect, &connect, &root, Duration::from_millis(300)).await;
+        let burst_of = Burst::on(server, "tree-pending", Duration::from_millis(300)).await;
         let Burst {
             path,
             observer,
@@ -668,9 +673,7 @@ async fn past_the_bound_the_oldest_pending_newcomers_are_read_at_once() {
     const BURST: usize = 2 * MOST_PENDING;
     let Some(server) = server() else { return };
     bounded(LONG_BOUND, async move {
-        let connect = server.connect_string();
-        let root = unique_path("tree-bound");
-        let burst_of = Burst::start(&connect, &connect, &root, Duration::from_secs(600)).await;
+        let burst_of = Burst::on(server, "tree-bound", Duration::from_secs(600)).await;
         let Burst {
             path,
             observer,
@@ -731,9 +734,7 @@ async fn a_burst_of_thousands_read_at_once_is_applied_on_one_listing() {
     const BURST: usize = 4096;
     let Some(server) = server() else { return };
     bounded(LONG_BOUND, async move {
-        let connect = server.connect_string();
-        let root = unique_path("tree-thousands");
-        let burst_of = Burst::start(&connect, &connect, &root, Duration::ZERO).await;
+        let burst_of = Burst::on(server, "tree-thousands", Duration::ZERO).await;
         let Burst {
             path,
             observer,
@@ -780,9 +781,7 @@ async fn a_queue_of_thousands_drained_at_once_counts_every_change_of_holder() {
     const QUEUE: usize = 4096;
     let Some(server) = server() else { return };
     bounded(LONG_BOUND, async move {
-        let connect = server.connect_string();
-        let root = unique_path("tree-drain");
-        let mut burst_of = Burst::start(&connect, &connect, &root, Duration::ZERO).await;
+        let mut burst_of = Burst::on(server, "tree-drain", Duration::ZERO).await;
         let path = burst_of.path.clone();
         // A node no recipe writes keeps the lock path (a container) from
         // being removed once the queue is gone, and with it what was
