@@ -68,9 +68,8 @@
 //! shown. Memory is the view's: the participants' nodes, their data
 //! included. At most 1,024 nodes wait to be read at once (pending); past
 //! that the oldest is read at once, whatever `read_after` says. A batch
-//! remakes each path it changed once, when it is published (and at each
-//! change of holder), so a burst of n creations costs n log n steps, not
-//! n².
+//! remakes each path it changed once, when it is published, so a burst
+//! of n creations, or a queue of n drained, costs n log n steps, not n².
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -306,15 +305,16 @@ struct PathState {
     /// Whether it is a Curator semaphore's (read whole at each change).
     semaphore: bool,
     data: Vec<u8>,
-    /// Its first holder's node, and where it stands among the view's
-    /// participants.
+    /// Its first holder's node.
     leader: Option<String>,
+    /// Where the first holder stands among the view's participants (the
+    /// next holder is looked for after it).
     leader_at: usize,
     leader_changes: u64,
     no_holder_since: Option<i64>,
     /// Its children that no recipe writes.
     unknown: UnknownNodes,
-    /// What the view shows of it, made anew at each change.
+    /// What the view shows of it, made anew at each batch.
     observed: Option<Arc<ObservedPath>>,
     /// Its participants' nodes with changes `observed` does not show yet
     /// (see [`change_nodes`](Self::change_nodes)).
