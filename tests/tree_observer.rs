@@ -61,6 +61,18 @@ async fn view_where(
     }
 }
 
+/// Whether the observer's view says it is not current within [`WAIT`].
+async fn no_longer_current(observer: &TreeObserver) -> bool {
+    let mut changes = observer.changes();
+    tokio::time::timeout(WAIT, async {
+        while changes.borrow_and_update().current {
+            changes.changed().await.unwrap();
+        }
+    })
+    .await
+    .is_ok()
+}
+
 /// Asserts that the view shows `seen` as `truth` reads them, naming the
 /// first that differs (not the thousands that agree).
 fn assert_same_participants(seen: &[LockParticipant], truth: &[LockParticipant]) {
@@ -244,17 +256,10 @@ async fn cut_off_or_expired_the_view_says_so_then_is_rebuilt() {
         view_where(&observer, "the lock", |v| shown(v, &path) == expected).await;
 
         proxy.blackhole(true);
-        let mut changes = observer.changes();
-        let cut_off = tokio::time::timeout(WAIT, async {
-            loop {
-                if !changes.borrow_and_update().current {
-                    return;
-                }
-                changes.changed().await.unwrap();
-            }
-        })
-        .await;
-        assert!(cut_off.is_ok(), "the view never said it was not current");
+        assert!(
+            no_longer_current(&observer).await,
+            "the view never said it was not current"
+        );
         // A hand-off while the observer cannot see it.
         guard.release().await.unwrap();
         let next = waiters.remove(0).await.unwrap();
@@ -283,8 +288,8 @@ async fn cut_off_or_expired_the_view_says_so_then_is_rebuilt() {
     .await;
 }
 
-/// Its framework closed, the view says it is not current, and so it stays:
-/// a closed client tells its watchers nothing more.
+/// Its framework closed, the view says it is not current: a closed client
+/// tells its watchers nothing more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn its_framework_closed_the_view_says_it_is_not_current() {
     let Some(server) = server() else { return };
@@ -298,18 +303,8 @@ async fn its_framework_closed_the_view_says_it_is_not_current() {
         view_where(&observer, "the lock", |v| v.paths.len() == 1).await;
 
         observer_fw.close().await;
-        let mut changes = observer.changes();
-        let ended = tokio::time::timeout(WAIT, async {
-            loop {
-                if !changes.borrow_and_update().current {
-                    return;
-                }
-                changes.changed().await.unwrap();
-            }
-        })
-        .await;
         assert!(
-            ended.is_ok(),
+            no_longer_current(&observer).await,
             "the view said current after its framework closed"
         );
         guard.release().await.unwrap();
